@@ -1,0 +1,266 @@
+"""The tile schedule of the FlashAttention forward kernel, computed on the host.
+
+For a problem shape and tile sizes this module says exactly which (q-block, k-block) pairs the
+kernel visits, which of those need a mask and which are skipped, in what order the programs run
+(with and without program-id remapping) and how much work each does, plus FLOP and byte counts.
+The NumPy reference walks this schedule and the cuTile kernel computes the same bounds on the
+device, so the block map drawn by the workbench is the kernel's real work.
+
+Masking semantics (0-based query row ``i``, key ``j``):
+
+* ``none``   -- every key is visible.
+* ``causal`` -- ``j <= i + input_pos``. ``input_pos = k_len - q_len`` is chunked prefill: the
+  queries are the last ``q_len`` tokens of a ``k_len``-token sequence.
+* ``window`` -- causal, and also ``j > i + input_pos - window`` (the last ``window`` keys).
+
+Only query rows ``< q_len`` count: rows of a ragged last q-block are padding whose output is never
+stored. Keys ``>= k_len`` are padding, so the ragged last k-block always needs a mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cached_property
+
+import numpy as np
+
+MASK_MODES = ("none", "causal", "window")
+
+
+class BlockKind(IntEnum):
+    """What the kernel does with one (q-block, k-block) pair."""
+
+    SKIPPED = 0  # never loaded: no visible key for any query row of the block
+    COMPUTED = 1  # computed without a mask: every (row, key) pair is visible
+    MASKED = 2  # computed with a mask: causal diagonal, window edge or ragged key edge
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KRange:
+    """Half-open ranges of k-block indices that one q-block visits.
+
+    ``[lo, hi)`` is every visited block; ``[full_lo, full_hi)`` is the unmasked middle. The masked
+    blocks are ``[lo, full_lo)`` (window edge) and ``[full_hi, hi)`` (diagonal and ragged edge).
+    When no block is unmasked, ``full_lo == full_hi`` and it is placed so that both masked ranges
+    together still cover ``[lo, hi)`` exactly.
+    """
+
+    lo: int
+    hi: int
+    full_lo: int
+    full_hi: int
+
+    @property
+    def visited(self) -> int:
+        return max(self.hi - self.lo, 0)
+
+    @property
+    def unmasked(self) -> int:
+        return self.full_hi - self.full_lo
+
+    @property
+    def masked(self) -> int:
+        return self.visited - self.unmasked
+
+
+def k_block_range(
+    q_block: int,
+    *,
+    q_len: int,
+    k_len: int,
+    tile_m: int,
+    tile_n: int,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+) -> KRange:
+    """The k-blocks that query block ``q_block`` visits, split into masked and unmasked.
+
+    This is the loop-bound arithmetic of the kernel, written once in plain integers so the
+    kernel, the reference and the tests agree by construction.
+    """
+    first_row = q_block * tile_m
+    last_row = min(first_row + tile_m, q_len) - 1  # padding rows of a ragged block do not count
+    n_k_blocks = cdiv(k_len, tile_n)
+    even_k_blocks = k_len // tile_n  # blocks with no padded key
+
+    # The keys any row of the block can see form one contiguous interval [see_lo, see_hi].
+    if mask == "none":
+        see_hi_first = see_hi_last = k_len - 1
+        see_lo_first = see_lo_last = 0
+    else:
+        see_hi_first = first_row + input_pos
+        see_hi_last = last_row + input_pos
+        if mask == "window":
+            assert window is not None and window >= 1
+            see_lo_first = first_row + input_pos - window + 1
+            see_lo_last = last_row + input_pos - window + 1
+        else:
+            see_lo_first = see_lo_last = 0
+    see_lo = max(see_lo_first, 0)
+    see_hi = min(see_hi_last, k_len - 1)
+    if see_hi < see_lo:
+        return KRange(0, 0, 0, 0)
+    lo = see_lo // tile_n
+    hi = see_hi // tile_n + 1
+
+    # A block needs no mask when every row sees all of its keys and it has no padded key.
+    full_lo = max(cdiv(max(see_lo_last, 0), tile_n), lo)
+    full_hi = min((see_hi_first + 1) // tile_n, even_k_blocks, hi) if see_hi_first >= 0 else lo
+    if full_hi <= full_lo:
+        full_lo = full_hi = max(min(full_lo, hi), lo)
+    assert 0 <= lo <= full_lo <= full_hi <= hi <= n_k_blocks
+    return KRange(lo, hi, full_lo, full_hi)
+
+
+def block_map(
+    q_len: int,
+    k_len: int,
+    tile_m: int,
+    tile_n: int,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+) -> np.ndarray:
+    """``int8`` array (q-blocks, k-blocks) of :class:`BlockKind` codes."""
+    return Schedule(q_len, k_len, tile_m, tile_n, mask, input_pos, window).block_map
+
+
+def visible(
+    q_len: int, k_len: int, mask: str = "none", input_pos: int = 0, window: int | None = None
+) -> np.ndarray:
+    """Boolean (q_len, k_len) matrix: may query row i see key j. For tests and small maps only."""
+    rows = np.arange(q_len)[:, None]
+    cols = np.arange(k_len)[None, :]
+    seen = np.ones((q_len, k_len), dtype=bool)
+    if mask in ("causal", "window"):
+        seen &= cols <= rows + input_pos
+    if mask == "window":
+        assert window is not None
+        seen &= cols > rows + input_pos - window
+    return seen
+
+
+def visible_pairs(
+    q_len: int, k_len: int, mask: str = "none", input_pos: int = 0, window: int | None = None
+) -> int:
+    """Number of visible (row, key) pairs, counted per row in O(q_len) without the matrix."""
+    if mask == "none":
+        return q_len * k_len
+    rows = np.arange(q_len, dtype=np.int64)
+    hi = np.minimum(rows + input_pos, k_len - 1)
+    lo = np.zeros_like(rows)
+    if mask == "window":
+        assert window is not None
+        lo = np.maximum(rows + input_pos - window + 1, 0)
+    return int(np.clip(hi - lo + 1, 0, None).sum())
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The whole tile schedule of one (batch, head) slice, with derived counts."""
+
+    q_len: int
+    k_len: int
+    tile_m: int
+    tile_n: int
+    mask: str = "none"
+    input_pos: int = 0
+    window: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mask not in MASK_MODES:
+            raise ValueError(f"mask must be one of {MASK_MODES}, got {self.mask!r}")
+        if self.mask == "window" and (self.window is None or self.window < 1):
+            raise ValueError(f"mask='window' needs window >= 1, got {self.window!r}")
+        for name in ("q_len", "k_len", "tile_m", "tile_n"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def n_q_blocks(self) -> int:
+        return cdiv(self.q_len, self.tile_m)
+
+    @property
+    def n_k_blocks(self) -> int:
+        return cdiv(self.k_len, self.tile_n)
+
+    def k_range(self, q_block: int) -> KRange:
+        return k_block_range(
+            q_block,
+            q_len=self.q_len,
+            k_len=self.k_len,
+            tile_m=self.tile_m,
+            tile_n=self.tile_n,
+            mask=self.mask,
+            input_pos=self.input_pos,
+            window=self.window,
+        )
+
+    @cached_property
+    def k_ranges(self) -> tuple[KRange, ...]:
+        return tuple(self.k_range(qb) for qb in range(self.n_q_blocks))
+
+    @cached_property
+    def block_map(self) -> np.ndarray:
+        grid = np.full((self.n_q_blocks, self.n_k_blocks), BlockKind.SKIPPED, dtype=np.int8)
+        for qb, r in enumerate(self.k_ranges):
+            grid[qb, r.lo : r.hi] = BlockKind.MASKED
+            grid[qb, r.full_lo : r.full_hi] = BlockKind.COMPUTED
+        grid.setflags(write=False)
+        return grid
+
+    def counts(self) -> dict[str, int]:
+        """Blocks per kind for one (batch, head) slice."""
+        grid = self.block_map
+        return {
+            "computed": int((grid == BlockKind.COMPUTED).sum()),
+            "masked": int((grid == BlockKind.MASKED).sum()),
+            "skipped": int((grid == BlockKind.SKIPPED).sum()),
+        }
+
+    def work_per_q_block(self) -> np.ndarray:
+        """Visited k-blocks for each q-block: the work of one program."""
+        return np.array([r.visited for r in self.k_ranges], dtype=np.int64)
+
+    def program_order(self, batch_heads: int, *, remap: bool) -> list[tuple[int, int]]:
+        """(q_block, batch_head) in the order programs are launched.
+
+        Without remapping the q-block varies fastest (grid x) and batch·head slowest. With
+        remapping the heaviest q-blocks start first (so the long causal rows are not left for a
+        tail wave) and, within a q-block, consecutive programs share one batch·head group so
+        their K/V stay in L2.
+        """
+        nq = self.n_q_blocks
+        if not remap:
+            return [(qb, bh) for bh in range(batch_heads) for qb in range(nq)]
+        work = self.work_per_q_block()
+        heavy_first = sorted(range(nq), key=lambda qb: (-work[qb], -qb))
+        return [(qb, bh) for qb in heavy_first for bh in range(batch_heads)]
+
+    # FLOP and byte counts, for one (batch, head) slice; multiply by B*H.
+    def flops_computed(self, head_dim: int) -> int:
+        """FLOPs the kernel executes: two GEMMs on every visited block, padding included."""
+        visited = int(self.work_per_q_block().sum())
+        return 4 * visited * self.tile_m * self.tile_n * head_dim
+
+    def flops_useful(self, head_dim: int) -> int:
+        """FLOPs on visible (row, key) pairs only."""
+        return 4 * head_dim * visible_pairs(
+            self.q_len, self.k_len, self.mask, self.input_pos, self.window
+        )
+
+    def bytes_moved(self, head_dim: int, itemsize: int) -> int:
+        """Device-memory traffic of the tiled kernel with no cache reuse across programs.
+
+        Q read once and O written once; each visited k-block loads one K and one V tile.
+        """
+        visited = int(self.work_per_q_block().sum())
+        q_and_o = 2 * self.q_len * head_dim * itemsize
+        kv = visited * 2 * min(self.tile_n, self.k_len) * head_dim * itemsize
+        return q_and_o + kv
