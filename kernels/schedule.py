@@ -19,6 +19,7 @@ stored. Keys ``>= k_len`` are padding, so the ragged last k-block always needs a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
@@ -131,19 +132,31 @@ def block_map(
     return Schedule(q_len, k_len, tile_m, tile_n, mask, input_pos, window).block_map
 
 
+def visible_block(
+    rows: Sequence[int] | np.ndarray,
+    keys: Sequence[int] | np.ndarray,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+) -> np.ndarray:
+    """Boolean (len(rows), len(keys)) matrix: may query row i see key j, for one tile or any
+    chosen rows and keys (a ``range`` is fine)."""
+    r = np.asarray(rows, dtype=np.int64)[:, None]
+    c = np.asarray(keys, dtype=np.int64)[None, :]
+    seen = np.ones((r.shape[0], c.shape[1]), dtype=bool)
+    if mask in ("causal", "window"):
+        seen &= c <= r + input_pos
+    if mask == "window":
+        assert window is not None
+        seen &= c > r + input_pos - window
+    return seen
+
+
 def visible(
     q_len: int, k_len: int, mask: str = "none", input_pos: int = 0, window: int | None = None
 ) -> np.ndarray:
-    """Boolean (q_len, k_len) matrix: may query row i see key j. For tests and small maps only."""
-    rows = np.arange(q_len)[:, None]
-    cols = np.arange(k_len)[None, :]
-    seen = np.ones((q_len, k_len), dtype=bool)
-    if mask in ("causal", "window"):
-        seen &= cols <= rows + input_pos
-    if mask == "window":
-        assert window is not None
-        seen &= cols > rows + input_pos - window
-    return seen
+    """Boolean (q_len, k_len) matrix of the whole problem. For tests and small maps only."""
+    return visible_block(range(q_len), range(k_len), mask, input_pos, window)
 
 
 def visible_pairs(
@@ -251,8 +264,10 @@ class Schedule:
 
     def flops_useful(self, head_dim: int) -> int:
         """FLOPs on visible (row, key) pairs only."""
-        return 4 * head_dim * visible_pairs(
-            self.q_len, self.k_len, self.mask, self.input_pos, self.window
+        return (
+            4
+            * head_dim
+            * visible_pairs(self.q_len, self.k_len, self.mask, self.input_pos, self.window)
         )
 
     def bytes_moved(self, head_dim: int, itemsize: int) -> int:

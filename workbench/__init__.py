@@ -1,0 +1,3 @@
+"""fmha-workbench: profile and tune a cuTile FlashAttention kernel."""
+
+__version__ = "0.1.0"

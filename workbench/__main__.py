@@ -1,0 +1,3 @@
+from workbench.cli import entry_point
+
+entry_point()

@@ -1,0 +1,65 @@
+"""Backends behind one interface, looked up by name.
+
+Each entry is imported lazily, so asking what is available never loads CuPy or torch into a
+process that does not need them, and a broken GPU stack only makes its own entries unavailable.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from workbench.backends.base import Availability, Backend, BackendError, PointResult
+
+__all__ = [
+    "BACKEND_NAMES",
+    "Availability",
+    "Backend",
+    "BackendError",
+    "PointResult",
+    "UnknownBackend",
+    "backend_statuses",
+    "get_backend",
+    "machine_summary",
+]
+
+# name -> "module:Class", in display order.
+_REGISTRY = {
+    "reference": "workbench.backends.reference:ReferenceBackend",
+}
+BACKEND_NAMES = tuple(_REGISTRY)
+
+
+class UnknownBackend(KeyError):
+    def __str__(self) -> str:
+        return (
+            f"backend: {self.args[0]!r} is not allowed; expected one of {', '.join(BACKEND_NAMES)}"
+        )
+
+
+def get_backend(name: str) -> Backend:
+    if name not in _REGISTRY:
+        raise UnknownBackend(name)
+    module_name, class_name = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+def backend_statuses() -> dict[str, Availability]:
+    """Every backend's availability; never raises."""
+    statuses = {}
+    for name in BACKEND_NAMES:
+        try:
+            statuses[name] = get_backend(name).availability()
+        except Exception as exc:  # a broken optional stack must not take the app down
+            statuses[name] = Availability(False, f"{name} failed to load: {exc}")
+    return statuses
+
+
+def machine_summary() -> str:
+    """One line for a status bar: the GPU in use, or that the CPU reference is."""
+    statuses = backend_statuses()
+    gpu = [s.reason for n, s in statuses.items() if n != "reference" and s.available]
+    if gpu:
+        return gpu[0]
+    reasons = [s.reason for n, s in statuses.items() if n != "reference"]
+    why = f" ({reasons[0]})" if reasons else ""
+    return f"CPU reference backend{why}"

@@ -1,0 +1,222 @@
+"""The one interface every backend implements, and the measurement template they share.
+
+A backend knows how to make inputs in its own memory, how to prepare (compile) a kernel for a
+problem and config, how to time it and where its block map comes from. :meth:`Backend.measure_point`
+is the same for all of them: fresh random inputs, compile timed apart, one poisoned launch checked
+against float64, then the shared timing harness.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kernels.schedule import BlockKind, Schedule
+from workbench.accuracy import AccuracyReport, check_output
+from workbench.config import KernelConfig, Problem
+from workbench.timing import Timer, TimingSettings, TimingStats, measure
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run this point; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str  # one line: what is used, or why not and what to do
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """Everything measured at one sequence length. Picklable, so it can cross processes."""
+
+    problem: Problem
+    timing: TimingStats
+    compile_s: float
+    accuracy: AccuracyReport
+    block_map: np.ndarray  # (q-blocks, k-blocks) BlockKind codes for one (batch, head) slice
+    flops: int  # useful FLOPs of the whole problem (the TFLOP/s convention)
+    peak_mem_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.timing.median_ms * 1e-3) / 1e12
+
+    def block_counts(self) -> dict[str, int]:
+        grid = self.block_map
+        return {
+            "computed": int((grid == BlockKind.COMPUTED).sum()),
+            "masked": int((grid == BlockKind.MASKED).sum()),
+            "skipped": int((grid == BlockKind.SKIPPED).sum()),
+        }
+
+
+def problem_flops(problem: Problem, config: KernelConfig) -> int:
+    """4·B·H·Nq·Nk·D, halved for causal; for a window, 4·B·H·D per visible (row, key) pair.
+
+    Causal uses the conventional half so figures compare with published ones; the exact count of
+    visible pairs differs from half by (Nq + 1) / (2·Nq), under 0.1 % at N ≥ 1024.
+    """
+    dense = 4 * problem.batch * problem.heads * problem.q_len * problem.k_len * problem.head_dim
+    if config.mask == "none":
+        return dense
+    if config.mask == "causal":
+        return dense // 2
+    per_slice = Schedule(
+        problem.q_len,
+        problem.k_len,
+        config.tile_m,
+        config.tile_n,
+        "window",
+        problem.input_pos,
+        config.window,
+    ).flops_useful(problem.head_dim)
+    return per_slice * problem.batch * problem.heads
+
+
+def schedule_for(problem: Problem, config: KernelConfig) -> Schedule:
+    return Schedule(
+        problem.q_len,
+        problem.k_len,
+        config.tile_m,
+        config.tile_n,
+        config.mask,
+        problem.input_pos,
+        config.window,
+    )
+
+
+def host_inputs(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Fresh standard-normal q, k, v in float32, rounded to the problem's dtype.
+
+    Rounding on the host means every backend sees the same values that a half-precision tensor
+    holds, so their outputs can be compared with one float64 reference.
+    """
+    assert problem.kv_heads is not None
+    shapes = [
+        (problem.batch, problem.heads, problem.q_len, problem.head_dim),
+        (problem.batch, problem.kv_heads, problem.k_len, problem.head_dim),
+        (problem.batch, problem.kv_heads, problem.k_len, problem.head_dim),
+    ]
+    return tuple(
+        round_to_dtype(rng.standard_normal(s, dtype=np.float32), problem.dtype) for s in shapes
+    )
+
+
+def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values rounded to float16 or bfloat16 precision, still stored as float32."""
+    if dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16":
+        bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+        # Round to nearest even on the 16 bits that bfloat16 drops.
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return rounded.astype(np.uint32).view(np.float32)
+    raise ValueError(f"unknown dtype {dtype!r}")
+
+
+class Backend(ABC):
+    """One way of running attention. Subclasses fill in the hooks below."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    @abstractmethod
+    def availability(self) -> Availability:
+        """Cheap, never raises."""
+
+    def default_timing(self) -> TimingSettings:
+        return TimingSettings()
+
+    def memory_capacity(self) -> int | None:
+        """Bytes the backend's tensors may use, or None when unknown."""
+        return None
+
+    def machine_info(self) -> dict[str, Any]:
+        return {}
+
+    def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        """Raise :class:`~workbench.config.ConfigError` for what this backend cannot run."""
+        problem.check_fits(self.memory_capacity())
+
+    # Hooks for measure_point.
+    @abstractmethod
+    def upload(self, arrays: tuple[np.ndarray, ...], problem: Problem) -> tuple[Any, ...]:
+        """Host float32 arrays -> the backend's tensors in the problem's dtype."""
+
+    @abstractmethod
+    def prepare(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> Callable[[], Any]:
+        """Compile or otherwise get ready; return a no-argument launch that returns the output."""
+
+    @abstractmethod
+    def download(self, out: Any) -> np.ndarray:
+        """The output as a host NumPy array (any float dtype)."""
+
+    def poison_output(self) -> None:  # noqa: B027 - optional hook
+        """Fill the prepared launch's output buffer with NaN (when it reuses one), so that the
+        checked launch proves it wrote every element."""
+
+    def timer(self) -> Timer:
+        return Timer()
+
+    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
+        return None
+
+    def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
+        return schedule_for(problem, config).block_map
+
+    def peak_memory_bytes(self) -> int | None:
+        return None
+
+    def reset_peak_memory(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def release(self) -> None:  # noqa: B027 - optional hook
+        """Free what a point left behind (device memory pools)."""
+
+    def measure_point(
+        self,
+        problem: Problem,
+        config: KernelConfig,
+        settings: TimingSettings,
+        rng: np.random.Generator,
+    ) -> PointResult:
+        self.check_supported(problem, config)
+        q, k, v = host_inputs(problem, rng)
+        try:
+            self.reset_peak_memory()
+            inputs = self.upload((q, k, v), problem)
+            started = time.perf_counter()
+            launch = self.prepare(problem, config, inputs)
+            first_out = launch()  # the first launch compiles where the backend compiles lazily
+            self.download(first_out)
+            compile_s = time.perf_counter() - started
+
+            self.poison_output()
+            checked_out = launch()
+            accuracy = check_output(q, k, v, self.download(checked_out), problem, config, rng)
+            del first_out, checked_out
+
+            timing = measure(launch, settings, self.timer(), between=self.between_samples(settings))
+            peak = self.peak_memory_bytes()
+            grid = self.block_map(problem, config)
+        finally:
+            self.release()
+        return PointResult(
+            problem=problem,
+            timing=timing,
+            compile_s=compile_s,
+            accuracy=accuracy,
+            block_map=np.asarray(grid, dtype=np.int8),
+            flops=problem_flops(problem, config),
+            peak_mem_bytes=peak,
+        )

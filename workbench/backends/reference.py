@@ -1,0 +1,75 @@
+"""The CPU backend: the NumPy reference that walks the kernel's tile schedule."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kernels.reference import flash_attention
+from workbench.backends.base import Availability, Backend, round_to_dtype
+from workbench.config import KernelConfig, Problem
+from workbench.timing import TimingSettings
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class ReferenceBackend(Backend):
+    name = "reference"
+    description = "NumPy reference on the CPU (float32 arithmetic, same tile schedule)"
+
+    def __init__(self) -> None:
+        self._visited: np.ndarray | None = None
+
+    def availability(self) -> Availability:
+        return Availability(True, "NumPy reference on the CPU: always available")
+
+    def default_timing(self) -> TimingSettings:
+        # CPU attention is slow; a few samples are enough to see the shape of the curve.
+        return TimingSettings(warmup=0, min_samples=3, min_time_s=0.0, max_time_s=20.0)
+
+    def memory_capacity(self) -> int | None:
+        # The reference holds float32 copies of q, k, v, the output and per-block temporaries:
+        # allow a quarter of RAM for the half-precision tensors the estimate counts.
+        total = _host_memory_bytes()
+        return total // 4 if total else None
+
+    def upload(self, arrays: tuple[np.ndarray, ...], problem: Problem) -> tuple[Any, ...]:
+        return tuple(round_to_dtype(a, problem.dtype) for a in arrays)
+
+    def prepare(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> Callable[[], Any]:
+        q, k, v = inputs
+
+        def launch() -> np.ndarray:
+            out, visited = flash_attention(
+                q,
+                k,
+                v,
+                mask=config.mask,
+                input_pos=problem.input_pos,
+                window=config.window,
+                tile_m=config.tile_m,
+                tile_n=config.tile_n,
+                return_block_map=True,
+            )
+            self._visited = visited
+            return out
+
+        return launch
+
+    def download(self, out: Any) -> np.ndarray:
+        return np.asarray(out)
+
+    def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
+        # What the reference actually visited on its last launch, not a recomputation.
+        assert self._visited is not None
+        return self._visited

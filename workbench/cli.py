@@ -1,0 +1,594 @@
+"""``fmha-workbench``: the GUI with no subcommand, and a headless CLI over the same core.
+
+Each command opens the store, calls one or two core functions and turns their errors into a
+clean exit: 0 on success, 1 when a sweep ran but failed, 2 with one line on stderr (and nothing
+written) for bad input, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from kernels.schedule import MASK_MODES, BlockKind, Schedule
+from workbench.config import (
+    DTYPES,
+    HEAD_DIMS,
+    TILE_SIZES,
+    ConfigError,
+    KernelConfig,
+    Problem,
+    SweepSpec,
+    parse_seq_lens,
+)
+from workbench.store import RunRecord, Store, StoreError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad input: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated run ids, got {text!r}"
+        ) from None
+
+
+def _add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db", metavar="PATH", help="database file (default: runs.db in your data directory)"
+    )
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> None:
+    g = p.add_argument_group("problem")
+    g.add_argument(
+        "--seq-lens",
+        default=seq_default,
+        help=f"sequence lengths: a list (128,256) or a power-of-two range (1k-16k); "
+        f"default {seq_default}",
+    )
+    g.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    g.add_argument("--heads", type=int, default=8, help="query heads (default 8)")
+    g.add_argument("--kv-heads", type=int, help="key/value heads for GQA (default: --heads)")
+    g.add_argument("--head-dim", type=int, default=64, help=f"one of {HEAD_DIMS} (default 64)")
+    g.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
+    g.add_argument(
+        "--input-pos",
+        type=int,
+        default=0,
+        help="causal offset: P cached keys before the queries (k_len = N + P); default 0",
+    )
+    k = p.add_argument_group("kernel")
+    k.add_argument("--tile-m", type=int, default=64, help=f"query tile, one of {TILE_SIZES}")
+    k.add_argument("--tile-n", type=int, default=64, help=f"key tile, one of {TILE_SIZES}")
+    k.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
+    k.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
+    k.add_argument("--fast-math", action="store_true", help="flush-to-zero exp2, approx division")
+    k.add_argument("--k-split", action="store_true", help="unmasked and masked blocks in 2 loops")
+    k.add_argument("--remap", action="store_true", help="program-id remapping (heavy first)")
+    k.add_argument("--autotune", action="store_true", help="let the backend pick tiles and hints")
+    k.add_argument("--occupancy", type=int, help="target CTAs per SM hint (1-32)")
+    k.add_argument("--worker-warps", type=int, help="num_worker_warps hint (power of two)")
+    t = p.add_argument_group("timing")
+    t.add_argument("--warmup", type=int, help="untimed launches before sampling")
+    t.add_argument("--samples", type=int, help="minimum timed samples per point")
+    t.add_argument("--min-time", type=float, help="minimum seconds of samples per point")
+    t.add_argument("--seed", type=int, help="random seed for the inputs (default: fresh)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="fmha-workbench",
+        description="Profile and tune a cuTile FlashAttention kernel. With no command, "
+        "opens the desktop workbench.",
+    )
+    _add_db(parser)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+
+    p = sub.add_parser("gui", help="open the desktop workbench (the default)")
+    _add_db(p)
+
+    p = sub.add_parser("sweep", help="measure a sweep over sequence lengths and store it")
+    p.add_argument("--backend", default="reference", help="backend to run (default reference)")
+    p.add_argument(
+        "--backends", help="several backends, comma-separated, on the same inputs as one group"
+    )
+    p.add_argument("--label", default="", help="a name for the run")
+    _add_problem_and_config(p, seq_default="128,256,512")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser("runs", help="list stored runs, newest first")
+    p.add_argument("--search", help="only runs whose label, backend, status or config match")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser("show", help="one run and its points")
+    p.add_argument("run", type=int, help="run id")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser("compare", help="latencies of runs side by side, per sequence length")
+    p.add_argument("runs", type=int, nargs="*", help="two or more run ids; the first is the base")
+    p.add_argument("--group", type=int, help="compare every run of a group (from --backends)")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser("export", help="write points as CSV, one row per point")
+    p.add_argument("--csv", required=True, metavar="FILE", help="output file ('-' for stdout)")
+    p.add_argument("--runs", type=_ints, help="comma-separated run ids (default: all)")
+    p.add_argument("--group", type=int, help="every run of a group")
+    _add_db(p)
+
+    p = sub.add_parser("blockmap", help="which q×k blocks a configuration computes, masks, skips")
+    p.add_argument("--q-len", type=int, required=True)
+    p.add_argument("--k-len", type=int, help="default: q-len + input-pos")
+    p.add_argument("--tile-m", type=int, default=64)
+    p.add_argument("--tile-n", type=int, default=64)
+    p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
+    p.add_argument("--input-pos", type=int, default=0)
+    p.add_argument("--window", type=int)
+    _add_json(p)
+
+    p = sub.add_parser("backends", help="which backends this machine can run, and why not")
+    _add_json(p)
+    return parser
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
+    problem = Problem(
+        batch=args.batch,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        head_dim=args.head_dim,
+        dtype=args.dtype,
+        input_pos=args.input_pos,
+        q_len=1,
+        k_len=1 + args.input_pos,
+    )
+    config = KernelConfig(
+        tile_m=args.tile_m,
+        tile_n=args.tile_n,
+        fast_math=args.fast_math,
+        k_split=args.k_split,
+        remap=args.remap,
+        mask=args.mask,
+        window=args.window,
+        autotune=args.autotune,
+        occupancy=args.occupancy,
+        num_worker_warps=args.worker_warps,
+    )
+    return SweepSpec(
+        problem=problem,
+        seq_lens=parse_seq_lens(args.seq_lens),
+        config=config,
+        backend=backend,
+        label=args.label,
+        seed=args.seed,
+    )
+
+
+def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:
+    import dataclasses
+
+    changes = {}
+    if args.warmup is not None:
+        changes["warmup"] = args.warmup
+    if args.samples is not None:
+        changes["min_samples"] = args.samples
+        changes["max_samples"] = max(backend_default.max_samples, args.samples)
+    if args.min_time is not None:
+        changes["min_time_s"] = args.min_time
+    return dataclasses.replace(backend_default, **changes)
+
+
+def _progress(event: Any) -> None:
+    from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
+
+    if isinstance(event, RunStarted):
+        print(f"run {event.run_id}: {event.total} point(s)", file=sys.stderr)
+    elif isinstance(event, PointStarted):
+        print(f"  [{event.index + 1}/{event.total}] N={event.seq_len} …", file=sys.stderr, end="")
+        sys.stderr.flush()
+    elif isinstance(event, PointFinished):
+        p = event.point
+        left = event.elapsed_s / (event.index + 1) * (event.total - event.index - 1)
+        print(
+            f" {p.latency_ms:.3f} ms, {p.tflops:.3f} TFLOP/s, rel err {_fmt(p.rel_err, '.1e')}"
+            f" (about {left:.0f} s left)",
+            file=sys.stderr,
+        )
+    elif isinstance(event, RunFinished):
+        tail = f": {event.error.splitlines()[0]}" if event.error else ""
+        print(f"run {event.run_id} {event.status}{tail}", file=sys.stderr)
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from workbench.backends import get_backend
+    from workbench.runner import RunFinished, preflight, run_sweep
+
+    names = [b.strip() for b in args.backends.split(",")] if args.backends else [args.backend]
+    names = [n for n in names if n]
+    if not names or len(set(names)) != len(names):
+        raise UsageError("--backends: expected distinct backend names, e.g. reference,cutile")
+    if args.seed is None and len(names) > 1:
+        # Several backends must see the same inputs: draw one seed for the whole group.
+        import secrets
+
+        args.seed = secrets.randbits(32)
+    specs = [spec_from_args(args, name) for name in names]
+    backends = [get_backend(name) for name in names]
+    for spec, backend in zip(specs, backends):
+        preflight(spec, backend)  # refuse before anything is written
+    store = Store(args.db)
+    if store.notice:
+        print(f"note: {store.notice}", file=sys.stderr)
+    group_id = None
+    if len(names) > 1:
+        group_id = store.create_group(
+            "backends", args.label or f"{', '.join(names)}", {"backends": names}
+        )
+    results = []
+    worst = EXIT_OK
+    for spec, backend in zip(specs, backends):
+        timing = timing_from_args(args, backend.default_timing())
+        finished = None
+        for event in run_sweep(
+            spec,
+            store,
+            timing=timing,
+            backend=backend,
+            group_id=group_id,
+            step=spec.backend if group_id is not None else None,
+        ):
+            _progress(event)
+            if isinstance(event, RunFinished):
+                finished = event
+        assert finished is not None
+        if finished.status != "complete":
+            worst = EXIT_FAILED
+        results.append(finished.run_id)
+    if args.json:
+        _emit_json(
+            {
+                "group_id": group_id,
+                "runs": [
+                    {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
+                    for r in results
+                ],
+            }
+        )
+    else:
+        for run_id in results:
+            print(run_id)
+    return worst
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        runs = store.runs(search=args.search, limit=args.limit)
+        if args.json:
+            _emit_json([r.to_dict() for r in runs])
+            return EXIT_OK
+        if not runs:
+            print("no runs yet: try `fmha-workbench sweep --backend reference`")
+            return EXIT_OK
+        rows = [
+            [
+                str(r.id),
+                r.created_at.replace("T", " ")[:19],
+                r.backend,
+                r.status,
+                _seq_summary(r.seq_lens),
+                _problem_summary(r),
+                r.config.summary(),
+                r.label,
+            ]
+            for r in runs
+        ]
+        print(
+            _table(rows, ["id", "created", "backend", "status", "N", "problem", "config", "label"])
+        )
+    return EXIT_OK
+
+
+def _seq_summary(seq_lens: Sequence[int]) -> str:
+    return str(seq_lens[0]) if len(seq_lens) == 1 else f"{seq_lens[0]}..{seq_lens[-1]}"
+
+
+def _problem_summary(run: RunRecord) -> str:
+    p = run.problem
+    heads = f"{p.heads}/{p.kv_heads}" if p.kv_heads != p.heads else str(p.heads)
+    pos = f" +{p.input_pos}" if p.input_pos else ""
+    return f"B{p.batch} H{heads} D{p.head_dim} {p.dtype}{pos}"
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        run = store.run(args.run)
+        points = store.points(run.id)
+        if args.json:
+            _emit_json({**run.to_dict(), "points": [p.to_dict() for p in points]})
+            return EXIT_OK
+        print(f"run {run.id}  {run.label}")
+        print(f"  status   {run.status}" + (f": {run.error}" if run.error else ""))
+        where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
+        print(f"  backend  {run.backend}   machine {where}")
+        print(f"  problem  {_problem_summary(run)}")
+        print(f"  config   {run.config.summary()}")
+        print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
+        rows = [
+            [
+                str(p.seq_len),
+                f"{p.latency_ms:.4f}",
+                f"{p.latency_p20_ms:.4f}-{p.latency_p80_ms:.4f}",
+                str(p.samples),
+                f"{p.tflops:.3f}",
+                _fmt(p.rel_err, ".1e"),
+                f"{p.blocks_computed}/{p.blocks_masked}/{p.blocks_skipped}",
+                f"{p.compile_s:.2f}",
+            ]
+            for p in points
+        ]
+        if rows:
+            print(
+                _table(
+                    rows,
+                    [
+                        "N",
+                        "median ms",
+                        "p20-p80 ms",
+                        "n",
+                        "TFLOP/s",
+                        "rel err",
+                        "blocks c/m/s",
+                        "compile s",
+                    ],
+                )
+            )
+    return EXIT_OK
+
+
+def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
+    """Per sequence length: each run's median latency and its speed-up over the first run."""
+    runs = [store.run(r) for r in run_ids]
+    points = {r.id: {p.seq_len: p for p in store.points(r.id)} for r in runs}
+    seq_lens = sorted({n for per_run in points.values() for n in per_run})
+    base = runs[0].id
+    rows = []
+    for n in seq_lens:
+        entry: dict[str, Any] = {"seq_len": n, "runs": {}}
+        base_point = points[base].get(n)
+        for r in runs:
+            p = points[r.id].get(n)
+            entry["runs"][str(r.id)] = {
+                "latency_ms": p.latency_ms if p else None,
+                "tflops": p.tflops if p else None,
+                # >1: this run is faster than the base run
+                "speedup_vs_base": (base_point.latency_ms / p.latency_ms)
+                if p and base_point
+                else None,
+            }
+        rows.append(entry)
+    return {
+        "base": base,
+        "runs": [
+            {"id": r.id, "label": r.label, "backend": r.backend, "config": r.config.summary()}
+            for r in runs
+        ],
+        "points": rows,
+    }
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        run_ids = list(args.runs)
+        if args.group is not None:
+            run_ids += [r.id for r in store.group_runs(args.group)]
+            if not run_ids:
+                raise UsageError(f"group {args.group} has no runs")
+        if len(run_ids) < 2:
+            raise UsageError("compare: give two or more run ids (or --group G)")
+        data = compare_runs(store, run_ids)
+        if args.json:
+            _emit_json(data)
+            return EXIT_OK
+        for r in data["runs"]:
+            print(f"run {r['id']}: {r['backend']}  {r['config']}  {r['label']}")
+        header = ["N"]
+        for r in data["runs"]:
+            header.append(f"#{r['id']} ms")
+            if r["id"] != data["base"]:
+                header.append(f"#{r['id']} vs #{data['base']}")
+        rows = []
+        for entry in data["points"]:
+            row = [str(entry["seq_len"])]
+            for r in data["runs"]:
+                cell = entry["runs"][str(r["id"])]
+                row.append(_fmt(cell["latency_ms"], ".4f"))
+                if r["id"] != data["base"]:
+                    row.append(
+                        _fmt(cell["speedup_vs_base"], ".3f") + "×"
+                        if cell["speedup_vs_base"]
+                        else "-"
+                    )
+            rows.append(row)
+        print(_table(rows, header))
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        run_ids = list(args.runs or [])
+        if args.group is not None:
+            run_ids += [r.id for r in store.group_runs(args.group)]
+            if not run_ids:
+                raise UsageError(f"group {args.group} has no runs")
+        for run_id in run_ids:
+            store.run(run_id)  # a missing id is refused before the file is touched
+        if args.csv == "-":
+            import csv
+
+            from workbench.store import export_columns
+
+            rows = list(store.export_rows(run_ids or None))
+            writer = csv.DictWriter(
+                sys.stdout, fieldnames=list(rows[0]) if rows else export_columns()
+            )
+            writer.writeheader()
+            writer.writerows(rows)
+            return EXIT_OK
+        count = store.export_csv(args.csv, run_ids or None)
+        print(f"wrote {count} row(s) to {args.csv}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_blockmap(args: argparse.Namespace) -> int:
+    k_len = args.k_len if args.k_len is not None else args.q_len + args.input_pos
+    problem = Problem(q_len=args.q_len, k_len=k_len, input_pos=args.input_pos, heads=1)
+    config = KernelConfig(
+        tile_m=args.tile_m, tile_n=args.tile_n, mask=args.mask, window=args.window
+    )
+    schedule = Schedule(
+        problem.q_len,
+        problem.k_len,
+        config.tile_m,
+        config.tile_n,
+        config.mask,
+        problem.input_pos,
+        config.window,
+    )
+    counts = schedule.counts()
+    grid = schedule.block_map
+    if args.json:
+        _emit_json(
+            {
+                "q_len": problem.q_len,
+                "k_len": problem.k_len,
+                "tile_m": config.tile_m,
+                "tile_n": config.tile_n,
+                "mask": config.mask,
+                "input_pos": problem.input_pos,
+                "window": config.window,
+                "shape": list(grid.shape),
+                "counts": counts,
+                "legend": {str(int(k)): k.name.lower() for k in BlockKind},
+                "map": grid.tolist(),
+            }
+        )
+        return EXIT_OK
+    total = grid.size
+    print(
+        f"{grid.shape[0]}×{grid.shape[1]} blocks: {counts['computed']} computed, "
+        f"{counts['masked']} masked, {counts['skipped']} skipped "
+        f"({100 * counts['skipped'] / total:.1f} % skipped)"
+    )
+    if grid.shape[1] <= 120 and grid.shape[0] <= 200:
+        symbols = {BlockKind.COMPUTED: "#", BlockKind.MASKED: "m", BlockKind.SKIPPED: "."}
+        for row in grid:
+            print("".join(symbols[BlockKind(int(c))] for c in row))
+        print("# computed   m masked   . skipped")
+    return EXIT_OK
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    from workbench.backends import backend_statuses
+
+    statuses = backend_statuses()
+    if args.json:
+        _emit_json({n: {"available": s.available, "reason": s.reason} for n, s in statuses.items()})
+    else:
+        for name, status in statuses.items():
+            print(f"{name:12} {'yes' if status.available else 'no ':3}  {status.reason}")
+    return EXIT_OK
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    try:
+        from workbench.gui.app import main as gui_main
+    except ImportError as exc:
+        raise UsageError(
+            f"the desktop workbench cannot start ({exc}); install it with "
+            "`pip install fmha-workbench` or use a subcommand (see --help)"
+        ) from exc
+    return gui_main(args.db)
+
+
+COMMANDS = {
+    "gui": cmd_gui,
+    "sweep": cmd_sweep,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "compare": cmd_compare,
+    "export": cmd_export,
+    "blockmap": cmd_blockmap,
+    "backends": cmd_backends,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from workbench.backends import UnknownBackend
+    from workbench.backends.base import BackendError
+
+    try:
+        args = build_parser().parse_args(argv)
+        command = args.command or "gui"
+        return COMMANDS[command](args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ConfigError, UnknownBackend, BackendError, StoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def entry_point() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -1,0 +1,259 @@
+"""The one validated description of what to run: a problem shape and a kernel configuration.
+
+Both are frozen dataclasses checked once, in ``__post_init__``, so every layer behind the boundary
+(runner, backends, store, GUI) can trust them. Every error is a :class:`ConfigError` that names the
+field, the bad value and what is allowed; the CLI prints it as one line and the GUI marks the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernels.schedule import MASK_MODES
+
+DTYPES = ("float16", "bfloat16")
+DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
+TILE_SIZES = (16, 32, 64, 128, 256)
+HEAD_DIMS = (32, 64, 128, 256)
+WORKER_WARPS = (1, 2, 4, 8, 16, 32)
+MAX_SEQ_LEN = 1 << 20
+# cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
+MAX_ELEMENTS = (1 << 31) - 1
+
+
+class ConfigError(ValueError):
+    """A bad value at the boundary: ``field`` names it so a UI can mark it."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
+        self.field = field_name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field_name}: {value!r} is not allowed; {allowed}")
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, value, "expected a whole number")
+    if value < lo or (hi is not None and value > hi):
+        upper = f" and at most {hi}" if hi is not None else ""
+        raise ConfigError(name, value, f"expected at least {lo}{upper}")
+
+
+def _check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
+    choices = tuple(choices)
+    if value not in choices or (
+        isinstance(value, bool) and not any(isinstance(c, bool) for c in choices)
+    ):
+        shown = ", ".join(str(c) for c in choices)
+        raise ConfigError(name, value, f"expected one of {shown}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One attention problem: q (B, H, q_len, D), k and v (B, kv_heads, k_len, D)."""
+
+    batch: int = 1
+    heads: int = 8
+    kv_heads: int | None = None  # None means the same as heads (no GQA)
+    q_len: int = 1024
+    k_len: int = 1024
+    head_dim: int = 64
+    dtype: str = "float16"
+    input_pos: int = 0  # causal offset; k_len - q_len is chunked prefill
+
+    def __post_init__(self) -> None:
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
+        _check_int("batch", self.batch, 1, 4096)
+        _check_int("heads", self.heads, 1, 1024)
+        _check_int("kv_heads", self.kv_heads, 1, 1024)
+        if self.heads % self.kv_heads:
+            raise ConfigError(
+                "kv_heads",
+                self.kv_heads,
+                f"heads ({self.heads}) must be divisible by kv_heads for grouped-query attention",
+            )
+        _check_int("q_len", self.q_len, 1, MAX_SEQ_LEN)
+        _check_int("k_len", self.k_len, 1, MAX_SEQ_LEN)
+        _check_choice("head_dim", self.head_dim, HEAD_DIMS)
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_int("input_pos", self.input_pos, 0, MAX_SEQ_LEN)
+        largest = self.batch * self.heads * max(self.q_len, self.k_len) * self.head_dim
+        if largest > MAX_ELEMENTS:
+            raise ConfigError(
+                "batch",
+                self.batch,
+                f"B·H·N·D = {largest:,} elements exceeds 2^31 - 1 (int32 indexing); "
+                "use fewer heads, a smaller batch or shorter sequences",
+            )
+
+    @property
+    def group_size(self) -> int:
+        assert self.kv_heads is not None
+        return self.heads // self.kv_heads
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_ITEMSIZE[self.dtype]
+
+    def tensor_bytes(self) -> int:
+        """q, k, v and the output in the problem's dtype."""
+        assert self.kv_heads is not None
+        q_and_o = 2 * self.batch * self.heads * self.q_len * self.head_dim
+        kv = 2 * self.batch * self.kv_heads * self.k_len * self.head_dim
+        return (q_and_o + kv) * self.itemsize
+
+    def check_fits(self, capacity_bytes: int | None, *, what: str = "device memory") -> None:
+        """Refuse a problem whose tensors cannot fit ``capacity_bytes`` (None: unknown, allow)."""
+        if capacity_bytes is None:
+            return
+        need = self.tensor_bytes()
+        if need > capacity_bytes:
+            raise ConfigError(
+                "q_len",
+                self.q_len,
+                f"the tensors need {need / 2**30:.1f} GiB but {what} has "
+                f"{capacity_bytes / 2**30:.1f} GiB; use shorter sequences or fewer heads",
+            )
+
+    def with_seq_len(self, seq_len: int) -> Problem:
+        """The same shape at sequence length ``seq_len``: q_len = N, k_len = N + input_pos."""
+        return dataclasses.replace(self, q_len=seq_len, k_len=seq_len + self.input_pos)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The knobs of the optimization stack. Backends ignore knobs they do not have."""
+
+    tile_m: int = 64
+    tile_n: int = 64
+    fast_math: bool = False
+    k_split: bool = False
+    remap: bool = False
+    mask: str = "none"
+    window: int | None = None
+    autotune: bool = False
+    occupancy: int | None = None
+    num_worker_warps: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_choice("tile_m", self.tile_m, TILE_SIZES)
+        _check_choice("tile_n", self.tile_n, TILE_SIZES)
+        for name in ("fast_math", "k_split", "remap", "autotune"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "expected true or false")
+        _check_choice("mask", self.mask, MASK_MODES)
+        if self.mask == "window":
+            if self.window is None:
+                raise ConfigError("window", None, "mask 'window' needs a window size >= 1")
+            _check_int("window", self.window, 1, MAX_SEQ_LEN)
+        elif self.window is not None:
+            raise ConfigError("window", self.window, "a window size needs mask 'window'")
+        if self.occupancy is not None:
+            _check_int("occupancy", self.occupancy, 1, 32)
+        if self.num_worker_warps is not None:
+            _check_choice("num_worker_warps", self.num_worker_warps, WORKER_WARPS)
+
+    @property
+    def causal(self) -> bool:
+        return self.mask in ("causal", "window")
+
+    def summary(self) -> str:
+        """Short human description, e.g. ``128×64 causal ftz split remap``."""
+        parts = [f"{self.tile_m}×{self.tile_n}", self.mask]
+        if self.mask == "window":
+            parts[-1] = f"window {self.window}"
+        flags = [
+            ("fast-math", self.fast_math),
+            ("k-split", self.k_split),
+            ("remap", self.remap),
+            ("autotune", self.autotune),
+        ]
+        parts += [name for name, on in flags if on]
+        if self.occupancy is not None:
+            parts.append(f"occ {self.occupancy}")
+        if self.num_worker_warps is not None:
+            parts.append(f"{self.num_worker_warps} warps")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def parse_seq_lens(text: str) -> tuple[int, ...]:
+    """``"128,256,512"`` or a power-of-two range ``"1k-16k"`` / ``"1024..16384"``.
+
+    Suffix k means ×1024. The result is sorted and without repeats.
+    """
+    cleaned = text.strip().lower().replace(" ", "")
+    if not cleaned:
+        raise ConfigError("seq_lens", text, "expected a list like 128,256,512 or a range 1k-16k")
+
+    def number(token: str) -> int:
+        match = re.fullmatch(r"(\d+)(k?)", token)
+        if not match:
+            raise ConfigError(
+                "seq_lens", text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
+            )
+        value = int(match.group(1)) * (1024 if match.group(2) else 1)
+        _check_int("seq_lens", value, 1, MAX_SEQ_LEN)
+        return value
+
+    range_match = re.fullmatch(r"([0-9k]+)(?:-|\.\.)([0-9k]+)", cleaned)
+    if range_match:
+        lo, hi = number(range_match.group(1)), number(range_match.group(2))
+        if lo > hi or lo & (lo - 1) or hi & (hi - 1):
+            raise ConfigError(
+                "seq_lens", text, "a range needs two powers of two, low to high, e.g. 1k-16k"
+            )
+        values = []
+        n = lo
+        while n <= hi:
+            values.append(n)
+            n *= 2
+        return tuple(values)
+    return tuple(sorted({number(tok) for tok in cleaned.split(",") if tok}))
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A problem template × sequence lengths × one config × one backend."""
+
+    problem: Problem
+    seq_lens: tuple[int, ...]
+    config: KernelConfig
+    backend: str = "reference"
+    label: str = ""
+    seed: int | None = None  # None: fresh random inputs every point
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.seq_lens:
+            raise ConfigError("seq_lens", self.seq_lens, "expected at least one sequence length")
+        for n in self.seq_lens:
+            _check_int("seq_lens", n, 1, MAX_SEQ_LEN)
+        # Validate every point's shape now, so a sweep never fails half-way on a bad length.
+        for n in self.seq_lens:
+            self.problem.with_seq_len(n)
+        if len(self.label) > 200:
+            raise ConfigError("label", self.label[:20] + "…", "expected at most 200 characters")
+
+    def problems(self) -> list[Problem]:
+        return [self.problem.with_seq_len(n) for n in self.seq_lens]

@@ -1,0 +1,61 @@
+"""Where a run happened: host, software versions and the project's git commit."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the checkout this package runs from (None for an installed wheel)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    if not commit:
+        return None
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
+    ).stdout.strip()
+    return commit + ("-dirty" if dirty else "")
+
+
+def host_info() -> dict[str, Any]:
+    import numpy
+
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "fmha_workbench": package_version("fmha-workbench") or "source",
+        "git_commit": git_commit(),
+    }

@@ -1,0 +1,139 @@
+"""Run a sweep point by point: a plain generator of progress events.
+
+The CLI prints the events, the GUI's worker thread turns them into signals. The runner checks
+everything that can be checked before anything is written (backend available, every point's shape
+valid and within memory), then stores the run, measures each sequence length, checks its output
+against float64 and commits the point at once. A cancel request is honoured between points; a
+backend failure ends the run as 'failed' with the error text and the points already measured.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.backends import Backend, get_backend
+from workbench.backends.base import BackendError
+from workbench.config import ConfigError, SweepSpec
+from workbench.machine import host_info
+from workbench.store import PointRecord, Store
+from workbench.timing import TimingSettings
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PointStarted:
+    run_id: int
+    index: int
+    total: int
+    seq_len: int
+
+
+@dataclass(frozen=True)
+class PointFinished:
+    run_id: int
+    index: int
+    total: int
+    point: PointRecord
+    elapsed_s: float  # since the run started, for an estimate of the time left
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    run_id: int
+    status: str
+    error: str | None = None
+
+
+Event = RunStarted | PointStarted | PointFinished | RunFinished
+
+
+class BackendUnavailable(BackendError):
+    pass
+
+
+def preflight(spec: SweepSpec, backend: Backend) -> None:
+    """Everything that can be refused before a run is written."""
+    status = backend.availability()
+    if not status.available:
+        raise BackendUnavailable(f"backend {spec.backend!r} is not available: {status.reason}")
+    for problem in spec.problems():
+        backend.check_supported(problem, spec.config)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    store: Store,
+    *,
+    cancel: Callable[[], bool] | None = None,
+    timing: TimingSettings | None = None,
+    backend: Backend | None = None,
+    group_id: int | None = None,
+    step: str | None = None,
+) -> Iterator[Event]:
+    """Measure ``spec`` and store it. Raises ConfigError / BackendUnavailable before writing."""
+    backend = backend or get_backend(spec.backend)
+    preflight(spec, backend)
+    settings = timing or backend.default_timing()
+    machine = {**host_info(), **backend.machine_info()}
+    run_id = store.create_run(spec, machine, group_id=group_id, step=step)
+    return _measure(spec, store, backend, settings, run_id, cancel)
+
+
+def _measure(
+    spec: SweepSpec,
+    store: Store,
+    backend: Backend,
+    settings: TimingSettings,
+    run_id: int,
+    cancel: Callable[[], bool] | None,
+) -> Iterator[Event]:
+    problems = spec.problems()
+    total = len(problems)
+    # One seed per run: reproducible when the spec fixes it, fresh otherwise.
+    seed_seq = np.random.SeedSequence(spec.seed)
+    started = time.perf_counter()
+    status, error = "complete", None
+    yield RunStarted(run_id, total)
+    try:
+        for index, (problem, child_seed) in enumerate(zip(problems, seed_seq.spawn(total))):
+            if cancel is not None and cancel():
+                status = "cancelled"
+                break
+            yield PointStarted(run_id, index, total, problem.q_len)
+            result = backend.measure_point(
+                problem, spec.config, settings, np.random.default_rng(child_seed)
+            )
+            point = store.add_point(run_id, result)
+            yield PointFinished(run_id, index, total, point, time.perf_counter() - started)
+            if not result.accuracy.passed:
+                status = "failed"
+                error = (
+                    f"wrong result at N={problem.q_len}: relative error "
+                    f"{result.accuracy.rel_err:.3g} against float64 exceeds "
+                    f"{result.accuracy.tolerance:g}"
+                )
+                break
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "cancelled", "interrupted by the user")
+        raise
+    except GeneratorExit:
+        # The consumer stopped listening (window closed, Ctrl-C in a caller): keep what we have.
+        store.finish_run(run_id, "cancelled", "stopped before the sweep finished")
+        raise
+    except (BackendError, ConfigError, MemoryError, RuntimeError, OSError, ValueError) as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # an unexpected bug still leaves the run marked, with the trace
+        status = "failed"
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+    store.finish_run(run_id, status, error)
+    yield RunFinished(run_id, status, error)

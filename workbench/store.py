@@ -1,0 +1,692 @@
+"""Every run, its points and block maps, in SQLite through sqlite-utils.
+
+Guarantees:
+
+* Each point is committed in its own transaction the moment it is measured, so a crash or a
+  ``kill -9`` keeps everything measured before it; a run left 'running' by a dead process is shown
+  as failed ("interrupted") when the database is next opened.
+* WAL journal and foreign keys on every connection; the schema version is ``PRAGMA user_version``
+  and migrations are applied in order, each in a transaction, so re-opening is always safe.
+* A damaged file is detected on open, set aside under a timestamped name, and a fresh database is
+  used; ``Store.notice`` says so. A file from a newer schema opens read-only with a notice.
+* A database locked by another writer is retried with backoff before a clear error.
+
+One :class:`Store` per thread: SQLite connections must not cross threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import sqlite_utils
+
+from workbench.config import KernelConfig, Problem, SweepSpec
+
+APP_NAME = "fmha-workbench"
+STATUSES = ("running", "complete", "failed", "cancelled")
+LOCK_RETRIES = 6  # 0.05 s doubling: about 3 s in all before giving up
+T = TypeVar("T")
+
+
+class StoreError(RuntimeError):
+    """A database problem the user can act on; the message says what to do."""
+
+
+class RunNotFound(StoreError):
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} does not exist (see `fmha-workbench runs`)")
+
+
+def default_db_path() -> Path:
+    """``$FMHA_WORKBENCH_DB``, else runs.db in the user's data directory."""
+    override = os.environ.get("FMHA_WORKBENCH_DB")
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP_NAME, appauthor=False)) / "runs.db"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- schema -----------------------------------------------------------------------------------
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    """Runs and their points."""
+    db["runs"].create(
+        {
+            "id": int,
+            "label": str,
+            "status": str,
+            "backend": str,
+            "problem": str,  # JSON of Problem at the first length
+            "config": str,  # JSON of KernelConfig
+            "seq_lens": str,  # JSON list
+            "machine": str,  # JSON
+            "created_at": str,
+            "finished_at": str,
+            "error": str,
+        },
+        pk="id",
+        not_null={"status", "backend", "problem", "config", "seq_lens", "created_at"},
+    )
+    db["points"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "seq_len": int,
+            "q_len": int,
+            "k_len": int,
+            "latency_ms": float,
+            "latency_p20_ms": float,
+            "latency_p80_ms": float,
+            "latency_min_ms": float,
+            "samples": int,
+            "tflops": float,
+            "compile_s": float,
+            "max_abs_err": float,
+            "rel_err": float,
+            "blocks_computed": int,
+            "blocks_masked": int,
+            "blocks_skipped": int,
+            "peak_mem_bytes": int,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["points"].create_index(["run_id", "seq_len"], unique=True)
+
+
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """Groups of runs (several backends on the same inputs, ladders), raw samples, block maps."""
+    db["groups"].create(
+        {"id": int, "kind": str, "label": str, "created_at": str, "spec": str}, pk="id"
+    )
+    db["runs"].add_column("group_id", int, fk="groups", fk_col="id")
+    db["runs"].add_column("step", str)
+    db["points"].add_column("samples_ms", str)  # JSON list, the raw timings
+    db["points"].add_column("extra", str)  # JSON, backend-specific facts (autotuned config...)
+    db["block_maps"].create(
+        {"point_id": int, "rows": int, "cols": int, "data": bytes},
+        pk="point_id",
+        foreign_keys=[("point_id", "points", "id")],
+    )
+    db["runs"].create_index(["created_at"])
+    db["runs"].create_index(["group_id"])
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1, _migration_2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# --- records ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    label: str
+    status: str
+    backend: str
+    problem: Problem
+    config: KernelConfig
+    seq_lens: tuple[int, ...]
+    machine: dict[str, Any]
+    created_at: str
+    finished_at: str | None
+    error: str | None
+    group_id: int | None
+    step: str | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        return cls(
+            id=row["id"],
+            label=row["label"] or "",
+            status=row["status"],
+            backend=row["backend"],
+            problem=Problem.from_dict(json.loads(row["problem"])),
+            config=KernelConfig.from_dict(json.loads(row["config"])),
+            seq_lens=tuple(json.loads(row["seq_lens"])),
+            machine=json.loads(row["machine"] or "{}"),
+            created_at=row["created_at"],
+            finished_at=row["finished_at"],
+            error=row["error"],
+            group_id=row.get("group_id"),
+            step=row.get("step"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "status": self.status,
+            "backend": self.backend,
+            "problem": self.problem.to_dict(),
+            "config": self.config.to_dict(),
+            "seq_lens": list(self.seq_lens),
+            "machine": self.machine,
+            "created_at": self.created_at,
+            "finished_at": self.finished_at,
+            "error": self.error,
+            "group_id": self.group_id,
+            "step": self.step,
+        }
+
+
+POINT_FIELDS = (
+    "seq_len",
+    "q_len",
+    "k_len",
+    "latency_ms",
+    "latency_p20_ms",
+    "latency_p80_ms",
+    "latency_min_ms",
+    "samples",
+    "tflops",
+    "compile_s",
+    "max_abs_err",
+    "rel_err",
+    "blocks_computed",
+    "blocks_masked",
+    "blocks_skipped",
+    "peak_mem_bytes",
+)
+
+
+@dataclass(frozen=True)
+class PointRecord:
+    run_id: int
+    seq_len: int
+    q_len: int
+    k_len: int
+    latency_ms: float
+    latency_p20_ms: float
+    latency_p80_ms: float
+    latency_min_ms: float
+    samples: int
+    tflops: float
+    compile_s: float
+    max_abs_err: float | None
+    rel_err: float | None
+    blocks_computed: int
+    blocks_masked: int
+    blocks_skipped: int
+    peak_mem_bytes: int | None
+    extra: dict[str, Any] | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> PointRecord:
+        values = {name: row[name] for name in POINT_FIELDS}
+        return cls(run_id=row["run_id"], extra=json.loads(row.get("extra") or "{}"), **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"run_id": self.run_id, **{name: getattr(self, name) for name in POINT_FIELDS}}
+        data["extra"] = self.extra or {}
+        return data
+
+
+# --- the store --------------------------------------------------------------------------------
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class Store:
+    """The run database. ``notice`` carries anything the user should be told about opening it."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 2.0):
+        self.path = Path(path) if path is not None else default_db_path()
+        self.notice: str | None = None
+        self.read_only = False
+        self._busy_timeout_s = busy_timeout_s
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = self._open_checked()
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise StoreError(
+                    f"{self.path} is locked by another program; close it (or the other "
+                    "fmha-workbench) and try again"
+                ) from exc
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+
+    # opening ---------------------------------------------------------------------------------
+
+    def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
+        if read_only:
+            uri = f"file:{self.path}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
+        else:
+            conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _open_checked(self) -> sqlite_utils.Database:
+        try:
+            conn = self._connect()
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if ok != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {ok}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
+                raise
+            with contextlib.suppress(Exception):
+                conn.close()
+            moved = self._set_aside()
+            self.notice = (
+                f"The database {self.path} was damaged ({exc}); it was moved to {moved} "
+                "and a fresh database was started."
+            )
+            conn = self._connect()
+            version = 0
+        if version > SCHEMA_VERSION:
+            conn.close()
+            self.read_only = True
+            self.notice = (
+                f"{self.path} was written by a newer fmha-workbench (schema {version}, this one "
+                f"knows {SCHEMA_VERSION}); it is open read-only. Upgrade to add runs to it."
+            )
+            return sqlite_utils.Database(self._connect(read_only=True))
+        db = sqlite_utils.Database(conn)
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self._retry(db.enable_wal)
+        self._migrate(db, version)
+        self._mark_interrupted(db)
+        return db
+
+    def _set_aside(self) -> Path:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        n = 1
+        while target.exists():
+            target = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{n}")
+            n += 1
+        self.path.rename(target)
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                side.rename(target.with_name(target.name + suffix))
+        return target
+
+    def _migrate(self, db: sqlite_utils.Database, version: int) -> None:
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+
+            def apply(number: int = number) -> None:
+                with db.conn:
+                    MIGRATIONS[number - 1](db)
+                    db.execute(f"PRAGMA user_version = {number}")
+
+            self._retry(apply)
+
+    def _mark_interrupted(self, db: sqlite_utils.Database) -> None:
+        """Runs left 'running' by a process that no longer exists become failed."""
+        rows = list(db.query("SELECT id, machine FROM runs WHERE status = 'running'"))
+        dead = [r["id"] for r in rows if not _owner_alive(json.loads(r["machine"] or "{}"))]
+        if not dead:
+            return
+
+        def mark() -> None:
+            with db.conn:
+                for run_id in dead:
+                    db["runs"].update(
+                        run_id,
+                        {
+                            "status": "failed",
+                            "error": "interrupted: the process running it stopped before "
+                            "it finished; the points measured before that are kept",
+                            "finished_at": utc_now(),
+                        },
+                    )
+
+        self._retry(mark)
+
+    # writing ---------------------------------------------------------------------------------
+
+    def _retry(self, action: Callable[[], T]) -> T:
+        delay = 0.05
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or attempt == LOCK_RETRIES:
+                    if _is_locked(exc):
+                        raise StoreError(
+                            f"{self.path} stayed locked by another writer; try again when it "
+                            "has finished"
+                        ) from exc
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _write(self, action: Callable[[], T]) -> T:
+        if self.read_only:
+            raise StoreError(self.notice or f"{self.path} is open read-only")
+
+        def in_transaction() -> T:
+            with self.db.conn:
+                return action()
+
+        try:
+            return self._retry(in_transaction)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc).lower():
+                raise StoreError(f"{self.path} is read-only: {exc}") from exc
+            raise StoreError(f"writing to {self.path} failed: {exc}") from exc
+
+    def create_group(self, kind: str, label: str, spec: dict[str, Any] | None = None) -> int:
+        def insert() -> int:
+            table = self.db["groups"]
+            table.insert(
+                {
+                    "kind": kind,
+                    "label": label,
+                    "created_at": utc_now(),
+                    "spec": json.dumps(spec or {}),
+                }
+            )
+            return int(table.last_pk)
+
+        return self._write(insert)
+
+    def create_run(
+        self,
+        spec: SweepSpec,
+        machine: dict[str, Any],
+        *,
+        group_id: int | None = None,
+        step: str | None = None,
+    ) -> int:
+        owner = {**machine, "pid": os.getpid(), "pid_host": _hostname()}
+
+        def insert() -> int:
+            table = self.db["runs"]
+            table.insert(
+                {
+                    "label": spec.label,
+                    "status": "running",
+                    "backend": spec.backend,
+                    "problem": json.dumps(spec.problem.with_seq_len(spec.seq_lens[0]).to_dict()),
+                    "config": json.dumps(spec.config.to_dict()),
+                    "seq_lens": json.dumps(list(spec.seq_lens)),
+                    "machine": json.dumps(owner, default=str),
+                    "created_at": utc_now(),
+                    "group_id": group_id,
+                    "step": step,
+                }
+            )
+            return int(table.last_pk)
+
+        return self._write(insert)
+
+    def add_point(self, run_id: int, result: Any) -> PointRecord:
+        """Store one measured point (a :class:`~workbench.backends.base.PointResult`)."""
+        counts = result.block_counts()
+        timing = result.timing
+        row = {
+            "run_id": run_id,
+            "seq_len": result.problem.q_len,
+            "q_len": result.problem.q_len,
+            "k_len": result.problem.k_len,
+            "latency_ms": timing.median_ms,
+            "latency_p20_ms": timing.p20_ms,
+            "latency_p80_ms": timing.p80_ms,
+            "latency_min_ms": timing.min_ms,
+            "samples": timing.count,
+            "tflops": result.tflops,
+            "compile_s": result.compile_s,
+            "max_abs_err": _finite_or_none(result.accuracy.max_abs_err),
+            "rel_err": _finite_or_none(result.accuracy.rel_err),
+            "blocks_computed": counts["computed"],
+            "blocks_masked": counts["masked"],
+            "blocks_skipped": counts["skipped"],
+            "peak_mem_bytes": result.peak_mem_bytes,
+            "created_at": utc_now(),
+            "samples_ms": json.dumps([round(s, 6) for s in timing.samples_ms]),
+            "extra": json.dumps(result.extra, default=str),
+        }
+        grid = np.ascontiguousarray(result.block_map, dtype=np.int8)
+
+        def insert() -> None:
+            points = self.db["points"]
+            points.insert(row)
+            self.db["block_maps"].insert(
+                {
+                    "point_id": points.last_pk,
+                    "rows": grid.shape[0],
+                    "cols": grid.shape[1],
+                    "data": grid.tobytes(),
+                }
+            )
+
+        self._write(insert)
+        return PointRecord.from_row(row)
+
+    def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        self._write(
+            lambda: self.db["runs"].update(
+                run_id, {"status": status, "error": error, "finished_at": utc_now()}
+            )
+        )
+
+    def relabel(self, run_id: int, label: str) -> None:
+        self.run(run_id)
+        self._write(lambda: self.db["runs"].update(run_id, {"label": label}))
+
+    def delete_runs(self, run_ids: Iterable[int]) -> int:
+        ids = [int(i) for i in run_ids]
+        for run_id in ids:
+            self.run(run_id)
+
+        def delete() -> None:
+            marks = ",".join("?" * len(ids))
+            self.db.execute(
+                f"DELETE FROM block_maps WHERE point_id IN "
+                f"(SELECT id FROM points WHERE run_id IN ({marks}))",
+                ids,
+            )
+            self.db.execute(f"DELETE FROM points WHERE run_id IN ({marks})", ids)
+            self.db.execute(f"DELETE FROM runs WHERE id IN ({marks})", ids)
+
+        if ids:
+            self._write(delete)
+        return len(ids)
+
+    # reading ---------------------------------------------------------------------------------
+
+    def _search_clause(self, search: str | None) -> tuple[str, list[Any]]:
+        if not search:
+            return "", []
+        like = f"%{search}%"
+        return (
+            " WHERE label LIKE ? OR backend LIKE ? OR status LIKE ? OR config LIKE ? "
+            "OR machine LIKE ? OR CAST(id AS TEXT) = ?",
+            [like, like, like, like, like, search],
+        )
+
+    def runs(
+        self, search: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[RunRecord]:
+        """Newest first."""
+        where, params = self._search_clause(search)
+        sql = f"SELECT * FROM runs{where} ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            params += [limit, offset]
+        return [RunRecord.from_row(row) for row in self.db.query(sql, params)]
+
+    def count_runs(self, search: str | None = None) -> int:
+        where, params = self._search_clause(search)
+        return next(self.db.query(f"SELECT COUNT(*) AS n FROM runs{where}", params))["n"]
+
+    def run(self, run_id: int) -> RunRecord:
+        rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
+        if not rows:
+            raise RunNotFound(run_id)
+        return RunRecord.from_row(rows[0])
+
+    def group_runs(self, group_id: int) -> list[RunRecord]:
+        rows = self.db.query("SELECT * FROM runs WHERE group_id = ? ORDER BY id", [group_id])
+        return [RunRecord.from_row(row) for row in rows]
+
+    def group(self, group_id: int) -> dict[str, Any]:
+        rows = list(self.db.query("SELECT * FROM groups WHERE id = ?", [group_id]))
+        if not rows:
+            raise StoreError(f"group {group_id} does not exist")
+        row = rows[0]
+        row["spec"] = json.loads(row["spec"] or "{}")
+        return row
+
+    def points(self, run_id: int) -> list[PointRecord]:
+        rows = self.db.query("SELECT * FROM points WHERE run_id = ? ORDER BY seq_len", [run_id])
+        return [PointRecord.from_row(row) for row in rows]
+
+    def samples(self, run_id: int, seq_len: int) -> list[float]:
+        rows = list(
+            self.db.query(
+                "SELECT samples_ms FROM points WHERE run_id = ? AND seq_len = ?", [run_id, seq_len]
+            )
+        )
+        return json.loads(rows[0]["samples_ms"] or "[]") if rows else []
+
+    def block_map(self, run_id: int, seq_len: int) -> np.ndarray | None:
+        rows = list(
+            self.db.query(
+                "SELECT b.rows, b.cols, b.data FROM block_maps b JOIN points p "
+                "ON p.id = b.point_id WHERE p.run_id = ? AND p.seq_len = ?",
+                [run_id, seq_len],
+            )
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return np.frombuffer(row["data"], dtype=np.int8).reshape(row["rows"], row["cols"])
+
+    # export ----------------------------------------------------------------------------------
+
+    def export_rows(self, run_ids: list[int] | None = None) -> Iterator[dict[str, Any]]:
+        """One flat row per point, with the run's metadata as columns."""
+        runs = [self.run(i) for i in run_ids] if run_ids else list(reversed(self.runs()))
+        for run in runs:
+            base = {
+                "run_id": run.id,
+                "label": run.label,
+                "status": run.status,
+                "backend": run.backend,
+                "group_id": run.group_id,
+                "step": run.step,
+                "created_at": run.created_at,
+                "batch": run.problem.batch,
+                "heads": run.problem.heads,
+                "kv_heads": run.problem.kv_heads,
+                "head_dim": run.problem.head_dim,
+                "dtype": run.problem.dtype,
+                "input_pos": run.problem.input_pos,
+                **{f"config_{k}": v for k, v in run.config.to_dict().items()},
+                "gpu": run.machine.get("gpu_name", ""),
+                "hostname": run.machine.get("hostname", ""),
+                "git_commit": run.machine.get("git_commit", ""),
+            }
+            for point in self.points(run.id):
+                data = point.to_dict()
+                data.pop("run_id")
+                data.pop("extra")
+                yield {**base, **data}
+
+    def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
+        """Write the rows to ``path`` atomically; returns the number of rows."""
+        rows = list(self.export_rows(run_ids))
+        target = Path(path)
+        columns = list(rows[0]) if rows else export_columns()
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            with partial.open("w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=columns)
+                writer.writeheader()
+                writer.writerows(rows)
+            partial.replace(target)
+        except OSError as exc:
+            with contextlib.suppress(Exception):
+                partial.unlink()
+            raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        return len(rows)
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def export_columns() -> list[str]:
+    """The CSV header (also for an empty export)."""
+    run_cols = [
+        "run_id",
+        "label",
+        "status",
+        "backend",
+        "group_id",
+        "step",
+        "created_at",
+        "batch",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "dtype",
+        "input_pos",
+    ]
+    config_cols = [f"config_{name}" for name in KernelConfig().to_dict()]
+    return [*run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS]
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _owner_alive(machine: dict[str, Any]) -> bool:
+    """Is the process that created a 'running' run still alive (on this host)?"""
+    pid = machine.get("pid")
+    if not isinstance(pid, int):
+        return False
+    if machine.get("pid_host") != _hostname():
+        return True  # another host's process: we cannot tell, so leave its run alone
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
