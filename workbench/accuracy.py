@@ -8,6 +8,7 @@ last rows are always among them because the causal diagonal and the ragged edge 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,9 +50,9 @@ def sample_indices(
 
 
 def reference_rows(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
+    q: Any,
+    k: Any,
+    v: Any,
     batch_index: int,
     head: int,
     rows: np.ndarray,
@@ -61,9 +62,9 @@ def reference_rows(
 ) -> np.ndarray:
     """float64 masked softmax(Q Kᵀ·scale) V for the chosen rows of one (batch, head)."""
     group = q.shape[1] // k.shape[1]
-    qf = q[batch_index, head, rows].astype(np.float64)
-    kf = k[batch_index, head // group].astype(np.float64)
-    vf = v[batch_index, head // group].astype(np.float64)
+    qf = np.asarray(q[batch_index, head, rows], dtype=np.float64)
+    kf = np.asarray(k[batch_index, head // group], dtype=np.float64)
+    vf = np.asarray(v[batch_index, head // group], dtype=np.float64)
     scores = (qf @ kf.T) * scale
     seen = visible_block(rows, range(k.shape[2]), config.mask, input_pos, config.window)
     scores = np.where(seen, scores, -np.inf)
@@ -76,15 +77,18 @@ def reference_rows(
 
 
 def check_output(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    out: np.ndarray,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
     problem: Problem,
     config: KernelConfig,
     rng: np.random.Generator,
 ) -> AccuracyReport:
-    """Compare ``out`` (any float dtype, host memory) with the float64 reference on a sample.
+    """Compare ``out`` with the float64 reference on a sample.
+
+    q, k, v and out are NumPy arrays or host views of device tensors: only ``.shape`` and
+    ``x[b, h, rows]`` / ``x[b, h]`` indexing are used, so only the sampled part is copied.
 
     NaN anywhere in the checked part makes the error NaN, which never passes.
     """
@@ -94,7 +98,7 @@ def check_output(
     max_abs = 0.0
     for b, h in slices:
         ref = reference_rows(q, k, v, b, h, rows, config, problem.input_pos, scale)
-        got = out[b, h, rows].astype(np.float64)
+        got = np.asarray(out[b, h, rows], dtype=np.float64)
         diff = got - ref
         diff_sq += float(np.sum(diff * diff))
         ref_sq += float(np.sum(ref * ref))

@@ -149,6 +149,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int)
     _add_json(p)
 
+    p = sub.add_parser(
+        "ladder",
+        help="run the optimization ladder (each step one knob more) and tabulate speed-ups",
+    )
+    p.add_argument("--backend", default="reference", help="backend to run (default reference)")
+    p.add_argument(
+        "--steps", metavar="FILE", help="a ladder JSON file (default: the built-in ladder)"
+    )
+    p.add_argument("--seq-lens", help="default 1k-16k on a GPU backend, 128,256 on reference")
+    p.add_argument("--batch", type=int, help="default 4 on a GPU backend, 1 on reference")
+    p.add_argument("--heads", type=int, help="default 32 on a GPU backend, 2 on reference")
+    p.add_argument("--kv-heads", type=int, help="key/value heads for GQA (default: --heads)")
+    p.add_argument("--head-dim", type=int, help="default 128 on a GPU backend, 64 on reference")
+    p.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
+    p.add_argument("--mask", help="override the ladder's mask (causal by default)")
+    p.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
+    p.add_argument("--label", default="", help="a name for the ladder group")
+    p.add_argument("--warmup", type=int, help="untimed launches before sampling")
+    p.add_argument("--samples", type=int, help="minimum timed samples per point")
+    p.add_argument("--min-time", type=float, help="minimum seconds of samples per point")
+    p.add_argument("--seed", type=int, help="random seed for the inputs (default: fresh)")
+    _add_db(p)
+    _add_json(p)
+
     p = sub.add_parser("backends", help="which backends this machine can run, and why not")
     _add_json(p)
     return parser
@@ -532,6 +556,86 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+LADDER_DEFAULTS = {
+    "reference": {"seq_lens": "128,256", "batch": 1, "heads": 2, "head_dim": 64},
+    "gpu": {"seq_lens": "1k-16k", "batch": 4, "heads": 32, "head_dim": 128},
+}
+
+
+def cmd_ladder(args: argparse.Namespace) -> int:
+    from workbench.backends import BACKEND_NAMES, get_backend
+    from workbench.ladder import StepStarted, ladder_table, load_ladder, run_ladder
+    from workbench.runner import RunFinished
+
+    if args.backend not in BACKEND_NAMES:
+        get_backend(args.backend)  # raises the standard unknown-backend error
+    defaults = LADDER_DEFAULTS["reference" if args.backend == "reference" else "gpu"]
+    ladder = load_ladder(args.steps, mask=args.mask, window=args.window)
+    seq_lens = parse_seq_lens(args.seq_lens or defaults["seq_lens"])
+    heads = args.heads or defaults["heads"]
+    problem = Problem(
+        batch=args.batch or defaults["batch"],
+        heads=heads,
+        kv_heads=args.kv_heads,
+        head_dim=args.head_dim or defaults["head_dim"],
+        dtype=args.dtype,
+    )
+    store = Store(args.db)
+    if store.notice:
+        print(f"note: {store.notice}", file=sys.stderr)
+    backend = get_backend(args.backend)
+    timing = timing_from_args(args, backend.default_timing())
+    group_id, events = run_ladder(
+        ladder,
+        problem,
+        seq_lens,
+        args.backend,
+        store,
+        label=args.label,
+        timing=timing,
+        seed=args.seed,
+    )
+    print(f"ladder group {group_id}: {len(ladder.steps)} steps", file=sys.stderr)
+    worst = EXIT_OK
+    for event in events:
+        if isinstance(event, StepStarted):
+            print(
+                f"step {event.index + 1}/{event.total}: {event.step.name} "
+                f"({event.step.config.summary()})",
+                file=sys.stderr,
+            )
+            continue
+        _progress(event)
+        if isinstance(event, RunFinished) and event.status != "complete":
+            worst = EXIT_FAILED
+    table = ladder_table(store, group_id)
+    if args.json:
+        _emit_json({**table, "published_blackwell": ladder.published})
+    else:
+        print(format_ladder(table))
+    return worst
+
+
+def format_ladder(table: dict[str, Any]) -> str:
+    """TFLOP/s per step and length, with × vs the previous step and vs the baseline."""
+    header = ["step"] + [f"N={n}" for n in table["seq_lens"]]
+    rows = []
+    for step in table["steps"]:
+        row = [step["step"]]
+        for n in table["seq_lens"]:
+            cell = step["cells"].get(str(n))
+            if cell is None:
+                row.append("-")
+                continue
+            prev = f" {cell['vs_previous']:.2f}×prev" if cell["vs_previous"] else ""
+            base = f" {cell['vs_baseline']:.2f}×base" if cell["vs_previous"] else ""
+            if cell["vs_previous"] is None:
+                base = ""
+            row.append(f"{cell['tflops']:.3g} TF/s{prev}{base}")
+        rows.append(row)
+    return _table(rows, header)
+
+
 def cmd_backends(args: argparse.Namespace) -> int:
     from workbench.backends import backend_statuses
 
@@ -563,6 +667,7 @@ COMMANDS = {
     "compare": cmd_compare,
     "export": cmd_export,
     "blockmap": cmd_blockmap,
+    "ladder": cmd_ladder,
     "backends": cmd_backends,
 }
 
@@ -584,6 +689,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `fmha-workbench runs | head`: the reader left; not an error
+        sys.stderr.close()
+        return EXIT_OK
 
 
 def entry_point() -> NoReturn:

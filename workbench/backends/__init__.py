@@ -25,7 +25,13 @@ __all__ = [
 # name -> "module:Class", in display order.
 _REGISTRY = {
     "reference": "workbench.backends.reference:ReferenceBackend",
+    "cutile": "workbench.backends.cutile:CutileBackend",
+    "torch-flash": "workbench.backends.torch_sdpa:TorchFlashBackend",
+    "torch-cudnn": "workbench.backends.torch_sdpa:TorchCudnnBackend",
+    "naive": "workbench.backends.naive:NaiveCupyBackend",
 }
+# These touch the GPU: by default they run in the supervised engine process.
+GPU_BACKENDS = frozenset({"cutile", "torch-flash", "torch-cudnn", "naive"})
 BACKEND_NAMES = tuple(_REGISTRY)
 
 
@@ -36,11 +42,18 @@ class UnknownBackend(KeyError):
         )
 
 
-def get_backend(name: str) -> Backend:
+def get_backend(name: str, *, isolated: bool = True) -> Backend:
+    """The backend called ``name``; GPU backends come wrapped in the crash-isolating engine
+    unless ``isolated`` is false (inside the engine child, or in GPU tests)."""
     if name not in _REGISTRY:
         raise UnknownBackend(name)
     module_name, class_name = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+    backend = getattr(importlib.import_module(module_name), class_name)()
+    if isolated and name in GPU_BACKENDS:
+        from workbench.backends.isolated import IsolatedBackend
+
+        return IsolatedBackend(backend)
+    return backend
 
 
 def backend_statuses() -> dict[str, Availability]:

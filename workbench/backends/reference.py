@@ -66,9 +66,6 @@ class ReferenceBackend(Backend):
 
         return launch
 
-    def download(self, out: Any) -> np.ndarray:
-        return np.asarray(out)
-
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         # What the reference actually visited on its last launch, not a recomputation.
         assert self._visited is not None

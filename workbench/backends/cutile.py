@@ -1,0 +1,239 @@
+"""The project's cuTile FlashAttention kernel, with every knob of the optimization stack.
+
+Inputs live in CuPy arrays (bfloat16 through ml_dtypes, which CuPy accepts). The block map of a
+point comes from the instrumented kernel, run with the same tiles and knobs as the timed one
+(the autotuned ones when autotuning), and is checked against the host schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from workbench.backends.base import Availability, Backend, schedule_for
+from workbench.backends.gpu import (
+    CupyEventTimer,
+    HostView,
+    as_kernel_dtype,
+    cuda_home_problem,
+    cupy_device,
+    cupy_free_bytes,
+    cupy_graph_launch,
+    cupy_l2_flusher,
+    device_inputs,
+    gpu_machine_info,
+)
+from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.timing import Timer, TimingSettings
+
+KERNEL_TILES = (64, 128, 256)
+KERNEL_HEAD_DIMS = (64, 128, 256)
+
+
+def _empty_like(x: Any) -> Any:
+    if hasattr(x, "new_empty"):  # torch (bfloat16 inputs)
+        return x.new_empty(x.shape)
+    import cupy
+
+    return cupy.empty_like(x)
+
+
+def _kernel_module() -> Any:
+    from kernels import cutile_fmha
+
+    return cutile_fmha
+
+
+class CutileBackend(Backend):
+    name = "cutile"
+    description = "the project's cuTile FlashAttention kernel"
+
+    def __init__(self) -> None:
+        self._out: Any = None
+        self._kwargs: dict[str, Any] = {}
+        self._tuning: dict[str, Any] | None = None
+        self._settings: TimingSettings | None = None
+
+    def availability(self) -> Availability:
+        try:
+            import cuda.tile  # noqa: F401
+        except ImportError:
+            return Availability(
+                False, "cuda-tile is not installed: pip install 'fmha-workbench[gpu]'"
+            )
+        except Exception as exc:
+            return Availability(False, f"cuda-tile failed to load: {exc}")
+        device = cupy_device()
+        if not device.available:
+            return device
+        trap = cuda_home_problem()
+        from workbench.backends.gpu import tileiras_version
+
+        version = tileiras_version()
+        if version is None:
+            return Availability(
+                False,
+                "tileiras (the cuTile compiler) was not found: pip install "
+                "'cuda-tile[tileiras]==1.7.0' with nvidia-cuda-tileiras, -nvcc and -nvvm 13.4.92",
+            )
+        import cupy
+
+        major = cupy.cuda.runtime.getDeviceProperties(0)["major"]
+        if major < 8:
+            return Availability(
+                False, f"{device.reason} is older than cuTile supports (sm_80 or newer)"
+            )
+        note = f"; note: {trap}" if trap else ""
+        return Availability(True, f"cuTile on {device.reason}, {version}{note}")
+
+    def default_timing(self) -> TimingSettings:
+        return TimingSettings(warmup=5, min_samples=30, min_time_s=0.5)
+
+    def memory_capacity(self) -> int | None:
+        return cupy_free_bytes()
+
+    def machine_info(self) -> dict[str, Any]:
+        return gpu_machine_info()
+
+    def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        super().check_supported(problem, config)
+        if problem.head_dim not in KERNEL_HEAD_DIMS:
+            raise ConfigError(
+                "head_dim", problem.head_dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}"
+            )
+        if not config.autotune:
+            for name in ("tile_m", "tile_n"):
+                if getattr(config, name) not in KERNEL_TILES:
+                    raise ConfigError(
+                        name, getattr(config, name), f"the cuTile kernel takes {KERNEL_TILES}"
+                    )
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
+        return tuple(as_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
+
+    def host_view(self, tensor: Any) -> Any:
+        return HostView(tensor)
+
+    def synchronize(self) -> None:
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+        cupy.cuda.Device().synchronize()
+
+    def _launch_kwargs(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> dict[str, Any]:
+        fmha = _kernel_module()
+        common = {
+            "mask": config.mask,
+            "input_pos": problem.input_pos,
+            "window": config.window,
+        }
+        if config.autotune:
+            chosen = fmha.autotune(
+                *inputs,
+                **common,
+                fast_math=config.fast_math,
+                k_split=config.k_split,
+                remap=config.remap,
+            )
+            self._tuning = chosen.get("_tuning")
+            return {**common, **fmha.tuned_kwargs(chosen)}
+        self._tuning = None
+        return {
+            **common,
+            "tile_m": config.tile_m,
+            "tile_n": config.tile_n,
+            "fast_math": config.fast_math,
+            "k_split": config.k_split,
+            "remap": config.remap,
+            "occupancy": config.occupancy,
+            "num_worker_warps": config.num_worker_warps,
+        }
+
+    def prepare(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> Callable[[], Any]:
+        fmha = _kernel_module()
+        q, k, v = inputs
+        self._kwargs = self._launch_kwargs(problem, config, inputs)
+        self._out = _empty_like(q)
+        kwargs, out = self._kwargs, self._out
+
+        def launch() -> Any:
+            return fmha.attention(q, k, v, out=out, **kwargs)
+
+        if self._settings is not None and self._settings.cuda_graph:
+            launch()  # compile before capture: compilation cannot happen inside a graph
+            return cupy_graph_launch(launch)
+        return launch
+
+    def poison_output(self) -> None:
+        if self._out is not None:
+            self._out.fill_(np.nan) if hasattr(self._out, "fill_") else self._out.fill(np.nan)
+
+    def timer(self) -> Timer:
+        return CupyEventTimer()
+
+    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
+        return cupy_l2_flusher() if settings.flush_l2 else None
+
+    def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
+        """From the instrumented kernel, with the tiles and knobs that were timed."""
+        fmha = _kernel_module()
+        kw = self._kwargs
+        recorded = fmha.gpu_block_map(
+            problem.q_len,
+            problem.k_len,
+            kw["tile_m"],
+            kw["tile_n"],
+            config.mask,
+            problem.input_pos,
+            config.window,
+            batch=1,
+            heads=problem.group_size,
+            kv_heads=1,
+            head_dim=problem.head_dim,
+            dtype=problem.dtype,
+            k_split=kw["k_split"],
+            remap=kw["remap"],
+            fast_math=kw["fast_math"],
+            occupancy=kw.get("occupancy"),
+            num_worker_warps=kw.get("num_worker_warps"),
+            lib="cupy",
+        )
+        return recorded.map
+
+    def reset_peak_memory(self) -> None:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    def peak_memory_bytes(self) -> int | None:
+        import cupy
+
+        return int(cupy.get_default_memory_pool().total_bytes())
+
+    def release(self) -> None:
+        import cupy
+
+        self._out = None
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    def measure_point(self, problem, config, settings, rng):  # type: ignore[no-untyped-def]
+        self._settings = settings
+        result = super().measure_point(problem, config, settings, rng)
+        kw = self._kwargs
+        tiled = KernelConfig(
+            tile_m=kw["tile_m"], tile_n=kw["tile_n"], mask=config.mask, window=config.window
+        )
+        expected = schedule_for(problem, tiled).block_map
+        result.extra.update(
+            launch={k: v for k, v in kw.items() if k not in ("mask", "input_pos", "window")},
+            block_map_matches_schedule=bool(np.array_equal(result.block_map, expected)),
+        )
+        if self._tuning is not None:
+            result.extra["autotune"] = self._tuning
+        return result

@@ -1,0 +1,361 @@
+"""What the GPU backends share: detection that never raises, CUDA-event timing, L2 flushing,
+peak memory and the machine's metadata.
+
+Nothing here imports CuPy or torch at module import; each function imports what it needs, so
+a machine without them still imports the workbench and gets a one-line reason instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from workbench.backends.base import Availability, BackendError
+from workbench.machine import package_version
+from workbench.timing import Timer
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # several times any current L2 (H200: 60 MB)
+
+
+@lru_cache(maxsize=1)
+def cupy_device() -> Availability:
+    """Is there a CUDA device CuPy can use? Cached: the answer does not change in a process."""
+    try:
+        import cupy
+    except ImportError:
+        return Availability(False, "CuPy is not installed: pip install 'fmha-workbench[gpu]'")
+    except Exception as exc:  # a broken CUDA install can fail at import
+        return Availability(False, f"CuPy failed to load ({exc}); check the NVIDIA driver")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return Availability(False, f"no usable NVIDIA GPU or driver ({_first_line(exc)})")
+    if count < 1:
+        return Availability(False, "no NVIDIA GPU found")
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return Availability(True, f"{name} (sm_{props['major']}{props['minor']})")
+
+
+@lru_cache(maxsize=1)
+def torch_device() -> Availability:
+    try:
+        import torch
+    except ImportError:
+        return Availability(
+            False, "torch is not installed (pip install torch to compare with SDPA)"
+        )
+    except Exception as exc:
+        return Availability(False, f"torch failed to load ({_first_line(exc)})")
+    if not torch.cuda.is_available():
+        return Availability(False, "torch sees no CUDA GPU (CPU-only build or no driver)")
+    name = torch.cuda.get_device_name(0)
+    major, minor = torch.cuda.get_device_capability(0)
+    return Availability(True, f"{name} (sm_{major}{minor}), torch {torch.__version__}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def cuda_home_problem() -> str | None:
+    """The CUDA_HOME trap: tileiras 13.4 run with CUDA_HOME at an older toolkit fails every
+    compile with return code 5. Returns what to do, or None when CUDA_HOME is harmless."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if not home:
+        return None
+    version_file = os.path.join(home, "version.json")
+    version = ""
+    try:
+        import json
+
+        with open(version_file, encoding="utf-8") as handle:
+            version = json.load(handle).get("cuda", {}).get("version", "")
+    except (OSError, ValueError):
+        pass
+    if version and tuple(int(p) for p in version.split(".")[:2]) >= (13, 4):
+        return None
+    shown = f" (CUDA {version})" if version else ""
+    return (
+        f"CUDA_HOME={home}{shown} makes tileiras 13.4 fail with return code 5; "
+        "unset CUDA_HOME and CUDA_PATH (the workbench's GPU engine does this for its own process)"
+    )
+
+
+def clean_cuda_environment(env: dict[str, str]) -> dict[str, str]:
+    """The environment for the GPU engine: without a CUDA_HOME that would break tileiras."""
+    if cuda_home_problem():
+        env = {k: v for k, v in env.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    return env
+
+
+class CupyEventTimer(Timer):
+    """Device time of one launch, between two CUDA events on the current stream."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self._cupy = cupy
+        self._start = cupy.cuda.Event()
+        self._end = cupy.cuda.Event()
+
+    def time_ms(self, fn: Callable[[], object]) -> float:
+        stream = self._cupy.cuda.get_current_stream()
+        self._start.record(stream)
+        fn()
+        self._end.record(stream)
+        self._end.synchronize()
+        return float(self._cupy.cuda.get_elapsed_time(self._start, self._end))
+
+
+class TorchEventTimer(Timer):
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def time_ms(self, fn: Callable[[], object]) -> float:
+        self._start.record()
+        fn()
+        self._end.record()
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end))
+
+
+def cupy_l2_flusher() -> Callable[[], object]:
+    import cupy
+
+    scratch = cupy.empty(L2_FLUSH_BYTES // 4, dtype=cupy.int32)
+    return lambda: scratch.fill(0)
+
+
+def torch_l2_flusher() -> Callable[[], object]:
+    import torch
+
+    scratch = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    return scratch.zero_
+
+
+def cupy_graph_launch(launch: Callable[[], Any]) -> Callable[[], Any]:
+    """Capture ``launch`` once in a CUDA graph on a side stream and return its replay."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        launch()  # warm: anything lazily initialised must not happen during capture
+        stream.synchronize()
+        stream.begin_capture()
+        try:
+            result = launch()
+        finally:
+            graph = stream.end_capture()
+    graph.upload(stream)
+
+    def replay() -> Any:
+        graph.launch(cupy.cuda.get_current_stream())
+        return result
+
+    return replay
+
+
+def torch_graph_launch(launch: Callable[[], Any]) -> Callable[[], Any]:
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = launch()
+
+    def replay() -> Any:
+        graph.replay()
+        return result
+
+    return replay
+
+
+def cupy_free_bytes() -> int | None:
+    try:
+        import cupy
+
+        free, _total = cupy.cuda.runtime.memGetInfo()
+        pool = cupy.get_default_memory_pool()
+        return int(free + pool.free_bytes())
+    except Exception:
+        return None
+
+
+def gpu_machine_info() -> dict[str, Any]:
+    """GPU name, capability, SMs, memory, driver, clocks at start and library versions."""
+    info: dict[str, Any] = {
+        "cuda_tile": package_version("cuda-tile"),
+        "tileiras": tileiras_version(),
+        "cupy": package_version("cupy-cuda13x") or package_version("cupy"),
+        "torch": package_version("torch"),
+    }
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props["name"]
+        info.update(
+            gpu_name=name.decode() if isinstance(name, bytes) else str(name),
+            compute_capability=f"{props['major']}.{props['minor']}",
+            sm_count=int(props["multiProcessorCount"]),
+            memory_bytes=int(props["totalGlobalMem"]),
+            driver=cupy.cuda.runtime.driverGetVersion(),
+        )
+    except Exception:
+        pass
+    info.update(nvidia_smi_fields())
+    return info
+
+
+def nvidia_smi_fields() -> dict[str, Any]:
+    """Driver and clocks as nvidia-smi reports them at the start of a run (empty if absent)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return {}
+    fields = ["name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "power.limit"]
+    try:
+        out = subprocess.run(
+            [smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    values = [v.strip() for v in out.split(",")]
+    if len(values) != len(fields):
+        return {}
+    keys = [
+        "gpu_name",
+        "driver_version",
+        "sm_clock_mhz",
+        "mem_clock_mhz",
+        "max_sm_clock_mhz",
+        "power_limit_w",
+    ]
+    return dict(zip(keys, values))
+
+
+@lru_cache(maxsize=1)
+def tileiras_version() -> str | None:
+    """The tileiras cuTile would use (its pip package first, as cuTile looks)."""
+    candidates = []
+    try:
+        import nvidia  # the namespace package that holds nvidia/cu13/bin
+
+        for base in getattr(nvidia, "__path__", []):
+            candidates.append(os.path.join(base, "cu13", "bin", "tileiras"))
+    except ImportError:
+        pass
+    found = shutil.which("tileiras")
+    if found:
+        candidates.append(found)
+    for path in candidates:
+        if os.path.exists(path):
+            try:
+                out = subprocess.run(
+                    [path, "--version"], capture_output=True, text=True, timeout=20, check=False
+                ).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            for line in out.splitlines():
+                if "release" in line.lower() or line.strip().startswith("V"):
+                    return line.strip()
+            return out.strip().splitlines()[-1] if out.strip() else path
+    return None
+
+
+def require(status: Availability) -> None:
+    if not status.available:
+        raise BackendError(status.reason)
+
+
+# --- inputs on the device -------------------------------------------------------------------
+
+
+def device_inputs(problem: Any, rng: Any) -> tuple[Any, Any, Any]:
+    """Fresh standard-normal q, k, v drawn on the device with CuPy, as float32 values rounded
+    to the problem's dtype. Every GPU backend starts from these, so backends swept as a group
+    with one seed see the same numbers."""
+    import cupy
+
+    generator = cupy.random.default_rng(int(rng.integers(0, 2**63 - 1)))
+    kv = problem.kv_heads
+    shapes = [
+        (problem.batch, problem.heads, problem.q_len, problem.head_dim),
+        (problem.batch, kv, problem.k_len, problem.head_dim),
+        (problem.batch, kv, problem.k_len, problem.head_dim),
+    ]
+    out = []
+    for shape in shapes:
+        x = generator.standard_normal(shape, dtype=cupy.float32)
+        if problem.dtype == "float16":
+            x = x.astype(cupy.float16).astype(cupy.float32)
+        else:  # round to nearest even on the 16 bits bfloat16 drops, as on the host
+            bits = x.view(cupy.uint32)
+            bits = (bits + cupy.uint32(0x7FFF) + ((bits >> 16) & 1)) & cupy.uint32(0xFFFF0000)
+            x = bits.view(cupy.float32)
+        out.append(x)
+    return tuple(out)  # type: ignore[return-value]
+
+
+def as_torch(x: Any, dtype: str) -> Any:
+    """A float32 CuPy array as a torch CUDA tensor of ``dtype`` (through DLPack, no host copy)."""
+    import torch
+
+    return torch.from_dlpack(x).to(getattr(torch, dtype))
+
+
+def as_kernel_dtype(x: Any, dtype: str) -> Any:
+    """A float32 CuPy array converted to float16 (CuPy) or bfloat16.
+
+    CuPy has no bfloat16 of its own: torch's is used when torch is there, else ml_dtypes'."""
+    import cupy
+
+    if dtype == "float16":
+        return x.astype(cupy.float16)
+    try:
+        return as_torch(x, dtype)
+    except ImportError:
+        import ml_dtypes
+
+        return x.astype(ml_dtypes.bfloat16)
+
+
+class HostView:
+    """Indexing copies just the indexed part of a CuPy array or torch tensor to the host."""
+
+    def __init__(self, tensor: Any) -> None:
+        self._tensor = tensor
+        self.shape = tuple(tensor.shape)
+
+    def __getitem__(self, index: Any) -> Any:
+        import numpy as np
+
+        t = self._tensor
+        if type(t).__module__.startswith("torch"):
+            import torch
+
+            index = tuple(
+                torch.as_tensor(i, device=t.device) if isinstance(i, np.ndarray) else i
+                for i in (index if isinstance(index, tuple) else (index,))
+            )
+            return t[index].float().cpu().numpy()
+        import cupy
+
+        return cupy.asnumpy(t[index].astype(cupy.float32))

@@ -1,0 +1,89 @@
+"""A GPU backend seen through the supervised engine: the real backend runs in the child.
+
+The proxy answers cheap questions (availability, timing defaults) itself and sends everything
+that touches device memory (capacity, machine metadata, the measurement) to the engine child.
+Expected refusals (a ConfigError, a BackendError) come back as themselves and leave the child
+running; anything else ends the child and the run is marked failed with the child's error text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workbench.backends.base import Availability, Backend, BackendError, PointResult
+from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.engine import Engine
+from workbench.timing import TimingSettings
+
+_engine: Engine | None = None
+_child_backends: dict[str, Backend] = {}
+
+
+def shared_engine() -> Engine:
+    """One engine per process: one GPU context, one compile cache in memory."""
+    global _engine
+    if _engine is None:
+        _engine = Engine()
+    return _engine
+
+
+def _in_child(name: str) -> Backend:
+    from workbench.backends import get_backend
+
+    if name not in _child_backends:
+        _child_backends[name] = get_backend(name, isolated=False)
+    return _child_backends[name]
+
+
+def child_call(name: str, method: str, *args: Any) -> Any:
+    """Run ``backend.method(*args)`` in the engine child; expected refusals come back as data."""
+    try:
+        return ("ok", getattr(_in_child(name), method)(*args))
+    except (ConfigError, BackendError) as exc:
+        return ("refused", exc)
+
+
+class IsolatedBackend(Backend):
+    def __init__(self, inner: Backend, engine: Engine | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[misc]
+        self.description = inner.description  # type: ignore[misc]
+        self._engine = engine
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine or shared_engine()
+
+    def _call(self, method: str, *args: Any) -> Any:
+        kind, value = self.engine.call(
+            "workbench.backends.isolated:child_call", self.name, method, *args
+        )
+        if kind == "refused":
+            raise value
+        return value
+
+    def availability(self) -> Availability:
+        return self.inner.availability()
+
+    def default_timing(self) -> TimingSettings:
+        return self.inner.default_timing()
+
+    def machine_info(self) -> dict[str, Any]:
+        return self._call("machine_info")
+
+    def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        self._call("check_supported", problem, config)
+
+    def measure_point(
+        self,
+        problem: Problem,
+        config: KernelConfig,
+        settings: TimingSettings,
+        rng: np.random.Generator,
+    ) -> PointResult:
+        return self._call("measure_point", problem, config, settings, rng)
+
+    def prepare(self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]) -> Any:
+        raise NotImplementedError("the real backend prepares in the engine child")

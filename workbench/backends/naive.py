@@ -1,0 +1,137 @@
+"""Peer: materialized attention in CuPy (scores, float32 softmax, second product).
+
+It is the memory problem the fused kernel solves: the (N × N) score matrix per head. Peak device
+memory is recorded per point, and a problem whose scores cannot fit is refused up front with the
+number of bytes it would need, not left to crash in the allocator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from workbench.backends.base import Availability, Backend
+from workbench.backends.gpu import (
+    CupyEventTimer,
+    HostView,
+    cupy_device,
+    cupy_free_bytes,
+    cupy_l2_flusher,
+    device_inputs,
+    gpu_machine_info,
+)
+from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.timing import Timer, TimingSettings
+
+# Live float32 (B, H, Nq, Nk) buffers at the peak: scores, their exponentials, and the mask.
+SCORE_BUFFERS = 3
+
+
+def naive_bytes(problem: Problem) -> int:
+    scores = problem.batch * problem.heads * problem.q_len * problem.k_len * 4
+    return SCORE_BUFFERS * scores + 4 * problem.tensor_bytes()
+
+
+class NaiveCupyBackend(Backend):
+    name = "naive"
+    description = "materialized softmax(QKᵀ)V in CuPy"
+
+    def availability(self) -> Availability:
+        status = cupy_device()
+        if not status.available:
+            return status
+        return Availability(True, f"CuPy materialized attention on {status.reason}")
+
+    def default_timing(self) -> TimingSettings:
+        return TimingSettings(warmup=2, min_samples=10, min_time_s=0.3)
+
+    def memory_capacity(self) -> int | None:
+        return cupy_free_bytes()
+
+    def machine_info(self) -> dict[str, Any]:
+        return gpu_machine_info()
+
+    def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        super().check_supported(problem, config)
+        need, have = naive_bytes(problem), self.memory_capacity()
+        if have is not None and need > have:
+            raise ConfigError(
+                "q_len",
+                problem.q_len,
+                f"naive attention needs {need / 2**30:.1f} GiB for the N×N scores at "
+                f"N={problem.q_len} but the GPU has {have / 2**30:.1f} GiB free; "
+                "that is the memory problem FlashAttention solves",
+            )
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
+        import cupy
+
+        # CuPy has no bfloat16: keep the (already bf16-rounded) values in float32.
+        dtype = cupy.float16 if problem.dtype == "float16" else cupy.float32
+        return tuple(x.astype(dtype) for x in device_inputs(problem, rng))
+
+    def host_view(self, tensor: Any) -> Any:
+        return HostView(tensor)
+
+    def synchronize(self) -> None:
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+    def prepare(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> Callable[[], Any]:
+        import cupy
+
+        q, k, v = inputs
+        group = problem.group_size
+        scale = np.float32(1.0 / np.sqrt(problem.head_dim))
+        rows = cupy.arange(problem.q_len)[:, None]
+        keys = cupy.arange(problem.k_len)[None, :]
+        seen = None
+        if config.mask in ("causal", "window"):
+            seen = keys <= rows + problem.input_pos
+            if config.mask == "window":
+                seen &= keys > rows + problem.input_pos - config.window
+        kf = cupy.repeat(k, group, axis=1) if group > 1 else k
+        vf = cupy.repeat(v, group, axis=1) if group > 1 else v
+        out_dtype = q.dtype
+
+        def launch() -> Any:
+            scores = cupy.matmul(q.astype(cupy.float32), kf.astype(cupy.float32).swapaxes(-1, -2))
+            scores *= scale
+            if seen is not None:
+                scores = cupy.where(seen, scores, -cupy.inf)
+            row_max = scores.max(axis=-1, keepdims=True)
+            row_max = cupy.where(cupy.isneginf(row_max), 0, row_max)
+            weights = cupy.exp(scores - row_max)
+            total = weights.sum(axis=-1, keepdims=True)
+            out = cupy.matmul(weights, vf.astype(cupy.float32))
+            out /= cupy.where(total > 0, total, 1)
+            return out.astype(out_dtype)
+
+        return launch
+
+    def timer(self) -> Timer:
+        return CupyEventTimer()
+
+    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
+        return cupy_l2_flusher() if settings.flush_l2 else None
+
+    def reset_peak_memory(self) -> None:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    def peak_memory_bytes(self) -> int | None:
+        import cupy
+
+        # The pool keeps every block it handed out, so its size after the launches is the peak.
+        return int(cupy.get_default_memory_pool().total_bytes())
+
+    def release(self) -> None:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
