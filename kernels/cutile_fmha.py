@@ -1,0 +1,1421 @@
+"""FlashAttention forward pass in cuTile (cuda-tile 1.7.0), with the workbench's knobs.
+
+Layout follows the cuTile samples: constants, kernel, validating host wrapper, instrumented
+block map, tuner. Nothing here imports Qt or ``workbench``; torch and CuPy are imported only
+when the caller hands us their arrays.
+
+Math (per query row, keys ``j`` it may see, ``s = scale * log2(e)``)::
+
+    m   = max_j(qk_j) * s                      running max, base-2 units
+    p_j = exp2(qk_j * s - m)                   scale folded into the exp2 argument (one FMA)
+    out = sum_j p_j v_j / sum_j p_j
+    lse = ln(sum_j exp(scale * qk_j)) = (m + log2(l)) * ln(2)      natural log, float32
+
+The LSE output is the *natural* log-sum-exp (the convention of FlashAttention and torch), in
+float32, shape (B, H, q_len); rows that see no key get -inf there and zeros in ``out``.
+
+The loop bounds are computed on the device with exactly the integer arithmetic of
+``kernels.schedule.k_block_range``; ``gpu_block_map`` records what the kernel's own loops
+visited so a test can compare it with ``kernels.schedule.block_map``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cuda.tile as ct
+import numpy as np
+
+from kernels.schedule import MASK_MODES
+from kernels.tuning_spaces import MEASURED_ARCHS, search_space
+
+# --------------------------------------------------------------------------------------------
+# Constants
+# --------------------------------------------------------------------------------------------
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+NEG_INF = -math.inf
+
+MASK_CODES = {"none": 0, "causal": 1, "window": 2}
+TILE_SIZES = (64, 128, 256)
+HEAD_DIMS = (16, 32, 64, 128, 256)  # cuTile tiles must be powers of two
+DTYPE_NAMES = ("float16", "bfloat16")
+# Worker-warp counts tileiras 13.4 accepts; other powers of two need CTK 13.5.
+WORKER_WARPS = (4, 8)
+# Budget for the K/V of one remap group, below the H200's 60 MB L2 (two partitions).
+L2_GROUP_BYTES = 24 * 1024 * 1024
+
+ConstInt = ct.Constant[int]
+ConstBool = ct.Constant[bool]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors: each says what to do
+# --------------------------------------------------------------------------------------------
+
+
+class FmhaError(RuntimeError):
+    """Base class of every error this module raises on purpose (besides ValueError)."""
+
+
+class NoGpuError(FmhaError):
+    """No NVIDIA driver or no visible device."""
+
+
+class UnsupportedArchError(FmhaError):
+    """The GPU is older than cuTile supports (sm_80)."""
+
+
+class CompilerNotFoundError(FmhaError, FileNotFoundError):
+    """tileiras, the CUDA Tile compiler, is not installed where cuTile looks."""
+
+
+class CompilerFailedError(FmhaError):
+    """tileiras ran and failed (or timed out)."""
+
+
+class DeviceOutOfMemoryError(FmhaError, MemoryError):
+    """The GPU ran out of memory for the output, the LSE or a scratch buffer."""
+
+
+_INSTALL_HINT = (
+    'pip install "cuda-tile[tileiras]==1.7.0" nvidia-cuda-tileiras==13.4.92 '
+    "nvidia-cuda-nvcc==13.4.92 nvidia-nvvm==13.4.92 (the three compiler packages must share "
+    "one version)"
+)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """Map a low-level failure onto one of the classes above, or return it unchanged."""
+    text = str(exc)
+    if isinstance(exc, FmhaError):
+        return exc
+    if isinstance(exc, ct.TileCompilerTimeoutError):
+        return CompilerFailedError(
+            f"tileiras timed out: {text.splitlines()[0] if text else exc!r}. Raise the compile "
+            "timeout (CUDA_TILE_COMPILER_TIMEOUT_SEC) or pick smaller tiles."
+        )
+    if isinstance(exc, ct.TileCompilerExecutionError):
+        hint = "check the tileiras message above"
+        if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"):
+            hint = (
+                "unset CUDA_HOME: it points tileiras at an older toolkit "
+                f"(CUDA_HOME={os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')})"
+            )
+        return CompilerFailedError(f"tileiras failed to compile the FMHA kernel: {hint}.\n{text}")
+    if isinstance(exc, FileNotFoundError) and "tileiras" in text:
+        return CompilerNotFoundError(f"tileiras not found. Install it: {_INSTALL_HINT}.\n{text}")
+    if isinstance(exc, OSError) and "libcuda" in text:
+        return NoGpuError(
+            "no NVIDIA driver found (libcuda.so.1 cannot be loaded): install driver r580 or "
+            f"newer, or use the CPU reference backend.\n{text}"
+        )
+    low = text.lower()
+    if (
+        "out of memory" in low
+        or "out_of_memory" in low
+        or type(exc).__name__ in ("OutOfMemoryError",)
+    ):
+        return DeviceOutOfMemoryError(
+            f"GPU out of memory: use a smaller batch, fewer heads or shorter sequences.\n{text}"
+        )
+    if isinstance(exc, RuntimeError) and ("cuInit" in text or "no CUDA-capable" in low):
+        return NoGpuError(
+            "the NVIDIA driver found no usable GPU (cuInit failed): check nvidia-smi and "
+            f"CUDA_VISIBLE_DEVICES, or use the CPU reference backend.\n{text}"
+        )
+    if isinstance(exc, RuntimeError) and "Minimum driver version" in text:
+        return NoGpuError(f"the NVIDIA driver is too old for cuTile: install r580+.\n{text}")
+    return exc
+
+
+@contextmanager
+def _friendly_errors() -> Iterator[None]:
+    try:
+        yield
+    except ValueError:
+        raise
+    except (OSError, RuntimeError, MemoryError, ct.TileError) as exc:
+        new = _translate(exc)
+        if new is exc:
+            raise
+        raise new from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel
+# --------------------------------------------------------------------------------------------
+
+
+def _block_step(q, K, V, where, state, edge, MASKED, OPTS):
+    """One online-softmax step over key block ``j``; returns the new (m_i, l_i, acc).
+
+    ``MASKED`` is a compile-time flag: unmasked blocks lie wholly inside the array and inside
+    every row's visible range, so they skip the mask, the -inf guard and the bounds checks.
+    ``where`` = (batch, kv head, k-block); ``state`` = (m_i, l_i, acc); ``edge`` = (row index +
+    input_pos per row, key offsets of a block, k_len, window, scale·log2 e); ``OPTS`` = the
+    compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY).
+    """
+    b, hk, j = where
+    m_i, l_i, acc = state
+    rows_ip, cols_tile, k_len, window, qk_scale_log2 = edge
+    MASK, FAST_MATH, K_LATENCY, V_LATENCY = OPTS
+    TILE_D = q.shape[1]
+    TILE_N = cols_tile.shape[1]
+    if MASKED:
+        # ZERO padding: a ragged last block must not bring NaN/Inf garbage into qk or P.V.
+        k_t = ct.load(
+            K,
+            index=(b, hk, 0, j),
+            shape=(1, 1, TILE_D, TILE_N),
+            order=(0, 1, 3, 2),
+            padding_mode=ct.PaddingMode.ZERO,
+            latency=K_LATENCY,
+        ).reshape((TILE_D, TILE_N))  # [TILE_D, TILE_N]
+    else:
+        k_t = ct.load(
+            K,
+            index=(b, hk, 0, j),
+            shape=(1, 1, TILE_D, TILE_N),
+            order=(0, 1, 3, 2),
+            check_bounds=False,
+            latency=K_LATENCY,
+        ).reshape((TILE_D, TILE_N))  # [TILE_D, TILE_N]
+    qk = ct.mma(q, k_t, ct.zeros((q.shape[0], TILE_N), dtype=ct.float32))  # [TILE_M, TILE_N]
+
+    if MASKED:
+        cols = j * TILE_N + cols_tile  # [1, TILE_N]
+        visible = cols < k_len  # keys past k_len are padding
+        if MASK >= 1:
+            visible = visible & (cols <= rows_ip)  # causal: j <= i + input_pos
+        if MASK == 2:
+            visible = visible & (cols > rows_ip - window)  # window: j > i + input_pos - W
+        qk = ct.where(visible, qk, NEG_INF)
+        m_ij = max(m_i, ct.max(qk, axis=1, keepdims=True) * qk_scale_log2)  # [TILE_M, 1]
+        # A row that has seen no key yet keeps m = -inf; subtracting 0 instead of -inf keeps
+        # exp2 at 0 rather than NaN (-inf - -inf).
+        m_sub = ct.where(m_ij == NEG_INF, 0.0, m_ij)
+    else:
+        m_ij = max(m_i, ct.max(qk, axis=1, keepdims=True) * qk_scale_log2)  # [TILE_M, 1]
+        m_sub = m_ij  # every row saw a finite score in this block
+    p = ct.exp2(qk * qk_scale_log2 - m_sub, flush_to_zero=FAST_MATH)  # [TILE_M, TILE_N]
+    alpha = ct.exp2(m_i - m_sub, flush_to_zero=FAST_MATH)  # [TILE_M, 1]
+    l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+    acc = acc * alpha  # [TILE_M, TILE_D]
+
+    if MASKED:
+        v = ct.load(
+            V,
+            index=(b, hk, j, 0),
+            shape=(1, 1, TILE_N, TILE_D),
+            padding_mode=ct.PaddingMode.ZERO,
+            latency=V_LATENCY,
+        ).reshape((TILE_N, TILE_D))  # [TILE_N, TILE_D]
+    else:
+        v = ct.load(
+            V,
+            index=(b, hk, j, 0),
+            shape=(1, 1, TILE_N, TILE_D),
+            check_bounds=False,
+            latency=V_LATENCY,
+        ).reshape((TILE_N, TILE_D))  # [TILE_N, TILE_D]
+    acc = ct.mma(p.astype(V.dtype), v, acc)  # [TILE_M, TILE_D]
+    return (m_ij, l_i, acc)
+
+
+@ct.kernel
+def fmha_fwd_kernel(
+    Q,  # [B, H, q_len, D]
+    K,  # [B, Hkv, k_len, D]
+    V,  # [B, Hkv, k_len, D]
+    Out,  # [B, H, q_len, D]
+    Lse,  # [B, H, q_len] float32 (dummy [1, 1, 1] unless WITH_LSE)
+    BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
+    Order,  # [B*H, n_q_blocks] int32: program id per (batch·head, q-block) (dummy unless WITH_MAP)
+    qk_scale_log2: float,  # scale * log2(e)
+    input_pos: int,  # causal offset: row i sees key j <= i + input_pos
+    window: int,  # window width W (used only when MASK == 2)
+    group: int,  # query heads per kv head (GQA)
+    remap_group: int,  # 0: plain order; > 0: heavy-first order, this many batch·heads per group
+    TILE_M: ConstInt,
+    TILE_N: ConstInt,
+    TILE_D: ConstInt,
+    MASK: ConstInt,  # 0 none, 1 causal, 2 window
+    K_SPLIT: ConstBool,  # unmasked and masked blocks in two loops, vs one loop with a branch
+    FAST_MATH: ConstBool,  # exp2 flush-to-zero and approximate reciprocal in the epilogue
+    WITH_LSE: ConstBool,
+    WITH_MAP: ConstBool,
+    K_LATENCY: ConstInt,
+    V_LATENCY: ConstInt,
+):
+    n_heads = Q.shape[1]
+    q_len = Q.shape[2]
+    k_len = K.shape[2]
+    n_bh = Q.shape[0] * n_heads
+    n_q_blocks = ct.cdiv(q_len, TILE_M)
+
+    # ---- which (q-block, batch·head) this program owns -------------------------------------
+    pid = ct.bid(0)
+    if remap_group > 0:
+        # Groups of `remap_group` batch·heads run one after another so their K/V stay in L2;
+        # inside a group the q-blocks run last-first (heaviest causal rows first, so the short
+        # rows fill the tail wave), and the batch·heads of the group vary fastest.
+        span = n_q_blocks * remap_group
+        grp = pid // span
+        bh0 = grp * remap_group
+        gsize = min(remap_group, n_bh - bh0)
+        r = pid - grp * span
+        qb = n_q_blocks - 1 - r // gsize
+        bh = bh0 + r % gsize
+    else:
+        qb = pid % n_q_blocks
+        bh = pid // n_q_blocks
+    b = bh // n_heads
+    h = bh % n_heads
+    hk = h // group
+
+    # ---- loop bounds: kernels.schedule.k_block_range, in the same integer arithmetic --------
+    first_row = qb * TILE_M
+    last_row = min(first_row + TILE_M, q_len) - 1
+    even_k_blocks = k_len // TILE_N
+    if MASK == 0:
+        see_hi_first = k_len - 1
+        see_hi_last = k_len - 1
+        see_lo_first = 0
+        see_lo_last = 0
+    else:
+        see_hi_first = first_row + input_pos
+        see_hi_last = last_row + input_pos
+        if MASK == 2:
+            see_lo_first = first_row + input_pos - window + 1
+            see_lo_last = last_row + input_pos - window + 1
+        else:
+            see_lo_first = 0
+            see_lo_last = 0
+    see_lo = max(see_lo_first, 0)
+    see_hi = min(see_hi_last, k_len - 1)
+    lo = see_lo // TILE_N
+    hi = see_hi // TILE_N + 1
+    full_lo = max(ct.cdiv(max(see_lo_last, 0), TILE_N), lo)
+    full_hi = lo
+    if see_hi_first >= 0:
+        full_hi = min(min((see_hi_first + 1) // TILE_N, even_k_blocks), hi)
+    if full_hi <= full_lo:
+        full_lo = max(min(full_lo, hi), lo)
+        full_hi = full_lo
+    if see_hi < see_lo:  # no row of this block sees any key
+        lo = 0
+        hi = 0
+        full_lo = 0
+        full_hi = 0
+
+    # ---- state ----------------------------------------------------------------------------
+    q = ct.load(
+        Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
+    ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+    rows_ip = (first_row + input_pos + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
+    cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
+    m_i = ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32)
+    l_i = ct.zeros((TILE_M, 1), dtype=ct.float32)
+    acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
+    state = (m_i, l_i, acc)
+    edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
+    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY)
+
+    if WITH_MAP:
+        ct.store(Order, (bh, qb), pid)
+
+    # ---- main loops -----------------------------------------------------------------------
+    if K_SPLIT:
+        # Unmasked middle first: no mask code, no -inf guard, no bounds checks.
+        for j in range(full_lo, full_hi):
+            state = _block_step(q, K, V, (b, hk, j), state, edge, False, opts)
+            if WITH_MAP:
+                ct.atomic_add(BlockMap, (bh, qb, j), 1)
+        # Masked blocks: the window edge [lo, full_lo) and the diagonal/ragged edge
+        # [full_hi, hi), walked as one loop so the masked code is emitted once.
+        n_left = full_lo - lo
+        n_masked = n_left + hi - full_hi
+        for t in range(n_masked):
+            j = lo + t
+            if t >= n_left:
+                j = full_hi + t - n_left
+            state = _block_step(q, K, V, (b, hk, j), state, edge, True, opts)
+            if WITH_MAP:
+                ct.atomic_add(BlockMap, (bh, qb, j), 2)
+    else:
+        # One loop in key order; the branch is uniform across the CTA.
+        for j in range(lo, hi):
+            if (j < full_lo) | (j >= full_hi):
+                state = _block_step(q, K, V, (b, hk, j), state, edge, True, opts)
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, j), 2)
+            else:
+                state = _block_step(q, K, V, (b, hk, j), state, edge, False, opts)
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
+
+    # ---- epilogue: one reciprocal per row, then a multiply --------------------------------
+    m_i, l_i, acc = state
+    l_safe = ct.where(l_i == 0.0, 1.0, l_i)  # rows that saw no key: acc is 0, output 0
+    if FAST_MATH:
+        inv_l = ct.truediv(1.0, l_safe, rounding_mode=ct.RoundingMode.APPROX, flush_to_zero=True)
+    else:
+        inv_l = 1.0 / l_safe
+    out = (acc * inv_l).astype(Out.dtype).reshape((1, 1, TILE_M, TILE_D))
+    ct.store(Out, index=(b, h, qb, 0), tile=out)
+    if WITH_LSE:
+        lse = (m_i + ct.log2(l_safe)) * LN2  # natural log; -inf for rows that saw no key
+        ct.store(Lse, index=(b, h, qb), tile=lse.reshape((1, 1, TILE_M)))
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel variants: one object per compiler-hint combination, created once
+# --------------------------------------------------------------------------------------------
+
+_VARIANTS: dict[tuple[int | None, int | None, int | None], Any] = {}
+_VARIANTS_LOCK = threading.Lock()
+
+
+def kernel_variant(
+    occupancy: int | None = None,
+    num_worker_warps: int | None = None,
+    num_ctas: int | None = None,
+):
+    """The kernel object for these compiler hints, cached.
+
+    ``replace_hints`` returns a new kernel with its own JIT cache, so calling it per launch
+    would recompile (or at least re-look-up) every time; each combination is made once here.
+    """
+    key = (occupancy, num_worker_warps, num_ctas)
+    with _VARIANTS_LOCK:
+        kern = _VARIANTS.get(key)
+        if kern is None:
+            if key == (None, None, None):
+                kern = fmha_fwd_kernel
+            else:
+                kern = fmha_fwd_kernel.replace_hints(
+                    occupancy=occupancy, num_worker_warps=num_worker_warps, num_ctas=num_ctas
+                )
+            _VARIANTS[key] = kern
+        return kern
+
+
+# --------------------------------------------------------------------------------------------
+# Array helpers (torch or CuPy, whichever the caller uses)
+# --------------------------------------------------------------------------------------------
+
+
+def _lib(arr: Any) -> str:
+    mod = type(arr).__module__
+    if mod.startswith("torch"):
+        return "torch"
+    if mod.startswith("cupy"):
+        return "cupy"
+    raise ValueError(
+        f"q, k and v must be torch tensors or CuPy arrays on the GPU, got {type(arr).__name__}"
+    )
+
+
+def _dtype_name(arr: Any) -> str:
+    return str(arr.dtype).removeprefix("torch.")
+
+
+def _is_contiguous(arr: Any, lib: str) -> bool:
+    return bool(arr.is_contiguous() if lib == "torch" else arr.flags.c_contiguous)
+
+
+def _device_id(arr: Any, lib: str) -> int | None:
+    if lib == "torch":
+        return arr.device.index if arr.device.type == "cuda" else None
+    return int(arr.device.id)
+
+
+def _empty(lib: str, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
+    with _friendly_errors():
+        if lib == "torch":
+            import torch
+
+            return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=_cupy_dtype(dtype))
+
+
+def _zeros(lib: str, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
+    arr = _empty(lib, shape, dtype, like)
+    arr.fill(0) if lib == "cupy" else arr.zero_()
+    return arr
+
+
+def _cupy_dtype(name: str) -> Any:
+    if name == "bfloat16":
+        import ml_dtypes  # CuPy has no bf16 of its own; it accepts ml_dtypes' type
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
+def _default_stream(lib: str) -> Any:
+    if lib == "torch":
+        import torch
+
+        return torch.cuda.current_stream()
+    import cupy
+
+    return cupy.cuda.get_current_stream()
+
+
+def _to_numpy(arr: Any, lib: str) -> np.ndarray:
+    if lib == "torch":
+        return arr.detach().cpu().numpy()
+    import cupy
+
+    return cupy.asnumpy(arr)
+
+
+# --------------------------------------------------------------------------------------------
+# Validating host wrapper
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Problem:
+    lib: str
+    batch: int
+    heads: int
+    kv_heads: int
+    q_len: int
+    k_len: int
+    head_dim: int
+    dtype: str
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+
+def _check_inputs(q: Any, k: Any, v: Any) -> _Problem:
+    lib = _lib(q)
+    for name, arr in (("k", k), ("v", v)):
+        if _lib(arr) != lib:
+            raise ValueError(f"{name} is a {_lib(arr)} array but q is a {lib} array")
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        if arr.ndim != 4:
+            raise ValueError(f"{name} must have rank 4 (B, H, N, D), got shape {tuple(arr.shape)}")
+        if _dtype_name(arr) not in DTYPE_NAMES:
+            raise ValueError(f"{name} must be float16 or bfloat16, got {_dtype_name(arr)}")
+        if _device_id(arr, lib) is None:
+            raise ValueError(f"{name} must be on a CUDA device, got {arr.device}")
+        if not _is_contiguous(arr, lib):
+            raise ValueError(f"{name} must be contiguous (call .contiguous() first)")
+    if not (_dtype_name(q) == _dtype_name(k) == _dtype_name(v)):
+        raise ValueError(
+            f"q, k, v must share one dtype, got {_dtype_name(q)}, {_dtype_name(k)}, "
+            f"{_dtype_name(v)}"
+        )
+    if not (_device_id(q, lib) == _device_id(k, lib) == _device_id(v, lib)):
+        raise ValueError("q, k and v must be on the same device")
+    batch, heads, q_len, head_dim = (int(x) for x in q.shape)
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    kb, kv_heads, k_len, kd = (int(x) for x in k.shape)
+    if kb != batch:
+        raise ValueError(f"k/v batch {kb} differs from q batch {batch}")
+    if kd != head_dim:
+        raise ValueError(f"k/v head dim {kd} differs from q head dim {head_dim}")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads}) for GQA")
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head dim must be one of {HEAD_DIMS} (a power of two), got {head_dim}")
+    return _Problem(lib, batch, heads, kv_heads, q_len, k_len, head_dim, _dtype_name(q))
+
+
+def _check_knobs(
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    tile_m: int,
+    tile_n: int,
+    occupancy: int | None,
+    num_worker_warps: int | None,
+    num_ctas: int | None,
+    k_latency: int,
+    v_latency: int,
+) -> None:
+    if mask not in MASK_MODES:
+        raise ValueError(f"mask must be one of {MASK_MODES}, got {mask!r}")
+    if mask == "window":
+        if window is None or int(window) < 1:
+            raise ValueError(f"mask='window' needs window >= 1, got {window!r}")
+    elif window is not None:
+        raise ValueError(f"window={window} is only meaningful with mask='window'")
+    if not isinstance(input_pos, (int, np.integer)):
+        raise ValueError(f"input_pos must be an int, got {type(input_pos).__name__}")
+    for name, t in (("tile_m", tile_m), ("tile_n", tile_n)):
+        if t not in TILE_SIZES:
+            raise ValueError(f"{name} must be one of {TILE_SIZES}, got {t}")
+    if occupancy is not None and not 1 <= occupancy <= 32:
+        raise ValueError(f"occupancy must be None or 1..32, got {occupancy}")
+    if num_worker_warps is not None and num_worker_warps not in WORKER_WARPS:
+        raise ValueError(
+            f"num_worker_warps must be None or one of {WORKER_WARPS} (others need CUDA 13.5), "
+            f"got {num_worker_warps}"
+        )
+    if num_ctas is not None and num_ctas not in (1, 2, 4, 8, 16):
+        raise ValueError(f"num_ctas must be None or a power of two 1..16, got {num_ctas}")
+    for name, lat in (("k_latency", k_latency), ("v_latency", v_latency)):
+        if not 1 <= lat <= 10:
+            raise ValueError(f"{name} must be 1..10, got {lat}")
+
+
+def l2_group_size(batch_heads: int, k_len: int, head_dim: int, itemsize: int, group: int) -> int:
+    """Batch·heads per remap group: the largest power of two whose K/V fit the L2 budget.
+
+    Query heads that share a kv head (GQA) share its K/V, so they count once per ``group``.
+    """
+    kv_bytes_per_bh = max(2 * k_len * head_dim * itemsize // max(group, 1), 1)
+    g = 1
+    while g * 2 <= batch_heads and (g * 2) * kv_bytes_per_bh <= L2_GROUP_BYTES:
+        g *= 2
+    return g
+
+
+def prepare(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    scale: float | None = None,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+    tile_m: int = 64,
+    tile_n: int = 64,
+    fast_math: bool = True,
+    k_split: bool = True,
+    remap: bool = True,
+    occupancy: int | None = None,
+    num_worker_warps: int | None = None,
+    num_ctas: int | None = None,
+    k_latency: int = 2,
+    v_latency: int = 4,
+    return_lse: bool = False,
+    out: Any = None,
+    stream: Any = None,
+) -> Callable[[], Any]:
+    """Validate and allocate once; return a zero-argument launcher for timing loops.
+
+    The launcher re-runs the same launch (same inputs, same ``out``) with no validation and no
+    allocation, and returns what :func:`attention` would. With ``stream=None`` it launches on
+    the library's *current* stream at call time, so it can be captured in a CUDA graph.
+    """
+    p = _check_inputs(q, k, v)
+    _check_knobs(
+        mask,
+        input_pos,
+        window,
+        tile_m,
+        tile_n,
+        occupancy,
+        num_worker_warps,
+        num_ctas,
+        k_latency,
+        v_latency,
+    )
+    if scale is None:
+        scale = 1.0 / math.sqrt(p.head_dim)
+    if not (math.isfinite(scale) and scale > 0):
+        # The running max is taken before scaling (max(qk)·s), which needs s > 0.
+        raise ValueError(f"scale must be a finite positive number, got {scale}")
+    if out is None:
+        out = _empty(p.lib, tuple(q.shape), p.dtype, q)
+    else:
+        if _lib(out) != p.lib or tuple(out.shape) != tuple(q.shape):
+            raise ValueError(f"out must be a {p.lib} array of shape {tuple(q.shape)}")
+        if _dtype_name(out) != p.dtype or not _is_contiguous(out, p.lib):
+            raise ValueError(f"out must be contiguous with dtype {p.dtype}")
+        if _device_id(out, p.lib) != _device_id(q, p.lib):
+            raise ValueError("out must be on the same device as q")
+    lse = _empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if return_lse else None
+    run = _prepare(
+        p,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        None,
+        None,
+        scale=scale,
+        mask=mask,
+        input_pos=int(input_pos),
+        window=window,
+        tile_m=tile_m,
+        tile_n=tile_n,
+        fast_math=fast_math,
+        k_split=k_split,
+        remap=remap,
+        occupancy=occupancy,
+        num_worker_warps=num_worker_warps,
+        num_ctas=num_ctas,
+        k_latency=k_latency,
+        v_latency=v_latency,
+        stream=stream,
+    )
+
+    def launcher() -> Any:
+        run()
+        return (out, lse) if return_lse else out
+
+    return launcher
+
+
+def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
+    """softmax(scale · q kᵀ + mask) v for (B, H, N, D) fp16/bf16 torch tensors or CuPy arrays.
+
+    Keyword arguments (all optional): ``scale=None`` (1/sqrt(D)), ``mask="none"``,
+    ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
+    ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
+    ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``return_lse=False``, ``out=None``,
+    ``stream=None``; see :func:`prepare` for the exact signature.
+
+    k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
+    ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
+    ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
+    ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
+
+    Knobs (each changes the compiled kernel, compiled once per combination): ``tile_m`` and
+    ``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate reciprocal);
+    ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second loop);
+    ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse); ``occupancy``,
+    ``num_worker_warps``, ``num_ctas`` compiler hints; ``k_latency``/``v_latency`` load hints.
+    """
+    return prepare(q, k, v, **kwargs)()
+
+
+def _launch_args(
+    p: _Problem,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    block_map: Any,
+    order: Any,
+    dummy_f32: Any,
+    dummy_i32: Any,
+    dummy_i32_2d: Any,
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    tile_m: int,
+    tile_n: int,
+    fast_math: bool,
+    k_split: bool,
+    remap: bool,
+    k_latency: int,
+    v_latency: int,
+) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+    """Grid and argument tuple for one launch (shared by attention, the map and the tuner)."""
+    n_q_blocks = -(-p.q_len // tile_m)
+    grid = (n_q_blocks * p.batch * p.heads, 1, 1)
+    itemsize = 2
+    remap_group = (
+        l2_group_size(p.batch * p.heads, p.k_len, p.head_dim, itemsize, p.group) if remap else 0
+    )
+    args = (
+        q,
+        k,
+        v,
+        out,
+        lse if lse is not None else dummy_f32,
+        block_map if block_map is not None else dummy_i32,
+        order if order is not None else dummy_i32_2d,
+        float(scale * LOG2E),
+        int(input_pos),
+        int(window) if window is not None else 0,
+        p.group,
+        remap_group,
+        tile_m,
+        tile_n,
+        p.head_dim,
+        MASK_CODES[mask],
+        bool(k_split),
+        bool(fast_math),
+        lse is not None,
+        block_map is not None,
+        int(k_latency),
+        int(v_latency),
+    )
+    return grid, args
+
+
+def _dummies(p: _Problem, like: Any) -> tuple[Any, Any, Any]:
+    return (
+        _empty(p.lib, (1, 1, 1), "float32", like),
+        _empty(p.lib, (1, 1, 1), "int32", like),
+        _empty(p.lib, (1, 1), "int32", like),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _check_arch(device: int) -> str:
+    arch = gpu_arch(device)
+    if int(arch[3:-1]) < 8:
+        raise UnsupportedArchError(
+            f"{arch} is older than cuTile supports (sm_80 or newer): use the CPU reference "
+            "backend or another GPU"
+        )
+    return arch
+
+
+def _prepare(
+    p: _Problem,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    block_map: Any,
+    order: Any,
+    *,
+    occupancy: int | None,
+    num_worker_warps: int | None,
+    num_ctas: int | None,
+    stream: Any,
+    **knobs: Any,
+) -> Callable[[], None]:
+    """Everything but the launch itself: grid, argument tuple, kernel variant, arch check."""
+    if p.q_len == 0:
+        return lambda: None
+    if p.k_len == 0:  # every row sees no key: zeros and -inf, like the reference
+
+        def fill() -> None:
+            out.fill(0) if p.lib == "cupy" else out.zero_()
+            if lse is not None:
+                lse.fill(-np.inf) if p.lib == "cupy" else lse.fill_(-math.inf)
+
+        return fill
+    _check_arch(_device_id(q, p.lib) or 0)
+    grid, args = _launch_args(p, q, k, v, out, lse, block_map, order, *_dummies(p, q), **knobs)
+    kern = kernel_variant(occupancy, num_worker_warps, num_ctas)
+    lib = p.lib
+
+    def run() -> None:
+        with _friendly_errors():
+            ct.launch(stream if stream is not None else _default_stream(lib), grid, kern, args)
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Instrumented variant: the block map the kernel's own loops produced
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuBlockMap:
+    """What the instrumented kernel recorded.
+
+    ``map``: (n_q_blocks, n_k_blocks) int8 of BlockKind codes (0 skipped, 1 computed without
+    mask, 2 computed with mask), identical for every batch·head (checked). ``per_head``: the
+    same per batch·head, int32, as accumulated (a block visited twice would show 2 or 3 or 4).
+    ``launch_order``: (batch·heads, n_q_blocks) program id that ran each pair.
+    """
+
+    map: np.ndarray
+    per_head: np.ndarray
+    launch_order: np.ndarray
+    out: Any = field(repr=False, default=None)
+
+    def program_order(self) -> list[tuple[int, int]]:
+        """(q_block, batch_head) pairs sorted by the program id that ran them."""
+        bh, qb = np.unravel_index(np.argsort(self.launch_order, axis=None), self.launch_order.shape)
+        return [(int(a), int(c)) for c, a in zip(bh, qb, strict=True)]
+
+
+def gpu_block_map(
+    q_len: int,
+    k_len: int,
+    tile_m: int,
+    tile_n: int,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+    *,
+    batch: int = 1,
+    heads: int = 2,
+    kv_heads: int | None = None,
+    head_dim: int = 64,
+    dtype: str = "float16",
+    k_split: bool = True,
+    remap: bool = True,
+    fast_math: bool = True,
+    occupancy: int | None = None,
+    num_worker_warps: int | None = None,
+    lib: str | None = None,
+    seed: int = 0,
+) -> GpuBlockMap:
+    """Run the instrumented kernel on random inputs and return the blocks its loops visited.
+
+    Every visited (q-block, k-block) adds its code (1 unmasked, 2 masked) atomically to a
+    zeroed map, so skipped blocks stay 0 and a block visited twice cannot look right.
+    """
+    lib = lib or _pick_lib()
+    kv_heads = kv_heads or heads
+    q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)
+    p = _check_inputs(q, k, v)
+    _check_knobs(mask, input_pos, window, tile_m, tile_n, occupancy, num_worker_warps, None, 2, 4)
+    n_q_blocks = -(-q_len // tile_m)
+    n_k_blocks = -(-k_len // tile_n)
+    # Padded to multiples of 16 so the JIT's shape specialisation of these two arrays is the
+    # same for every problem size (one compile per kernel config, not per shape).
+    pad = lambda n: -(-n // 16) * 16  # noqa: E731
+    bmap = _zeros(lib, (pad(batch * heads), pad(n_q_blocks), pad(n_k_blocks)), "int32", q)
+    order = _empty(lib, (pad(batch * heads), pad(n_q_blocks)), "int32", q)
+    order.fill(-1) if lib == "cupy" else order.fill_(-1)
+    out = _empty(lib, tuple(q.shape), dtype, q)
+    _prepare(
+        p,
+        q,
+        k,
+        v,
+        out,
+        None,
+        bmap,
+        order,
+        scale=1.0 / math.sqrt(head_dim),
+        mask=mask,
+        input_pos=int(input_pos),
+        window=window,
+        tile_m=tile_m,
+        tile_n=tile_n,
+        fast_math=fast_math,
+        k_split=k_split,
+        remap=remap,
+        occupancy=occupancy,
+        num_worker_warps=num_worker_warps,
+        num_ctas=None,
+        k_latency=2,
+        v_latency=4,
+        stream=None,
+    )()
+    per_head = _to_numpy(bmap, lib)[: batch * heads, :n_q_blocks, :n_k_blocks]
+    launch_order = _to_numpy(order, lib)[: batch * heads, :n_q_blocks]
+    if not (per_head == per_head[0]).all():
+        raise AssertionError("instrumented kernel visited different blocks for different heads")
+    return GpuBlockMap(per_head[0].astype(np.int8), per_head, launch_order, out)
+
+
+def _pick_lib() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "torch"
+    except ImportError:
+        pass
+    return "cupy"
+
+
+def random_qkv(
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    q_len: int,
+    k_len: int,
+    head_dim: int,
+    dtype: str = "float16",
+    *,
+    lib: str = "torch",
+    seed: int | None = None,
+) -> tuple[Any, Any, Any]:
+    """Fresh standard-normal q, k, v on the GPU (never zeros: they hide unwritten outputs)."""
+    if lib == "torch":
+        import torch
+
+        gen = torch.Generator(device="cuda")
+        if seed is not None:
+            gen.manual_seed(seed)
+        else:
+            gen.seed()
+        tdt = getattr(torch, dtype)
+
+        def mk(h: int, n: int) -> Any:
+            return torch.randn((batch, h, n, head_dim), generator=gen, device="cuda", dtype=tdt)
+
+        return mk(heads, q_len), mk(kv_heads, k_len), mk(kv_heads, k_len)
+    import cupy
+
+    rs = cupy.random.RandomState(seed)
+
+    def mk_cp(h: int, n: int) -> Any:
+        return rs.standard_normal((batch, h, n, head_dim), dtype=np.float32).astype(
+            _cupy_dtype(dtype)
+        )
+
+    return mk_cp(heads, q_len), mk_cp(kv_heads, k_len), mk_cp(kv_heads, k_len)
+
+
+# --------------------------------------------------------------------------------------------
+# Environment probe
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    available: bool
+    message: str
+    arch: str | None = None
+    device_name: str | None = None
+    cuda_tile_version: str | None = None
+    tileiras_version: str | None = None
+
+
+def tileiras_version() -> str | None:
+    """The version line of the tileiras cuTile would use, or None (never raises)."""
+    try:
+        from cuda.tile._compile import _get_compiler_version_string
+
+        text = _get_compiler_version_string() or ""
+    except Exception:
+        path = shutil.which("tileiras")
+        if path is None:
+            return None
+        try:
+            text = subprocess.run(
+                [path, "--version"], capture_output=True, text=True, timeout=30
+            ).stdout
+        except Exception:
+            return None
+    for line in text.splitlines():
+        if "release" in line.lower() or line.strip().lower().startswith("v"):
+            return line.strip()
+    return text.strip().splitlines()[-1] if text.strip() else None
+
+
+def gpu_arch(device: int = 0) -> str:
+    """``sm_XY`` of the device, through the driver; raises NoGpuError without one."""
+    with _friendly_errors():
+        from cuda.tile._cext import get_compute_capability
+
+        major, minor = get_compute_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def probe(*, run_kernel: bool = True) -> ProbeResult:
+    """Can this machine run the cuTile kernel? A small status; never raises.
+
+    With ``run_kernel`` it also compiles and launches a tiny FMHA (a few seconds the first
+    time, then the compile cache answers), which is the only sure test of the whole chain.
+    """
+    version = getattr(ct, "__version__", None)
+    tv = None
+    try:
+        tv = tileiras_version()
+        if tv is None:
+            return ProbeResult(
+                False, f"tileiras not found. Install it: {_INSTALL_HINT}", cuda_tile_version=version
+            )
+        arch = gpu_arch()
+        major = int(arch[3:-1])
+        name = None
+        try:
+            from cuda.tile._cext import get_device_name  # type: ignore[attr-defined]
+
+            name = get_device_name(0)
+        except Exception:
+            name = _device_name_fallback()
+        if major < 8:
+            return ProbeResult(
+                False,
+                f"{arch} is older than cuTile supports (sm_80+): use the CPU reference backend",
+                arch,
+                name,
+                version,
+                tv,
+            )
+        if run_kernel:
+            lib = _pick_lib()
+            q, k, v = random_qkv(1, 1, 1, 16, 16, 64, lib=lib, seed=0)
+            out = attention(q, k, v, mask="causal")
+            if lib == "torch":
+                import torch
+
+                torch.cuda.synchronize()
+                ok = bool(torch.isfinite(out).all())
+            else:
+                import cupy
+
+                ok = bool(cupy.isfinite(out.astype(np.float32)).all())
+            if not ok:
+                return ProbeResult(
+                    False, "the test launch produced non-finite values", arch, name, version, tv
+                )
+        return ProbeResult(True, f"cuTile ready on {name or arch}", arch, name, version, tv)
+    except Exception as exc:  # a probe reports; it never raises
+        err = _translate(exc)
+        return ProbeResult(False, f"{type(err).__name__}: {err}", None, None, version, tv)
+
+
+def _device_name_fallback() -> str | None:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    except Exception:
+        pass
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Autotuning, with a JSON cache on disk
+# --------------------------------------------------------------------------------------------
+
+TUNED_KEYS = (
+    "tile_m",
+    "tile_n",
+    "occupancy",
+    "num_worker_warps",
+    "num_ctas",
+    "k_latency",
+    "v_latency",
+)
+
+
+def default_cache_path() -> Path:
+    env = os.environ.get("FMHA_WORKBENCH_CACHE")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "fmha-workbench" / "autotune.json"
+
+
+def n_bucket(n: int) -> int:
+    """Power-of-two bucket (>= 64) of a sequence length: configs transfer within a bucket."""
+    return max(64, 1 << max(n - 1, 0).bit_length())
+
+
+def problem_key(
+    arch: str, dtype: str, head_dim: int, mask: str, group: int, q_len: int, k_len: int
+) -> str:
+    return f"{arch}|{dtype}|d{head_dim}|{mask}|g{group}|n{n_bucket(max(q_len, k_len))}"
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the new file
+
+
+def autotune(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    scale: float | None = None,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+    fast_math: bool = True,
+    k_split: bool = True,
+    remap: bool = True,
+    configs: list[dict[str, Any]] | None = None,
+    cache_path: str | os.PathLike | None = None,
+    force: bool = False,
+    compile_timeout_s: float = 90.0,
+    stream: Any = None,
+    quiet: bool = True,
+) -> dict[str, Any]:
+    """Pick the fastest launch config for this problem class and remember it on disk.
+
+    Searches ``configs`` (default: ``kernels.tuning_spaces.search_space(arch, D)``, tiles x
+    occupancy x worker warps x load latencies) with ``ct.tune.exhaustive_search``, applying
+    each config's hints through ``hints_fn``. The winner is stored in a JSON file keyed by
+    (arch, dtype, D, mask, GQA group, N bucket) at ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or
+    ``~/.cache/fmha-workbench/autotune.json``; later calls return it without timing anything.
+
+    Returns a dict of keyword arguments for :func:`attention` (``tile_m``, ``tile_n``,
+    ``occupancy``, ``num_worker_warps``, ``num_ctas``, ``k_latency``, ``v_latency``,
+    ``fast_math``, ``k_split``, ``remap``) plus ``"_tuning"`` with how it was chosen
+    (pop it before passing the dict on, or use :func:`tuned_kwargs`).
+    """
+    p = _check_inputs(q, k, v)
+    _check_knobs(mask, input_pos, window, 64, 64, None, None, None, 2, 4)
+    arch = gpu_arch(_device_id(q, p.lib) or 0)
+    key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
+    path = Path(cache_path) if cache_path is not None else default_cache_path()
+    fixed = {"fast_math": fast_math, "k_split": k_split, "remap": remap}
+    if not force:
+        hit = _read_cache(path).get(key)
+        if hit and all(hit.get("config", {}).get(kk) == vv for kk, vv in fixed.items()):
+            cfg = dict(hit["config"])
+            cfg["_tuning"] = {
+                **hit.get("tuning", {}),
+                "key": key,
+                "cached": True,
+                "path": str(path),
+            }
+            return cfg
+
+    space = [dict(c) for c in (configs or search_space(arch, p.head_dim))]
+    if not space:
+        raise ValueError("autotune needs at least one config")
+    for c in space:
+        _check_knobs(
+            mask,
+            input_pos,
+            window,
+            c["tile_m"],
+            c["tile_n"],
+            c.get("occupancy"),
+            c.get("num_worker_warps"),
+            c.get("num_ctas"),
+            c.get("k_latency", 2),
+            c.get("v_latency", 4),
+        )
+    if scale is None:
+        scale = 1.0 / math.sqrt(p.head_dim)
+    stream = stream if stream is not None else _default_stream(p.lib)
+    scratch = _empty(p.lib, tuple(q.shape), p.dtype, q)  # the tuner writes here, not to a result
+    dummies = _dummies(p, q)
+    if p.q_len == 0 or p.k_len == 0:
+        raise ValueError("autotune needs q_len >= 1 and k_len >= 1")
+
+    def launch_of(cfg: dict[str, Any]) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+        return _launch_args(
+            p,
+            q,
+            k,
+            v,
+            scratch,
+            None,
+            None,
+            None,
+            *dummies,
+            scale=scale,
+            mask=mask,
+            input_pos=int(input_pos),
+            window=window,
+            tile_m=cfg["tile_m"],
+            tile_n=cfg["tile_n"],
+            fast_math=fast_math,
+            k_split=k_split,
+            remap=remap,
+            k_latency=cfg.get("k_latency", 2),
+            v_latency=cfg.get("v_latency", 4),
+        )
+
+    def hints_of(cfg: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "occupancy": cfg.get("occupancy"),
+            "num_worker_warps": cfg.get("num_worker_warps"),
+            "num_ctas": cfg.get("num_ctas"),
+        }
+
+    t0 = time.perf_counter()
+    with _friendly_errors(), ct.compiler_timeout(compile_timeout_s):
+        try:
+            result = ct.tune.exhaustive_search(
+                space,
+                stream,
+                lambda cfg: launch_of(cfg)[0],
+                fmha_fwd_kernel,
+                lambda cfg: launch_of(cfg)[1],
+                hints_of,
+                quiet=quiet,
+            )
+        except ValueError as exc:  # "No valid config found": every config failed
+            raise CompilerFailedError(
+                f"autotune: every config failed for {key}: {exc}. Check tileiras with probe()."
+            ) from exc
+    best = dict(result.best.config)
+    chosen = {kk: best.get(kk) for kk in TUNED_KEYS}
+    chosen.setdefault("k_latency", 2)
+    chosen.setdefault("v_latency", 4)
+    chosen.update(fixed)
+    tuning = {
+        "mean_us": result.best.mean_us,
+        "error_margin_us": result.best.error_margin_us,
+        "tried": len(space),
+        "failed": [
+            [{kk: c.get(kk) for kk in TUNED_KEYS}, e.__name__, m.splitlines()[0] if m else ""]
+            for c, e, m in result.failures
+        ],
+        "seconds": round(time.perf_counter() - t0, 1),
+        "measured_arch": arch in MEASURED_ARCHS,
+        "cuda_tile": getattr(ct, "__version__", None),
+        "tileiras": tileiras_version(),
+        "problem": {
+            "batch": p.batch,
+            "heads": p.heads,
+            "kv_heads": p.kv_heads,
+            "q_len": p.q_len,
+            "k_len": p.k_len,
+        },
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    data = _read_cache(path)
+    data[key] = {"config": chosen, "tuning": tuning}
+    with contextlib.suppress(OSError):  # a read-only home must not fail a good tuning result
+        _write_cache(path, data)
+    return {**chosen, "_tuning": {**tuning, "key": key, "cached": False, "path": str(path)}}
+
+
+def tuned_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`attention` in an autotune result (drops ``_tuning``)."""
+    return {kk: vv for kk, vv in config.items() if not kk.startswith("_")}
+
+
+# --------------------------------------------------------------------------------------------
+# Offline compilation (no GPU needed): catch compile errors, read registers and spills
+# --------------------------------------------------------------------------------------------
+
+
+def _array_constraint(dtype: Any, shape: tuple[int, ...]) -> Any:
+    """What the JIT would assume for a contiguous, 16-byte aligned array of this shape."""
+    from cuda.tile.compilation import ArrayConstraint
+
+    itemsize = {ct.float16: 2, ct.bfloat16: 2, ct.float32: 4, ct.int32: 4}[dtype]
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    per16 = 16 // itemsize
+    return ArrayConstraint(
+        dtype,
+        len(shape),
+        index_dtype=ct.int32,
+        stride_lower_bound_incl=0,
+        alias_groups=(),
+        may_alias_internally=False,
+        stride_constant=(*([None] * (len(shape) - 1)), 1),
+        stride_divisible_by=tuple(per16 if s % per16 == 0 else 1 for s in strides),
+        shape_divisible_by=tuple(16 if d % 16 == 0 else 1 for d in shape),
+        base_addr_divisible_by=16,
+    )
+
+
+def compile_cubin(
+    *,
+    arch: str = "sm_90",
+    dtype: str = "float16",
+    head_dim: int = 128,
+    q_len: int = 4096,
+    k_len: int | None = None,
+    heads: int = 32,
+    kv_heads: int | None = None,
+    batch: int = 4,
+    mask: str = "causal",
+    tile_m: int = 64,
+    tile_n: int = 64,
+    fast_math: bool = True,
+    k_split: bool = True,
+    with_lse: bool = False,
+    with_map: bool = False,
+    occupancy: int | None = None,
+    num_worker_warps: int | None = None,
+    num_ctas: int | None = None,
+    k_latency: int = 2,
+    v_latency: int = 4,
+) -> bytes:
+    """Compile the kernel for ``arch`` without a GPU (tileiras only) and return the cubin.
+
+    The signature mirrors what the JIT derives from contiguous, aligned arrays of the given
+    shapes, so registers and spills read from this cubin are those of the real launch.
+    """
+    import io
+
+    from cuda.tile.compilation import (
+        CallingConvention,
+        KernelSignature,
+        ScalarConstraint,
+        export_kernel,
+    )
+
+    k_len = q_len if k_len is None else k_len
+    kv_heads = kv_heads or heads
+    _check_knobs(
+        mask,
+        0,
+        1 if mask == "window" else None,
+        tile_m,
+        tile_n,
+        occupancy,
+        num_worker_warps,
+        num_ctas,
+        k_latency,
+        v_latency,
+    )
+    el = ct.float16 if dtype == "float16" else ct.bfloat16
+    n_q_blocks = -(-q_len // tile_m)
+    n_k_blocks = -(-k_len // tile_n)
+    params = [
+        _array_constraint(el, (batch, heads, q_len, head_dim)),
+        _array_constraint(el, (batch, kv_heads, k_len, head_dim)),
+        _array_constraint(el, (batch, kv_heads, k_len, head_dim)),
+        _array_constraint(el, (batch, heads, q_len, head_dim)),
+        _array_constraint(ct.float32, (batch, heads, q_len) if with_lse else (1, 1, 1)),
+        _array_constraint(
+            ct.int32, (batch * heads, n_q_blocks, n_k_blocks) if with_map else (1, 1, 1)
+        ),
+        _array_constraint(ct.int32, (batch * heads, n_q_blocks) if with_map else (1, 1)),
+        ScalarConstraint(ct.float32),
+        ScalarConstraint(ct.int32),
+        ScalarConstraint(ct.int32),
+        ScalarConstraint(ct.int32),
+        ScalarConstraint(ct.int32),
+        tile_m,
+        tile_n,
+        head_dim,
+        MASK_CODES[mask],
+        bool(k_split),
+        bool(fast_math),
+        bool(with_lse),
+        bool(with_map),
+        int(k_latency),
+        int(v_latency),
+    ]
+    sig = KernelSignature(params, CallingConvention.cutile_python_v2())
+    buf = io.BytesIO()
+    with _friendly_errors():
+        export_kernel(
+            kernel_variant(occupancy, num_worker_warps, num_ctas),
+            [sig],
+            buf,
+            gpu_code=arch,
+            output_format="cubin",
+        )
+    return buf.getvalue()

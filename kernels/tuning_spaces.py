@@ -1,0 +1,131 @@
+"""Autotuning search spaces for the cuTile FMHA forward kernel, one table per GPU architecture.
+
+Each entry is a complete launch config: the keyword arguments that ``cutile_fmha.attention``
+takes for tiling and compiler hints. The tuner measures every entry on the caller's problem
+and keeps the fastest, so a table only has to *contain* the winner, not rank it.
+
+Provenance (keep it honest when editing):
+
+* ``sm_90`` (H100/H200) -- measured on an H200 with cuda-tile 1.7.0 and tileiras 13.4.92.
+  Offline compiles showed 128x128 and 256x128 spilling registers under plain occupancy hints
+  and ``num_worker_warps=8`` removing (128x128) or shrinking (256x128) the spill, so the table
+  pairs the large tiles with ``num_worker_warps``; 64x64 at occupancy 2 has no spill.
+* ``sm_100`` / ``sm_103`` / ``sm_120`` / ``sm_121`` and Ampere/Ada -- **untested here**: taken
+  from published guidance (TileGym's ``_fmha_autotune_configs`` table; TileGym measured them
+  without applying its hints, see docs/cutile-notes section 3), widened with occupancy.
+
+The whole table stays at or under ~24 configs: each config is a separate compile (seconds on
+a workstation) and several timed runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Config = dict[str, Any]
+
+
+def _cfg(
+    tile_m: int,
+    tile_n: int,
+    *,
+    occupancy: int | None = None,
+    num_worker_warps: int | None = None,
+    num_ctas: int | None = None,
+    k_latency: int = 2,
+    v_latency: int = 4,
+) -> Config:
+    return {
+        "tile_m": tile_m,
+        "tile_n": tile_n,
+        "occupancy": occupancy,
+        "num_worker_warps": num_worker_warps,
+        "num_ctas": num_ctas,
+        "k_latency": k_latency,
+        "v_latency": v_latency,
+    }
+
+
+# Hopper: small tiles at occupancy 2 and large tiles rescued with 8 worker warps were the two
+# families that reached cuDNN territory on the H200 (cutile-notes section 6).
+_SM90: tuple[Config, ...] = (
+    _cfg(64, 64, occupancy=2),
+    _cfg(64, 64, occupancy=2, k_latency=3, v_latency=6),
+    _cfg(64, 64, occupancy=1),
+    _cfg(64, 64, num_worker_warps=4, occupancy=2),
+    _cfg(64, 128, occupancy=1),
+    _cfg(64, 128, occupancy=2),
+    _cfg(64, 128, num_worker_warps=8),
+    _cfg(128, 64, occupancy=1),
+    _cfg(128, 64, num_worker_warps=8),
+    _cfg(128, 64, num_worker_warps=8, occupancy=2),
+    _cfg(128, 128, num_worker_warps=8),
+    _cfg(128, 128, num_worker_warps=8, k_latency=3, v_latency=6),
+    _cfg(128, 128, num_worker_warps=8, occupancy=1),
+    _cfg(128, 128, num_worker_warps=4, occupancy=1),
+    _cfg(256, 64, num_worker_warps=8),
+    _cfg(256, 128, num_worker_warps=8),
+)
+
+# Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the
+# larger register file and 2-CTA clusters of sm_100.
+_SM100: tuple[Config, ...] = (
+    _cfg(256, 128, occupancy=1),
+    _cfg(256, 128, occupancy=2),
+    _cfg(256, 128, num_ctas=2, occupancy=2),
+    _cfg(128, 128, occupancy=2),
+    _cfg(128, 128, occupancy=1),
+    _cfg(128, 64, occupancy=2),
+    _cfg(64, 64, occupancy=2),
+)
+
+# Blackwell consumer (sm_120/121, untested here): TileGym keeps to 64x64 at occupancy 2 (less
+# shared memory per SM than sm_100).
+_SM120: tuple[Config, ...] = (
+    _cfg(64, 64, occupancy=2),
+    _cfg(64, 64, occupancy=1),
+    _cfg(128, 64, occupancy=1),
+    _cfg(64, 128, occupancy=1),
+)
+
+# Ampere/Ada (untested here): TileGym's cc < 9 table.
+_SM80: tuple[Config, ...] = (
+    _cfg(64, 64, occupancy=2),
+    _cfg(128, 64, occupancy=2),
+    _cfg(128, 64, occupancy=1),
+    _cfg(64, 128, occupancy=1),
+)
+
+SEARCH_SPACES: dict[str, tuple[Config, ...]] = {
+    "sm_80": _SM80,
+    "sm_86": _SM80,
+    "sm_87": _SM80,
+    "sm_89": _SM80,
+    "sm_90": _SM90,
+    "sm_100": _SM100,
+    "sm_103": _SM100,
+    "sm_110": _SM100,
+    "sm_120": _SM120,
+    "sm_121": _SM120,
+}
+
+# Which tables were measured on real hardware by this project (the rest are published guidance).
+MEASURED_ARCHS: frozenset[str] = frozenset({"sm_90"})
+
+
+def search_space(arch: str, head_dim: int = 128) -> list[Config]:
+    """The configs to try on ``arch`` (e.g. ``"sm_90"``), as fresh dicts.
+
+    Unknown architectures fall back to the smallest safe table (64x64 and friends). Tiles
+    wider than the problem needs are kept: the tuner simply measures them. For head_dim 256 the
+    score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
+    """
+    table = SEARCH_SPACES.get(arch)
+    if table is None:
+        table = _SM120 if arch.startswith("sm_12") else _SM80
+    configs = [dict(c) for c in table]
+    if head_dim >= 256:
+        configs = [c for c in configs if c["tile_m"] * c["tile_n"] <= 128 * 64] or [
+            _cfg(64, 64, occupancy=1)
+        ]
+    return configs

@@ -1,0 +1,418 @@
+"""The cuTile FMHA kernel against a float64 reference, and its block map against the schedule.
+
+Problem sizes stay small (B=1, a few heads) because every distinct compile-time combination
+costs a compile of a few seconds; the cases are a deterministic sample of the cross product
+mask x GQA group x N x D x dtype x knobs that still covers every value of every knob and
+every N. Outputs are poisoned with NaN before each launch, inputs are fresh random normals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+pytest.importorskip("cuda.tile")
+
+from kernels import cutile_fmha as F  # noqa: E402
+from kernels.schedule import Schedule, block_map, visible  # noqa: E402
+
+REL_TOL = 1e-2
+
+
+# --------------------------------------------------------------------------------------------
+# Reference
+# --------------------------------------------------------------------------------------------
+
+
+def reference(q, k, v, scale, mask, input_pos, window):
+    """float64 masked softmax attention on the GPU; rows that see no key give 0 and -inf."""
+    group = q.shape[1] // k.shape[1]
+    qd = q.double()
+    kd = k.double().repeat_interleave(group, dim=1)
+    vd = v.double().repeat_interleave(group, dim=1)
+    seen = torch.from_numpy(visible(q.shape[2], k.shape[2], mask, input_pos, window)).to(q.device)
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    s = s.masked_fill(~seen, -math.inf)
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # all -inf rows: NaN -> 0
+    return p @ vd, lse, seen.any(dim=-1)
+
+
+def rel_err(out, ref) -> float:
+    num = torch.linalg.vector_norm(out.double() - ref).item()
+    den = torch.linalg.vector_norm(ref).item()
+    return num / den if den > 0 else num
+
+
+# --------------------------------------------------------------------------------------------
+# The sampled cases
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    mask: str
+    q_len: int
+    k_len: int
+    input_pos: int
+    window: int | None
+    group: int
+    head_dim: int
+    dtype: str
+    tile_m: int
+    tile_n: int
+    fast_math: bool
+    k_split: bool
+    remap: bool
+    occupancy: int | None
+    num_worker_warps: int | None
+
+    @property
+    def id(self) -> str:
+        w = f"w{self.window}" if self.window else ""
+        return (
+            f"{self.mask}{w}-ip{self.input_pos}-q{self.q_len}k{self.k_len}-g{self.group}"
+            f"-d{self.head_dim}-{self.dtype[:2]}{self.dtype[-2:]}-{self.tile_m}x{self.tile_n}"
+            f"-fm{int(self.fast_math)}ks{int(self.k_split)}rm{int(self.remap)}"
+            f"-o{self.occupancy}w{self.num_worker_warps}"
+        )
+
+
+NS = (1, 63, 64, 65, 1000, 4097)
+# (mask, input_pos as a function of N, extra keys, window): chunked prefill has k_len > q_len.
+MASKS = (
+    ("none", 0, 0, None),
+    ("causal", 0, 0, None),
+    ("causal", 37, 37, None),  # input_pos > 0: the last q_len of q_len + 37 tokens
+    ("window", 0, 0, 100),
+    ("window", 19, 19, 1),  # the narrowest window: each row sees one key
+)
+TILES = (
+    (64, 64),
+    (128, 64),
+    (64, 128),
+    (128, 128),
+    (256, 64),
+    (256, 128),
+    (64, 256),
+    (128, 256),
+    (256, 256),
+)
+GROUPS = (1, 4, 8)
+HEAD_DIMS = (64, 128)
+DTYPES = ("float16", "bfloat16")
+
+
+def _hints(tile_m: int, tile_n: int, i: int) -> tuple[int | None, int | None]:
+    # Large tiles spill without worker warps (see the offline register report); the small
+    # ones alternate between no hint and occupancy 2, so both hint paths are launched.
+    if tile_m * tile_n >= 128 * 128:
+        return None, 8
+    return (2 if i % 2 else None), None
+
+
+def _cases() -> list[Case]:
+    cases = []
+    combos = list(itertools.product(NS, MASKS))
+    for i, (n, (mask, ip, extra, window)) in enumerate(combos):
+        tm, tn = TILES[i % len(TILES)]
+        occ, nww = _hints(tm, tn, i)
+        cases.append(
+            Case(
+                mask=mask,
+                q_len=n,
+                k_len=n + extra,
+                input_pos=ip,
+                window=window,
+                group=GROUPS[i % 3],
+                head_dim=HEAD_DIMS[(i // 3) % 2],
+                dtype=DTYPES[(i // 2) % 2],
+                tile_m=tm,
+                tile_n=tn,
+                fast_math=bool(i % 2),
+                k_split=bool((i // 2) % 2) or i % 5 == 0,
+                remap=bool((i // 4) % 2) or i % 7 == 0,
+                occupancy=occ,
+                num_worker_warps=nww,
+            )
+        )
+    # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
+    cases.append(
+        Case("causal", 65, 30, -40, None, 1, 64, "float16", 64, 64, True, True, True, 2, None)
+    )
+    cases.append(
+        Case(
+            "causal",
+            200,
+            150,
+            -100,
+            None,
+            4,
+            128,
+            "bfloat16",
+            64,
+            128,
+            False,
+            False,
+            False,
+            None,
+            None,
+        )
+    )
+    return cases
+
+
+CASES = _cases()
+
+
+def test_sample_covers_every_knob_and_n() -> None:
+    for attr, values in (
+        ("q_len", NS),
+        ("group", GROUPS),
+        ("head_dim", HEAD_DIMS),
+        ("dtype", DTYPES),
+        ("fast_math", (False, True)),
+        ("k_split", (False, True)),
+        ("remap", (False, True)),
+    ):
+        assert {getattr(c, attr) for c in CASES} >= set(values), attr
+    assert {(c.tile_m, c.tile_n) for c in CASES} >= set(TILES)
+    assert {c.mask for c in CASES} == {"none", "causal", "window"}
+    assert any(c.input_pos > 0 and c.mask == "causal" for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_matches_float64_reference(case: Case) -> None:
+    kv_heads = 1
+    heads = case.group * kv_heads
+    q, k, v = F.random_qkv(1, heads, kv_heads, case.q_len, case.k_len, case.head_dim, case.dtype)
+    scale = 1.0 / math.sqrt(case.head_dim)
+    out = torch.full_like(q, math.nan)  # poisoned: every element must be written
+    res, lse = F.attention(
+        q,
+        k,
+        v,
+        scale=scale,
+        mask=case.mask,
+        input_pos=case.input_pos,
+        window=case.window,
+        tile_m=case.tile_m,
+        tile_n=case.tile_n,
+        fast_math=case.fast_math,
+        k_split=case.k_split,
+        remap=case.remap,
+        occupancy=case.occupancy,
+        num_worker_warps=case.num_worker_warps,
+        return_lse=True,
+        out=out,
+    )
+    torch.cuda.synchronize()
+    assert res is out
+    assert res.dtype == q.dtype
+    assert not torch.isnan(res).any(), "unwritten or NaN output"
+    ref, ref_lse, seen_any = reference(q, k, v, scale, case.mask, case.input_pos, case.window)
+    err = rel_err(res, ref)
+    assert err <= REL_TOL, f"rel err {err:.3e}"
+    # Rows that see no key: exact zeros and -inf LSE.
+    blind = ~seen_any
+    if blind.any():
+        assert (res[:, :, blind] == 0).all()
+        assert torch.isneginf(lse[:, :, blind]).all()
+    # Natural-log LSE where defined.
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    lerr = (lse[finite].double() - ref_lse[finite]).abs().max().item() if finite.any() else 0.0
+    assert lerr <= 2e-2, f"lse abs err {lerr:.3e}"
+
+
+def test_lse_is_natural_log() -> None:
+    q, k, v = F.random_qkv(1, 2, 2, 70, 70, 64, seed=1)
+    _, lse = F.attention(q, k, v, return_lse=True, fast_math=False)
+    s = (q.double() @ k.double().transpose(-1, -2)) / 8.0
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1), atol=1e-3, rtol=1e-4)
+
+
+def test_cupy_arrays() -> None:
+    cupy = pytest.importorskip("cupy")
+    q, k, v = F.random_qkv(1, 4, 2, 129, 129, 64, lib="cupy", seed=3)
+    out = F.attention(q, k, v, mask="causal")
+    assert isinstance(out, cupy.ndarray) and out.dtype == np.float16
+    tq, tk, tv = (torch.from_dlpack(x) for x in (q, k, v))
+    ref, _, _ = reference(tq, tk, tv, 1 / 8.0, "causal", 0, None)
+    assert rel_err(torch.from_dlpack(out), ref) <= REL_TOL
+
+
+def test_stream_and_repeat_are_stable() -> None:
+    # Same inputs twice on a side stream: bitwise identical (a moving result means a race).
+    q, k, v = F.random_qkv(1, 8, 2, 300, 300, 128, seed=4)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        a = F.attention(q, k, v, mask="causal", stream=s)
+        b = F.attention(q, k, v, mask="causal", stream=s)
+    s.synchronize()
+    assert torch.equal(a, b)
+
+
+# --------------------------------------------------------------------------------------------
+# Block map: the kernel's own loops against kernels.schedule
+# --------------------------------------------------------------------------------------------
+
+# Shapes grouped so the JIT's shape specialisation (multiple of 16 or not) stays at two
+# patterns: every (q_len, k_len) below is either both ragged or both multiples of 16.
+MAP_SHAPES = {
+    "none": [
+        (1, 1, 0, None),
+        (63, 63, 0, None),
+        (65, 201, 0, None),
+        (1000, 1000, 0, None),
+        (64, 64, 0, None),
+        (256, 128, 0, None),
+        (4096, 4096, 0, None),
+    ],
+    "causal": [
+        (1, 1, 0, None),
+        (63, 63, 0, None),
+        (65, 65, 0, None),
+        (100, 301, 201, None),
+        (301, 99, -202, None),
+        (1000, 1000, 0, None),
+        (517, 777, 260, None),
+        (64, 64, 0, None),
+        (128, 512, 384, None),
+        (512, 128, -384, None),
+        (1024, 1024, 0, None),
+        (1024, 1024, 17, None),
+    ],
+    "window": [
+        (1, 1, 0, 1),
+        (63, 63, 0, 1),
+        (65, 65, 0, 50),
+        (1000, 1000, 0, 200),
+        (517, 777, 260, 129),
+        (301, 301, 0, 1000),
+        (64, 64, 0, 64),
+        (1024, 1024, 0, 200),
+        (512, 1024, 512, 64),
+        (1024, 1024, 0, 1),
+    ],
+}
+MAP_CONFIGS = [
+    (mask, tm, tn, bool(i % 2) if (tm, tn) != (64, 64) else ks)
+    for mask in ("none", "causal", "window")
+    for i, (tm, tn) in enumerate(TILES)
+    for ks in ((False, True) if (tm, tn) == (64, 64) else (None,))
+]
+
+
+@pytest.mark.parametrize(
+    ("mask", "tile_m", "tile_n", "k_split"),
+    MAP_CONFIGS,
+    ids=[f"{m}-{a}x{b}-ks{int(k)}" for m, a, b, k in MAP_CONFIGS],
+)
+def test_block_map_equals_schedule(mask: str, tile_m: int, tile_n: int, k_split: bool) -> None:
+    for q_len, k_len, ip, window in MAP_SHAPES[mask]:
+        got = F.gpu_block_map(
+            q_len,
+            k_len,
+            tile_m,
+            tile_n,
+            mask,
+            ip,
+            window,
+            heads=2,
+            k_split=k_split,
+            remap=bool(q_len % 2),
+        )
+        want = block_map(q_len, k_len, tile_m, tile_n, mask, ip, window)
+        assert got.map.shape == want.shape
+        assert np.array_equal(got.map, want), (q_len, k_len, ip, window, got.map, want)
+        # Every (q-block, batch·head) ran exactly once.
+        assert sorted(got.launch_order.ravel().tolist()) == list(range(got.launch_order.size))
+
+
+@pytest.mark.parametrize("mask", ["none", "causal"])
+@pytest.mark.parametrize("remap", [False, True])
+def test_program_order_matches_schedule(mask: str, remap: bool) -> None:
+    # Small K/V: the whole batch·head range is one L2 group, which is the order the schedule
+    # describes (heaviest q-blocks first, then every batch·head of that q-block).
+    got = F.gpu_block_map(700, 700, 64, 64, mask, batch=2, heads=2, remap=remap)
+    want = Schedule(700, 700, 64, 64, mask).program_order(4, remap=remap)
+    assert got.program_order() == want
+
+
+def test_remap_groups_batch_heads_for_l2() -> None:
+    assert F.l2_group_size(128, 16384, 128, 2, 1) == 2  # 8 MB of K/V per head
+    assert F.l2_group_size(128, 1024, 128, 2, 1) == 32
+    assert F.l2_group_size(128, 16384, 128, 2, 8) == 16  # GQA: 8 heads share one K/V
+    assert F.l2_group_size(3, 64, 64, 2, 1) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# Host wrapper: validation and the tuner
+# --------------------------------------------------------------------------------------------
+
+
+def test_validation_messages() -> None:
+    q, k, v = F.random_qkv(1, 4, 2, 64, 64, 64, seed=5)
+    with pytest.raises(ValueError, match="rank 4"):
+        F.attention(q[0], k, v)
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        F.attention(q.float(), k, v)
+    with pytest.raises(ValueError, match="CUDA device"):
+        F.attention(q.cpu(), k.cpu(), v.cpu())
+    with pytest.raises(ValueError, match="multiple of k/v heads"):
+        F.attention(q[:, :3].contiguous(), k, v)
+    with pytest.raises(ValueError, match="head dim"):
+        F.attention(q, k[..., :32].contiguous(), v[..., :32].contiguous())
+    with pytest.raises(ValueError, match="power of two"):
+        F.attention(q[..., :48].contiguous(), k[..., :48].contiguous(), v[..., :48].contiguous())
+    with pytest.raises(ValueError, match="contiguous"):
+        F.attention(q.transpose(2, 3), k, v)
+    with pytest.raises(ValueError, match="mask"):
+        F.attention(q, k, v, mask="diagonal")
+    with pytest.raises(ValueError, match="window"):
+        F.attention(q, k, v, mask="window")
+    with pytest.raises(ValueError, match="tile_m"):
+        F.attention(q, k, v, tile_m=32)
+    with pytest.raises(ValueError, match="num_worker_warps"):
+        F.attention(q, k, v, num_worker_warps=16)
+    with pytest.raises(ValueError, match="out must"):
+        F.attention(q, k, v, out=torch.empty_like(q[:, :1]))
+
+
+def test_empty_keys_give_zeros() -> None:
+    q, k, v = F.random_qkv(1, 2, 2, 10, 0, 64, seed=6)
+    out, lse = F.attention(q, k, v, return_lse=True)
+    assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+def test_probe_reports_available() -> None:
+    res = F.probe()
+    assert res.available, res.message
+    assert res.arch and res.arch.startswith("sm_")
+    assert res.cuda_tile_version and res.tileiras_version
+
+
+def test_autotune_caches_winner(tmp_path) -> None:
+    q, k, v = F.random_qkv(1, 8, 2, 512, 512, 64, seed=7)
+    path = tmp_path / "autotune.json"
+    space = [
+        {"tile_m": 64, "tile_n": 64, "occupancy": 2},
+        {"tile_m": 128, "tile_n": 64, "num_worker_warps": 8},
+    ]
+    first = F.autotune(q, k, v, mask="causal", configs=space, cache_path=path)
+    assert first["_tuning"]["cached"] is False
+    assert (first["tile_m"], first["tile_n"]) in {(64, 64), (128, 64)}
+    assert path.exists()
+    second = F.autotune(q, k, v, mask="causal", configs=space, cache_path=path)
+    assert second["_tuning"]["cached"] is True
+    assert F.tuned_kwargs(second) == F.tuned_kwargs(first)
+    out = F.attention(q, k, v, mask="causal", **F.tuned_kwargs(second))
+    ref, _, _ = reference(q, k, v, 1 / 8.0, "causal", 0, None)
+    assert rel_err(out, ref) <= REL_TOL

@@ -1,0 +1,127 @@
+"""CPU-only checks of the cuTile FMHA module: it compiles for sm_90 without a GPU.
+
+``export_kernel`` runs the cuTile front end and tileiras, so compile errors, and the
+register/spill picture, show up here before any GPU time is spent. Skips cleanly when
+cuda.tile or tileiras is not installed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+ct = pytest.importorskip("cuda.tile")
+
+from kernels import cutile_fmha as F  # noqa: E402
+
+
+def _need_tileiras() -> None:
+    if F.tileiras_version() is None:
+        pytest.skip("tileiras is not installed")
+
+
+def _is_elf(blob: bytes) -> bool:
+    return blob[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        # The production default path: causal, k-split, fast math, 64x64 at occupancy 2.
+        dict(mask="causal", tile_m=64, tile_n=64, occupancy=2, head_dim=128),
+        # One loop with a per-block branch, window mask, bf16, exact math, LSE + block map.
+        dict(
+            mask="window",
+            tile_m=128,
+            tile_n=64,
+            k_split=False,
+            fast_math=False,
+            dtype="bfloat16",
+            head_dim=64,
+            with_lse=True,
+            with_map=True,
+            q_len=1000,
+            num_worker_warps=8,
+        ),
+    ],
+    ids=["causal-64x64-occ2", "window-128x64-nosplit-bf16-lse-map"],
+)
+def test_compiles_for_sm90(knobs: dict) -> None:
+    _need_tileiras()
+    cubin = F.compile_cubin(arch="sm_90", batch=1, heads=4, kv_heads=2, **knobs)
+    assert _is_elf(cubin)
+    assert len(cubin) > 10_000
+
+
+def test_validation_runs_before_compiling() -> None:
+    with pytest.raises(ValueError, match="tile_m"):
+        F.compile_cubin(tile_m=32)
+    with pytest.raises(ValueError, match="num_worker_warps"):
+        F.compile_cubin(num_worker_warps=16)
+
+
+def test_attention_rejects_non_gpu_arrays() -> None:
+    np = pytest.importorskip("numpy")
+    x = np.zeros((1, 1, 4, 64), dtype=np.float16)
+    with pytest.raises(ValueError, match="torch tensors or CuPy arrays"):
+        F.attention(x, x, x)
+
+
+def test_probe_never_raises_and_says_why() -> None:
+    res = F.probe(run_kernel=False)
+    assert isinstance(res.available, bool)
+    assert res.message
+    if not res.available:
+        assert res.cuda_tile_version == ct.__version__
+
+
+def test_error_translation_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    err = F._translate(OSError("libcuda.so.1: cannot open shared object file"))
+    assert isinstance(err, F.NoGpuError) and "driver" in str(err)
+    err = F._translate(RuntimeError("cuInit: CUDA_ERROR_NO_DEVICE"))
+    assert isinstance(err, F.NoGpuError)
+    err = F._translate(FileNotFoundError("'tileiras' compiler not found"))
+    assert isinstance(err, F.CompilerNotFoundError) and "pip install" in str(err)
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")
+    tce = ct.TileCompilerExecutionError(5, "failed to compile Tile IR program", None, "", None)
+    err = F._translate(tce)
+    assert isinstance(err, F.CompilerFailedError)
+    assert "unset CUDA_HOME" in str(err)
+    err = F._translate(RuntimeError("CUDA_ERROR_OUT_OF_MEMORY: out of memory"))
+    assert isinstance(err, F.DeviceOutOfMemoryError)
+
+
+def test_problem_key_and_buckets() -> None:
+    assert F.n_bucket(1) == 64 and F.n_bucket(64) == 64 and F.n_bucket(65) == 128
+    assert F.n_bucket(4097) == 8192
+    key = F.problem_key("sm_90", "float16", 128, "causal", 4, 1000, 1000)
+    assert key == "sm_90|float16|d128|causal|g4|n1024"
+
+
+def test_search_spaces_are_small_and_valid() -> None:
+    from kernels.tuning_spaces import SEARCH_SPACES, search_space
+
+    for arch, table in SEARCH_SPACES.items():
+        assert 1 <= len(table) <= 24, arch
+        for c in table:
+            F._check_knobs(
+                "none",
+                0,
+                None,
+                c["tile_m"],
+                c["tile_n"],
+                c["occupancy"],
+                c["num_worker_warps"],
+                c["num_ctas"],
+                c["k_latency"],
+                c["v_latency"],
+            )
+    assert search_space("sm_999")  # unknown archs fall back to a safe table
+    assert all(c["tile_m"] * c["tile_n"] <= 128 * 64 for c in search_space("sm_90", 256))
+
+
+def test_l2_group_size() -> None:
+    assert F.l2_group_size(128, 16384, 128, 2, 1) == 2
+    assert F.l2_group_size(1, 16384, 128, 2, 1) == 1
+    assert math.log2(F.l2_group_size(96, 512, 64, 2, 1)).is_integer()
