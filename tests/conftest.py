@@ -1,0 +1,146 @@
+"""Shared fixtures for the headless suite (tests/gui and tests/gpu have their own).
+
+Every test gets its own database: ``FMHA_WORKBENCH_DB`` points into the test's tmp directory, so
+no test ever reads or writes the user's real runs.db.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+if TYPE_CHECKING:
+    from workbench.backends.base import PointResult
+    from workbench.config import KernelConfig, Problem
+    from workbench.timing import TimingSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """Fresh random inputs every run (never a fixed seed, never zeros)."""
+    return np.random.default_rng()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "runs.db"
+
+
+@pytest.fixture(autouse=True)
+def _private_database(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FMHA_WORKBENCH_DB", str(db_path))
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``run_cli("runs", "--json")``: workbench.cli.main in this process, output captured."""
+    from workbench.cli import main
+
+    def run(*argv: str) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def console_script() -> str:
+    """The installed ``fmha-workbench`` entry point of this venv."""
+    found = VENV_BIN / "fmha-workbench"
+    if found.exists():
+        return str(found)
+    which = shutil.which("fmha-workbench")
+    if which is None:
+        pytest.skip("the fmha-workbench console script is not installed")
+    return which
+
+
+def subprocess_env(db: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    if db is not None:
+        env["FMHA_WORKBENCH_DB"] = str(db)
+    return env
+
+
+def stored_run_count(path: Path) -> int:
+    """Runs in the database file, read with plain sqlite3; 0 when there is no file or table."""
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        if "runs" not in tables:
+            return 0
+        return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def stored_point_count(path: Path) -> int:
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        if "points" not in tables:
+            return 0
+        return conn.execute("SELECT COUNT(*) FROM points").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def fast_timing() -> TimingSettings:
+    from workbench.timing import TimingSettings
+
+    return TimingSettings(warmup=0, min_samples=1, max_samples=1, min_time_s=0.0)
+
+
+def _measure_point(
+    problem: Problem, config: KernelConfig, rng: np.random.Generator | None = None
+) -> PointResult:
+    """A real PointResult from the reference backend, as quickly as it can be measured."""
+    from workbench.backends.reference import ReferenceBackend
+
+    return ReferenceBackend().measure_point(
+        problem, config, fast_timing(), rng or np.random.default_rng()
+    )
+
+
+@pytest.fixture
+def measure() -> Callable[..., PointResult]:
+    """``measure(problem, config[, rng])``: a real reference-backend point, measured quickly."""
+    return _measure_point
+
+
+@pytest.fixture
+def fast_args() -> list[str]:
+    """Sweep arguments for the quickest reference points: tiny heads, one timed sample."""
+    return ["--batch", "1", "--heads", "1", "--head-dim", "32", *FAST_TIMING_ARGS]
+
+
+FAST_TIMING_ARGS = ["--warmup", "0", "--samples", "1", "--min-time", "0"]
