@@ -288,7 +288,9 @@ class Store:
                 raise sqlite3.DatabaseError(f"quick_check: {ok}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and _is_locked(exc):
+            # OperationalError is "cannot open / locked / I/O error", not a damaged file: a
+            # directory or an unreadable path must never be moved aside as if it were damaged.
+            if isinstance(exc, sqlite3.OperationalError) or not self.path.is_file():
                 raise
             with contextlib.suppress(Exception):
                 conn.close()
@@ -332,9 +334,20 @@ class Store:
         for number in range(version + 1, SCHEMA_VERSION + 1):
 
             def apply(number: int = number) -> None:
-                with db.conn:
-                    MIGRATIONS[number - 1](db)
-                    db.execute(f"PRAGMA user_version = {number}")
+                # BEGIN IMMEDIATE takes the write lock first, so two processes opening a fresh
+                # file at once apply each migration once; without an explicit transaction
+                # sqlite-utils would commit every CREATE/ALTER on its own, and a crash half-way
+                # would leave half a schema behind.
+                db.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    current = db.conn.execute("PRAGMA user_version").fetchone()[0]
+                    if current < number:
+                        MIGRATIONS[number - 1](db)
+                        db.conn.execute(f"PRAGMA user_version = {number}")
+                except BaseException:
+                    db.conn.rollback()
+                    raise
+                db.conn.commit()
 
             self._retry(apply)
 
