@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from workbench.config import KernelConfig, Problem
     from workbench.timing import TimingSettings
 
-ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -68,7 +68,7 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     return run
 
 
-def console_script() -> str:
+def _console_script() -> str:
     """The installed ``fmha-workbench`` entry point of this venv."""
     found = VENV_BIN / "fmha-workbench"
     if found.exists():
@@ -79,39 +79,56 @@ def console_script() -> str:
     return which
 
 
+@pytest.fixture
+def script() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``script(db, "runs", "--json")``: the installed console script in a real subprocess."""
+    exe = _console_script()
+
+    def run(db: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [exe, *map(str, argv)],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(db),
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
+
+
+@pytest.fixture
+def sweep_command() -> Callable[..., list[str]]:
+    """``sweep_command(db, "--seq-lens", "16")``: argv of a console-script sweep, for Popen."""
+    exe = _console_script()
+    return lambda db, *argv: [exe, "sweep", "--db", str(db), *map(str, argv)]
+
+
 def subprocess_env(db: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if db is not None:
         env["FMHA_WORKBENCH_DB"] = str(db)
     return env
 
 
-def stored_run_count(path: Path) -> int:
-    """Runs in the database file, read with plain sqlite3; 0 when there is no file or table."""
+def _count_rows(path: Path, table: str) -> int:
+    """Rows of ``table`` read with plain sqlite3; 0 when there is no file or no such table."""
     if not path.exists():
         return 0
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        if "runs" not in tables:
+        if table not in tables:
             return 0
-        return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     finally:
         conn.close()
 
 
-def stored_point_count(path: Path) -> int:
-    if not path.exists():
-        return 0
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        if "points" not in tables:
-            return 0
-        return conn.execute("SELECT COUNT(*) FROM points").fetchone()[0]
-    finally:
-        conn.close()
+@pytest.fixture
+def count_rows() -> Callable[[Path, str], int]:
+    """``count_rows(db, "runs")``: how many rows a table of a database file holds."""
+    return _count_rows
 
 
 def fast_timing() -> TimingSettings:

@@ -140,13 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
 
     p = sub.add_parser("blockmap", help="which q×k blocks a configuration computes, masks, skips")
-    p.add_argument("--q-len", type=int, required=True)
+    p.add_argument("--q-len", type=int, required=True, help="query length (rows)")
     p.add_argument("--k-len", type=int, help="default: q-len + input-pos")
-    p.add_argument("--tile-m", type=int, default=64)
-    p.add_argument("--tile-n", type=int, default=64)
+    p.add_argument("--tile-m", type=int, default=64, help=f"query tile, one of {TILE_SIZES}")
+    p.add_argument("--tile-n", type=int, default=64, help=f"key tile, one of {TILE_SIZES}")
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
-    p.add_argument("--input-pos", type=int, default=0)
-    p.add_argument("--window", type=int)
+    p.add_argument("--input-pos", type=int, default=0, help="causal offset of the queries")
+    p.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
     _add_json(p)
 
     p = sub.add_parser(
@@ -191,6 +191,15 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(lines)
+
+
+def _open_store(db: str | None) -> Store:
+    """The store, with anything the user must know about opening it (a damaged file set aside,
+    a newer schema opened read-only) said on stderr."""
+    store = Store(db)
+    if store.notice:
+        print(f"note: {store.notice}", file=sys.stderr)
+    return store
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:
@@ -285,9 +294,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     backends = [get_backend(name) for name in names]
     for spec, backend in zip(specs, backends):
         preflight(spec, backend)  # refuse before anything is written
-    store = Store(args.db)
-    if store.notice:
-        print(f"note: {store.notice}", file=sys.stderr)
+    timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
+    store = _open_store(args.db)
     group_id = None
     if len(names) > 1:
         group_id = store.create_group(
@@ -295,8 +303,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     results = []
     worst = EXIT_OK
-    for spec, backend in zip(specs, backends):
-        timing = timing_from_args(args, backend.default_timing())
+    for spec, backend, timing in zip(specs, backends, timings):
         finished = None
         for event in run_sweep(
             spec,
@@ -330,7 +337,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with _open_store(args.db) as store:
         runs = store.runs(search=args.search, limit=args.limit)
         if args.json:
             _emit_json([r.to_dict() for r in runs])
@@ -369,7 +376,7 @@ def _problem_summary(run: RunRecord) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with _open_store(args.db) as store:
         run = store.run(args.run)
         points = store.points(run.id)
         if args.json:
@@ -446,7 +453,7 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with _open_store(args.db) as store:
         run_ids = list(args.runs)
         if args.group is not None:
             run_ids += [r.id for r in store.group_runs(args.group)]
@@ -483,7 +490,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with _open_store(args.db) as store:
         run_ids = list(args.runs or [])
         if args.group is not None:
             run_ids += [r.id for r in store.group_runs(args.group)]

@@ -77,11 +77,12 @@ class Problem:
                 self.kv_heads,
                 f"heads ({self.heads}) must be divisible by kv_heads for grouped-query attention",
             )
+        # input_pos before the lengths: k_len = N + input_pos, so a bad offset is named as such
+        _check_int("input_pos", self.input_pos, 0, MAX_SEQ_LEN)
         _check_int("q_len", self.q_len, 1, MAX_SEQ_LEN)
         _check_int("k_len", self.k_len, 1, MAX_SEQ_LEN)
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
         _check_choice("dtype", self.dtype, DTYPES)
-        _check_int("input_pos", self.input_pos, 0, MAX_SEQ_LEN)
         largest = self.batch * self.heads * max(self.q_len, self.k_len) * self.head_dim
         if largest > MAX_ELEMENTS:
             raise ConfigError(
@@ -254,6 +255,9 @@ class SweepSpec:
             self.problem.with_seq_len(n)
         if len(self.label) > 200:
             raise ConfigError("label", self.label[:20] + "…", "expected at most 200 characters")
+        if self.seed is not None:
+            # NumPy's SeedSequence takes any whole number >= 0; check now, not mid-sweep.
+            _check_int("seed", self.seed, 0)
 
     def problems(self) -> list[Problem]:
         return [self.problem.with_seq_len(n) for n in self.seq_lens]
