@@ -35,7 +35,9 @@ from workbench.config import KernelConfig, Problem, SweepSpec
 
 APP_NAME = "fmha-workbench"
 STATUSES = ("running", "complete", "failed", "cancelled")
-LOCK_RETRIES = 6  # 0.05 s doubling: about 3 s in all before giving up
+# Backoff between attempts: 0.05 s doubling, about 3 s in all; each attempt also waits up to
+# busy_timeout_s inside SQLite, so with the default 2 s a held lock is given up after about 17 s.
+LOCK_RETRIES = 6
 T = TypeVar("T")
 
 
