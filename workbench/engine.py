@@ -73,8 +73,9 @@ class Engine:
         parent, child = self._context.Pipe()
         # The child inherits os.environ at spawn: drop a CUDA_HOME that would break tileiras.
         saved = dict(os.environ)
+        cleaned = clean_cuda_environment(saved)  # reads os.environ: before it is cleared
         os.environ.clear()
-        os.environ.update(clean_cuda_environment(saved))
+        os.environ.update(cleaned)
         try:
             process = self._context.Process(
                 target=_serve, args=(child,), name="fmha-gpu-engine", daemon=True

@@ -39,9 +39,11 @@ def _in_child(name: str) -> Backend:
 
 def child_call(name: str, method: str, *args: Any) -> Any:
     """Run ``backend.method(*args)`` in the engine child; expected refusals come back as data."""
+    from workbench.backends import UnknownBackend
+
     try:
         return ("ok", getattr(_in_child(name), method)(*args))
-    except (ConfigError, BackendError) as exc:
+    except (ConfigError, BackendError, UnknownBackend) as exc:
         return ("refused", exc)
 
 

@@ -1,0 +1,142 @@
+"""The supervised engine keeps the caller alive through crashes, hangs and errors in the child.
+
+These run on any machine: the child's "faults" are a real SIGSEGV, a real hang and a raised
+error, which is what a GPU fault looks like from the parent. tests/gpu adds a real illegal
+memory access on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from workbench.backends.base import Availability
+from workbench.backends.isolated import IsolatedBackend
+from workbench.backends.reference import ReferenceBackend
+from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.engine import Engine, EngineFailure
+from workbench.runner import RunFinished, run_sweep
+from workbench.store import Store
+from workbench.timing import TimingSettings
+
+H = "tests.engine.helpers"
+QUICK = TimingSettings(warmup=0, min_samples=2, min_time_s=0.0)
+
+
+@pytest.fixture
+def engine():
+    with Engine(timeout_s=60) as eng:
+        yield eng
+
+
+def test_calls_run_in_another_process_and_return_values(engine):
+    child = engine.call(f"{H}:pid")
+    assert child != os.getpid()
+    assert engine.call(f"{H}:add", 2, 3) == 5
+    assert engine.call(f"{H}:pid") == child  # the child is kept between calls
+
+
+def test_a_crashing_child_fails_the_call_and_the_next_call_gets_a_fresh_child(engine):
+    first = engine.call(f"{H}:pid")
+    with pytest.raises(EngineFailure, match="died"):
+        engine.call(f"{H}:crash_hard")
+    second = engine.call(f"{H}:pid")
+    assert second not in (first, os.getpid())
+    assert engine.restarts == 1
+
+
+def test_a_hang_past_the_limit_is_stopped_and_reported(engine):
+    with pytest.raises(EngineFailure, match="did not answer within 1 s"):
+        engine.call(f"{H}:hang", 30, timeout_s=1)
+    assert engine.call(f"{H}:add", 1, 1) == 2
+
+
+def test_an_error_in_the_child_carries_its_text_and_the_child_is_replaced(engine):
+    first = engine.call(f"{H}:pid")
+    with pytest.raises(EngineFailure, match="RuntimeError: kernel exploded"):
+        engine.call(f"{H}:fail", "kernel exploded")
+    assert engine.call(f"{H}:pid") != first
+
+
+def test_the_child_does_not_inherit_a_cuda_home_that_breaks_tileiras(engine, monkeypatch, tmp_path):
+    old_toolkit = tmp_path / "cuda-13.0"
+    old_toolkit.mkdir()
+    (old_toolkit / "version.json").write_text(json.dumps({"cuda": {"version": "13.0.48"}}))
+    monkeypatch.setenv("CUDA_HOME", str(old_toolkit))
+    assert engine.call(f"{H}:cuda_home") is None
+    assert os.environ["CUDA_HOME"] == str(old_toolkit)  # the parent's environment is untouched
+
+
+class CrashingReference(ReferenceBackend):
+    """A CPU backend that dies like a faulting kernel on its second point."""
+
+    name = "reference"
+
+    def measure_point(self, problem, config, settings, rng):
+        if problem.q_len > 64:
+            os.kill(os.getpid(), 11)
+        return super().measure_point(problem, config, settings, rng)
+
+
+def measure_with_crash(problem, config, settings, rng):
+    return ("ok", CrashingReference().measure_point(problem, config, settings, rng))
+
+
+class CrashingIsolated(IsolatedBackend):
+    def _call(self, method, *args):
+        if method == "measure_point":
+            _, value = self.engine.call("tests.engine.test_engine:measure_with_crash", *args)
+            return value
+        return super()._call(method, *args)
+
+    def availability(self):
+        return Availability(True, "test")
+
+
+def test_a_run_whose_backend_crashes_is_failed_with_its_points_and_the_next_run_works(tmp_path):
+    store = Store(tmp_path / "runs.db")
+    engine = Engine(timeout_s=60)
+    problem = Problem(batch=1, heads=2, head_dim=32)
+    spec = SweepSpec(problem, (32, 64, 128), KernelConfig(mask="causal"), "reference")
+    backend = CrashingIsolated(ReferenceBackend(), engine)
+    events = list(run_sweep(spec, store, backend=backend, timing=QUICK))
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.status == "failed"
+    assert "died" in finished.error
+    run = store.run(finished.run_id)
+    assert run.status == "failed"
+    assert [p.seq_len for p in store.points(run.id)] == [32, 64]
+
+    healthy = IsolatedBackend(ReferenceBackend(), engine)
+    spec2 = SweepSpec(problem, (48,), KernelConfig(), "reference")
+    events = list(run_sweep(spec2, store, backend=healthy, timing=QUICK))
+    assert events[-1].status == "complete"
+    point = store.points(events[-1].run_id)[0]
+    assert point.rel_err is not None and point.rel_err < 1e-5
+    engine.close()
+
+
+def test_a_refusal_in_the_child_comes_back_as_the_same_error_and_keeps_the_child(engine):
+    target = "workbench.backends.isolated:child_call"
+    assert engine.call(target, "reference", "availability")[0] == "ok"
+    child = engine.pid
+    kind, error = engine.call(target, "nonexistent-backend", "availability")
+    assert kind == "refused"
+    assert "nonexistent-backend" in str(error)
+    assert engine.pid == child
+
+
+def test_an_isolated_backend_measures_like_the_real_one():
+    engine = Engine(timeout_s=60)
+    backend = IsolatedBackend(ReferenceBackend(), engine)
+    problem = Problem(heads=2, q_len=40, k_len=40, head_dim=32)
+    result = backend.measure_point(
+        problem, KernelConfig(mask="causal"), QUICK, np.random.default_rng()
+    )
+    assert result.accuracy.passed
+    assert result.block_counts() == {"computed": 0, "masked": 1, "skipped": 0}
+    assert engine.pid is not None and engine.pid != os.getpid()
+    engine.close()
