@@ -42,6 +42,8 @@ LADDER: dict[str, dict[str, Any]] = {
     ),
 }
 PEERS = ("flash", "cudnn", "naive")
+# --tune-space quick: (tile_m, tile_n, occupancy, num_worker_warps) of the search space kept.
+QUICK_SPACE = {(64, 64, 2, None), (64, 128, 2, None), (128, 64, None, 8), (128, 128, None, 8)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,8 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     ap.add_argument("--rep-ms", type=float, default=25.0, help="do_bench rep per measurement")
     ap.add_argument("--tune-cache", default=None, help="autotune JSON (default: in --out)")
-    ap.add_argument("--tune-space", default=None, help="JSON list of configs to search")
+    ap.add_argument("--tune-space", default=None, help="'quick' or a JSON list of configs")
     ap.add_argument("--precompile", type=int, default=8, help="processes warming the compile cache")
+    ap.add_argument("--canary-s", type=float, default=150.0, help="precompile deadline (hangs)")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench-out"))
     ap.add_argument("--label", default="h200")
     return ap.parse_args(argv)
@@ -214,19 +217,43 @@ def _compile_one(job: dict[str, Any]) -> tuple[str, float, str | None]:
         return json.dumps(job, sort_keys=True), time.perf_counter() - t0, repr(exc)[:300]
 
 
-def precompile(jobs: list[dict[str, Any]], processes: int) -> None:
+def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> set[str]:
     """Fill cuTile's on-disk cache from several processes (compiles serialise in one process).
 
     Sequence lengths of 128 keep the JIT's shape specialisation (multiple of 16) equal to the
     benchmark's, and heads are kept, so the main process later finds every cubin cached.
+    It doubles as a canary: a variant that fails, or does not finish within ``timeout_s``
+    (a hung kernel), is returned so the benchmark leaves it out instead of hanging on it.
     """
+    bad: set[str] = set()
     if processes <= 1 or not jobs:
-        return
+        return bad
     t0 = time.perf_counter()
-    with mp.get_context("spawn").Pool(processes) as pool:
-        for key, secs, err in pool.imap_unordered(_compile_one, jobs):
+    pool = mp.get_context("spawn").Pool(processes)
+    try:
+        pending = {
+            json.dumps(j, sort_keys=True): pool.apply_async(_compile_one, (j,)) for j in jobs
+        }
+        deadline = time.perf_counter() + timeout_s
+        for key, res in pending.items():
+            try:
+                _, secs, err = res.get(timeout=max(deadline - time.perf_counter(), 1.0))
+            except mp.TimeoutError:
+                secs, err = math.nan, f"did not finish within {timeout_s:.0f}s (hung?)"
+            if err:
+                bad.add(_variant_key(json.loads(key)))
             print(f"  precompile {secs:5.1f}s {key}{' FAILED ' + err if err else ''}", flush=True)
+    finally:
+        pool.terminate()  # kills any hung child, which frees the GPU it was holding
     print(f"precompiled {len(jobs)} variants in {time.perf_counter() - t0:.0f}s", flush=True)
+    return bad
+
+
+def _variant_key(job: dict[str, Any]) -> str:
+    keep = {
+        kk: vv for kk, vv in job.items() if kk not in ("heads", "dim", "dtype") and vv is not None
+    }
+    return json.dumps(keep, sort_keys=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,7 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     tdt = getattr(torch, dt)
     tune_cache = Path(args.tune_cache) if args.tune_cache else out_dir / "autotune.json"
     arch = F.gpu_arch()
-    space = json.loads(args.tune_space) if args.tune_space else search_space(arch, d)
+    space = search_space(arch, d)
+    if args.tune_space == "quick":  # the likely winners only, for a short device call
+        space = [
+            c
+            for c in space
+            if (c["tile_m"], c["tile_n"], c["occupancy"], c["num_worker_warps"]) in QUICK_SPACE
+        ]
+    elif args.tune_space:
+        space = json.loads(args.tune_space)
 
     info = machine_info()
     print(json.dumps(info, indent=1), flush=True)
@@ -270,7 +305,13 @@ def main(argv: list[str] | None = None) -> int:
             for c in space:
                 kw = {kk: vv for kk, vv in c.items() if vv is not None}
                 jobs.append({**kw, "mask": mask, "heads": h, "dim": d, "dtype": dt})
-    precompile(jobs, args.precompile)
+    bad = precompile(jobs, args.precompile, args.canary_s)
+    space = [
+        c
+        for c in space
+        if _variant_key({**c, "mask": "none"}) not in bad
+        and _variant_key({**c, "mask": "causal"}) not in bad
+    ]
 
     results: list[dict[str, Any]] = []
     for causal in causals:
@@ -296,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     kw = LADDER[s]
                     configs[s] = kw
+                    if _variant_key({**kw, "mask": mask}) in bad:
+                        print(f"[{mask} N={n}] {s}: left out (failed or hung in precompile)")
+                        continue
                 runners[s] = F.prepare(q, k, v, mask=mask, **kw)
             for peer in peers:
                 if peer == "naive":
@@ -346,12 +390,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{mask} N={n}] TFLOP/s: {brief}", flush=True)
             del q, k, v, runners
             torch.cuda.empty_cache()
+            # Written after every problem, so a run cut short still leaves its numbers.
+            doc = {
+                "machine": info,
+                "args": vars(args),
+                "ladder": LADDER,
+                "results": results,
+                "left_out": sorted(bad),
+            }
+            (out_dir / "fmha-bench.json").write_text(json.dumps(doc, indent=1, default=str))
+            (out_dir / "fmha-bench.md").write_text(to_markdown(doc, steps, peers))
 
-    doc = {"machine": info, "args": vars(args), "ladder": LADDER, "results": results}
-    (out_dir / "fmha-bench.json").write_text(json.dumps(doc, indent=1, default=str))
-    md = to_markdown(doc, steps, peers)
-    (out_dir / "fmha-bench.md").write_text(md)
-    print(md)
+    print((out_dir / "fmha-bench.md").read_text())
     return 0
 
 

@@ -302,11 +302,10 @@ MAP_SHAPES = {
         (1024, 1024, 0, 1),
     ],
 }
+# Every tile size on each axis and both loop structures, per mask (each entry is a compile).
+MAP_TILES = ((64, 64, True), (64, 64, False), (128, 64, True), (64, 256, False), (256, 128, True))
 MAP_CONFIGS = [
-    (mask, tm, tn, bool(i % 2) if (tm, tn) != (64, 64) else ks)
-    for mask in ("none", "causal", "window")
-    for i, (tm, tn) in enumerate(TILES)
-    for ks in ((False, True) if (tm, tn) == (64, 64) else (None,))
+    (mask, tm, tn, ks) for mask in ("none", "causal", "window") for tm, tn, ks in MAP_TILES
 ]
 
 
