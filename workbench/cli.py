@@ -292,8 +292,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args.seed = secrets.randbits(32)
     specs = [spec_from_args(args, name) for name in names]
     backends = [get_backend(name) for name in names]
-    for spec, backend in zip(specs, backends):
-        preflight(spec, backend)  # refuse before anything is written
+    if len(names) == 1:
+        preflight(specs[0], backends[0])  # refuse before anything is written
+    else:
+        specs, backends = _fit_group(specs, backends)
     timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
     store = _open_store(args.db)
     group_id = None
@@ -334,6 +336,35 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for run_id in results:
             print(run_id)
     return worst
+
+
+def _fit_group(specs: list[SweepSpec], backends: list[Any]) -> tuple[list[SweepSpec], list[Any]]:
+    """In a group, a backend that cannot run some lengths (naive attention whose N×N scores do
+    not fit) runs the lengths it can; the others are named on stderr. An unavailable backend
+    or a bad knob still refuses the whole group before anything is written."""
+    import dataclasses
+
+    from workbench.runner import preflight
+
+    kept_specs, kept_backends = [], []
+    for spec, backend in zip(specs, backends):
+        fits, refused = [], []
+        for n in spec.seq_lens:
+            try:
+                preflight(dataclasses.replace(spec, seq_lens=(n,)), backend)
+                fits.append(n)
+            except ConfigError as exc:
+                if exc.field != "q_len":  # only a size refusal is per length
+                    raise
+                refused.append((n, exc))
+        for n, exc in refused:
+            print(f"note: {spec.backend} skips N={n}: {exc.allowed}", file=sys.stderr)
+        if fits:
+            kept_specs.append(dataclasses.replace(spec, seq_lens=tuple(fits)))
+            kept_backends.append(backend)
+    if not kept_specs:
+        raise UsageError("no backend of the group can run any of these sequence lengths")
+    return kept_specs, kept_backends
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

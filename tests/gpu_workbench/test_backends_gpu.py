@@ -1,0 +1,141 @@
+"""Every GPU backend on the real device: correct, timed faithfully, isolated from faults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.schedule import Schedule
+from workbench.backends import get_backend
+from workbench.backends.isolated import IsolatedBackend
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.engine import Engine, EngineFailure
+from workbench.runner import run_sweep
+from workbench.store import Store
+from workbench.timing import TimingSettings, measure
+
+QUICK = TimingSettings(warmup=2, min_samples=5, min_time_s=0.0)
+
+
+def _torch_ok() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mask", ["none", "causal", "window"])
+@pytest.mark.parametrize("name", ["cutile", "torch-flash", "torch-cudnn", "naive"])
+def test_each_backend_gives_the_float64_answer_on_a_ragged_gqa_problem(name, mask, dtype):
+    if name.startswith("torch") and not _torch_ok():
+        pytest.skip("torch with CUDA is not installed")
+    backend = get_backend(name, isolated=False)
+    problem = Problem(
+        batch=2, heads=4, kv_heads=2, q_len=300, k_len=317, head_dim=64, dtype=dtype, input_pos=17
+    )
+    config = KernelConfig(
+        tile_m=64,
+        tile_n=64,
+        mask=mask,
+        window=100 if mask == "window" else None,
+        fast_math=True,
+        k_split=True,
+        remap=True,
+    )
+    try:
+        backend.check_supported(problem, config)
+    except ConfigError as exc:
+        assert name.startswith("torch") and mask == "window", exc
+        return
+    result = backend.measure_point(problem, config, QUICK, np.random.default_rng())
+    assert result.accuracy.passed, result.accuracy
+    assert result.timing.count >= QUICK.min_samples
+    assert result.timing.median_ms > 0
+    expected = Schedule(300, 317, 64, 64, mask, 17, config.window).block_map
+    if name == "cutile":
+        assert np.array_equal(result.block_map, expected)  # from the instrumented kernel
+        assert result.extra["block_map_matches_schedule"]
+    if name == "naive":
+        scores = 2 * 4 * 300 * 317 * 4
+        assert result.peak_mem_bytes is not None and result.peak_mem_bytes >= scores
+
+
+def test_naive_refuses_scores_that_cannot_fit_instead_of_crashing():
+    backend = get_backend("naive", isolated=False)
+    huge = Problem(batch=4, heads=32, q_len=65536, k_len=65536, head_dim=128)
+    with pytest.raises(ConfigError, match="GiB for the N×N scores"):
+        backend.check_supported(huge, KernelConfig())
+
+
+def test_workbench_median_matches_triton_do_bench_within_3_percent():
+    triton_testing = pytest.importorskip("triton.testing")
+    import cupy
+
+    backend = get_backend("cutile", isolated=False)
+    problem = Problem(batch=4, heads=32, q_len=4096, k_len=4096, head_dim=128)
+    config = KernelConfig(mask="causal", fast_math=True, k_split=True, remap=True)
+    inputs = backend.make_inputs(problem, np.random.default_rng())
+    launch = backend.prepare(problem, config, inputs)
+    launch()
+    cupy.cuda.Device().synchronize()
+    settings = TimingSettings(warmup=10, min_samples=100, min_time_s=1.0)
+    ours = measure(launch, settings, backend.timer()).median_ms
+    theirs = triton_testing.do_bench(launch, warmup=100, rep=1000, return_mode="median")
+    ours_again = measure(launch, settings, backend.timer()).median_ms
+    print(f"fidelity: workbench {ours:.4f} ms, again {ours_again:.4f} ms, do_bench {theirs:.4f} ms")
+    assert abs(ours - theirs) / theirs < 0.03
+    assert abs(ours - ours_again) / ours_again < 0.02
+
+
+def test_two_back_to_back_sweeps_agree_within_2_percent(tmp_path):
+    store = Store(tmp_path / "runs.db")
+    backend = get_backend("cutile", isolated=False)
+    problem = Problem(batch=4, heads=32, head_dim=128)
+    spec = SweepSpec(problem, (2048, 4096), KernelConfig(mask="causal", k_split=True), "cutile")
+    settings = TimingSettings(warmup=10, min_samples=50, min_time_s=0.5)
+    medians = []
+    for _ in range(2):
+        events = list(run_sweep(spec, store, backend=backend, timing=settings))
+        assert events[-1].status == "complete", events[-1].error
+        medians.append([p.latency_ms for p in store.points(events[-1].run_id)])
+    print(f"back-to-back medians: {medians}")
+    for a, b in zip(*medians):
+        assert abs(a - b) / min(a, b) < 0.02
+
+
+def test_an_illegal_memory_access_fails_the_call_and_the_engine_recovers(tmp_path):
+    engine = Engine(timeout_s=300)
+    with pytest.raises(EngineFailure) as info:
+        engine.call("tests.gpu_workbench.faulty:illegal_access")
+    text = str(info.value).lower()
+    assert "illegal" in text or "died" in text, text
+    # The next run on the same engine works: a fresh child with a fresh CUDA context.
+    store = Store(tmp_path / "runs.db")
+    backend = IsolatedBackend(get_backend("cutile", isolated=False), engine)
+    spec = SweepSpec(Problem(heads=2, head_dim=64), (256,), KernelConfig(mask="causal"), "cutile")
+    events = list(run_sweep(spec, store, backend=backend, timing=QUICK))
+    assert events[-1].status == "complete", events[-1].error
+    assert store.points(events[-1].run_id)[0].rel_err < 1e-2
+    engine.close()
+
+
+@pytest.mark.parametrize("name", ["cutile", "torch-cudnn"])
+def test_graph_replay_and_l2_flush_time_the_same_kernel(name):
+    if name.startswith("torch") and not _torch_ok():
+        pytest.skip("torch with CUDA is not installed")
+    backend = get_backend(name, isolated=False)
+    problem = Problem(batch=2, heads=16, q_len=2048, k_len=2048, head_dim=128)
+    config = KernelConfig(mask="causal")
+    plain = backend.measure_point(problem, config, QUICK, np.random.default_rng())
+    graphed = backend.measure_point(
+        problem,
+        config,
+        TimingSettings(warmup=2, min_samples=5, min_time_s=0.0, cuda_graph=True, flush_l2=True),
+        np.random.default_rng(),
+    )
+    assert graphed.accuracy.passed
+    # Same kernel: within a factor that launch overhead and a cold L2 cannot exceed.
+    assert 0.5 < graphed.timing.median_ms / plain.timing.median_ms < 1.5
