@@ -208,8 +208,10 @@ def _compile_one(job: dict[str, Any]) -> tuple[str, float, str | None]:
 
     t0 = time.perf_counter()
     try:
-        q, k, v = F.random_qkv(1, job["heads"], job["heads"], 128, 128, job["dim"], job["dtype"])
-        kw = {kk: vv for kk, vv in job.items() if kk not in ("heads", "dim", "dtype")}
+        q, k, v = F.random_qkv(
+            job["batch"], job["heads"], job["heads"], 128, 128, job["dim"], job["dtype"]
+        )
+        kw = {kk: vv for kk, vv in job.items() if kk not in ("batch", "heads", "dim", "dtype")}
         F.attention(q, k, v, **kw)
         torch.cuda.synchronize()
         return json.dumps(kw, sort_keys=True), time.perf_counter() - t0, None
@@ -221,7 +223,9 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
     """Fill cuTile's on-disk cache from several processes (compiles serialise in one process).
 
     Sequence lengths of 128 keep the JIT's shape specialisation (multiple of 16) equal to the
-    benchmark's, and heads are kept, so the main process later finds every cubin cached.
+    benchmark's; batch and heads are the benchmark's own. (A first H200 run warmed with batch 1
+    and the main process still compiled: autotune took 13 s at the first N and 1 s after. A
+    size-1 batch dimension changing the JIT signature is the likely cause; not confirmed.)
     It doubles as a canary: a variant that fails, or does not finish within ``timeout_s``
     (a hung kernel), is returned so the benchmark leaves it out instead of hanging on it.
     """
@@ -251,7 +255,9 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
 
 def _variant_key(job: dict[str, Any]) -> str:
     keep = {
-        kk: vv for kk, vv in job.items() if kk not in ("heads", "dim", "dtype") and vv is not None
+        kk: vv
+        for kk, vv in job.items()
+        if kk not in ("batch", "heads", "dim", "dtype") and vv is not None
     }
     return json.dumps(keep, sort_keys=True)
 
@@ -300,11 +306,13 @@ def main(argv: list[str] | None = None) -> int:
         mask = "causal" if causal else "none"
         for s in steps:
             if s in LADDER:
-                jobs.append({**LADDER[s], "mask": mask, "heads": h, "dim": d, "dtype": dt})
+                jobs.append(
+                    {**LADDER[s], "mask": mask, "batch": b, "heads": h, "dim": d, "dtype": dt}
+                )
         if "tuned" in steps:
             for c in space:
                 kw = {kk: vv for kk, vv in c.items() if vv is not None}
-                jobs.append({**kw, "mask": mask, "heads": h, "dim": d, "dtype": dt})
+                jobs.append({**kw, "mask": mask, "batch": b, "heads": h, "dim": d, "dtype": dt})
     bad = precompile(jobs, args.precompile, args.canary_s)
     space = [
         c

@@ -1263,9 +1263,9 @@ def autotune(
                 f"autotune: every config failed for {key}: {exc}. Check tileiras with probe()."
             ) from exc
     best = dict(result.best.config)
-    chosen = {kk: best.get(kk) for kk in TUNED_KEYS}
-    chosen.setdefault("k_latency", 2)
-    chosen.setdefault("v_latency", 4)
+    # A caller's config may leave keys out; store complete kwargs (latencies default 2/4).
+    defaults = {"k_latency": 2, "v_latency": 4}
+    chosen = {kk: best.get(kk, defaults.get(kk)) for kk in TUNED_KEYS}
     chosen.update(fixed)
     tuning = {
         "mean_us": result.best.mean_us,
