@@ -6,10 +6,13 @@ and keeps the fastest, so a table only has to *contain* the winner, not rank it.
 
 Provenance (keep it honest when editing):
 
-* ``sm_90`` (H100/H200) -- measured on an H200 with cuda-tile 1.7.0 and tileiras 13.4.92.
-  Offline compiles showed 128x128 and 256x128 spilling registers under plain occupancy hints
-  and ``num_worker_warps=8`` removing (128x128) or shrinking (256x128) the spill, so the table
-  pairs the large tiles with ``num_worker_warps``; 64x64 at occupancy 2 has no spill.
+* ``sm_90`` (H100/H200) -- vetted by offline sm_90 compiles (tileiras 13.4.92): 128x128 and
+  256x128 spill under plain occupancy hints, ``num_worker_warps=8`` removes (128x128) or
+  shrinks (256x128) the spill, 64x64/64x128 at occupancy 2 fit in 128 registers. Timed on an
+  H200 (2026-11-29, fp16, B=4, H=32, D=128, non-causal) for the six entries that
+  ``bench_fmha.py --tune-space quick`` keeps: 64x128/occupancy 2 won at N <= 2048 and
+  128x128/num_worker_warps 8 with latencies 3/6 at N >= 4096. The other entries are
+  compile-checked only.
 * ``sm_100`` / ``sm_103`` / ``sm_120`` / ``sm_121`` and Ampere/Ada -- **untested here**: taken
   from published guidance (TileGym's ``_fmha_autotune_configs`` table; TileGym measured them
   without applying its hints, see docs/cutile-notes section 3), widened with occupancy.
