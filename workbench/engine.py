@@ -20,7 +20,9 @@ from typing import Any
 
 from workbench.backends.base import BackendError
 
-DEFAULT_TIMEOUT_S = 900.0  # a first cuTile compile of a large tile takes tens of seconds
+# A first cuTile compile of a large tile takes tens of seconds, an autotune minutes;
+# FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it.
+DEFAULT_TIMEOUT_S = float(os.environ.get("FMHA_WORKBENCH_ENGINE_TIMEOUT", "900"))
 
 
 class EngineFailure(BackendError):

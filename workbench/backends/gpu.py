@@ -358,4 +358,8 @@ class HostView:
             return t[index].float().cpu().numpy()
         import cupy
 
+        index = tuple(
+            cupy.asarray(i) if isinstance(i, np.ndarray) else i
+            for i in (index if isinstance(index, tuple) else (index,))
+        )
         return cupy.asnumpy(t[index].astype(cupy.float32))
