@@ -1,0 +1,164 @@
+"""The layering the design promises: kernels/ is pure compute, and the workbench core (config,
+timing, store, runner, CLI, backends) never imports Qt, so it runs on a headless GPU host."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QT = ("PySide6", "pyqtgraph", "workbench.gui")
+
+HEADLESS = """
+import json, sys, tempfile, os
+import kernels.schedule, kernels.reference
+kernels_only = sorted(m for m in sys.modules if m == "workbench" or m.startswith("workbench."))
+import workbench.config, workbench.timing, workbench.accuracy, workbench.machine
+import workbench.store, workbench.runner, workbench.cli
+import workbench.backends, workbench.backends.reference
+from workbench.backends import backend_statuses
+from workbench.cli import main
+backend_statuses()
+db = os.path.join(tempfile.mkdtemp(), "runs.db")
+codes = [
+    main(["sweep", "--db", db, "--seq-lens", "16", "--heads", "1", "--head-dim", "32",
+          "--warmup", "0", "--samples", "1", "--min-time", "0"]),
+    main(["runs", "--db", db]), main(["show", "1", "--db", db]),
+    main(["blockmap", "--q-len", "128", "--mask", "causal"]), main(["backends"]),
+]
+qt = sorted(m for m in sys.modules if m.split(".")[0] in ("PySide6", "pyqtgraph")
+            or m == "workbench.gui" or m.startswith("workbench.gui."))
+print(json.dumps({"kernels_pulled_in": kernels_only, "qt": qt, "codes": codes}))
+"""
+
+
+def test_the_headless_core_never_loads_qt() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", HEADLESS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts["codes"] == [0, 0, 0, 0, 0]  # a real sweep, listing and display ran...
+    assert facts["qt"] == []  # ...without one Qt or GUI module
+    assert facts["kernels_pulled_in"] == []  # kernels/ imports nothing from workbench/
+
+
+def imported_modules(path: Path) -> list[tuple[str, int]]:
+    """Every module a file imports, at any depth (lazy imports inside functions too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def is_under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def core_files() -> list[Path]:
+    files = sorted((ROOT / "kernels").glob("*.py"))
+    files += sorted(p for p in (ROOT / "workbench").glob("*.py"))
+    files += sorted((ROOT / "workbench" / "backends").glob("*.py"))
+    return files
+
+
+# The one sanctioned crossing: `fmha-workbench gui` opens the window, importing it lazily.
+ALLOWED = {("workbench/cli.py", "workbench.gui.app")}
+
+
+@pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_core_file_imports_qt_even_lazily(path: Path) -> None:
+    relative = path.relative_to(ROOT).as_posix()
+    allowed = tuple(module for file, module in ALLOWED if file == relative)
+    bad = [
+        (module, line)
+        for module, line in imported_modules(path)
+        if is_under(module, QT) and not is_under(module, allowed)
+    ]
+    assert bad == [], f"{relative} imports Qt or the GUI: {bad}"
+    if relative.startswith("kernels/"):
+        into_workbench = [(m, n) for m, n in imported_modules(path) if is_under(m, ("workbench",))]
+        assert into_workbench == [], f"{relative} imports the workbench: {into_workbench}"
+
+
+def test_the_cli_reaches_the_gui_only_inside_the_gui_command() -> None:
+    tree = ast.parse((ROOT / "workbench" / "cli.py").read_text(encoding="utf-8"))
+    for node in tree.body:  # module level: nothing from the GUI
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            assert not any(is_under(n or "", QT) for n in names)
+    [gui_command] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "cmd_gui"]
+    lazy = [m for m, _ in imported_modules_of(gui_command)]
+    assert any(is_under(m, ("workbench.gui",)) for m in lazy)
+
+
+def imported_modules_of(node: ast.AST) -> list[tuple[str, int]]:
+    found = []
+    for child in ast.walk(node):
+        if isinstance(child, ast.ImportFrom) and child.module:
+            found.append((child.module, child.lineno))
+        elif isinstance(child, ast.Import):
+            found += [(a.name, child.lineno) for a in child.names]
+    return found
+
+
+CONTRACTS = """
+[tool.importlinter]
+root_packages = ["workbench", "kernels"]
+include_external_packages = true
+
+[[tool.importlinter.contracts]]
+name = "kernels/ is pure compute: it imports nothing from the workbench"
+type = "forbidden"
+source_modules = ["kernels"]
+forbidden_modules = ["workbench"]
+
+[[tool.importlinter.contracts]]
+name = "The workbench core and kernels never import Qt"
+type = "forbidden"
+source_modules = [
+    "kernels", "workbench.config", "workbench.store", "workbench.runner", "workbench.timing",
+    "workbench.accuracy", "workbench.cli", "workbench.backends",
+]
+forbidden_modules = ["PySide6", "pyqtgraph", "workbench.gui"]
+ignore_imports = ["workbench.cli -> workbench.gui.app"]
+"""
+
+
+def test_import_linter_contracts_hold(tmp_path: Path) -> None:
+    """The contracts of pyproject.toml, with the settings import-linter needs to check them:
+    external packages included (PySide6 is one) and the `gui` command's lazy import allowed."""
+    lint = Path(sys.executable).parent / "lint-imports"
+    if not lint.exists():
+        found = shutil.which("lint-imports")
+        if found is None:
+            pytest.skip("import-linter is not installed")
+        lint = Path(found)
+    config = tmp_path / "importlinter.toml"
+    config.write_text(CONTRACTS, encoding="utf-8")
+    done = subprocess.run(
+        [str(lint), "--config", str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout
