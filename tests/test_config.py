@@ -1,0 +1,163 @@
+"""Problem, KernelConfig, SweepSpec, parse_seq_lens: checked once, errors name the field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workbench.config import (
+    HEAD_DIMS,
+    MAX_SEQ_LEN,
+    TILE_SIZES,
+    ConfigError,
+    KernelConfig,
+    Problem,
+    SweepSpec,
+    parse_seq_lens,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("128,256,512", (128, 256, 512)),
+        ("512, 128,128", (128, 512)),  # sorted, without repeats
+        ("1k-16k", (1024, 2048, 4096, 8192, 16384)),
+        ("1024..16384", (1024, 2048, 4096, 8192, 16384)),
+        (" 1K - 4K ", (1024, 2048, 4096)),
+        ("2k", (2048,)),
+        ("1", (1,)),
+        ("64-64", (64,)),
+        ("7,5,3,", (3, 5, 7)),
+    ],
+)
+def test_parse_seq_lens(text: str, expected: tuple[int, ...]) -> None:
+    assert parse_seq_lens(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", " ", "abc", "0", "1k-3k", "4k-1k", "1.5k", "-16", "16;32", "1k-", "99999999"]
+)
+def test_bad_seq_lens_name_the_field(text: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        SweepSpec(Problem(), parse_seq_lens(text), KernelConfig())
+    assert error.value.field == "seq_lens"
+    assert "seq_lens" in str(error.value)
+
+
+def test_problem_defaults_and_derived_values() -> None:
+    p = Problem(heads=8, kv_heads=2, head_dim=128, input_pos=100)
+    assert Problem(heads=6).kv_heads == 6  # no GQA by default
+    assert p.group_size == 4
+    n = p.with_seq_len(1000)
+    assert (n.q_len, n.k_len, n.input_pos) == (1000, 1100, 100)
+    assert n.tensor_bytes() == (2 * 8 * 1000 + 2 * 2 * 1100) * 128 * 2
+    assert Problem.from_dict(n.to_dict()) == n
+    # A newer file may carry fields this version does not know: they are ignored.
+    assert Problem.from_dict({**n.to_dict(), "future_field": 1}) == n
+    n.check_fits(None)
+    n.check_fits(n.tensor_bytes())
+    with pytest.raises(ConfigError) as error:
+        n.check_fits(n.tensor_bytes() - 1)
+    assert error.value.field == "q_len" and "GiB" in str(error.value)
+
+
+def test_kernel_config_round_trip_and_summary() -> None:
+    c = KernelConfig(
+        tile_m=128, tile_n=32, mask="window", window=256, fast_math=True, remap=True, occupancy=2
+    )
+    assert KernelConfig.from_dict(c.to_dict()) == c
+    assert c.causal and not KernelConfig().causal
+    assert c.summary() == "128×32 window 256 fast-math remap occ 2"
+    assert KernelConfig().summary() == "64×64 none"
+
+
+BAD_PROBLEM = {
+    "batch": st.one_of(st.integers(max_value=0), st.integers(4097, 10**9), st.just(True)),
+    "heads": st.one_of(st.integers(max_value=0), st.integers(1025, 10**9), st.just(2.0)),
+    "kv_heads": st.integers(max_value=0),
+    "q_len": st.one_of(st.integers(max_value=0), st.integers(MAX_SEQ_LEN + 1, 10**9)),
+    "k_len": st.one_of(st.integers(max_value=0), st.integers(MAX_SEQ_LEN + 1, 10**9)),
+    "head_dim": st.integers(-5, 1000).filter(lambda d: d not in HEAD_DIMS),
+    "dtype": st.text(max_size=12).filter(lambda t: t not in ("float16", "bfloat16")),
+    "input_pos": st.one_of(st.integers(max_value=-1), st.integers(MAX_SEQ_LEN + 1, 10**9)),
+}
+
+BAD_CONFIG = {
+    "tile_m": st.integers(-5, 1000).filter(lambda t: t not in TILE_SIZES),
+    "tile_n": st.one_of(st.integers(-5, 1000).filter(lambda t: t not in TILE_SIZES), st.just("64")),
+    "fast_math": st.sampled_from([1, 0, "yes", None]),
+    "k_split": st.sampled_from([1, "true"]),
+    "remap": st.sampled_from([0, "no"]),
+    "autotune": st.sampled_from([1, None]),
+    "mask": st.text(max_size=10).filter(lambda t: t not in ("none", "causal", "window")),
+    "occupancy": st.one_of(st.integers(max_value=0), st.integers(33, 1000), st.just(True)),
+    "num_worker_warps": st.integers(-3, 100).filter(lambda w: w not in (1, 2, 4, 8, 16, 32)),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_every_bad_problem_field_is_named(data: st.DataObject) -> None:
+    field = data.draw(st.sampled_from(sorted(BAD_PROBLEM)))
+    value = data.draw(BAD_PROBLEM[field])
+    kwargs = {"heads": 4, "kv_heads": 2, "q_len": 64, "k_len": 64, field: value}
+    with pytest.raises(ConfigError) as error:
+        Problem(**kwargs)
+    assert error.value.field == field
+    assert str(error.value).startswith(f"{field}: ")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_every_bad_config_field_is_named(data: st.DataObject) -> None:
+    field = data.draw(st.sampled_from(sorted(BAD_CONFIG)))
+    value = data.draw(BAD_CONFIG[field])
+    with pytest.raises(ConfigError) as error:
+        KernelConfig(**{field: value})
+    assert error.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        (dict(mask="window"), "window"),
+        (dict(mask="window", window=0), "window"),
+        (dict(mask="causal", window=8), "window"),
+        (dict(window=8), "window"),
+        (dict(heads=8, kv_heads=3), "kv_heads"),
+    ],
+)
+def test_combinations_are_checked(kwargs: dict, field: str) -> None:
+    problem_keys = {"heads", "kv_heads"}
+    with pytest.raises(ConfigError) as error:
+        if problem_keys & set(kwargs):
+            Problem(**kwargs)
+        else:
+            KernelConfig(**kwargs)
+    assert error.value.field == field
+
+
+@given(st.integers(0, 64), st.lists(st.integers(1, 4096), min_size=1, max_size=6, unique=True))
+def test_sweep_spec_points(input_pos: int, seq_lens: list[int]) -> None:
+    spec = SweepSpec(Problem(heads=2, input_pos=input_pos), tuple(seq_lens), KernelConfig())
+    problems = spec.problems()
+    assert [p.q_len for p in problems] == seq_lens
+    assert all(p.k_len == p.q_len + input_pos for p in problems)
+
+
+def test_sweep_spec_refuses_bad_points_up_front() -> None:
+    with pytest.raises(ConfigError) as error:
+        SweepSpec(Problem(), (), KernelConfig())
+    assert error.value.field == "seq_lens"
+    with pytest.raises(ConfigError) as error:
+        # Every length is checked before anything runs: the last one is too long with the offset.
+        SweepSpec(Problem(input_pos=10), (16, MAX_SEQ_LEN), KernelConfig())
+    assert error.value.field == "k_len"
+    with pytest.raises(ConfigError) as error:
+        SweepSpec(Problem(), (16,), KernelConfig(), label="x" * 201)
+    assert error.value.field == "label"
+    with pytest.raises(ConfigError) as error:
+        SweepSpec(Problem(), (16,), KernelConfig(), seed=-1)
+    assert error.value.field == "seed"
