@@ -34,6 +34,10 @@ class ConfigError(ValueError):
         self.allowed = allowed
         super().__init__(f"{field_name}: {value!r} is not allowed; {allowed}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, Any, str]]:
+        # Picklable, so a refusal in the GPU engine's child process arrives as itself.
+        return (type(self), (self.field, self.value, self.allowed))
+
 
 def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):

@@ -122,6 +122,10 @@ class Engine:
             reply = self._conn.recv() if ready else None
         except (EOFError, OSError, BrokenPipeError):
             reply = ("died",)
+        except Exception as exc:  # a reply that cannot be unpickled: report it, keep going
+            self._stop(kill=True)
+            self.restarts += 1
+            raise EngineFailure(f"the GPU engine's reply could not be read: {exc}") from exc
         if reply is None:
             self._stop(kill=True)
             self.restarts += 1

@@ -75,12 +75,24 @@ class TimingStats:
 
 
 class Timer:
-    """Times one call of ``fn`` in milliseconds. The CPU timer: the call is synchronous."""
+    """Times calls of ``fn`` in milliseconds. The CPU timer: each call is synchronous."""
+
+    batch = 1  # samples taken per round before the stopping rule is checked
 
     def time_ms(self, fn: Callable[[], object]) -> float:
         start = time.perf_counter()
         fn()
         return (time.perf_counter() - start) * 1e3
+
+    def time_many(
+        self, fn: Callable[[], object], count: int, between: Callable[[], object] | None
+    ) -> list[float]:
+        samples = []
+        for _ in range(count):
+            if between is not None:
+                between()
+            samples.append(self.time_ms(fn))
+        return samples
 
 
 def measure(
@@ -100,9 +112,8 @@ def measure(
     samples: list[float] = []
     started = time.perf_counter()
     while True:
-        if between is not None:
-            between()
-        samples.append(timer.time_ms(fn))
+        count = min(timer.batch, settings.max_samples - len(samples))
+        samples.extend(timer.time_many(fn, count, between))
         elapsed = time.perf_counter() - started
         enough = len(samples) >= settings.min_samples and elapsed >= settings.min_time_s
         if enough or len(samples) >= settings.max_samples or elapsed >= settings.max_time_s:

@@ -140,3 +140,45 @@ def test_an_isolated_backend_measures_like_the_real_one():
     assert result.block_counts() == {"computed": 0, "masked": 1, "skipped": 0}
     assert engine.pid is not None and engine.pid != os.getpid()
     engine.close()
+
+
+def test_a_config_refusal_survives_the_trip_between_processes():
+    import pickle
+
+    from workbench.config import ConfigError
+
+    error = ConfigError("q_len", 65536, "the scores need 200 GiB")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.field, copy.value, copy.allowed, str(copy)) == (
+        error.field,
+        error.value,
+        error.allowed,
+        str(error),
+    )
+
+
+class _BatchCountingTimer:
+    """A fake device timer: records how measure() asks for samples."""
+
+    batch = 4
+
+    def __init__(self):
+        self.requests = []
+
+    def time_many(self, fn, count, between):
+        self.requests.append(count)
+        for _ in range(count):
+            fn()
+        return [1.0 + 0.1 * i for i in range(count)]
+
+
+def test_device_timers_are_asked_for_samples_in_batches_up_to_the_cap():
+    from workbench.timing import measure
+
+    calls = []
+    timer = _BatchCountingTimer()
+    settings = TimingSettings(warmup=2, min_samples=9, max_samples=10, min_time_s=0.0)
+    stats = measure(lambda: calls.append(1), settings, timer)
+    assert timer.requests == [4, 4, 2]  # batches until min_samples, never past max_samples
+    assert stats.count == 10
+    assert len(calls) == 2 + 10  # warm-up launches are not timed

@@ -94,39 +94,66 @@ def clean_cuda_environment(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class CupyEventTimer(Timer):
-    """Device time of one launch, between two CUDA events on the current stream."""
+class _EventTimer(Timer):
+    """Device time of each launch, between two CUDA events on the launching stream.
 
+    Launches are queued in batches with one synchronisation per batch, as triton's do_bench
+    does: synchronising after every launch would leave the GPU idle while the host prepares
+    the next one, and that host time would land inside the next sample. One untimed lead
+    launch starts each batch so the first timed one also finds the queue busy.
+    """
+
+    batch = 10
+
+    def _event_pair(self) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _elapsed_ms(self, start: Any, end: Any) -> float:
+        raise NotImplementedError
+
+    def time_ms(self, fn: Callable[[], object]) -> float:
+        return self.time_many(fn, 1, None)[0]
+
+    def time_many(
+        self, fn: Callable[[], object], count: int, between: Callable[[], object] | None
+    ) -> list[float]:
+        pairs = [self._event_pair() for _ in range(count)]
+        fn()  # the lead launch
+        for start, end in pairs:
+            if between is not None:
+                between()
+            start.record()
+            fn()
+            end.record()
+        pairs[-1][1].synchronize()
+        return [self._elapsed_ms(start, end) for start, end in pairs]
+
+
+class CupyEventTimer(_EventTimer):
     def __init__(self) -> None:
         import cupy
 
         self._cupy = cupy
-        self._start = cupy.cuda.Event()
-        self._end = cupy.cuda.Event()
 
-    def time_ms(self, fn: Callable[[], object]) -> float:
-        stream = self._cupy.cuda.get_current_stream()
-        self._start.record(stream)
-        fn()
-        self._end.record(stream)
-        self._end.synchronize()
-        return float(self._cupy.cuda.get_elapsed_time(self._start, self._end))
+    def _event_pair(self) -> tuple[Any, Any]:
+        return self._cupy.cuda.Event(), self._cupy.cuda.Event()
+
+    def _elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(self._cupy.cuda.get_elapsed_time(start, end))
 
 
-class TorchEventTimer(Timer):
+class TorchEventTimer(_EventTimer):
     def __init__(self) -> None:
         import torch
 
         self._torch = torch
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._end = torch.cuda.Event(enable_timing=True)
 
-    def time_ms(self, fn: Callable[[], object]) -> float:
-        self._start.record()
-        fn()
-        self._end.record()
-        self._end.synchronize()
-        return float(self._start.elapsed_time(self._end))
+    def _event_pair(self) -> tuple[Any, Any]:
+        make = self._torch.cuda.Event
+        return make(enable_timing=True), make(enable_timing=True)
+
+    def _elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end))
 
 
 def cupy_l2_flusher() -> Callable[[], object]:
