@@ -48,7 +48,9 @@ def test_sweeps_in_parallel_processes_and_this_one_lose_nothing(
     rng = np.random.default_rng()
     spec = SweepSpec(Problem(heads=1, head_dim=32), (16, 24), KernelConfig(), label="local")
     results = [measure(p, spec.config, rng) for p in spec.problems()]
+    during = 0  # writes made while a sweep process was still running
     while len(mine) < 15 or any(child.poll() is None for child in children):
+        during += any(child.poll() is None for child in children)
         with Store(db) as store:
             run_id = store.create_run(spec, {})
             for result in results:
@@ -59,9 +61,8 @@ def test_sweeps_in_parallel_processes_and_this_one_lose_nothing(
     for child, (_, err) in zip(children, outcomes):
         assert child.returncode == 0, err
         assert "error" not in err.lower()
-    # The writes really overlapped: some of this process's runs came between theirs.
+    assert during >= 5  # the writes really overlapped
     swept = {int(out.strip()) for out, _ in outcomes}
-    assert min(mine) < max(swept)
 
     with Store(db) as store:
         runs = store.runs()

@@ -174,7 +174,7 @@ def test_a_write_locked_by_another_process_is_retried_then_refused_clearly(
 
 def test_a_lock_released_during_the_backoff_lets_the_write_through(db_path: Path) -> None:
     Store(db_path).close()
-    holder = hold_lock(db_path, 0.6)
+    holder = hold_lock(db_path, 1.0)
     try:
         with Store(db_path, busy_timeout_s=0.05) as store:
             started = time.monotonic()
