@@ -1,0 +1,159 @@
+"""GUI tests: the real window, offscreen, driven through pytest-qt.
+
+QT_QPA_PLATFORM is set before anything imports Qt, and the folder is skipped as a whole (with the
+reason in the report header) when PySide6 cannot be imported, e.g. on a headless GPU host without
+Qt's system libraries. Every test gets its own QSettings location, database and dialog stubs, so
+nothing leaks into the user's settings or blocks on a modal dialog.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `pytest` (not `python -m pytest`) from anywhere
+
+try:
+    import PySide6.QtWidgets  # noqa: F401
+
+    from workbench.gui import _pyside_fix
+
+    # As early as possible: PySide6 6.12.0 on Python < 3.12 leaks a reference to None on every
+    # Qt call, and a whole test session makes millions of them.
+    _pyside_fix.apply()
+except Exception as exc:  # ImportError, or a missing system library (libEGL, libGL…)
+    _QT_PROBLEM: str | None = f"{type(exc).__name__}: {exc}"
+else:
+    _QT_PROBLEM = None
+
+if _QT_PROBLEM is not None:
+    collect_ignore_glob = ["test_*.py"]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if _QT_PROBLEM is not None:
+        return f"tests/gui skipped: PySide6 cannot be imported ({_QT_PROBLEM})"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.gui)
+
+
+if _QT_PROBLEM is None:
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+
+    from workbench.timing import TimingSettings
+
+    # Tiny timing so a reference sweep of two short lengths takes a fraction of a second.
+    FAST_TIMING = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
+
+    @dataclass
+    class Dialogs:
+        """Stands in for every modal dialog: records what was shown, answers as told."""
+
+        shown: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, title, text)
+        question_answer: QMessageBox.StandardButton = QMessageBox.StandardButton.Yes
+        save_path: str = ""  # what the file dialog "chooses"; "" is Cancel
+        text_answer: tuple[str, bool] = ("", False)  # QInputDialog.getText's answer
+
+        def kinds(self) -> list[str]:
+            return [kind for kind, _, _ in self.shown]
+
+        def texts(self, kind: str | None = None) -> list[str]:
+            return [text for k, _, text in self.shown if kind is None or k == kind]
+
+    @pytest.fixture(autouse=True)
+    def dialogs(monkeypatch: pytest.MonkeyPatch) -> Dialogs:
+        record = Dialogs()
+
+        def message(kind: str) -> Callable[..., Any]:
+            def show(parent: Any, title: str, text: str, *args: Any, **kwargs: Any) -> Any:
+                record.shown.append((kind, title, text))
+                if kind == "question":
+                    return record.question_answer
+                return QMessageBox.StandardButton.Ok
+
+            return staticmethod(show)
+
+        for kind in ("warning", "critical", "information", "question", "about"):
+            monkeypatch.setattr(QMessageBox, kind, message(kind))
+
+        def get_save(parent: Any, caption: str = "", *args: Any, **kwargs: Any) -> tuple[str, str]:
+            record.shown.append(("save", caption, record.save_path))
+            return record.save_path, ""
+
+        def get_text(parent: Any, title: str, label: str, *args: Any, **kwargs: Any) -> Any:
+            record.shown.append(("text", title, label))
+            return record.text_answer
+
+        monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(get_save))
+        monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(get_save))
+        monkeypatch.setattr(QInputDialog, "getText", staticmethod(get_text))
+        return record
+
+    @pytest.fixture(autouse=True)
+    def isolated_settings(tmp_path: Path, qapp: Any) -> Iterator[Path]:
+        """Any QSettings() without a file goes under tmp_path, with a per-test org name."""
+        from workbench.gui.app import configure_application
+
+        configure_application(qapp)
+        folder = tmp_path / "qsettings"
+        folder.mkdir()
+        old_format = QSettings.defaultFormat()
+        QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+        for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
+            QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
+        qapp.setOrganizationName(f"fmha-workbench-test-{tmp_path.name}")
+        yield folder
+        QSettings.setDefaultFormat(old_format)
+
+    @pytest.fixture
+    def db_path(tmp_path: Path) -> Path:
+        return tmp_path / "runs.db"
+
+    @pytest.fixture
+    def settings(tmp_path: Path) -> QSettings:
+        return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+    @pytest.fixture
+    def make_window(qtbot: Any, db_path: Path, settings: QSettings) -> Iterator[Callable[..., Any]]:
+        """Build a shown MainWindow on the test's database; closed and shut down afterwards."""
+        from workbench.gui.main_window import MainWindow
+
+        made: list[MainWindow] = []
+
+        def make(path: Path | None = db_path, **kwargs: Any) -> MainWindow:
+            kwargs.setdefault("settings", settings)
+            kwargs.setdefault("timing", FAST_TIMING)
+            window = MainWindow(path, **kwargs)
+            qtbot.addWidget(window)
+            window.show()
+            qtbot.waitExposed(window)
+            made.append(window)
+            return window
+
+        yield make
+        for window in made:
+            window.shutdown()
+
+    @pytest.fixture
+    def window(make_window: Callable[..., Any], qtbot: Any) -> Any:
+        """A window whose backend probe has reported (so the picker is final)."""
+        win = make_window()
+        qtbot.waitUntil(lambda: bool(win.backend_statuses), timeout=20_000)
+        return win

@@ -1,0 +1,25 @@
+"""``python -m workbench.gui [--db PATH]``: open the workbench."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.gui.app import main
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m workbench.gui", description="Open the FMHA workbench window."
+    )
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        default=None,
+        help="run database to open (default: the last one used, else the user data directory)",
+    )
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(_parse(sys.argv[1:]).db))

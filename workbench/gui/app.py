@@ -1,0 +1,76 @@
+"""Application setup and the entry point ``main(db_path) -> int`` that ``fmha-workbench`` calls."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+ORGANIZATION = "fmha-workbench"
+APPLICATION = "fmha-workbench"
+
+
+def display_problem() -> str | None:
+    """Why Qt could not open a window here, or None. Qt aborts the process instead of raising."""
+    if sys.platform.startswith("linux") and not os.environ.get("QT_QPA_PLATFORM"):
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            return (
+                "no display found (DISPLAY and WAYLAND_DISPLAY are unset); run it on a desktop, "
+                "through ssh -X, under xvfb-run, or use the command line: fmha-workbench --help"
+            )
+    return None
+
+
+def configure_application(app: object) -> None:
+    """Names for QSettings, the pyqtgraph options every view expects, the PySide6 guard."""
+    import pyqtgraph as pg
+
+    from workbench.gui import _pyside_fix
+
+    _pyside_fix.apply()
+    from PySide6.QtWidgets import QApplication
+
+    assert isinstance(app, QApplication)
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    app.setApplicationDisplayName("FMHA Workbench")
+    # Row-major images read like the attention matrix (row = q-block); see design.md.
+    pg.setConfigOptions(
+        imageAxisOrder="row-major", antialias=True, background="w", foreground="#222"
+    )
+
+
+def main(db_path: str | None = None) -> int:
+    """Open the workbench on ``db_path`` (None: the last database used, else the default)."""
+    problem = display_problem()
+    if problem:
+        print(f"fmha-workbench: {problem}", file=sys.stderr)
+        return 2
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from workbench.gui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    configure_application(app)
+    window = MainWindow(Path(db_path) if db_path else None)
+    window.show()
+
+    # Ctrl+C in the terminal: close the window properly (settings saved, run kept as cancelled).
+    # Python only sees the signal when the interpreter runs, so a timer wakes it now and then.
+    def on_sigint(signum: int, frame: object) -> None:
+        window.shutdown()
+        app.quit()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    wake = QTimer()
+    wake.timeout.connect(window.statusBar().isVisible)  # any cheap bound method: a no-op tick
+    wake.start(250)
+    try:
+        return int(app.exec())
+    finally:
+        wake.stop()
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,238 @@
+"""Side-by-side latency of two or more runs, as Δ% against a pinned baseline.
+
+A difference is coloured only when it is larger than the noise the runs themselves show: the
+half-widths of their p20–p80 bands, relative to their medians, added (two bands that do not overlap
+differ by at least that much), with a floor of MIN_NOISE_PCT because a handful of samples
+understates run-to-run noise. Smaller differences are printed but left uncoloured, so the eye goes
+to real changes only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.gui.colors import run_color
+
+MIN_NOISE_PCT = 1.0
+FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
+SLOWER = QColor("#ffcdd2")  # red: higher latency
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run at one length against the baseline at that length."""
+
+    latency_ms: float
+    delta_pct: float | None  # None for the baseline itself or when the baseline lacks the length
+    noise_pct: float | None
+    significant: bool
+
+
+def relative_spread_pct(point: Any) -> float:
+    """Half the p20–p80 width as a percentage of the median."""
+    if point.latency_ms <= 0:
+        return 0.0
+    return 50.0 * (point.latency_p80_ms - point.latency_p20_ms) / point.latency_ms
+
+
+def compare_cell(point: Any, base: Any | None) -> Cell:
+    if base is None or base.latency_ms <= 0:
+        return Cell(point.latency_ms, None, None, False)
+    delta = 100.0 * (point.latency_ms - base.latency_ms) / base.latency_ms
+    noise = max(relative_spread_pct(point) + relative_spread_pct(base), MIN_NOISE_PCT)
+    return Cell(point.latency_ms, delta, noise, abs(delta) > noise)
+
+
+def compare_table(
+    baseline_id: int, points_by_run: dict[int, Sequence[Any]]
+) -> list[tuple[int, dict[int, Cell]]]:
+    """Rows (seq_len, {run_id: Cell}) over the union of measured lengths, shortest first."""
+    by_len = {rid: {p.seq_len: p for p in pts} for rid, pts in points_by_run.items()}
+    lengths = sorted({n for pts in by_len.values() for n in pts})
+    base = by_len.get(baseline_id, {})
+    rows = []
+    for n in lengths:
+        cells: dict[int, Cell] = {}
+        for rid, pts in by_len.items():
+            if n not in pts:
+                continue
+            cells[rid] = (
+                Cell(pts[n].latency_ms, None, None, False)
+                if rid == baseline_id
+                else compare_cell(pts[n], base.get(n))
+            )
+        rows.append((n, cells))
+    return rows
+
+
+class ComparePanel(QWidget):
+    """Baseline picker, the Δ% table, and a warning when runs come from different machines."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._runs: list[Any] = []  # RunRecord, in selection order
+        self._points: dict[int, list[Any]] = {}
+        self._pinned: int | None = None
+        self.rows: list[tuple[int, dict[int, Cell]]] = []
+
+        self.baseline = QComboBox()
+        self.baseline.setObjectName("compare_baseline")
+        self.baseline.setToolTip("The run the others are compared against; it stays pinned")
+        self.baseline.activated.connect(self._on_baseline_picked)
+        self.hint = QLabel()
+        self.hint.setObjectName("compare_hint")
+        self.hint.setWordWrap(True)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Baseline"))
+        top.addWidget(self.baseline, 1)
+
+        self.table = QTableWidget()
+        self.table.setObjectName("compare_table")
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.hint)
+        self.set_runs([], {})
+
+    # ---- input ----------------------------------------------------------------------------------
+    def set_runs(self, runs: Sequence[Any], points: dict[int, list[Any]]) -> None:
+        """The selected runs and their points; the pinned baseline survives if still selected."""
+        self._runs = list(runs)
+        self._points = {r.id: list(points.get(r.id, [])) for r in self._runs}
+        ids = [r.id for r in self._runs]
+        if self._pinned not in ids:
+            # The oldest run is the usual "before" of a comparison.
+            self._pinned = min(ids) if ids else None
+        self.baseline.blockSignals(True)
+        self.baseline.clear()
+        for run in self._runs:
+            self.baseline.addItem(self._name(run), run.id)
+            self.baseline.setItemData(
+                self.baseline.count() - 1, run_color(run.id), Qt.ItemDataRole.DecorationRole
+            )
+        if self._pinned is not None:
+            self.baseline.setCurrentIndex(self.baseline.findData(self._pinned))
+        self.baseline.blockSignals(False)
+        self.baseline.setEnabled(len(self._runs) >= 2)
+        self._rebuild()
+
+    def pin_baseline(self, run_id: int) -> None:
+        if run_id in self._points:
+            self._pinned = run_id
+            self.baseline.setCurrentIndex(self.baseline.findData(run_id))
+            self._rebuild()
+
+    @property
+    def baseline_id(self) -> int | None:
+        return self._pinned
+
+    def _on_baseline_picked(self, index: int) -> None:
+        run_id = self.baseline.itemData(index)
+        if run_id is not None:
+            self.pin_baseline(int(run_id))
+
+    @staticmethod
+    def _name(run: Any) -> str:
+        return f"#{run.id} {run.label}".strip()
+
+    # ---- table ----------------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        self.table.clear()
+        if len(self._runs) < 2 or self._pinned is None:
+            self.rows = []
+            self.table.setRowCount(0)
+            self.table.setColumnCount(0)
+            self.hint.setText("Select two or more runs in History to compare them.")
+            return
+        others = [r for r in self._runs if r.id != self._pinned]
+        base = next(r for r in self._runs if r.id == self._pinned)
+        self.rows = compare_table(self._pinned, self._points)
+        headers = ["N", f"{self._name(base)} (baseline) ms"]
+        for run in others:
+            headers += [f"{self._name(run)} ms", "Δ %"]
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        self.table.setRowCount(len(self.rows))
+        for r, (n, cells) in enumerate(self.rows):
+            self.table.setItem(r, 0, self._item(f"{n:,}", align_right=True))
+            self.table.setItem(r, 1, self._latency_item(cells.get(base.id)))
+            for i, run in enumerate(others):
+                cell = cells.get(run.id)
+                self.table.setItem(r, 2 + 2 * i, self._latency_item(cell))
+                self.table.setItem(r, 3 + 2 * i, self._delta_item(cell))
+        # Colour-code column headers with their run's colour, so the table matches the plots.
+        for col, run in [(1, base)] + [(2 + 2 * i, run) for i, run in enumerate(others)]:
+            header = self.table.horizontalHeaderItem(col)
+            if header is not None:
+                header.setForeground(QBrush(run_color(run.id)))
+        self.hint.setText(self._hint_text())
+
+    @staticmethod
+    def _item(text: str, align_right: bool = True) -> QTableWidgetItem:
+        item = QTableWidgetItem(text)
+        if align_right:
+            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return item
+
+    def _latency_item(self, cell: Cell | None) -> QTableWidgetItem:
+        return self._item("–" if cell is None else f"{cell.latency_ms:.4g}")
+
+    def _delta_item(self, cell: Cell | None) -> QTableWidgetItem:
+        if cell is None or cell.delta_pct is None:
+            return self._item("–")
+        item = self._item(f"{cell.delta_pct:+.1f} %")
+        assert cell.noise_pct is not None
+        if cell.significant:
+            item.setBackground(QBrush(FASTER if cell.delta_pct < 0 else SLOWER))
+            item.setToolTip(
+                f"{'faster' if cell.delta_pct < 0 else 'slower'} than the baseline beyond the "
+                f"noise threshold of ±{cell.noise_pct:.1f} %"
+            )
+        else:
+            item.setToolTip(f"within the noise threshold of ±{cell.noise_pct:.1f} %")
+        return item
+
+    def _hint_text(self) -> str:
+        text = (
+            "Δ % is latency against the baseline (negative = faster). It is coloured only beyond "
+            "the noise threshold: the runs' p20–p80 half-spreads added, at least "
+            f"{MIN_NOISE_PCT:g} %."
+        )
+        machines = {
+            (r.machine.get("gpu_name") or "CPU", r.machine.get("hostname") or "?")
+            for r in self._runs
+        }
+        if len(machines) > 1:
+            shown = "; ".join(f"{gpu} on {host}" for gpu, host in sorted(machines))
+            text += f"<br><b>Careful:</b> these runs come from different machines ({shown})."
+        return text
+
+    # ---- for tests ------------------------------------------------------------------------------
+    def cell_text(self, row: int, col: int) -> str:
+        item = self.table.item(row, col)
+        return item.text() if item is not None else ""
+
+    def cell_colored(self, row: int, col: int) -> bool:
+        item = self.table.item(row, col)
+        return item is not None and item.background().style() != Qt.BrushStyle.NoBrush

@@ -1,0 +1,303 @@
+"""The block map: which (q-block, k-block) pairs one point computed, masked or skipped.
+
+The recipe is pyqtgraph's MatrixDisplayExample: a row-major image (row = q-block, so the picture
+reads like the attention matrix), cells centred on integer ticks, y inverted so q-block 0 is at the
+top. The three kinds are categories, not a scale, so a legend with counts stands where that example
+has a colour bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolTip, QVBoxLayout, QWidget
+
+from kernels.schedule import BlockKind, cdiv
+
+# Indexed by BlockKind: skipped, computed, masked.
+KIND_COLORS = {
+    BlockKind.SKIPPED: (230, 230, 230),
+    BlockKind.COMPUTED: (31, 119, 180),
+    BlockKind.MASKED: (255, 127, 14),
+}
+KIND_NAMES = {
+    BlockKind.SKIPPED: "skipped",
+    BlockKind.COMPUTED: "computed",
+    BlockKind.MASKED: "masked",
+}
+
+BlockLoader = Callable[[int, int], "np.ndarray | None"]  # (run_id, seq_len) -> grid
+
+
+@dataclass(frozen=True)
+class MapFacts:
+    """What the panel says about one block map, kept apart from drawing so tests can read it."""
+
+    counts: dict[str, int]
+    skipped_share: float  # of all blocks
+    flops_saved: float  # FLOPs the skipped blocks would have cost, whole problem
+    flops_dense: float  # FLOPs had every block been computed, whole problem
+
+
+def map_facts(grid: np.ndarray, tile_m: int, tile_n: int, head_dim: int, slices: int) -> MapFacts:
+    """Counts per kind, and what skipping saved: 4·tile_m·tile_n·D FLOPs per block and slice."""
+    counts = {
+        KIND_NAMES[kind]: int((grid == kind).sum())
+        for kind in (BlockKind.COMPUTED, BlockKind.MASKED, BlockKind.SKIPPED)
+    }
+    total = int(grid.size)
+    per_block = 4.0 * tile_m * tile_n * head_dim * slices
+    return MapFacts(
+        counts=counts,
+        skipped_share=counts["skipped"] / total if total else 0.0,
+        flops_saved=counts["skipped"] * per_block,
+        flops_dense=total * per_block,
+    )
+
+
+def format_flops(value: float) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} FLOP"
+
+
+class HeatmapPanel(QWidget):
+    """Block map of one run at one sequence length, with legend, counts, savings and tooltips."""
+
+    def __init__(self, loader: BlockLoader, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._loader = loader
+        self._run: Any = None  # workbench.store.RunRecord
+        self._grid: np.ndarray | None = None
+        self._tiles: tuple[int, int] | None = None
+        # Backend facts per length (e.g. the tile sizes an autotuned point used).
+        self._point_extras: dict[int, dict[str, Any]] = {}
+        self.hover_text = ""
+
+        self.title = QLabel("No run selected")
+        self.title.setObjectName("heatmap_title")
+        self.seq_len = QComboBox()
+        self.seq_len.setObjectName("heatmap_seq_len")
+        self.seq_len.setMinimumContentsLength(8)
+        self.seq_len.currentIndexChanged.connect(self._on_seq_len_changed)
+        # Only a length the user picked is kept across refreshes; otherwise a live run's map
+        # follows its newest (largest) point.
+        self.seq_len.activated.connect(self._on_user_picked)
+        self._picked_seq_len: int | None = None
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(QLabel("Sequence length"))
+        top.addWidget(self.seq_len)
+
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.plot = self.canvas.addPlot()
+        self.plot.setLabel("bottom", "k-block (keys)", color="#222")
+        self.plot.setLabel("left", "q-block (queries)", color="#222")
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setTextPen(pg.mkPen("#222"))
+            self.plot.getAxis(name).setPen(pg.mkPen("#444"))
+        self.plot.invertY(True)
+        self.plot.setAspectLocked(False)
+        self.plot.setMenuEnabled(False)
+        # Row-major on the item itself, so the map is right whatever the global option says.
+        self.image = pg.ImageItem(axisOrder="row-major")
+        lut = np.array([KIND_COLORS[k] + (255,) for k in sorted(KIND_COLORS)], dtype=np.uint8)
+        self.image.setLookupTable(lut)
+        self.plot.addItem(self.image)
+        self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
+
+        legend = QHBoxLayout()
+        self.count_labels: dict[str, QLabel] = {}
+        for kind in (BlockKind.COMPUTED, BlockKind.MASKED, BlockKind.SKIPPED):
+            swatch = QLabel()
+            swatch.setFixedSize(14, 14)
+            r, g, b = KIND_COLORS[kind]
+            swatch.setStyleSheet(f"background: rgb({r},{g},{b}); border: 1px solid #666;")
+            label = QLabel(f"{KIND_NAMES[kind]}: –")
+            label.setObjectName(f"count_{KIND_NAMES[kind]}")
+            self.count_labels[KIND_NAMES[kind]] = label
+            legend.addWidget(swatch)
+            legend.addWidget(label)
+            legend.addSpacing(12)
+        legend.addStretch(1)
+        self.summary = QLabel()
+        self.summary.setObjectName("heatmap_summary")
+        self.summary.setWordWrap(True)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.canvas, 1)
+        layout.addLayout(legend)
+        layout.addWidget(self.summary)
+        self.facts: MapFacts | None = None
+        self._show_message("Select a run in History to see which blocks it computed.")
+
+    # ---- input ----------------------------------------------------------------------------------
+    def set_loader(self, loader: BlockLoader) -> None:
+        """A new database: the next map comes from it."""
+        self._loader = loader
+
+    def set_run(
+        self,
+        run: Any,
+        seq_lens: list[int] | None = None,
+        extras: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        """Show ``run`` (a RunRecord, or None); ``seq_lens`` are its measured lengths and
+        ``extras`` their backend facts (``PointRecord.extra``)."""
+        self._point_extras = dict(extras or {})
+        same_run = self._run is not None and run is not None and self._run.id == run.id
+        if not same_run:
+            self._picked_seq_len = None
+        self._run = run
+        self.seq_len.blockSignals(True)
+        self.seq_len.clear()
+        for n in seq_lens or []:
+            self.seq_len.addItem(f"{n:,}", n)
+        # Keep the length the user chose, else the largest (the most telling map).
+        index = self.seq_len.findData(self._picked_seq_len) if self._picked_seq_len else -1
+        self.seq_len.setCurrentIndex(index if index >= 0 else self.seq_len.count() - 1)
+        self.seq_len.blockSignals(False)
+        if run is None:
+            self.title.setText("No run selected")
+            self._show_message("Select a run in History to see which blocks it computed.")
+            return
+        cfg = run.config
+        self.title.setText(
+            f"#{run.id} {run.label or '(no label)'} · {run.backend} · {cfg.summary()}"
+        )
+        self._on_seq_len_changed()
+
+    def select_seq_len(self, seq_len: int) -> None:
+        """Show the map at ``seq_len`` and keep it there, as if the user had picked it."""
+        index = self.seq_len.findData(seq_len)
+        if index >= 0:
+            self._picked_seq_len = seq_len
+            self.seq_len.setCurrentIndex(index)
+
+    def _on_user_picked(self, index: int) -> None:
+        self._picked_seq_len = self.seq_len.itemData(index)
+
+    def _on_seq_len_changed(self) -> None:
+        n = self.seq_len.currentData()
+        if self._run is None:
+            return
+        if n is None:
+            self._show_message("This run has no measured points yet.")
+            return
+        grid = self._loader(self._run.id, n)
+        if grid is None:
+            self._show_message(f"No block map was stored for N = {n:,}.")
+            return
+        self._show_grid(np.asarray(grid), n)
+
+    # ---- drawing --------------------------------------------------------------------------------
+    def _show_message(self, text: str) -> None:
+        self._grid = None
+        self.facts = None
+        self.image.clear()
+        for name, label in self.count_labels.items():
+            label.setText(f"{name}: –")
+        self.summary.setText(text)
+
+    def _tiles_for(self, grid: np.ndarray, seq_len: int) -> tuple[int, int] | None:
+        """Tile sizes that produced ``grid``: the config's, unless autotuning chose others."""
+        run = self._run
+        q_len, k_len = seq_len, seq_len + run.problem.input_pos
+        rows, cols = grid.shape
+        if (cdiv(q_len, run.config.tile_m), cdiv(k_len, run.config.tile_n)) == (rows, cols):
+            return run.config.tile_m, run.config.tile_n
+        # An autotuned point may record the tiles it used; trust them if they fit the grid.
+        for point_extra in self._extras(seq_len):
+            tm, tn = point_extra.get("tile_m"), point_extra.get("tile_n")
+            if (
+                isinstance(tm, int)
+                and isinstance(tn, int)
+                and (cdiv(q_len, tm), cdiv(k_len, tn)) == (rows, cols)
+            ):
+                return tm, tn
+        return None
+
+    def _extras(self, seq_len: int) -> list[dict[str, Any]]:
+        found = self._point_extras.get(seq_len)
+        return [found] if isinstance(found, dict) else []
+
+    def _show_grid(self, grid: np.ndarray, seq_len: int) -> None:
+        self._grid = grid
+        rows, cols = grid.shape
+        # levels (0, 3) with a 3-entry table maps codes 0, 1, 2 straight to table rows.
+        self.image.setImage(grid.astype(np.uint8), levels=(0, 3), autoLevels=False)
+        self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
+        self.plot.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.02)
+        self._tiles = self._tiles_for(grid, seq_len)
+        run = self._run
+        tm, tn = self._tiles or (run.config.tile_m, run.config.tile_n)
+        self.facts = map_facts(
+            grid, tm, tn, run.problem.head_dim, run.problem.batch * run.problem.heads
+        )
+        for name, label in self.count_labels.items():
+            label.setText(f"{name}: {self.facts.counts[name]:,}")
+        skipped = self.facts.counts["skipped"]
+        self.summary.setText(
+            f"N = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}. "
+            f"Skipped {skipped:,} of {grid.size:,} blocks "
+            f"({100 * self.facts.skipped_share:.1f} %), "
+            f"saving {format_flops(self.facts.flops_saved)} of "
+            f"{format_flops(self.facts.flops_dense)} dense "
+            f"(B·H = {run.problem.batch * run.problem.heads} slices)."
+        )
+
+    # ---- tooltip --------------------------------------------------------------------------------
+    def block_text(self, row: int, col: int) -> str:
+        """Tooltip text for block (row, col): coordinates, token ranges and kind."""
+        assert self._grid is not None and self._run is not None
+        kind = KIND_NAMES[BlockKind(int(self._grid[row, col]))]
+        text = f"q-block {row}, k-block {col}: {kind}"
+        if self._tiles is not None:
+            tm, tn = self._tiles
+            n = self.seq_len.currentData()
+            q_len, k_len = n, n + self._run.problem.input_pos
+            q_lo, q_hi = row * tm, min((row + 1) * tm, q_len) - 1
+            k_lo, k_hi = col * tn, min((col + 1) * tn, k_len) - 1
+            text += f"\nqueries {q_lo}–{q_hi}, keys {k_lo}–{k_hi}"
+        return text
+
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        if self._grid is None:
+            return
+        box = self.plot.getViewBox()
+        if not box.sceneBoundingRect().contains(scene_pos):
+            return
+        point = box.mapSceneToView(scene_pos)
+        col, row = round(point.x()), round(point.y())
+        rows, cols = self._grid.shape
+        if 0 <= row < rows and 0 <= col < cols:
+            self.hover_text = self.block_text(row, col)
+            self.canvas.setToolTip(self.hover_text)
+            QToolTip.showText(QCursor.pos(), self.hover_text, self.canvas)
+        else:
+            self.hover_text = ""
+            self.canvas.setToolTip("")
+            QToolTip.hideText()
+
+    def current_grid(self) -> np.ndarray | None:
+        return self._grid
+
+    def current_seq_len(self) -> int | None:
+        return self.seq_len.currentData()
+
+    def cell_color(self, row: int, col: int) -> tuple[int, int, int]:
+        """The drawn colour of a cell, read back from the rendered image (for tests)."""
+        qimage = self.image.qimage
+        assert qimage is not None
+        c = qimage.pixelColor(col, row)
+        return c.red(), c.green(), c.blue()

@@ -1,0 +1,592 @@
+"""The main window: wires the controls, the worker, the plots, the heatmap, history and compare.
+
+It owns the GUI thread's Store (reading, relabelling, deleting) and starts one SweepWorker per run;
+the worker opens its own Store on the same file. Every worker signal lands on a bound method of
+this window (design.md trap: never a lambda). Views are refreshed from the store, the one source of
+truth, whenever the selection changes or a point arrives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QThread, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+)
+
+from workbench.config import ConfigError
+from workbench.gui import _pyside_fix
+from workbench.gui.compare import ComparePanel
+from workbench.gui.controls import ControlsPanel
+from workbench.gui.heatmap import HeatmapPanel
+from workbench.gui.history import HistoryPanel
+from workbench.gui.plots import PlotsPanel, Series
+from workbench.gui.worker import (
+    ProbeWorker,
+    SweepWorker,
+    TimeLeft,
+    format_duration,
+    start_in_thread,
+)
+from workbench.store import Store, StoreError, default_db_path
+
+MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
+SETTINGS_VERSION = 1
+
+
+class MainWindow(QMainWindow):
+    """The workbench. ``timing`` overrides the backends' timing (tests use tiny settings)."""
+
+    def __init__(
+        self,
+        db_path: str | Path | None = None,
+        *,
+        settings: QSettings | None = None,
+        timing: Any = None,
+        probe_backends: bool = True,
+    ) -> None:
+        _pyside_fix.apply()  # idempotent; see the module (PySide6 6.12.0 on Python < 3.12)
+        super().__init__()
+        self.settings = settings if settings is not None else QSettings()
+        self.timing = timing
+        # None: a child process for backends that compute in process (see worker.py); tests
+        # that patch a backend in this process set False.
+        self.sweep_in_child: bool | None = None
+        self.store: Store | None = None
+        self._worker: SweepWorker | None = None
+        self._thread: QThread | None = None
+        self._probe: ProbeWorker | None = None
+        self._probe_thread: QThread | None = None
+        self._live_run_id: int | None = None
+        self._time_left: TimeLeft | None = None
+        self._last_elapsed = 0.0
+        self._points_done = 0
+        self._pending_notice: str | None = None
+        self.backend_statuses: dict[str, Any] = {}
+        self.last_run_id: int | None = None
+
+        self.setWindowTitle("FMHA Workbench")
+        self._build_widgets()
+        self._build_menus()
+        self._restore_settings()
+
+        path = Path(db_path) if db_path else self._saved_db_path() or default_db_path()
+        self.open_database(path, show_errors=False)
+
+        if probe_backends:
+            self.start_backend_probe()
+
+    # ---- construction ---------------------------------------------------------------------------
+    def _build_widgets(self) -> None:
+        self.controls = ControlsPanel()
+        self.controls.runRequested.connect(self.start_run)
+        self.controls.cancelRequested.connect(self.cancel_run)
+        controls_scroll = QScrollArea()
+        controls_scroll.setWidgetResizable(True)
+        controls_scroll.setWidget(self.controls)
+        controls_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        controls_scroll.setMinimumWidth(self.controls.sizeHint().width() + 24)
+
+        self.plots = PlotsPanel()
+        self.heatmap = HeatmapPanel(self._load_block_map)
+        self.compare = ComparePanel()
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("view_tabs")
+        self.tabs.addTab(self.plots, "Plots")
+        self.tabs.addTab(self.heatmap, "Block map")
+        self.tabs.addTab(self.compare, "Compare")
+        # A ladder view (issue #6) becomes one more tab here, fed by the same selection.
+
+        self.history = HistoryPanel(None)
+        self.history.selectionChangedIds.connect(self._on_selection)
+        self.history.loadRequested.connect(self._on_load_requested)
+        self.history.relabelled.connect(self._on_relabelled)
+        self.history.runsDeleted.connect(self._on_runs_deleted)
+        self.history.message.connect(self._show_status)
+
+        self.right_split = QSplitter(Qt.Orientation.Vertical)
+        self.right_split.setObjectName("right_split")
+        self.right_split.addWidget(self.tabs)
+        self.right_split.addWidget(self.history)
+        self.right_split.setStretchFactor(0, 3)
+        self.right_split.setStretchFactor(1, 2)
+        self.main_split = QSplitter(Qt.Orientation.Horizontal)
+        self.main_split.setObjectName("main_split")
+        self.main_split.addWidget(controls_scroll)
+        self.main_split.addWidget(self.right_split)
+        self.main_split.setStretchFactor(1, 1)
+        self.main_split.setCollapsible(0, False)
+        self.setCentralWidget(self.main_split)
+
+        bar = self.statusBar()
+        self.machine_label = QLabel("Probing backends…")
+        self.machine_label.setObjectName("machine_label")
+        self.progress_label = QLabel()
+        self.progress_label.setObjectName("progress_label")
+        self.progress = QProgressBar()
+        self.progress.setObjectName("progress")
+        self.progress.setMaximumWidth(220)
+        self.progress.setFormat("%v / %m points")
+        self.progress.hide()
+        self.progress_label.hide()
+        # Permanent widgets: showMessage() hides the ordinary ones while a message is shown.
+        bar.addPermanentWidget(self.progress_label)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.machine_label)
+        self.resize(1440, 900)
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_action = self._action(
+            file_menu, "&Open database…", self.choose_database, QKeySequence.StandardKey.Open
+        )
+        self.export_csv_action = self._action(
+            file_menu, "Export &CSV…", self._on_export_csv, "Ctrl+E"
+        )
+        self.export_png_action = self._action(
+            file_menu, "Export plots as &PNG…", self.export_plots_png, "Ctrl+Shift+E"
+        )
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        run_menu = self.menuBar().addMenu("&Run")
+        self.run_action = self._action(run_menu, "&Run sweep", self.start_run, "Ctrl+R")
+        self.cancel_action = self._action(
+            run_menu, "&Cancel after this point", self.cancel_run, "Esc"
+        )
+        self.cancel_action.setEnabled(False)
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&About", self._on_about)
+
+    def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    # ---- database -------------------------------------------------------------------------------
+    def open_database(self, path: str | Path, *, show_errors: bool = True) -> bool:
+        """Switch to the database at ``path``. A damaged or locked file never crashes the app."""
+        if self.is_running():
+            self._warn(
+                "Database", "Wait for the running sweep to finish before switching databases."
+            )
+            return False
+        try:
+            store = Store(path)
+        except (StoreError, OSError) as exc:
+            message = f"Cannot open the run database {path}:\n{exc}"
+            if show_errors:
+                self._warn("Database", message)
+            else:
+                # Still inside __init__: show it once the window is up.
+                self._pending_notice = message
+                QTimer.singleShot(0, self._show_pending_notice)
+            self._show_status(str(exc))
+            if self.store is None:
+                self._set_store(None, Path(path))
+            return False
+        old, self.store = self.store, store
+        if old is not None:
+            old.close()
+        self._set_store(store, store.path)
+        if store.notice:
+            self._pending_notice = store.notice
+            QTimer.singleShot(0, self._show_pending_notice)
+        return True
+
+    def _set_store(self, store: Store | None, path: Path) -> None:
+        self.history.set_store(store)
+        self.heatmap.set_run(None)
+        self._on_selection(self.history.selected_ids())
+        self.setWindowTitle(f"FMHA Workbench — {path}")
+        if store is None:
+            self.controls.set_can_run(False, "No run database is open (File › Open database…)")
+        elif store.read_only:
+            self.controls.set_can_run(False, store.notice or "The database is open read-only")
+        else:
+            self.controls.set_can_run(True)
+
+    def _show_pending_notice(self) -> None:
+        notice, self._pending_notice = self._pending_notice, None
+        if notice:
+            self._show_status(notice.splitlines()[0])
+            self._warn("Database", notice)
+
+    def choose_database(self) -> None:
+        start = str(self.store.path if self.store is not None else default_db_path())
+        path, _ = QFileDialog.getSaveFileName(
+            self,
+            "Open or create a run database",
+            start,
+            "Run databases (*.db);;All files (*)",
+            options=QFileDialog.Option.DontConfirmOverwrite,
+        )
+        if path:
+            self.open_database(path)
+
+    def _load_block_map(self, run_id: int, seq_len: int) -> Any:
+        if self.store is None:
+            return None
+        try:
+            return self.store.block_map(run_id, seq_len)
+        except (StoreError, OSError) as exc:
+            self._show_status(str(exc))
+            return None
+
+    # ---- backends -------------------------------------------------------------------------------
+    def start_backend_probe(self) -> None:
+        """Ask which backends work in a worker thread; the window shows without waiting."""
+        self._probe = ProbeWorker()
+        self._probe.probed.connect(self._on_probed)
+        self._probe_thread = start_in_thread(self._probe, self)
+
+    @Slot(object, str)
+    def _on_probed(self, statuses: dict[str, Any], summary: str) -> None:
+        self.backend_statuses = dict(statuses)
+        if statuses:
+            self.controls.set_backend_statuses(statuses)
+        self.machine_label.setText(summary)
+        self.machine_label.setToolTip(
+            "\n".join(f"{name}: {s.reason}" for name, s in statuses.items())
+        )
+
+    # ---- running --------------------------------------------------------------------------------
+    def is_running(self) -> bool:
+        return self._worker is not None
+
+    def start_run(self) -> None:
+        if self.is_running():
+            return
+        self.controls.clear_errors()
+        if self.store is None or self.store.read_only:
+            self._warn("Run", "No writable run database is open (File › Open database…).")
+            return
+        try:
+            spec = self.controls.spec()
+        except ConfigError as exc:
+            self.controls.mark_error(exc.field, str(exc))
+            self._show_status(str(exc))
+            return
+        self._time_left = TimeLeft(spec.seq_lens)
+        self._last_elapsed = 0.0
+        self._points_done = 0
+        self._live_run_id = None
+        worker = SweepWorker(spec, self.store.path, self.timing, in_child=self.sweep_in_child)
+        worker.runStarted.connect(self._on_run_started)
+        worker.pointStarted.connect(self._on_point_started)
+        worker.pointFinished.connect(self._on_point_finished)
+        worker.runFinished.connect(self._on_run_finished)
+        worker.rejected.connect(self._on_rejected)
+        worker.crashed.connect(self._on_crashed)
+        self._worker = worker
+        self._thread = start_in_thread(worker, self)
+        # Connected after start_in_thread so thread.quit runs before this slot waits on it.
+        worker.done.connect(self._on_worker_done)
+        self.controls.set_running(True)
+        self.run_action.setEnabled(False)
+        self.cancel_action.setEnabled(True)
+        self.progress.setRange(0, len(spec.seq_lens))
+        self.progress.setValue(0)
+        self.progress.show()
+        self.progress_label.setText("Starting…")
+        self.progress_label.show()
+
+    def cancel_run(self) -> None:
+        if self._worker is not None and not self._worker.cancel_requested:
+            self._worker.request_cancel()
+            self.progress_label.setText("Cancelling after the current point…")
+            self.controls.cancel_button.setEnabled(False)
+
+    @Slot(int, int)
+    def _on_run_started(self, run_id: int, total: int) -> None:
+        self._live_run_id = run_id
+        self.last_run_id = run_id
+        self.history.refresh(keep_selection=False)
+        self.history.select_runs([run_id])
+
+    @Slot(int, int, int, int)
+    def _on_point_started(self, run_id: int, index: int, total: int, seq_len: int) -> None:
+        left = self._time_left.seconds_left() if self._time_left else None
+        eta = f" · about {format_duration(left)} left" if left is not None else ""
+        self.progress_label.setText(
+            f"Run #{run_id}: point {index + 1}/{total}, N = {seq_len:,}{eta}"
+        )
+
+    @Slot(object)
+    def _on_point_finished(self, event: Any) -> None:
+        # elapsed_s counts from the start of the run; the estimate wants each point's own time.
+        if self._time_left is not None:
+            self._time_left.add(event.point.seq_len, event.elapsed_s - self._last_elapsed)
+        self._last_elapsed = event.elapsed_s
+        self._points_done = event.index + 1
+        self.progress.setValue(event.index + 1)
+        left = self._time_left.seconds_left() if self._time_left else None
+        eta = f" · about {format_duration(left)} left" if left else ""
+        self.progress_label.setText(
+            f"Run #{event.run_id}: {event.index + 1}/{event.total} done, "
+            f"N = {event.point.seq_len:,} took {event.point.latency_ms:.3g} ms{eta}"
+        )
+        if event.run_id in self.history.selected_ids():
+            self._refresh_run_views(event.run_id)
+
+    @Slot(int, str, str)
+    def _on_run_finished(self, run_id: int, status: str, error: str) -> None:
+        self.history.refresh_run(run_id)
+        self._refresh_run_views(run_id)
+        if status == "failed":
+            self._show_status(f"Run #{run_id} failed")
+            self._error(
+                "Run failed",
+                f"Run #{run_id} failed; it is kept in the history as failed with the points "
+                f"measured before the error.\n\n{error}",
+            )
+        elif status == "cancelled":
+            self._show_status(
+                f"Run #{run_id} cancelled after {self._points_done} point(s); kept as cancelled"
+            )
+        else:
+            self._show_status(f"Run #{run_id} complete")
+
+    @Slot(str, str)
+    def _on_rejected(self, field: str, message: str) -> None:
+        self.controls.mark_error(field, message)
+        self._show_status(message)
+
+    @Slot(str)
+    def _on_crashed(self, message: str) -> None:
+        self._error("Sweep stopped", f"The sweep could not run:\n\n{message}")
+        self._show_status(message.splitlines()[0] if message else "The sweep stopped")
+        if self._live_run_id is not None:
+            self.history.refresh_run(self._live_run_id)
+
+    @Slot()
+    def _on_worker_done(self) -> None:
+        if self._thread is not None:
+            # run() has returned and thread.quit() was queued before this slot: a short wait.
+            self._thread.wait()
+            self._thread.deleteLater()
+        self._thread = None
+        self._worker = None
+        self._live_run_id = None
+        self.controls.set_running(False)
+        self.run_action.setEnabled(True)
+        self.cancel_action.setEnabled(False)
+        self.progress.hide()
+        self.progress_label.hide()
+
+    # ---- selection and views --------------------------------------------------------------------
+    def _runs_for(self, ids: list[int]) -> list[Any]:
+        runs = []
+        for run_id in ids:
+            row = self.history.model.row_of(run_id)
+            if row is not None:
+                runs.append(self.history.model.run_at(row))
+        return runs
+
+    def _points_for(self, run_ids: list[int]) -> dict[int, list[Any]]:
+        if self.store is None:
+            return {}
+        points: dict[int, list[Any]] = {}
+        for run_id in run_ids:
+            try:
+                points[run_id] = self.store.points(run_id)
+            except (StoreError, OSError) as exc:
+                self._show_status(str(exc))
+                points[run_id] = []
+        return points
+
+    @Slot(list)
+    def _on_selection(self, ids: list[int]) -> None:
+        shown = ids[:MAX_PLOTTED]
+        if len(ids) > MAX_PLOTTED:
+            self._show_status(f"Plotting the first {MAX_PLOTTED} of {len(ids)} selected runs")
+        runs = self._runs_for(shown)
+        points = self._points_for([r.id for r in runs])
+        self.plots.set_series([Series(r.id, self._series_name(r), points[r.id]) for r in runs])
+        self.compare.set_runs(runs, points)
+        focus = self._focused_run(runs)
+        if focus is None:
+            self.heatmap.set_run(None)
+        else:
+            self._show_heatmap(focus, points[focus.id])
+
+    def _focused_run(self, runs: list[Any]) -> Any:
+        """The run the heatmap shows: the table's current row if selected, else the first."""
+        if not runs:
+            return None
+        current = self.history.table.currentIndex()
+        if current.isValid():
+            run = self.history.model.run_at(current.row())
+            if any(r.id == run.id for r in runs):
+                return run
+        return runs[0]
+
+    def _show_heatmap(self, run: Any, points: list[Any]) -> None:
+        self.heatmap.set_run(
+            run, [p.seq_len for p in points], {p.seq_len: p.extra or {} for p in points}
+        )
+
+    def _refresh_run_views(self, run_id: int) -> None:
+        """A run gained points or changed status: update its curves, the heatmap and compare."""
+        ids = self.history.selected_ids()
+        if run_id not in ids:
+            return
+        self._on_selection(ids)
+
+    @staticmethod
+    def _series_name(run: Any) -> str:
+        return (
+            f"#{run.id} {run.label}".strip() if run.label else f"#{run.id} {run.config.summary()}"
+        )
+
+    @Slot(int)
+    def _on_load_requested(self, run_id: int) -> None:
+        runs = self._runs_for([run_id])
+        if runs:
+            run = runs[0]
+            self.controls.load_run(run.problem, run.config, run.seq_lens, run.backend, run.label)
+            self._show_status(f"Loaded the settings of run #{run_id} into the form")
+
+    @Slot(list)
+    def _on_relabelled(self, ids: list[int]) -> None:
+        self._on_selection(self.history.selected_ids())
+
+    @Slot(list)
+    def _on_runs_deleted(self, ids: list[int]) -> None:
+        self._on_selection(self.history.selected_ids())
+
+    # ---- export ---------------------------------------------------------------------------------
+    def _on_export_csv(self) -> None:
+        self.history.export_selected()
+
+    def export_plots_png(self) -> Path | None:
+        start = str(Path(self.history.export_dir or Path.home()) / "fmha-plots.png")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export plots as PNG", start, "PNG images (*.png)"
+        )
+        if not path:
+            return None
+        try:
+            target = self.plots.export_png(path)
+        except Exception as exc:
+            self._warn("Export", f"Could not write {path}:\n{exc}")
+            return None
+        self.history.export_dir = str(target.parent)
+        self._show_status(f"Saved the plots to {target}")
+        return target
+
+    # ---- messages -------------------------------------------------------------------------------
+    def _show_status(self, text: str) -> None:
+        self.statusBar().showMessage(text, 8000)
+
+    def _warn(self, title: str, text: str) -> None:
+        QMessageBox.warning(self, title, text)
+
+    def _error(self, title: str, text: str) -> None:
+        QMessageBox.critical(self, title, text)
+
+    def _on_about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About FMHA Workbench",
+            "FMHA Workbench: sweep a FlashAttention kernel's knobs, see latency, throughput and "
+            "the blocks it computed, keep every run and compare them.",
+        )
+
+    # ---- settings -------------------------------------------------------------------------------
+    def _saved_db_path(self) -> Path | None:
+        value = self.settings.value("db_path", "")
+        return Path(str(value)) if value else None
+
+    def _restore_settings(self) -> None:
+        s = self.settings
+        geometry = s.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        for key, splitter in (
+            ("window/main_split", self.main_split),
+            ("window/right_split", self.right_split),
+        ):
+            state = s.value(key)
+            if isinstance(state, QByteArray) and not state.isEmpty():
+                splitter.restoreState(state)
+        raw = s.value("controls", "")
+        if raw:
+            try:
+                state = json.loads(str(raw))
+            except ValueError:
+                state = None  # a hand-edited or foreign settings file: keep the defaults
+            if isinstance(state, dict):
+                self.controls.apply_state(state)
+        self.history.export_dir = str(s.value("export_dir", "") or "")
+        tab = s.value("window/tab", 0)
+        with contextlib.suppress(TypeError, ValueError):
+            self.tabs.setCurrentIndex(int(tab))  # type: ignore[arg-type]
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.setValue("settings_version", SETTINGS_VERSION)
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/main_split", self.main_split.saveState())
+        s.setValue("window/right_split", self.right_split.saveState())
+        s.setValue("window/tab", self.tabs.currentIndex())
+        s.setValue("controls", json.dumps(self.controls.state()))
+        s.setValue("export_dir", self.history.export_dir)
+        if self.store is not None:
+            s.setValue("db_path", str(self.store.path))
+        s.sync()
+
+    # ---- closing --------------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.is_running():
+            answer = QMessageBox.question(
+                self,
+                "A sweep is running",
+                "Stop the sweep after the current point and quit? The points measured so far "
+                "are kept and the run is stored as cancelled.",
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                QMessageBox.StandardButton.No,
+            )
+            if answer != QMessageBox.StandardButton.Yes:
+                event.ignore()
+                return
+        self.shutdown()
+        event.accept()
+
+    def shutdown(self) -> None:
+        """Stop background work, save settings and close the store (idempotent)."""
+        if self._worker is not None:
+            self._worker.request_cancel()
+            # The window is going away: nothing the worker still says should reach it (a
+            # dialog after close, a read on a closed store). The runner itself stores the run
+            # as cancelled.
+            self._worker.blockSignals(True)
+        if self._probe is not None:
+            self._probe.blockSignals(True)
+        for thread in (self._thread, self._probe_thread):
+            if thread is not None:
+                # Returns once the current point (or the probe) is done; cancel was requested.
+                thread.quit()
+                thread.wait()
+        self._thread = None
+        self._worker = None
+        self._probe_thread = None
+        self._probe = None
+        self.save_settings()
+        if self.store is not None:
+            self.store.close()
+            self.store = None

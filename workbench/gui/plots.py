@@ -1,0 +1,299 @@
+"""Latency and TFLOP/s against sequence length, one colour per run, with a p20–p80 band.
+
+Items are created once per run and updated with ``setData`` (the pyqtgraph habit), so a live sweep
+redraws only what changed. The x axis carries log2(N) as plain numbers and labels its integer ticks
+as sequence lengths: pyqtgraph's own log mode is base 10, labels 10^x, and is ignored by some items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph.exporters import ImageExporter
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from workbench.gui.colors import run_color, with_alpha
+
+# A fully transparent pen: FillBetweenItem draws nothing for curves plotted with pen=None
+# (design.md trap), so the band's edge curves get this instead.
+_INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
+
+
+def format_seq_len(n: float) -> str:
+    """1024 → "1k", 65536 → "64k", 1048576 → "1M", 96 → "96"."""
+    n = round(n)
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10}k"
+    return str(n)
+
+
+class Log2Axis(pg.AxisItem):
+    """An x axis whose values are log2(N), ticked at powers of two and labelled as N."""
+
+    def tickValues(
+        self, minVal: float, maxVal: float, size: float
+    ) -> list[tuple[float, list[float]]]:
+        lo, hi = math.floor(minVal), math.ceil(maxVal)
+        if hi < lo:
+            return []
+        # About 45 px per label keeps "16k" and "32k" from overlapping on a narrow plot.
+        count = hi - lo + 1
+        step = max(1, math.ceil(count / max(size / 45.0, 1.0)))
+        major = [float(v) for v in range(lo, hi + 1) if v % step == 0]
+        return [(float(step), major)]
+
+    def tickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
+        # Large exponents would overflow; the axis never needs more than 2^40 anyway.
+        return [format_seq_len(2.0 ** min(max(v, 0.0), 40.0)) for v in values]
+
+
+@dataclass
+class Series:
+    """What the plots need of one run: its id, a legend name and its points."""
+
+    run_id: int
+    name: str
+    points: list[Any] = field(default_factory=list)  # workbench.store.PointRecord
+
+
+@dataclass
+class _Curves:
+    """The items of one run in one plot."""
+
+    line: pg.PlotDataItem
+    low: pg.PlotDataItem
+    high: pg.PlotDataItem
+    band: pg.FillBetweenItem
+
+
+class PlotsPanel(QWidget):
+    """Two linked plots (latency, TFLOP/s), a legend in each, a cursor readout and PNG export."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.latency_plot = self._make_plot("Latency", "median latency", "ms")
+        self.tflops_plot = self._make_plot("Throughput", "TFLOP/s", "")
+        self.canvas.addItem(self.latency_plot, row=0, col=0)
+        self.canvas.addItem(self.tflops_plot, row=0, col=1)
+        self.tflops_plot.setXLink(self.latency_plot)
+
+        self.log_latency = QCheckBox("Log latency axis")
+        self.log_latency.setChecked(True)
+        self.log_latency.toggled.connect(self._on_log_toggled)
+        self.latency_plot.setLogMode(x=False, y=True)
+
+        self.readout = QLabel("Move the cursor over a plot to read values")
+        self.readout.setObjectName("plot_readout")
+        self.readout.setTextFormat(Qt.TextFormat.RichText)
+        self.readout.setWordWrap(True)
+        self.readout.setMinimumHeight(36)
+        self.readout.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+
+        bar = QHBoxLayout()
+        bar.addWidget(self.readout, 1)
+        bar.addWidget(self.log_latency, 0, Qt.AlignmentFlag.AlignTop)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.canvas, 1)
+        layout.addLayout(bar)
+
+        self._series: dict[int, Series] = {}
+        self._curves: dict[int, tuple[_Curves, _Curves]] = {}
+        self._cursor_lines = []
+        for plot in (self.latency_plot, self.tflops_plot):
+            line = pg.InfiniteLine(
+                angle=90, movable=False, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine)
+            )
+            line.setVisible(False)
+            plot.addItem(line, ignoreBounds=True)
+            self._cursor_lines.append(line)
+        # Bound method, GUI thread: the scene reports every mouse move over either plot.
+        self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.cursor_seq_len: int | None = None
+
+    def _make_plot(self, title: str, y_label: str, y_units: str) -> pg.PlotItem:
+        plot = pg.PlotItem(axisItems={"bottom": Log2Axis(orientation="bottom")})
+        plot.setTitle(title, color="#222", size="11pt")
+        plot.setLabel("bottom", "sequence length N", color="#222")
+        plot.setLabel("left", y_label, units=y_units or None, color="#222")
+        plot.showGrid(x=True, y=True, alpha=0.2)
+        for name in ("left", "bottom"):
+            axis = plot.getAxis(name)
+            axis.setPen(pg.mkPen("#444"))
+            axis.setTextPen(pg.mkPen("#222"))
+        # Latency-only units prefixes would turn "ms" into "kms"; plain numbers read better.
+        plot.getAxis("left").enableAutoSIPrefix(False)
+        plot.addLegend(offset=(8, 8), labelTextColor="#222", brush=pg.mkBrush(255, 255, 255, 220))
+        plot.setMouseEnabled(x=True, y=True)
+        return plot
+
+    # ---- data -----------------------------------------------------------------------------------
+    def set_series(self, series: Sequence[Series]) -> None:
+        """Show exactly these runs: new runs get items, gone runs lose theirs, others update."""
+        wanted = {s.run_id: s for s in series}
+        for run_id in list(self._curves):
+            if run_id not in wanted:
+                self._remove(run_id)
+        for s in series:
+            self.update_series(s)
+        self._refresh_readout()
+
+    def update_series(self, series: Series) -> None:
+        """Add or update one run (a live sweep calls this after every point)."""
+        old = self._series.get(series.run_id)
+        self._series[series.run_id] = series
+        if series.run_id not in self._curves:
+            self._curves[series.run_id] = (
+                self._add_curves(self.latency_plot, series),
+                self._add_curves(self.tflops_plot, series),
+            )
+        elif old is not None and old.name != series.name:
+            for plot, curves in zip(
+                (self.latency_plot, self.tflops_plot), self._curves[series.run_id], strict=True
+            ):
+                plot.legend.removeItem(curves.line)
+                plot.legend.addItem(curves.line, series.name)
+        lat, tfl = self._curves[series.run_id]
+        points = sorted(series.points, key=lambda p: p.seq_len)
+        x = np.array([math.log2(p.seq_len) for p in points], dtype=float)
+        median = np.array([p.latency_ms for p in points], dtype=float)
+        p20 = np.array([p.latency_p20_ms for p in points], dtype=float)
+        p80 = np.array([p.latency_p80_ms for p in points], dtype=float)
+        tflops = np.array([p.tflops for p in points], dtype=float)
+        # The throughput band is the latency band seen through the same FLOP count:
+        # the slow (p80) samples give the low TFLOP/s edge.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_low = np.where(p80 > 0, tflops * median / p80, tflops)
+            t_high = np.where(p20 > 0, tflops * median / p20, tflops)
+        lat.line.setData(x, median)
+        lat.low.setData(x, p20)
+        lat.high.setData(x, p80)
+        tfl.line.setData(x, tflops)
+        tfl.low.setData(x, t_low)
+        tfl.high.setData(x, t_high)
+        self._refresh_readout()
+
+    def _add_curves(self, plot: pg.PlotItem, series: Series) -> _Curves:
+        color = run_color(series.run_id)
+        line = pg.PlotDataItem(
+            pen=pg.mkPen(color, width=2),
+            symbol="o",
+            symbolSize=6,
+            symbolBrush=color,
+            symbolPen=pg.mkPen(color),
+            name=series.name,
+        )
+        low = pg.PlotDataItem(pen=_INVISIBLE_PEN)
+        high = pg.PlotDataItem(pen=_INVISIBLE_PEN)
+        band = pg.FillBetweenItem(low, high, brush=pg.mkBrush(with_alpha(color, 60)))
+        # Band below the line; the edge curves carry no name so the legend lists runs only.
+        for item in (band, low, high, line):
+            plot.addItem(item)
+        return _Curves(line, low, high, band)
+
+    def _remove(self, run_id: int) -> None:
+        for plot, curves in zip(
+            (self.latency_plot, self.tflops_plot), self._curves.pop(run_id), strict=True
+        ):
+            for item in (curves.band, curves.low, curves.high, curves.line):
+                plot.removeItem(item)
+        self._series.pop(run_id, None)
+
+    def clear(self) -> None:
+        self.set_series([])
+
+    def run_ids(self) -> list[int]:
+        return list(self._curves)
+
+    def curve_data(self, run_id: int, which: str = "latency") -> tuple[np.ndarray, np.ndarray]:
+        """The plotted (x = log2 N, y) of a run's main line: for tests and the readout."""
+        lat, tfl = self._curves[run_id]
+        item = lat.line if which == "latency" else tfl.line
+        x, y = item.getOriginalDataset()
+        return (np.asarray(x if x is not None else []), np.asarray(y if y is not None else []))
+
+    def band_data(self, run_id: int, which: str = "latency") -> tuple[np.ndarray, np.ndarray]:
+        lat, tfl = self._curves[run_id]
+        curves = lat if which == "latency" else tfl
+        return (
+            np.asarray(curves.low.getOriginalDataset()[1]),
+            np.asarray(curves.high.getOriginalDataset()[1]),
+        )
+
+    def legend_names(self, which: str = "latency") -> list[str]:
+        plot = self.latency_plot if which == "latency" else self.tflops_plot
+        return [label.text for _, label in plot.legend.items]
+
+    # ---- readout --------------------------------------------------------------------------------
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        for plot in (self.latency_plot, self.tflops_plot):
+            box = plot.getViewBox()
+            if box.sceneBoundingRect().contains(scene_pos):
+                self.show_readout_at(box.mapSceneToView(scene_pos).x())
+                return
+
+    def show_readout_at(self, x_log2: float) -> None:
+        """Point the readout at the measured length nearest to log2(N) = ``x_log2``."""
+        lengths = sorted({p.seq_len for s in self._series.values() for p in s.points})
+        if not lengths:
+            self.cursor_seq_len = None
+            self._refresh_readout()
+            return
+        nearest = min(lengths, key=lambda n: abs(math.log2(n) - x_log2))
+        self.cursor_seq_len = nearest if abs(math.log2(nearest) - x_log2) <= 0.5 else None
+        self._refresh_readout()
+
+    def _refresh_readout(self) -> None:
+        n = self.cursor_seq_len
+        for line in self._cursor_lines:
+            line.setVisible(n is not None)
+            if n is not None:
+                line.setValue(math.log2(n))
+        self.readout.setText(self.readout_html(n) if n is not None else self._idle_text())
+
+    def _idle_text(self) -> str:
+        if not self._series:
+            return "Select runs in History (or press Run) to plot them."
+        return "Move the cursor over a plot to read values."
+
+    def readout_html(self, seq_len: int) -> str:
+        """Every shown run's values at ``seq_len``, each in its run's colour."""
+        parts = [f"<b>N = {seq_len:,}</b>"]
+        for s in self._series.values():
+            point = next((p for p in s.points if p.seq_len == seq_len), None)
+            if point is None:
+                continue
+            color = run_color(s.run_id).name()
+            parts.append(
+                f"<span style='color:{color}'>■</span> {escape(s.name)}: "
+                f"{point.latency_ms:.4g} ms "
+                f"(p20 {point.latency_p20_ms:.4g} – p80 {point.latency_p80_ms:.4g}), "
+                f"{point.tflops:.4g} TFLOP/s"
+            )
+        return " &nbsp; ".join(parts)
+
+    def _on_log_toggled(self, on: bool) -> None:
+        self.latency_plot.setLogMode(x=False, y=on)
+
+    # ---- export ---------------------------------------------------------------------------------
+    def export_png(self, path: str | Path, width: int = 1600) -> Path:
+        """Both plots as one PNG (ImageExporter: the SVG exporter of pyqtgraph 0.14.0 is broken)."""
+        exporter = ImageExporter(self.canvas.ci)
+        exporter.parameters()["width"] = int(width)
+        target = Path(path)
+        if target.suffix.lower() != ".png":
+            target = target.with_suffix(".png")
+        exporter.export(str(target))
+        return target
