@@ -57,6 +57,17 @@ def _add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _add_gpu_timing(group: Any) -> None:
+    group.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="GPU: time CUDA-graph replays, which hides host launch overhead at small N",
+    )
+    group.add_argument(
+        "--flush-l2", action="store_true", help="GPU: overwrite the L2 cache before each sample"
+    )
+
+
 def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> None:
     g = p.add_argument_group("problem")
     g.add_argument(
@@ -91,6 +102,7 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     t.add_argument("--warmup", type=int, help="untimed launches before sampling")
     t.add_argument("--samples", type=int, help="minimum timed samples per point")
     t.add_argument("--min-time", type=float, help="minimum seconds of samples per point")
+    _add_gpu_timing(t)
     t.add_argument("--seed", type=int, help="random seed for the inputs (default: fresh)")
 
 
@@ -169,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, help="untimed launches before sampling")
     p.add_argument("--samples", type=int, help="minimum timed samples per point")
     p.add_argument("--min-time", type=float, help="minimum seconds of samples per point")
+    _add_gpu_timing(p)
     p.add_argument("--seed", type=int, help="random seed for the inputs (default: fresh)")
     _add_db(p)
     _add_json(p)
@@ -250,6 +263,10 @@ def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:
         changes["max_samples"] = max(backend_default.max_samples, args.samples)
     if args.min_time is not None:
         changes["min_time_s"] = args.min_time
+    if args.cuda_graph:
+        changes["cuda_graph"] = True
+    if args.flush_l2:
+        changes["flush_l2"] = True
     return dataclasses.replace(backend_default, **changes)
 
 
@@ -298,44 +315,47 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         specs, backends = _fit_group(specs, backends)
     timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
     store = _open_store(args.db)
-    group_id = None
-    if len(names) > 1:
-        group_id = store.create_group(
-            "backends", args.label or f"{', '.join(names)}", {"backends": names}
-        )
-    results = []
-    worst = EXIT_OK
-    for spec, backend, timing in zip(specs, backends, timings):
-        finished = None
-        for event in run_sweep(
-            spec,
-            store,
-            timing=timing,
-            backend=backend,
-            group_id=group_id,
-            step=spec.backend if group_id is not None else None,
-        ):
-            _progress(event)
-            if isinstance(event, RunFinished):
-                finished = event
-        assert finished is not None
-        if finished.status != "complete":
-            worst = EXIT_FAILED
-        results.append(finished.run_id)
-    if args.json:
-        _emit_json(
-            {
-                "group_id": group_id,
-                "runs": [
-                    {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
-                    for r in results
-                ],
-            }
-        )
-    else:
-        for run_id in results:
-            print(run_id)
-    return worst
+    try:
+        group_id = None
+        if len(names) > 1:
+            group_id = store.create_group(
+                "backends", args.label or f"{', '.join(names)}", {"backends": names}
+            )
+        results = []
+        worst = EXIT_OK
+        for spec, backend, timing in zip(specs, backends, timings):
+            finished = None
+            for event in run_sweep(
+                spec,
+                store,
+                timing=timing,
+                backend=backend,
+                group_id=group_id,
+                step=spec.backend if group_id is not None else None,
+            ):
+                _progress(event)
+                if isinstance(event, RunFinished):
+                    finished = event
+            assert finished is not None
+            if finished.status != "complete":
+                worst = EXIT_FAILED
+            results.append(finished.run_id)
+        if args.json:
+            _emit_json(
+                {
+                    "group_id": group_id,
+                    "runs": [
+                        {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
+                        for r in results
+                    ],
+                }
+            )
+        else:
+            for run_id in results:
+                print(run_id)
+        return worst
+    finally:
+        store.close()
 
 
 def _fit_group(specs: list[SweepSpec], backends: list[Any]) -> tuple[list[SweepSpec], list[Any]]:
@@ -618,40 +638,41 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         head_dim=args.head_dim or defaults["head_dim"],
         dtype=args.dtype,
     )
-    store = Store(args.db)
-    if store.notice:
-        print(f"note: {store.notice}", file=sys.stderr)
     backend = get_backend(args.backend)
-    timing = timing_from_args(args, backend.default_timing())
-    group_id, events = run_ladder(
-        ladder,
-        problem,
-        seq_lens,
-        args.backend,
-        store,
-        label=args.label,
-        timing=timing,
-        seed=args.seed,
-    )
-    print(f"ladder group {group_id}: {len(ladder.steps)} steps", file=sys.stderr)
-    worst = EXIT_OK
-    for event in events:
-        if isinstance(event, StepStarted):
-            print(
-                f"step {event.index + 1}/{event.total}: {event.step.name} "
-                f"({event.step.config.summary()})",
-                file=sys.stderr,
-            )
-            continue
-        _progress(event)
-        if isinstance(event, RunFinished) and event.status != "complete":
-            worst = EXIT_FAILED
-    table = ladder_table(store, group_id)
-    if args.json:
-        _emit_json({**table, "published_blackwell": ladder.published})
-    else:
-        print(format_ladder(table))
-    return worst
+    timing = timing_from_args(args, backend.default_timing())  # refused before the db opens
+    store = _open_store(args.db)
+    try:
+        group_id, events = run_ladder(
+            ladder,
+            problem,
+            seq_lens,
+            args.backend,
+            store,
+            label=args.label,
+            timing=timing,
+            seed=args.seed,
+        )
+        print(f"ladder group {group_id}: {len(ladder.steps)} steps", file=sys.stderr)
+        worst = EXIT_OK
+        for event in events:
+            if isinstance(event, StepStarted):
+                print(
+                    f"step {event.index + 1}/{event.total}: {event.step.name} "
+                    f"({event.step.config.summary()})",
+                    file=sys.stderr,
+                )
+                continue
+            _progress(event)
+            if isinstance(event, RunFinished) and event.status != "complete":
+                worst = EXIT_FAILED
+        table = ladder_table(store, group_id)
+        if args.json:
+            _emit_json({**table, "published_blackwell": ladder.published})
+        else:
+            print(format_ladder(table))
+        return worst
+    finally:
+        store.close()
 
 
 def format_ladder(table: dict[str, Any]) -> str:

@@ -36,7 +36,8 @@ class TimingSettings:
             raise ConfigError(
                 "max_samples", self.max_samples, f"expected at least samples ({self.min_samples})"
             )
-        if self.min_time_s < 0 or self.max_time_s <= 0:
+        # `not x >= 0` also refuses NaN, which compares false with everything.
+        if not self.min_time_s >= 0 or not self.max_time_s > 0:
             raise ConfigError("min_time_s", self.min_time_s, "expected a time >= 0 seconds")
 
 

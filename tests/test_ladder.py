@@ -1,0 +1,134 @@
+"""The optimization ladder: steps as data, one group of runs, speed-ups per step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.cli import main
+from workbench.config import ConfigError, Problem
+from workbench.ladder import ladder_table, load_ladder, run_ladder
+from workbench.store import Store
+from workbench.timing import TimingSettings
+
+QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
+
+
+def test_the_built_in_ladder_climbs_one_knob_per_step():
+    ladder = load_ladder()
+    names = [s.name for s in ladder.steps]
+    assert names[0].startswith("baseline") and names[-1] == "autotuned"
+    configs = [s.config for s in ladder.steps]
+    assert (configs[0].tile_m, configs[0].tile_n) == (64, 64)
+    assert (configs[1].tile_m, configs[1].tile_n) == (256, 128)
+    assert [c.fast_math for c in configs[1:4]] == [False, True, True]
+    assert [c.k_split for c in configs[2:5]] == [False, True, True]
+    assert all(c.mask == "causal" for c in configs)
+    assert configs[-1].autotune and configs[-1].num_worker_warps is None
+    assert "total" in ladder.published
+
+
+def test_a_user_ladder_file_adds_a_step_and_bad_steps_are_named(tmp_path):
+    steps = {
+        "steps": [
+            {"name": "small", "changes": {"tile_m": 32, "tile_n": 32}},
+            {"name": "wide", "changes": {"tile_n": 128}},
+        ]
+    }
+    path = tmp_path / "ladder.json"
+    path.write_text(json.dumps(steps))
+    ladder = load_ladder(path, mask="window", window=64)
+    assert [(s.config.tile_m, s.config.tile_n) for s in ladder.steps] == [(32, 32), (32, 128)]
+    assert all(s.config.window == 64 for s in ladder.steps)
+
+    steps["steps"].append({"name": "odd", "changes": {"tile_m": 48}})
+    path.write_text(json.dumps(steps))
+    with pytest.raises(ConfigError) as info:
+        load_ladder(path)
+    assert info.value.field == "tile_m" and "odd" in str(info.value)
+    path.write_text(json.dumps({"steps": [{"name": "x", "changes": {"tiles": 2}}]}))
+    with pytest.raises(ConfigError, match="tiles"):
+        load_ladder(path)
+
+
+def test_a_reference_ladder_is_one_group_with_speedups_against_previous_and_base(tmp_path):
+    store = Store(tmp_path / "runs.db")
+    ladder = load_ladder()
+    problem = Problem(batch=1, heads=1, head_dim=32)
+    group_id, events = run_ladder(ladder, problem, (64, 128), "reference", store, timing=QUICK)
+    list(events)
+    runs = store.group_runs(group_id)
+    assert [r.step for r in runs] == [s.name for s in ladder.steps]
+    assert all(r.status == "complete" for r in runs)
+    table = ladder_table(store, group_id)
+    first, second = table["steps"][0], table["steps"][1]
+    assert first["cells"]["64"]["vs_previous"] is None
+    base = store.points(runs[0].id)[0].latency_ms
+    mine = store.points(runs[1].id)[0].latency_ms
+    assert second["cells"]["64"]["vs_baseline"] == pytest.approx(base / mine)
+    assert second["cells"]["64"]["vs_previous"] == pytest.approx(base / mine)
+
+
+def test_ladder_cli_prints_the_table_and_exports_the_group(tmp_path, capsys):
+    db = str(tmp_path / "runs.db")
+    code = main(
+        [
+            "ladder",
+            "--db",
+            db,
+            "--seq-lens",
+            "64",
+            "--heads",
+            "1",
+            "--head-dim",
+            "32",
+            "--warmup",
+            "0",
+            "--samples",
+            "1",
+            "--min-time",
+            "0",
+            "--json",
+        ]
+    )
+    assert code == 0
+    table = json.loads(capsys.readouterr().out)
+    assert len(table["steps"]) == 7 and table["seq_lens"] == [64]
+    out_csv = tmp_path / "ladder.csv"
+    assert (
+        main(["export", "--db", db, "--group", str(table["group_id"]), "--csv", str(out_csv)]) == 0
+    )
+    lines = out_csv.read_text().splitlines()
+    assert len(lines) == 1 + 7
+    assert (
+        main(
+            [
+                "ladder",
+                "--db",
+                db,
+                "--seq-lens",
+                "64",
+                "--heads",
+                "1",
+                "--head-dim",
+                "32",
+                "--samples",
+                "0",
+            ]
+        )
+        == 2
+    )
+    assert "samples" in capsys.readouterr().err
+
+
+def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path, capsys):
+    from workbench.cli import build_parser, timing_from_args
+
+    args = build_parser().parse_args(["sweep", "--cuda-graph", "--flush-l2", "--min-time", "0.1"])
+    settings = timing_from_args(args, TimingSettings())
+    assert settings.cuda_graph and settings.flush_l2 and settings.min_time_s == 0.1
+    db = tmp_path / "runs.db"
+    assert main(["sweep", "--db", str(db), "--min-time", "nan"]) == 2
+    assert "min_time_s" in capsys.readouterr().err
+    assert not db.exists()
