@@ -101,3 +101,68 @@ class StallMeter:
 
     def stop(self) -> None:
         self.timer.stop()
+
+
+def seed_run(
+    store: Any,
+    *,
+    label: str = "",
+    seq_lens: tuple[int, ...] = (64, 128),
+    samples_ms: dict[int, tuple[float, ...]] | None = None,
+    machine: dict[str, Any] | None = None,
+    mask: str = "none",
+    status: str = "complete",
+) -> int:
+    """A stored run with chosen timings, written through the store's own API.
+
+    ``samples_ms`` gives each length's raw samples, so latencies and p20–p80 spreads are
+    exact; lengths without samples get (1.0, 1.0, 1.0) ms scaled by (N / 64)².
+    """
+    import numpy as np
+
+    from workbench.accuracy import AccuracyReport
+    from workbench.backends.base import PointResult, problem_flops, schedule_for
+    from workbench.config import KernelConfig, Problem, SweepSpec
+    from workbench.timing import TimingStats
+
+    problem = Problem(batch=1, heads=2, head_dim=32)
+    config = KernelConfig(tile_m=32, tile_n=32, mask=mask)
+    spec = SweepSpec(problem, seq_lens, config, label=label)
+    run_id = store.create_run(spec, machine if machine is not None else {"hostname": "here"})
+    for n in seq_lens:
+        p = problem.with_seq_len(n)
+        default = tuple(s * (n / 64) ** 2 for s in (1.0, 1.0, 1.0))
+        result = PointResult(
+            problem=p,
+            timing=TimingStats((samples_ms or {}).get(n, default)),
+            compile_s=0.01,
+            accuracy=AccuracyReport(1e-4, 1e-4, n, 1e-2),
+            block_map=np.asarray(schedule_for(p, config).block_map, dtype=np.int8),
+            flops=problem_flops(p, config),
+        )
+        store.add_point(run_id, result)
+    store.finish_run(run_id, status)
+    return run_id
+
+
+def clone_runs(store: Any, template_id: int, count: int, label: str = "run {i:05d}") -> None:
+    """``count`` more runs like ``template_id`` (no points), in one transaction: a big history.
+
+    Writes the store's own row format (copied from the template) because thousands of
+    create_run transactions would take most of a CI minute.
+    """
+    template = dict(store.db["runs"].get(template_id))
+    first = template_id + 1
+    rows = [
+        dict(template, id=i, label=label.format(i=i), status="complete")
+        for i in range(first, first + count)
+    ]
+    with store.db.conn:
+        store.db["runs"].insert_all(rows, batch_size=1000)
+
+
+def row_rect_center(table: Any, row: int, col: int = 1) -> Any:
+    """Viewport position of a table cell's centre, for clicking it."""
+    index = table.model().index(row, col)
+    table.scrollTo(index)
+    return table.visualRect(index).center()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.gui.app import main
-
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -22,4 +20,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
+    # Imported here, not above: a sweep child process re-imports this module as __mp_main__
+    # and must not load Qt.
+    from workbench.gui.app import main
+
     sys.exit(main(_parse(sys.argv[1:]).db))

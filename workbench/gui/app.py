@@ -7,6 +7,12 @@ import signal
 import sys
 from pathlib import Path
 
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication
+
+from workbench.gui import _pyside_fix
+
 ORGANIZATION = "fmha-workbench"
 APPLICATION = "fmha-workbench"
 
@@ -22,16 +28,9 @@ def display_problem() -> str | None:
     return None
 
 
-def configure_application(app: object) -> None:
+def configure_application(app: QApplication) -> None:
     """Names for QSettings, the pyqtgraph options every view expects, the PySide6 guard."""
-    import pyqtgraph as pg
-
-    from workbench.gui import _pyside_fix
-
     _pyside_fix.apply()
-    from PySide6.QtWidgets import QApplication
-
-    assert isinstance(app, QApplication)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("FMHA Workbench")
@@ -41,15 +40,19 @@ def configure_application(app: object) -> None:
     )
 
 
+class _Waker(QObject):
+    """Python delivers a pending Ctrl+C only when it runs bytecode; this tick gives it a turn."""
+
+    def tick(self) -> None:
+        pass
+
+
 def main(db_path: str | None = None) -> int:
     """Open the workbench on ``db_path`` (None: the last database used, else the default)."""
     problem = display_problem()
     if problem:
         print(f"fmha-workbench: {problem}", file=sys.stderr)
         return 2
-
-    from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication
 
     from workbench.gui.main_window import MainWindow
 
@@ -59,15 +62,15 @@ def main(db_path: str | None = None) -> int:
     window = MainWindow(Path(db_path) if db_path else None)
     window.show()
 
-    # Ctrl+C in the terminal: close the window properly (settings saved, run kept as cancelled).
-    # Python only sees the signal when the interpreter runs, so a timer wakes it now and then.
+    # Ctrl+C in the terminal: close properly (settings saved, a running sweep kept as cancelled).
     def on_sigint(signum: int, frame: object) -> None:
         window.shutdown()
         app.quit()
 
     previous = signal.signal(signal.SIGINT, on_sigint)
+    waker = _Waker()
     wake = QTimer()
-    wake.timeout.connect(window.statusBar().isVisible)  # any cheap bound method: a no-op tick
+    wake.timeout.connect(waker.tick)
     wake.start(250)
     try:
         return int(app.exec())

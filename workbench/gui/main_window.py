@@ -42,6 +42,7 @@ from workbench.gui.worker import (
 )
 from workbench.store import Store, StoreError, default_db_path
 
+GUI_BUSY_TIMEOUT_S = 0.25
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
 
@@ -186,7 +187,9 @@ class MainWindow(QMainWindow):
             )
             return False
         try:
-            store = Store(path)
+            # A short busy timeout: this store writes from the GUI thread (relabel, delete), and
+            # the store's retries with backoff already wait out a writer's brief commit.
+            store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S)
         except (StoreError, OSError) as exc:
             message = f"Cannot open the run database {path}:\n{exc}"
             if show_errors:

@@ -1,0 +1,122 @@
+"""Compare: Δ% against a pinned baseline, coloured only beyond the runs' own noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from gui_helpers import seed_run
+
+from workbench.gui.compare import FASTER, MIN_NOISE_PCT, SLOWER, compare_cell, relative_spread_pct
+from workbench.store import Store
+
+pytestmark = pytest.mark.gui
+
+
+def point(median: float, p20: float, p80: float, seq_len: int = 64) -> Any:
+    return SimpleNamespace(
+        seq_len=seq_len, latency_ms=median, latency_p20_ms=p20, latency_p80_ms=p80
+    )
+
+
+def test_a_difference_counts_only_beyond_both_runs_spread() -> None:
+    base = point(1.0, 0.98, 1.02)  # ±2 %
+    assert relative_spread_pct(base) == pytest.approx(2.0)
+    slower = compare_cell(point(1.10, 1.09, 1.11), base)  # +10 %, noise 2 % + 0.9 %
+    assert slower.delta_pct == pytest.approx(10.0)
+    assert slower.noise_pct == pytest.approx(2.0 + 100 * 0.01 / 1.10) and slower.significant
+    within = compare_cell(point(1.025, 1.0, 1.05), base)  # +2.5 % inside 2 % + 2.4 %
+    assert within.delta_pct == pytest.approx(2.5) and not within.significant
+    tight = point(1.0, 1.0, 1.0)
+    floor = compare_cell(point(0.995, 0.995, 0.995), tight)  # no spread: the floor applies
+    assert floor.noise_pct == MIN_NOISE_PCT and not floor.significant
+    assert compare_cell(point(1.0, 1.0, 1.0), None).delta_pct is None
+
+
+@pytest.fixture
+def three_runs(db_path: Path) -> tuple[int, int, int]:
+    """A baseline, a clearly slower run, and one inside the noise; one length missing."""
+    with Store(db_path) as store:
+        base = seed_run(
+            store,
+            label="base",
+            seq_lens=(64, 128, 256),
+            samples_ms={64: (1.0, 1.0, 1.0), 128: (2.0, 2.0, 2.0), 256: (8.0, 8.0, 8.0)},
+        )
+        slow = seed_run(
+            store,
+            label="slow",
+            seq_lens=(64, 128),
+            samples_ms={64: (1.5, 1.5, 1.5), 128: (1.0, 1.0, 1.0)},
+            machine={"hostname": "elsewhere", "gpu_name": "NVIDIA H200"},
+        )
+        noisy = seed_run(
+            store,
+            label="noisy",
+            seq_lens=(64, 128, 256),
+            samples_ms={64: (0.8, 1.0, 1.2), 128: (2.0, 2.015, 2.03), 256: (8.0, 8.0, 8.0)},
+        )
+    return base, slow, noisy
+
+
+def test_compare_table_for_selected_runs(
+    qtbot: Any, make_window: Any, three_runs: tuple[int, int, int]
+) -> None:
+    base, slow, _ = three_runs
+    window = make_window()
+    window.tabs.setCurrentWidget(window.compare)
+    panel = window.compare
+    assert "Select two or more runs" in panel.hint.text()
+
+    window.history.select_runs([slow, base])
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 3)
+    assert panel.baseline_id == base  # the oldest selected run by default
+    headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+    assert headers == ["N", f"#{base} base (baseline) ms", f"#{slow} slow ms", "Δ %"]
+    # N = 64: 1.5 ms against 1.0 ms is +50 %, far beyond the floor: red.
+    assert [panel.cell_text(0, c) for c in range(4)] == ["64", "1", "1.5", "+50.0 %"]
+    assert panel.table.item(0, 3).background().color() == SLOWER
+    # N = 128: 1.0 against 2.0 is −50 %: green.
+    assert panel.cell_text(1, 3) == "-50.0 %"
+    assert panel.table.item(1, 3).background().color() == FASTER
+    # N = 256: the slow run has no point there.
+    assert panel.cell_text(2, 2) == "–" and panel.cell_text(2, 3) == "–"
+    # The runs come from different machines: say so.
+    assert "different machines" in panel.hint.text() and "NVIDIA H200" in panel.hint.text()
+
+
+def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
+    qtbot: Any, make_window: Any, three_runs: tuple[int, int, int]
+) -> None:
+    base, slow, noisy = three_runs
+    window = make_window()
+    panel = window.compare
+    window.history.select_runs([noisy, base])
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 3)
+    # +0 % at 64 with a ±20 % spread, +0.75 % at 128 under the 1 % floor: not coloured.
+    assert panel.cell_text(0, 3) == "+0.0 %" and not panel.cell_colored(0, 3)
+    assert panel.cell_text(1, 3) == "+0.8 %" and not panel.cell_colored(1, 3)
+    assert "within the noise threshold" in panel.table.item(1, 3).toolTip()
+
+    # Pin the noisy run as the baseline from the picker: the signs flip.
+    index = panel.baseline.findData(noisy)
+    panel.baseline.setCurrentIndex(index)
+    panel.baseline.activated.emit(index)
+    assert panel.baseline_id == noisy
+    assert panel.cell_text(1, 3) == "-0.7 %"
+
+    # Adding a run to the selection keeps the pinned baseline.
+    window.history.select_runs([noisy, base, slow])
+    qtbot.waitUntil(lambda: panel.table.columnCount() == 6)
+    assert panel.baseline_id == noisy
+    assert panel.table.horizontalHeaderItem(1).text().startswith(f"#{noisy}")
+    # The plots overlay all three.
+    assert sorted(window.plots.run_ids()) == sorted([base, slow, noisy])
+
+    # Dropping the baseline from the selection falls back to the oldest selected run.
+    window.history.select_runs([slow, base])
+    qtbot.waitUntil(lambda: panel.baseline_id == base)
+    assert panel.cell_text(0, 3) == "+50.0 %"
+    assert panel.table.item(0, 3).background().color() == SLOWER

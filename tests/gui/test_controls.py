@@ -1,0 +1,119 @@
+"""The form: what each control puts into the spec, presets, and the backend picker's memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gui_helpers import pick, type_into
+
+from workbench.backends.base import Availability
+from workbench.config import KernelConfig, Problem, parse_seq_lens
+from workbench.gui.controls import SEQ_PRESETS, ControlsPanel
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def form(qtbot: Any) -> ControlsPanel:
+    panel = ControlsPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    return panel
+
+
+def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
+    type_into(qtbot, form.batch, "2")
+    type_into(qtbot, form.heads, "8")
+    type_into(qtbot, form.kv_heads, "2")
+    pick(form.head_dim, 128)
+    pick(form.dtype, "bfloat16")
+    type_into(qtbot, form.seq_lens, "1k,4k")
+    pick(form.tile_m, 128)
+    pick(form.tile_n, 64)
+    pick(form.mask, "causal-offset")
+    type_into(qtbot, form.input_pos, "512")
+    for box in (form.fast_math, form.k_split, form.remap, form.autotune):
+        box.click()  # a full press-release click on the check box
+    type_into(qtbot, form.occupancy, "2")
+    pick(form.num_worker_warps, 4)
+    type_into(qtbot, form.label, "  gqa causal  ")
+    spec = form.spec()
+    assert spec.problem == Problem(
+        batch=2,
+        heads=8,
+        kv_heads=2,
+        q_len=1024,
+        k_len=1536,
+        head_dim=128,
+        dtype="bfloat16",
+        input_pos=512,
+    )
+    assert spec.config == KernelConfig(
+        tile_m=128,
+        tile_n=64,
+        fast_math=True,
+        k_split=True,
+        remap=True,
+        mask="causal",
+        autotune=True,
+        occupancy=2,
+        num_worker_warps=4,
+    )
+    assert spec.seq_lens == (1024, 4096) and spec.label == "gqa causal"
+    assert spec.backend == "reference"
+
+
+def test_defaults_mean_not_set(form: ControlsPanel) -> None:
+    spec = form.spec()
+    assert spec.problem.kv_heads == spec.problem.heads  # "same as heads"
+    assert spec.config.occupancy is None and spec.config.num_worker_warps is None
+    assert spec.config.window is None and spec.problem.input_pos == 0
+    assert form.kv_heads.text() == "same as heads" and form.occupancy.text() == "auto"
+
+
+def test_range_presets_fill_the_field(form: ControlsPanel) -> None:
+    for index, (_, value) in enumerate(SEQ_PRESETS, start=1):
+        form.seq_preset.activated.emit(index)
+        assert form.seq_lens.text() == value
+        assert form.spec().seq_lens == parse_seq_lens(value)
+        assert form.seq_preset.currentIndex() == 0  # ready to pick again
+
+
+def test_offset_and_window_fields_follow_the_mask(form: ControlsPanel) -> None:
+    expected = {
+        "none": (False, False),
+        "causal": (False, False),
+        "causal-offset": (True, False),
+        "window": (True, True),
+    }
+    for mask, (offset, window) in expected.items():
+        pick(form.mask, mask)
+        assert (form.input_pos.isEnabled(), form.window.isEnabled()) == (offset, window)
+
+
+def test_saved_backend_is_chosen_once_the_probe_says_it_works(form: ControlsPanel) -> None:
+    form.apply_state({"backend": "torch-cudnn"})
+    assert form.backend.currentData() == "reference"  # not probed yet
+    statuses = {
+        "reference": Availability(True, "cpu"),
+        "torch-cudnn": Availability(True, "cuDNN 9 on NVIDIA H200"),
+    }
+    form.set_backend_statuses(statuses)
+    assert form.backend.currentData() == "torch-cudnn"
+    # A later probe in which it is gone falls back to the reference, with the reason shown.
+    form.set_backend_statuses({**statuses, "torch-cudnn": Availability(False, "no GPU")})
+    assert form.backend.currentData() == "reference"
+    assert not form.backend_enabled("torch-cudnn")
+    assert form.backend_tooltip("torch-cudnn") == "no GPU"
+
+
+def test_state_round_trips(qtbot: Any, form: ControlsPanel) -> None:
+    type_into(qtbot, form.seq_lens, "64,256")
+    pick(form.mask, "window")
+    type_into(qtbot, form.window, "99")
+    state = form.state()
+    other = ControlsPanel()
+    qtbot.addWidget(other)
+    other.apply_state(state)
+    assert other.spec() == form.spec()
