@@ -70,9 +70,12 @@ def test_compare_table_for_selected_runs(
     panel = window.compare
     assert "Select two or more runs" in panel.hint.text()
 
+    window.history.select_runs([slow])
+    qtbot.waitUntil(lambda: panel.baseline_id == slow)  # alone: nothing to compare yet
+    assert panel.table.rowCount() == 0
     window.history.select_runs([slow, base])
     qtbot.waitUntil(lambda: panel.table.rowCount() == 3)
-    assert panel.baseline_id == base  # the oldest selected run by default
+    assert panel.baseline_id == base  # the oldest selected run, until one is pinned
     headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
     assert headers == ["N", f"#{base} base (baseline) ms", f"#{slow} slow ms", "Δ %"]
     # N = 64: 1.5 ms against 1.0 ms is +50 %, far beyond the floor: red.

@@ -133,7 +133,7 @@ def test_cursor_readout_shows_values_under_the_mouse(qtbot: Any, window: Any) ->
     scene = box.mapViewToScene(QPointF(math.log2(128), point.tflops))
     qtbot.mouseMove(plots.canvas.viewport(), plots.canvas.mapFromScene(scene))
     qtbot.waitUntil(lambda: plots.cursor_seq_len == 128)
-    text = plots.readout.text()
+    text = plots.readout.text().replace("&nbsp;", " ")
     assert "N = 128" in text and f"{point.latency_ms:.4g} ms" in text
     assert f"{point.tflops:.4g} TFLOP/s" in text and "readout" in text
     assert all(line.isVisible() for line in plots._cursor_lines)

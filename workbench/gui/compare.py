@@ -89,6 +89,7 @@ class ComparePanel(QWidget):
         self._runs: list[Any] = []  # RunRecord, in selection order
         self._points: dict[int, list[Any]] = {}
         self._pinned: int | None = None
+        self._user_pinned = False  # an implicit default follows the selection; a pin stays
         self.rows: list[tuple[int, dict[int, Cell]]] = []
 
         self.baseline = QComboBox()
@@ -121,8 +122,9 @@ class ComparePanel(QWidget):
         self._runs = list(runs)
         self._points = {r.id: list(points.get(r.id, [])) for r in self._runs}
         ids = [r.id for r in self._runs]
-        if self._pinned not in ids:
-            # The oldest run is the usual "before" of a comparison.
+        if not self._user_pinned or self._pinned not in ids:
+            # The oldest run is the usual "before" of a comparison, until the user pins one.
+            self._user_pinned = False
             self._pinned = min(ids) if ids else None
         self.baseline.blockSignals(True)
         self.baseline.clear()
@@ -138,8 +140,10 @@ class ComparePanel(QWidget):
         self._rebuild()
 
     def pin_baseline(self, run_id: int) -> None:
+        """Make ``run_id`` the baseline while it stays selected."""
         if run_id in self._points:
             self._pinned = run_id
+            self._user_pinned = True
             self.baseline.setCurrentIndex(self.baseline.findData(run_id))
             self._rebuild()
 

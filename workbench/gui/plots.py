@@ -57,6 +57,30 @@ class Log2Axis(pg.AxisItem):
         return [format_seq_len(2.0 ** min(max(v, 0.0), 40.0)) for v in values]
 
 
+def format_axis_number(x: float) -> str:
+    """0.05 → "0.05", 200 → "200", 20000 → "20,000": latencies read as plain numbers."""
+    if x >= 1:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+class PlainLogAxis(pg.AxisItem):
+    """A log axis labelled 1, 2, 5, 10, 20…: pyqtgraph's default writes 2·10¹ and labels
+    every minor tick, which crowds a latency axis spanning several decades."""
+
+    def logTickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
+        labels = []
+        for v in values:
+            x = 10.0 ** float(v) * scale
+            if x <= 0 or not math.isfinite(x):
+                labels.append("")
+                continue
+            mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
+            keep = any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
+            labels.append(format_axis_number(x) if keep else "")
+        return labels
+
+
 @dataclass
 class Series:
     """What the plots need of one run: its id, a legend name and its points."""
@@ -111,6 +135,7 @@ class PlotsPanel(QWidget):
 
         self._series: dict[int, Series] = {}
         self._curves: dict[int, tuple[_Curves, _Curves]] = {}
+        self._legend_order: list[int] = []
         self._cursor_lines = []
         for plot in (self.latency_plot, self.tflops_plot):
             line = pg.InfiniteLine(
@@ -124,7 +149,12 @@ class PlotsPanel(QWidget):
         self.cursor_seq_len: int | None = None
 
     def _make_plot(self, title: str, y_label: str, y_units: str) -> pg.PlotItem:
-        plot = pg.PlotItem(axisItems={"bottom": Log2Axis(orientation="bottom")})
+        plot = pg.PlotItem(
+            axisItems={
+                "bottom": Log2Axis(orientation="bottom"),
+                "left": PlainLogAxis(orientation="left"),
+            }
+        )
         plot.setTitle(title, color="#222", size="11pt")
         plot.setLabel("bottom", "sequence length N", color="#222")
         plot.setLabel("left", y_label, units=y_units or None, color="#222")
@@ -146,9 +176,21 @@ class PlotsPanel(QWidget):
         for run_id in list(self._curves):
             if run_id not in wanted:
                 self._remove(run_id)
+        added = [s.run_id for s in series if s.run_id not in self._curves]
         for s in series:
             self.update_series(s)
+        if added or len(wanted) != len(self._legend_order):
+            self._sort_legends()
         self._refresh_readout()
+
+    def _sort_legends(self) -> None:
+        """List runs by id, the order they were made, however the selection grew."""
+        order = sorted(self._curves)
+        for index, plot in enumerate((self.latency_plot, self.tflops_plot)):
+            plot.legend.clear()
+            for run_id in order:
+                plot.legend.addItem(self._curves[run_id][index].line, self._series[run_id].name)
+        self._legend_order = order
 
     def update_series(self, series: Series) -> None:
         """Add or update one run (a live sweep calls this after every point)."""
@@ -270,17 +312,21 @@ class PlotsPanel(QWidget):
 
     def readout_html(self, seq_len: int) -> str:
         """Every shown run's values at ``seq_len``, each in its run's colour."""
-        parts = [f"<b>N = {seq_len:,}</b>"]
-        for s in self._series.values():
+        parts = [f"<b>N&nbsp;=&nbsp;{seq_len:,}</b>"]
+        for run_id in sorted(self._series):
+            s = self._series[run_id]
             point = next((p for p in s.points if p.seq_len == seq_len), None)
             if point is None:
                 continue
             color = run_color(s.run_id).name()
-            parts.append(
-                f"<span style='color:{color}'>■</span> {escape(s.name)}: "
-                f"{point.latency_ms:.4g} ms "
+            entry = (
+                f"{escape(s.name)}: {point.latency_ms:.4g} ms "
                 f"(p20 {point.latency_p20_ms:.4g} – p80 {point.latency_p80_ms:.4g}), "
                 f"{point.tflops:.4g} TFLOP/s"
+            )
+            # Non-breaking inside an entry: a long readout wraps between runs, not mid-value.
+            parts.append(
+                f"<span style='color:{color}'>■</span>&nbsp;{entry.replace(' ', '&nbsp;')}"
             )
         return " &nbsp; ".join(parts)
 

@@ -1,0 +1,102 @@
+"""Drive the workbench through two reference sweeps and save a screenshot of the whole window.
+
+    QT_QPA_PLATFORM=offscreen python scripts/screenshot.py            # or under xvfb-run
+    python scripts/screenshot.py --out assets/screenshot.png --tab blockmap
+
+It uses a temporary database and temporary settings, so it never touches the user's own. The
+runs go through the window the way a user would: set the form, press Run, wait, select both runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TABS = {"plots": 0, "blockmap": 1, "compare": 2}
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
+    parser.add_argument("--tab", choices=sorted(TABS), default="plots")
+    parser.add_argument("--size", default="1440x900", help="window size, WIDTHxHEIGHT")
+    return parser.parse_args(argv)
+
+
+def _wait(app: object, condition: object, timeout_s: float) -> None:
+    from PySide6.QtCore import QEventLoop
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise SystemExit("screenshot: timed out waiting for the window")
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)  # type: ignore[attr-defined]
+        time.sleep(0.005)
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    sys.path.insert(0, str(ROOT))
+
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from workbench.gui.app import configure_application
+    from workbench.gui.main_window import MainWindow
+    from workbench.timing import TimingSettings
+
+    app = QApplication(sys.argv[:1])
+    configure_application(app)
+    with tempfile.TemporaryDirectory(prefix="fmha-screenshot-") as tmp:
+        settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(
+            Path(tmp) / "runs.db",
+            settings=settings,
+            timing=TimingSettings(warmup=1, min_samples=7, min_time_s=0.0),
+        )
+        window.resize(width, height)
+        window.show()
+        _wait(app, lambda: bool(window.backend_statuses), 30)
+
+        c = window.controls
+        run_ids = []
+        for mask, tile, label in (("none", 64, "dense 64×64"), ("causal", 64, "causal 64×64")):
+            c.batch.setValue(1)
+            c.heads.setValue(4)
+            c.head_dim.setCurrentIndex(c.head_dim.findData(64))
+            c.seq_lens.setText("128-2k")
+            c.tile_m.setCurrentIndex(c.tile_m.findData(tile))
+            c.tile_n.setCurrentIndex(c.tile_n.findData(tile))
+            c.mask.setCurrentIndex(c.mask.findData(mask))
+            c.label.setText(label)
+            c.run_button.click()
+            _wait(app, lambda: not window.is_running(), 300)
+            run_ids.append(window.last_run_id)
+
+        window.history.select_runs(run_ids)
+        _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(run_ids), 10)
+        window.tabs.setCurrentIndex(TABS[args.tab])
+        window.heatmap.select_seq_len(1024)
+        window.plots.show_readout_at(math.log2(1024))
+        window.statusBar().clearMessage()
+        _wait(app, lambda: True, 1)
+        for _ in range(20):  # let layouts and deferred pyqtgraph range updates settle
+            app.processEvents()
+            time.sleep(0.01)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        if not window.grab().save(str(args.out)):
+            raise SystemExit(f"screenshot: could not write {args.out}")
+        window.close()
+    print(f"saved {args.out} ({args.out.stat().st_size / 1024:.0f} KB)")
+    return 0
+
+
+if __name__ == "__main__":  # the sweep child process re-imports this file: keep the guard
+    sys.exit(main(sys.argv[1:]))
