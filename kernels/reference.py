@@ -122,10 +122,15 @@ def naive_attention(
     vf = np.repeat(v.astype(acc_dtype), group, axis=1)
     scores = (qf @ kf.swapaxes(-1, -2)) * scale
     seen = visible(q.shape[2], k.shape[2], mask, input_pos, window)
+    return masked_softmax_product(scores, seen, vf)
+
+
+def masked_softmax_product(scores: np.ndarray, seen: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """softmax(scores where seen, else -inf) @ v, with zeros for rows that see nothing."""
     scores = np.where(seen, scores, -np.inf)
     row_max = scores.max(axis=-1, keepdims=True)
     row_max = np.where(np.isneginf(row_max), 0.0, row_max)
     weights = np.exp(scores - row_max)
     total = weights.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, (weights @ vf) / np.where(total > 0, total, 1), 0.0)
+        return np.where(total > 0, (weights @ v) / np.where(total > 0, total, 1), 0.0)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.reference import masked_softmax_product
 from kernels.schedule import visible_block
 from workbench.config import KernelConfig, Problem
 
@@ -67,13 +68,7 @@ def reference_rows(
     vf = np.asarray(v[batch_index, head // group], dtype=np.float64)
     scores = (qf @ kf.T) * scale
     seen = visible_block(rows, range(k.shape[2]), config.mask, input_pos, config.window)
-    scores = np.where(seen, scores, -np.inf)
-    row_max = scores.max(axis=-1, keepdims=True)
-    row_max = np.where(np.isneginf(row_max), 0.0, row_max)
-    weights = np.exp(scores - row_max)
-    total = weights.sum(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, (weights @ vf) / np.where(total > 0, total, 1), 0.0)
+    return masked_softmax_product(scores, seen, vf)
 
 
 def check_output(

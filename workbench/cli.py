@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from kernels.schedule import MASK_MODES, BlockKind, Schedule
+from kernels.schedule import MASK_MODES, BlockKind
+from workbench.backends.base import schedule_for
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -572,15 +573,7 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     config = KernelConfig(
         tile_m=args.tile_m, tile_n=args.tile_n, mask=args.mask, window=args.window
     )
-    schedule = Schedule(
-        problem.q_len,
-        problem.k_len,
-        config.tile_m,
-        config.tile_n,
-        config.mask,
-        problem.input_pos,
-        config.window,
-    )
+    schedule = schedule_for(problem, config)
     counts = schedule.counts()
     grid = schedule.block_map
     if args.json:

@@ -12,21 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from workbench.backends.base import Availability, Backend, schedule_for
+from workbench.backends.base import Availability, schedule_for
+from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import (
-    CupyEventTimer,
-    HostView,
     as_kernel_dtype,
     cuda_home_problem,
     cupy_device,
-    cupy_free_bytes,
     cupy_graph_launch,
-    cupy_l2_flusher,
     device_inputs,
-    gpu_machine_info,
 )
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import Timer, TimingSettings
+from workbench.timing import TimingSettings
 
 KERNEL_TILES = (64, 128, 256)
 KERNEL_HEAD_DIMS = (64, 128, 256)
@@ -46,7 +42,7 @@ def _kernel_module() -> Any:
     return cutile_fmha
 
 
-class CutileBackend(Backend):
+class CutileBackend(CupyBackend):
     name = "cutile"
     description = "the project's cuTile FlashAttention kernel"
 
@@ -91,12 +87,6 @@ class CutileBackend(Backend):
     def default_timing(self) -> TimingSettings:
         return TimingSettings(warmup=5, min_samples=30, min_time_s=0.5)
 
-    def memory_capacity(self) -> int | None:
-        return cupy_free_bytes()
-
-    def machine_info(self) -> dict[str, Any]:
-        return gpu_machine_info()
-
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
         if problem.head_dim not in KERNEL_HEAD_DIMS:
@@ -112,15 +102,6 @@ class CutileBackend(Backend):
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
         return tuple(as_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
-
-    def host_view(self, tensor: Any) -> Any:
-        return HostView(tensor)
-
-    def synchronize(self) -> None:
-        import cupy
-
-        cupy.cuda.get_current_stream().synchronize()
-        cupy.cuda.Device().synchronize()
 
     def _launch_kwargs(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
@@ -174,12 +155,6 @@ class CutileBackend(Backend):
         if self._out is not None:
             self._out.fill_(np.nan) if hasattr(self._out, "fill_") else self._out.fill(np.nan)
 
-    def timer(self) -> Timer:
-        return CupyEventTimer()
-
-    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
-        return cupy_l2_flusher() if settings.flush_l2 else None
-
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         """From the instrumented kernel, with the tiles and knobs that were timed."""
         fmha = _kernel_module()
@@ -206,21 +181,9 @@ class CutileBackend(Backend):
         )
         return recorded.map
 
-    def reset_peak_memory(self) -> None:
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()
-
-    def peak_memory_bytes(self) -> int | None:
-        import cupy
-
-        return int(cupy.get_default_memory_pool().total_bytes())
-
     def release(self) -> None:
-        import cupy
-
         self._out = None
-        cupy.get_default_memory_pool().free_all_blocks()
+        super().release()
 
     def measure_point(self, problem, config, settings, rng):  # type: ignore[no-untyped-def]
         self._settings = settings

@@ -12,18 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from workbench.backends.base import Availability, Backend
+from workbench.backends.base import Availability
+from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import (
-    CupyEventTimer,
-    HostView,
     cupy_device,
-    cupy_free_bytes,
-    cupy_l2_flusher,
     device_inputs,
-    gpu_machine_info,
 )
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import Timer, TimingSettings
+from workbench.timing import TimingSettings
 
 # The launch works on one float32 (B, H, Nq, Nk) score buffer in place; allow 10 % for the
 # allocator and the row statistics, plus float32 copies of the inputs.
@@ -35,7 +31,7 @@ def naive_bytes(problem: Problem) -> int:
     return int(SCORE_MARGIN * scores) + 4 * problem.tensor_bytes()
 
 
-class NaiveCupyBackend(Backend):
+class NaiveCupyBackend(CupyBackend):
     name = "naive"
     description = "materialized softmax(QKᵀ)V in CuPy"
 
@@ -47,12 +43,6 @@ class NaiveCupyBackend(Backend):
 
     def default_timing(self) -> TimingSettings:
         return TimingSettings(warmup=2, min_samples=10, min_time_s=0.3)
-
-    def memory_capacity(self) -> int | None:
-        return cupy_free_bytes()
-
-    def machine_info(self) -> dict[str, Any]:
-        return gpu_machine_info()
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
@@ -72,14 +62,6 @@ class NaiveCupyBackend(Backend):
         # CuPy has no bfloat16: keep the (already bf16-rounded) values in float32.
         dtype = cupy.float16 if problem.dtype == "float16" else cupy.float32
         return tuple(x.astype(dtype) for x in device_inputs(problem, rng))
-
-    def host_view(self, tensor: Any) -> Any:
-        return HostView(tensor)
-
-    def synchronize(self) -> None:
-        import cupy
-
-        cupy.cuda.Device().synchronize()
 
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
@@ -118,25 +100,3 @@ class NaiveCupyBackend(Backend):
             return out.astype(out_dtype)
 
         return launch
-
-    def timer(self) -> Timer:
-        return CupyEventTimer()
-
-    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
-        return cupy_l2_flusher() if settings.flush_l2 else None
-
-    def reset_peak_memory(self) -> None:
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()
-
-    def peak_memory_bytes(self) -> int | None:
-        import cupy
-
-        # The pool keeps every block it handed out, so its size after the launches is the peak.
-        return int(cupy.get_default_memory_pool().total_bytes())
-
-    def release(self) -> None:
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()
