@@ -78,6 +78,16 @@ if _QT_PROBLEM is None:
             return [text for k, _, text in self.shown if kind is None or k == kind]
 
     @pytest.fixture(autouse=True)
+    def hang_guard() -> Iterator[None]:
+        """A GUI test that hangs (a real modal dialog, a deadlock) would stall CI forever:
+        after three minutes, print every thread's stack and exit."""
+        import faulthandler
+
+        faulthandler.dump_traceback_later(180, exit=True)
+        yield
+        faulthandler.cancel_dump_traceback_later()
+
+    @pytest.fixture(autouse=True)
     def dialogs(monkeypatch: pytest.MonkeyPatch) -> Dialogs:
         record = Dialogs()
 

@@ -19,7 +19,7 @@ from gui_helpers import (
     type_into,
 )
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QMessageBox
+from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QMenu, QMessageBox
 
 from workbench import store as store_module
 from workbench.gui.colors import run_color
@@ -316,3 +316,35 @@ def test_status_column_shows_failures_with_their_error(
     index = window.history.model.index(0, COL_STATUS)
     assert index.data() == "failed"
     assert window.history.model.row_of(run_id) == 0
+
+
+def test_context_menu_offers_the_same_actions(
+    qtbot: Any,
+    make_window: Any,
+    two_runs: tuple[int, int],
+    dialogs: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, _ = two_runs
+    window = make_window()
+    click_row(qtbot, window, 1)
+    offered: list[tuple[str, bool]] = []
+
+    def choose_relabel(menu: QMenu, global_pos: Any) -> Any:
+        # Instead of a popup waiting for the mouse: note what is offered, pick "Relabel…".
+        offered.extend((a.text(), a.isEnabled()) for a in menu.actions())
+        action = next(a for a in menu.actions() if a.text() == "Relabel…")
+        action.trigger()
+        return action
+
+    monkeypatch.setattr(window.history, "exec_menu", choose_relabel)
+    dialogs.text_answer = ("from the menu", True)
+    table = window.history.table
+    table.customContextMenuRequested.emit(row_rect_center(table, 1))
+    assert offered == [
+        ("Load into form", True),
+        ("Relabel…", True),
+        ("Delete…", True),
+        ("Export CSV…", True),
+    ]
+    assert window.store.run(first).label == "from the menu"

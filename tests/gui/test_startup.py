@@ -41,8 +41,12 @@ def check():
         QTimer.singleShot(5, check)
 
 QTimer.singleShot(0, check)
-from workbench.gui.app import main
-code = main(sys.argv[1])
+if sys.argv[2] == "cli":  # `fmha-workbench --db PATH`: no command opens the window
+    from workbench.cli import main as cli_main
+    code = cli_main(["--db", sys.argv[1]])
+else:
+    from workbench.gui.app import main
+    code = main(sys.argv[1])
 print(f"EXIT {code}", flush=True)
 """
 
@@ -68,11 +72,12 @@ def test_the_window_shows_within_two_seconds(
     assert took < 2.0, f"the window took {took:.2f} s to show"
 
 
+@pytest.mark.parametrize("entry", ["gui-main", "cli"])
 def test_main_entry_point_shows_the_window_within_two_seconds_of_process_start(
-    tmp_path: Path,
+    tmp_path: Path, entry: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", SHOW_AND_QUIT, str(tmp_path / "runs.db")],
+        [sys.executable, "-c", SHOW_AND_QUIT, str(tmp_path / "runs.db"), entry],
         env=subprocess_env(tmp_path),
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from gui_helpers import StallMeter, click_run, pick, run_and_wait, small_problem, type_into
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QMessageBox
 
 from kernels.schedule import BlockKind, Schedule
 from workbench.backends.base import BackendError
@@ -72,9 +73,12 @@ def test_reference_sweep_fills_plots_history_and_heatmap(qtbot: Any, window: Any
         heat.current_grid(), Schedule(128, 128, 32, 32, "causal").block_map
     )
 
-    # Picking the other length redraws from the store.
-    heat.select_seq_len(64)
+    # Picking the other length redraws from the store, and the choice sticks.
+    pick(heat.seq_len, 64)
     assert heat.facts.counts == Schedule(64, 64, 32, 32, "causal").counts()
+    window.history.select_runs([run_id])
+    qtbot.wait(50)
+    assert heat.current_seq_len() == 64
 
 
 def test_heatmap_is_row_major_inverted_and_has_tooltips(qtbot: Any, window: Any) -> None:
@@ -336,3 +340,27 @@ def test_a_dying_sweep_process_leaves_a_failed_run_and_a_dialog(
         "stopped unexpectedly (killed by signal 9)" in text for text in dialogs.texts("critical")
     )
     assert window.history.model.index(0, 7).data() == "failed"
+
+
+@pytest.mark.usefixtures("slow_points")
+def test_closing_during_a_sweep_asks_and_keeps_the_run(
+    qtbot: Any, window: Any, dialogs: Any
+) -> None:
+    window.sweep_in_child = False  # the slow_points patch lives in this process
+    small_problem(qtbot, window, seq_lens="64,128,256,512,1024")
+    click_run(qtbot, window)
+    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=20_000)
+    store_path = window.store.path
+    run_id = window.last_run_id
+
+    dialogs.question_answer = QMessageBox.StandardButton.No
+    window.close()
+    assert window.isVisible() and window.is_running()  # the user changed their mind
+    assert "A sweep is running" in dialogs.shown[-1][1]
+
+    dialogs.question_answer = QMessageBox.StandardButton.Yes
+    window.close()
+    assert not window.isVisible() and not window.is_running()
+    with Store(store_path) as store:
+        run = store.run(run_id)
+        assert run.status == "cancelled" and 1 <= len(store.points(run_id)) < 5

@@ -487,7 +487,8 @@ class HistoryPanel(QWidget):
         # clicked/triggered pass a "checked" flag; export_selected takes none.
         self.export_selected()
 
-    def _on_context_menu(self, pos: Any) -> None:
+    def context_menu(self) -> QMenu:
+        """The right-click menu: the panel's buttons, enabled alike."""
         menu = QMenu(self)
         for text, slot, button in (
             ("Load into form", self._on_load, self.load_button),
@@ -499,7 +500,16 @@ class HistoryPanel(QWidget):
             action.setEnabled(button.isEnabled())
             action.triggered.connect(slot)
             menu.addAction(action)
-        menu.exec(self.table.viewport().mapToGlobal(pos))
+        return menu
+
+    def _on_context_menu(self, pos: Any) -> None:
+        menu = self.context_menu()
+        self.exec_menu(menu, self.table.viewport().mapToGlobal(pos))
+        menu.deleteLater()
+
+    def exec_menu(self, menu: QMenu, global_pos: Any) -> Any:
+        """Show ``menu`` modally (a seam: tests pick an action instead of waiting for a mouse)."""
+        return menu.exec(global_pos)
 
     def _on_store_failed(self, text: str) -> None:
         QMessageBox.warning(self, "Database", text)
