@@ -401,8 +401,8 @@ class MainWindow(QMainWindow):
         return runs
 
     def _points_for(self, run_ids: list[int]) -> dict[int, list[Any]]:
-        if self.store is None:
-            return {}
+        if self.store is None:  # no database (or after shutdown): runs without points
+            return {run_id: [] for run_id in run_ids}
         points: dict[int, list[Any]] = {}
         for run_id in run_ids:
             try:
@@ -578,6 +578,8 @@ class MainWindow(QMainWindow):
             # dialog after close, a read on a closed store). The runner itself stores the run
             # as cancelled.
             self._worker.blockSignals(True)
+            # The current point may take a while (a long compile): let the window go now.
+            self.hide()
         if self._probe is not None:
             self._probe.blockSignals(True)
         for thread in (self._thread, self._probe_thread):
@@ -593,3 +595,5 @@ class MainWindow(QMainWindow):
         if self.store is not None:
             self.store.close()
             self.store = None
+            # Nothing may read the closed connection later (a late scroll, a queued refresh).
+            self.history.set_store(None)
