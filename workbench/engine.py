@@ -37,8 +37,13 @@ def _resolve(target: str) -> Any:
     return value
 
 
-def _serve(conn: Connection) -> None:
-    """Child loop: run calls until told to stop or until one fails."""
+def _serve(conn: Connection, unset: tuple[str, ...] = ()) -> None:
+    """Child loop: run calls until told to stop or until one fails.
+
+    ``unset`` names environment variables to drop before anything CUDA loads (a CUDA_HOME that
+    would break tileiras); doing it here leaves the parent's environment untouched."""
+    for name in unset:
+        os.environ.pop(name, None)
     while True:
         try:
             message = conn.recv()
@@ -70,22 +75,14 @@ class Engine:
         return self._process.pid if self._process is not None else None
 
     def _start(self) -> None:
-        from workbench.backends.gpu import clean_cuda_environment
+        from workbench.backends.gpu import cuda_home_problem
 
         parent, child = self._context.Pipe()
-        # The child inherits os.environ at spawn: drop a CUDA_HOME that would break tileiras.
-        saved = dict(os.environ)
-        cleaned = clean_cuda_environment(saved)  # reads os.environ: before it is cleared
-        os.environ.clear()
-        os.environ.update(cleaned)
-        try:
-            process = self._context.Process(
-                target=_serve, args=(child,), name="fmha-gpu-engine", daemon=True
-            )
-            process.start()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        unset = ("CUDA_HOME", "CUDA_PATH") if cuda_home_problem() else ()
+        process = self._context.Process(
+            target=_serve, args=(child, unset), name="fmha-gpu-engine", daemon=True
+        )
+        process.start()
         child.close()
         self._process, self._conn = process, parent
 

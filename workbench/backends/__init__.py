@@ -67,9 +67,11 @@ def backend_statuses() -> dict[str, Availability]:
     return statuses
 
 
-def machine_summary() -> str:
-    """One line for a status bar: the GPU in use, or that the CPU reference is."""
-    statuses = backend_statuses()
+def machine_summary(statuses: dict[str, Availability] | None = None) -> str:
+    """One line for a status bar: the GPU in use, or that the CPU reference is.
+
+    Pass the result of :func:`backend_statuses` when you have it: probing again costs time."""
+    statuses = statuses if statuses is not None else backend_statuses()
     gpu = [s.reason for n, s in statuses.items() if n != "reference" and s.available]
     if gpu:
         return gpu[0]

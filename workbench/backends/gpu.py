@@ -87,13 +87,6 @@ def cuda_home_problem() -> str | None:
     )
 
 
-def clean_cuda_environment(env: dict[str, str]) -> dict[str, str]:
-    """The environment for the GPU engine: without a CUDA_HOME that would break tileiras."""
-    if cuda_home_problem():
-        env = {k: v for k, v in env.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    return env
-
-
 class _EventTimer(Timer):
     """Device time of each launch, between two CUDA events on the launching stream.
 

@@ -225,7 +225,7 @@ class ProbeWorker(QObject):
             from workbench.backends import backend_statuses, machine_summary
 
             statuses = backend_statuses()
-            summary = machine_summary()
+            summary = machine_summary(statuses)
         except Exception as exc:
             summary = f"Could not probe backends: {exc}"
         self.probed.emit(statuses, summary)
