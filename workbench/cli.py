@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
+from workbench.compare import compare_cell
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -485,6 +486,7 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
         base_point = points[base].get(n)
         for r in runs:
             p = points[r.id].get(n)
+            cell = compare_cell(p, base_point) if p and r.id != base else None
             entry["runs"][str(r.id)] = {
                 "latency_ms": p.latency_ms if p else None,
                 "tflops": p.tflops if p else None,
@@ -492,6 +494,10 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
                 "speedup_vs_base": (base_point.latency_ms / p.latency_ms)
                 if p and base_point
                 else None,
+                # the same rule as the window's compare table: a change beyond the runs' noise
+                "delta_pct": cell.delta_pct if cell else None,
+                "noise_pct": cell.noise_pct if cell else None,
+                "significant": cell.significant if cell else False,
             }
         rows.append(entry)
     return {
@@ -531,13 +537,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 cell = entry["runs"][str(r["id"])]
                 row.append(_fmt(cell["latency_ms"], ".4f"))
                 if r["id"] != data["base"]:
-                    row.append(
-                        _fmt(cell["speedup_vs_base"], ".3f") + "×"
-                        if cell["speedup_vs_base"]
-                        else "-"
-                    )
+                    speedup = cell["speedup_vs_base"]
+                    mark = "" if cell["significant"] else " ~"
+                    row.append(f"{speedup:.3f}×{mark}" if speedup else "-")
             rows.append(row)
         print(_table(rows, header))
+        print("~ within the runs' own noise (p20-p80 half-spreads added, at least 1 %)")
     return EXIT_OK
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from gui_helpers import seed_run
 
-from workbench.gui.compare import FASTER, MIN_NOISE_PCT, SLOWER, compare_cell, relative_spread_pct
+from workbench.compare import MIN_NOISE_PCT, compare_cell, relative_spread_pct
+from workbench.gui.compare import FASTER, SLOWER
 from workbench.store import Store
 
 pytestmark = pytest.mark.gui

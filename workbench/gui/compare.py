@@ -10,7 +10,6 @@ to real changes only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -27,58 +26,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.compare import MIN_NOISE_PCT, Cell, compare_table
 from workbench.gui.colors import run_color
 
-MIN_NOISE_PCT = 1.0
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
 SLOWER = QColor("#ffcdd2")  # red: higher latency
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run at one length against the baseline at that length."""
-
-    latency_ms: float
-    delta_pct: float | None  # None for the baseline itself or when the baseline lacks the length
-    noise_pct: float | None
-    significant: bool
-
-
-def relative_spread_pct(point: Any) -> float:
-    """Half the p20–p80 width as a percentage of the median."""
-    if point.latency_ms <= 0:
-        return 0.0
-    return 50.0 * (point.latency_p80_ms - point.latency_p20_ms) / point.latency_ms
-
-
-def compare_cell(point: Any, base: Any | None) -> Cell:
-    if base is None or base.latency_ms <= 0:
-        return Cell(point.latency_ms, None, None, False)
-    delta = 100.0 * (point.latency_ms - base.latency_ms) / base.latency_ms
-    noise = max(relative_spread_pct(point) + relative_spread_pct(base), MIN_NOISE_PCT)
-    return Cell(point.latency_ms, delta, noise, abs(delta) > noise)
-
-
-def compare_table(
-    baseline_id: int, points_by_run: dict[int, Sequence[Any]]
-) -> list[tuple[int, dict[int, Cell]]]:
-    """Rows (seq_len, {run_id: Cell}) over the union of measured lengths, shortest first."""
-    by_len = {rid: {p.seq_len: p for p in pts} for rid, pts in points_by_run.items()}
-    lengths = sorted({n for pts in by_len.values() for n in pts})
-    base = by_len.get(baseline_id, {})
-    rows = []
-    for n in lengths:
-        cells: dict[int, Cell] = {}
-        for rid, pts in by_len.items():
-            if n not in pts:
-                continue
-            cells[rid] = (
-                Cell(pts[n].latency_ms, None, None, False)
-                if rid == baseline_id
-                else compare_cell(pts[n], base.get(n))
-            )
-        rows.append((n, cells))
-    return rows
 
 
 class ComparePanel(QWidget):
