@@ -285,3 +285,23 @@ def test_runs_left_running_by_a_dead_process_are_marked_failed(db_path: Path) ->
         assert "interrupted" in (run.error or "")
         assert run.finished_at
         assert store.run(mine).status == "running"  # this process is alive: left alone
+
+
+def test_groups_lists_newest_first_filtered_by_kind_with_run_counts(db_path: Path) -> None:
+    with Store(db_path) as store:
+        assert store.groups() == [] and store.groups("ladder") == []
+        first = store.create_group("ladder", "first", {"steps": ["a", "b"]})
+        peers = store.create_group("backends", "peers")
+        second = store.create_group("ladder", "second")
+        store.create_run(small_spec(), {}, group_id=first, step="a")
+        store.create_run(small_spec(), {}, group_id=first, step="b")
+        store.create_run(small_spec(), {})  # in no group
+        assert [g["id"] for g in store.groups()] == [second, peers, first]
+        ladders = store.groups("ladder")
+        assert [(g["id"], g["label"], g["runs"]) for g in ladders] == [
+            (second, "second", 0),
+            (first, "first", 2),
+        ]
+        assert ladders[1]["spec"] == {"steps": ["a", "b"]} and ladders[0]["spec"] == {}
+        assert ladders[1]["kind"] == "ladder" and ladders[1]["created_at"]
+        assert store.groups("nothing") == []

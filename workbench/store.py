@@ -574,6 +574,17 @@ class Store:
         row["spec"] = json.loads(row["spec"] or "{}")
         return row
 
+    def groups(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Groups (of one ``kind``, e.g. 'ladder'), newest first, as :meth:`group` returns them
+        plus ``runs``, how many runs they hold now."""
+        where, params = (" WHERE g.kind = ?", [kind]) if kind is not None else ("", [])
+        rows = self.db.query(
+            "SELECT g.*, (SELECT COUNT(*) FROM runs r WHERE r.group_id = g.id) AS runs "
+            f"FROM groups g{where} ORDER BY g.id DESC",
+            params,
+        )
+        return [{**row, "spec": json.loads(row["spec"] or "{}")} for row in rows]
+
     def points(self, run_id: int) -> list[PointRecord]:
         rows = self.db.query("SELECT * FROM points WHERE run_id = ? ORDER BY seq_len", [run_id])
         return [PointRecord.from_row(row) for row in rows]
