@@ -112,9 +112,12 @@ def seed_run(
     machine: dict[str, Any] | None = None,
     mask: str = "none",
     status: str = "complete",
+    group_id: int | None = None,
+    step: str | None = None,
 ) -> int:
     """A stored run with chosen timings, written through the store's own API.
 
+    ``group_id`` and ``step`` make it a step of a stored ladder (or another group).
     ``samples_ms`` gives each length's raw samples, so latencies and p20–p80 spreads are
     exact; lengths without samples get (1.0, 1.0, 1.0) ms scaled by (N / 64)².
     """
@@ -128,7 +131,12 @@ def seed_run(
     problem = Problem(batch=1, heads=2, head_dim=32)
     config = KernelConfig(tile_m=32, tile_n=32, mask=mask)
     spec = SweepSpec(problem, seq_lens, config, label=label)
-    run_id = store.create_run(spec, machine if machine is not None else {"hostname": "here"})
+    run_id = store.create_run(
+        spec,
+        machine if machine is not None else {"hostname": "here"},
+        group_id=group_id,
+        step=step,
+    )
     for n in seq_lens:
         p = problem.with_seq_len(n)
         default = tuple(s * (n / 64) ** 2 for s in (1.0, 1.0, 1.0))

@@ -71,9 +71,16 @@ def format_flops(value: float) -> str:
 class HeatmapPanel(QWidget):
     """Block map of one run at one sequence length, with legend, counts, savings and tooltips."""
 
-    def __init__(self, loader: BlockLoader, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        loader: BlockLoader,
+        parent: QWidget | None = None,
+        *,
+        empty_text: str = "Select a run in History to see which blocks it computed.",
+    ) -> None:
         super().__init__(parent)
         self._loader = loader
+        self._empty_text = empty_text
         self._run: Any = None  # workbench.store.RunRecord
         self._grid: np.ndarray | None = None
         self._tiles: tuple[int, int] | None = None
@@ -139,7 +146,7 @@ class HeatmapPanel(QWidget):
         layout.addLayout(legend)
         layout.addWidget(self.summary)
         self.facts: MapFacts | None = None
-        self._show_message("Select a run in History to see which blocks it computed.")
+        self._show_message(self._empty_text)
 
     # ---- input ----------------------------------------------------------------------------------
     def set_loader(self, loader: BlockLoader) -> None:
@@ -169,7 +176,7 @@ class HeatmapPanel(QWidget):
         self.seq_len.blockSignals(False)
         if run is None:
             self.title.setText("No run selected")
-            self._show_message("Select a run in History to see which blocks it computed.")
+            self._show_message(self._empty_text)
             return
         cfg = run.config
         self.title.setText(

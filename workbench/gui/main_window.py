@@ -1,4 +1,5 @@
-"""The main window: wires the controls, the worker, the plots, the heatmap, history and compare.
+"""The main window: wires the controls, the worker, the plots, the heatmap, history, compare and
+the ladder view.
 
 It owns the GUI thread's Store (reading, relabelling, deleting) and starts one SweepWorker per run;
 the worker opens its own Store on the same file. Every worker signal lands on a bound method of
@@ -9,6 +10,7 @@ truth, whenever the selection changes or a point arrives.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,9 @@ from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
 from workbench.gui.heatmap import HeatmapPanel
 from workbench.gui.history import HistoryPanel
+from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel, Series
+from workbench.gui.sweep_child import LadderJob
 from workbench.gui.worker import (
     ProbeWorker,
     SweepWorker,
@@ -45,6 +49,22 @@ from workbench.store import Store, StoreError, default_db_path
 GUI_BUSY_TIMEOUT_S = 0.25
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
+# A ladder's preflight error naming one of these is the form's to mark; any other field is a
+# ladder step's knob (the steps come from the preset, not the form), reported in the view.
+PROBLEM_FIELDS = frozenset(
+    (
+        "batch",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "dtype",
+        "seq_lens",
+        "q_len",
+        "k_len",
+        "input_pos",
+        "backend",
+    )
+)
 
 
 class MainWindow(QMainWindow):
@@ -75,6 +95,13 @@ class MainWindow(QMainWindow):
         self._last_elapsed = 0.0
         self._points_done = 0
         self._pending_notice: str | None = None
+        # The running ladder, if the worker runs one: its group, the step in progress (index,
+        # total, name), the points per step, and the steps that did not complete.
+        self._ladder_job: LadderJob | None = None
+        self._ladder_group: int | None = None
+        self._ladder_step: tuple[int, int, str] = (0, 0, "")
+        self._ladder_points = 0
+        self._ladder_ended: list[tuple[str, str]] = []  # (status, what) per finished step
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
 
@@ -103,12 +130,17 @@ class MainWindow(QMainWindow):
         self.plots = PlotsPanel()
         self.heatmap = HeatmapPanel(self._load_block_map)
         self.compare = ComparePanel()
+        self.ladder = LadderPanel(self._load_block_map)
+        self.ladder.runRequested.connect(self.start_ladder)
+        self.ladder.cancelRequested.connect(self.cancel_run)
+        self.ladder.exportRequested.connect(self.export_ladder_csv)
+        self.ladder.message.connect(self._show_status)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("view_tabs")
         self.tabs.addTab(self.plots, "Plots")
         self.tabs.addTab(self.heatmap, "Block map")
         self.tabs.addTab(self.compare, "Compare")
-        # A ladder view (issue #6) becomes one more tab here, fed by the same selection.
+        self.tabs.addTab(self.ladder, "Ladder")
 
         self.history = HistoryPanel(None)
         self.history.selectionChangedIds.connect(self._on_selection)
@@ -163,6 +195,7 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         run_menu = self.menuBar().addMenu("&Run")
         self.run_action = self._action(run_menu, "&Run sweep", self.start_run, "Ctrl+R")
+        self.run_ladder_action = self._action(run_menu, "Run &ladder", self.start_ladder, "Ctrl+L")
         self.cancel_action = self._action(
             run_menu, "&Cancel after this point", self.cancel_run, "Esc"
         )
@@ -214,14 +247,17 @@ class MainWindow(QMainWindow):
     def _set_store(self, store: Store | None, path: Path) -> None:
         self.history.set_store(store)
         self.heatmap.set_run(None)
+        self.ladder.set_store(store)
         self._on_selection(self.history.selected_ids())
         self.setWindowTitle(f"FMHA Workbench — {path}")
         if store is None:
-            self.controls.set_can_run(False, "No run database is open (File › Open database…)")
+            reason = "No run database is open (File › Open database…)"
         elif store.read_only:
-            self.controls.set_can_run(False, store.notice or "The database is open read-only")
+            reason = store.notice or "The database is open read-only"
         else:
-            self.controls.set_can_run(True)
+            reason = ""
+        self.controls.set_can_run(not reason, reason)
+        self.ladder.set_can_run(not reason, reason)
 
     def _show_pending_notice(self) -> None:
         notice, self._pending_notice = self._pending_notice, None
@@ -284,11 +320,50 @@ class MainWindow(QMainWindow):
             self.controls.mark_error(exc.field, str(exc))
             self._show_status(str(exc))
             return
-        self._time_left = TimeLeft(spec.seq_lens)
+        self._start_worker(spec, spec.seq_lens)
+
+    def start_ladder(self) -> None:
+        """Run the built-in ladder on the form's problem, lengths and backend (the Ladder tab)."""
+        if self.is_running():
+            return
+        self.controls.clear_errors()
+        if self.store is None or self.store.read_only:
+            self._warn("Ladder", "No writable run database is open (File › Open database…).")
+            return
+        try:
+            spec = self.controls.spec()
+        except ConfigError as exc:
+            self.controls.mark_error(exc.field, str(exc))
+            self._show_status(str(exc))
+            return
+        from workbench.ladder import load_ladder  # the core, only once a ladder is asked for
+
+        ladder = load_ladder()
+        problem = spec.problem
+        if problem.input_pos and spec.config.mask != "causal":
+            # The ladder's steps bring their own mask (causal); the form's offset goes with its
+            # "causal with offset" choice only, not with a sliding window.
+            problem = dataclasses.replace(problem, input_pos=0, k_len=problem.q_len)
+        job = LadderJob(ladder, problem, spec.seq_lens, spec.backend, spec.label)
+        self._ladder_job = job
+        self._ladder_group = None
+        self._ladder_step = (0, len(ladder.steps), "")
+        self._ladder_points = len(spec.seq_lens)
+        self._ladder_ended = []
+        self.tabs.setCurrentWidget(self.ladder)
+        self._start_worker(job, spec.seq_lens * len(ladder.steps))
+
+    def _start_worker(self, job: Any, all_points: tuple[int, ...]) -> None:
+        """Start the worker on a sweep or a ladder; ``all_points`` are the lengths it measures,
+        in order (a ladder's lengths once per step)."""
+        assert self.store is not None
+        self._time_left = TimeLeft(all_points)
         self._last_elapsed = 0.0
         self._points_done = 0
         self._live_run_id = None
-        worker = SweepWorker(spec, self.store.path, self.timing, in_child=self.sweep_in_child)
+        worker = SweepWorker(job, self.store.path, self.timing, in_child=self.sweep_in_child)
+        worker.ladderStarted.connect(self._on_ladder_started)
+        worker.stepStarted.connect(self._on_step_started)
         worker.runStarted.connect(self._on_run_started)
         worker.pointStarted.connect(self._on_point_started)
         worker.pointFinished.connect(self._on_point_finished)
@@ -299,34 +374,64 @@ class MainWindow(QMainWindow):
         self._thread = start_in_thread(worker, self)
         # Connected after start_in_thread so thread.quit runs before this slot waits on it.
         worker.done.connect(self._on_worker_done)
-        self.controls.set_running(True)
-        self.run_action.setEnabled(False)
-        self.cancel_action.setEnabled(True)
-        self.progress.setRange(0, len(spec.seq_lens))
+        self._set_running_ui(True)
+        self.progress.setRange(0, len(all_points))
         self.progress.setValue(0)
         self.progress.show()
         self.progress_label.setText("Starting…")
         self.progress_label.show()
+
+    def _set_running_ui(self, running: bool) -> None:
+        self.controls.set_running(running)
+        self.ladder.set_running(running)
+        self.run_action.setEnabled(not running)
+        self.run_ladder_action.setEnabled(not running)
+        self.cancel_action.setEnabled(running)
 
     def cancel_run(self) -> None:
         if self._worker is not None and not self._worker.cancel_requested:
             self._worker.request_cancel()
             self.progress_label.setText("Cancelling after the current point…")
             self.controls.cancel_button.setEnabled(False)
+            self.ladder.cancel_button.setEnabled(False)
+
+    @Slot(int, int)
+    def _on_ladder_started(self, group_id: int, steps: int) -> None:
+        self._ladder_group = group_id
+        self.ladder.set_live_group(group_id)
+        self._show_status(f"Ladder #{group_id}: {steps} steps")
+
+    @Slot(int, int, str)
+    def _on_step_started(self, index: int, total: int, name: str) -> None:
+        self._ladder_step = (index, total, name)
+        self.progress_label.setText(f"{self._step_prefix()}starting…")
+
+    def _step_prefix(self) -> str:
+        if self._ladder_job is None:
+            return ""
+        index, total, name = self._ladder_step
+        return f"Ladder step {index + 1}/{total} ({name}) · "
+
+    def _progress_offset(self) -> int:
+        """Points measured by the ladder's earlier steps (0 for a sweep)."""
+        return self._ladder_step[0] * self._ladder_points if self._ladder_job is not None else 0
 
     @Slot(int, int)
     def _on_run_started(self, run_id: int, total: int) -> None:
         self._live_run_id = run_id
         self.last_run_id = run_id
+        self._last_elapsed = 0.0  # each run's elapsed_s counts from its own start
         self.history.refresh(keep_selection=False)
         self.history.select_runs([run_id])
+        if self._ladder_job is not None:
+            self.ladder.refresh()
 
     @Slot(int, int, int, int)
     def _on_point_started(self, run_id: int, index: int, total: int, seq_len: int) -> None:
         left = self._time_left.seconds_left() if self._time_left else None
         eta = f" · about {format_duration(left)} left" if left is not None else ""
         self.progress_label.setText(
-            f"Run #{run_id}: point {index + 1}/{total}, N = {seq_len:,}{eta}"
+            f"{self._step_prefix()}Run #{run_id}: point {index + 1}/{total}, N = {seq_len:,}{eta}"
         )
 
     @Slot(object)
@@ -336,20 +441,33 @@ class MainWindow(QMainWindow):
             self._time_left.add(event.point.seq_len, event.elapsed_s - self._last_elapsed)
         self._last_elapsed = event.elapsed_s
         self._points_done = event.index + 1
-        self.progress.setValue(event.index + 1)
+        self.progress.setValue(self._progress_offset() + event.index + 1)
         left = self._time_left.seconds_left() if self._time_left else None
         eta = f" · about {format_duration(left)} left" if left else ""
         self.progress_label.setText(
-            f"Run #{event.run_id}: {event.index + 1}/{event.total} done, "
+            f"{self._step_prefix()}Run #{event.run_id}: {event.index + 1}/{event.total} done, "
             f"N = {event.point.seq_len:,} took {event.point.latency_ms:.3g} ms{eta}"
         )
         if event.run_id in self.history.selected_ids():
             self._refresh_run_views(event.run_id)
+        if self._ladder_job is not None and self.ladder.group_id() == self._ladder_group:
+            self.ladder.refresh()
 
     @Slot(int, str, str)
     def _on_run_finished(self, run_id: int, status: str, error: str) -> None:
         self.history.refresh_run(run_id)
         self._refresh_run_views(run_id)
+        if self._ladder_job is not None:
+            # One message for the whole ladder when it ends, not a dialog per failed step.
+            index, total, name = self._ladder_step
+            detail = f": {error.splitlines()[0]}" if error else ""
+            self._ladder_ended.append(
+                (status, f"step {index + 1}/{total} {name} (run #{run_id}) {status}{detail}")
+            )
+            self._show_status(f"Ladder step {index + 1}/{total} ({name}): run #{run_id} {status}")
+            if self.ladder.group_id() == self._ladder_group:
+                self.ladder.refresh()
+            return
         if status == "failed":
             self._show_status(f"Run #{run_id} failed")
             self._error(
@@ -366,7 +484,11 @@ class MainWindow(QMainWindow):
 
     @Slot(str, str)
     def _on_rejected(self, field: str, message: str) -> None:
-        self.controls.mark_error(field, message)
+        if self._ladder_job is not None and field not in PROBLEM_FIELDS:
+            # A step's own knob (from the ladder preset) that this backend or problem refuses.
+            self._warn("Ladder", f"The ladder cannot run as set:\n\n{message}")
+        else:
+            self.controls.mark_error(field, message)
         self._show_status(message)
 
     @Slot(str)
@@ -382,14 +504,42 @@ class MainWindow(QMainWindow):
             # run() has returned and thread.quit() was queued before this slot: a short wait.
             self._thread.wait()
             self._thread.deleteLater()
+        cancelled = self._worker is not None and self._worker.cancel_requested
         self._thread = None
         self._worker = None
         self._live_run_id = None
-        self.controls.set_running(False)
-        self.run_action.setEnabled(True)
-        self.cancel_action.setEnabled(False)
+        self._set_running_ui(False)
         self.progress.hide()
         self.progress_label.hide()
+        if self._ladder_job is not None:
+            self._ladder_done(cancelled)
+
+    def _ladder_done(self, cancelled: bool) -> None:
+        job, group_id, ended = self._ladder_job, self._ladder_group, self._ladder_ended
+        self._ladder_job = None
+        self._ladder_group = None
+        self._ladder_ended = []
+        if group_id is None or job is None:
+            return  # refused before anything was stored; _on_rejected or _on_crashed said why
+        self.ladder.set_live_group(None)
+        self.ladder.show_group(group_id)
+        steps = len(job.ladder.steps)
+        complete = sum(status == "complete" for status, _ in ended)
+        failed = [text for status, text in ended if status == "failed"]
+        if failed:
+            self._show_status(f"Ladder #{group_id}: {len(failed)} of {steps} steps failed")
+            self._error(
+                "Ladder step failed",
+                f"Ladder #{group_id}: {len(failed)} of {steps} steps failed; each run is kept "
+                "with the points it measured.\n\n" + "\n".join(failed),
+            )
+        elif complete < steps:
+            how = "cancelled" if cancelled else "stopped"  # stopped: _on_crashed said why
+            self._show_status(
+                f"Ladder #{group_id} {how} after {complete} of {steps} steps; kept as it is"
+            )
+        else:
+            self._show_status(f"Ladder #{group_id} complete: {steps} steps")
 
     # ---- selection and views --------------------------------------------------------------------
     def _runs_for(self, ids: list[int]) -> list[Any]:
@@ -467,14 +617,48 @@ class MainWindow(QMainWindow):
     @Slot(list)
     def _on_relabelled(self, ids: list[int]) -> None:
         self._on_selection(self.history.selected_ids())
+        self.ladder.refresh()
 
     @Slot(list)
     def _on_runs_deleted(self, ids: list[int]) -> None:
         self._on_selection(self.history.selected_ids())
+        self.ladder.refresh_groups()  # a group's run count, or a step gone from its ladder
 
     # ---- export ---------------------------------------------------------------------------------
     def _on_export_csv(self) -> None:
         self.history.export_selected()
+
+    def export_ladder_csv(self, group_id: int) -> Path | None:
+        """Every point of ladder ``group_id``'s runs to a CSV file the user picks."""
+        if self.store is None:
+            return None
+        try:
+            run_ids = [r.id for r in self.store.group_runs(group_id)]
+        except (StoreError, OSError) as exc:
+            self._warn("Export", str(exc))
+            return None
+        if not run_ids:  # export_csv would export every run for an empty list
+            self._show_status(f"Ladder #{group_id} has no runs to export")
+            return None
+        start = str(Path(self.history.export_dir or Path.home()) / f"fmha-ladder-{group_id}.csv")
+        path, _ = QFileDialog.getSaveFileName(
+            self, f"Export ladder #{group_id} to CSV", start, "CSV files (*.csv);;All files (*)"
+        )
+        if not path:
+            return None
+        target = Path(path)
+        if not target.suffix:
+            target = target.with_suffix(".csv")
+        try:
+            rows = self.store.export_csv(target, run_ids)
+        except (StoreError, OSError) as exc:
+            self._warn("Export", f"Could not write {target}:\n{exc}")
+            return None
+        self.history.export_dir = str(target.parent)
+        self._show_status(
+            f"Exported {rows} point{'s' if rows != 1 else ''} of ladder #{group_id} to {target}"
+        )
+        return target
 
     def export_plots_png(self) -> Path | None:
         start = str(Path(self.history.export_dir or Path.home()) / "fmha-plots.png")
@@ -556,10 +740,11 @@ class MainWindow(QMainWindow):
     # ---- closing --------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.is_running():
+            what = "ladder" if self._ladder_job is not None else "sweep"
             answer = QMessageBox.question(
                 self,
-                "A sweep is running",
-                "Stop the sweep after the current point and quit? The points measured so far "
+                f"A {what} is running",
+                f"Stop the {what} after the current point and quit? The points measured so far "
                 "are kept and the run is stored as cancelled.",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
                 QMessageBox.StandardButton.No,
@@ -597,3 +782,4 @@ class MainWindow(QMainWindow):
             self.store = None
             # Nothing may read the closed connection later (a late scroll, a queued refresh).
             self.history.set_store(None)
+            self.ladder.set_store(None)

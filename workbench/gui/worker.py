@@ -1,5 +1,8 @@
 """Background work for the window: the sweep worker, the backend probe, and the time-left estimate.
 
+The sweep worker runs either job of :mod:`workbench.gui.sweep_child`: one sweep (a SweepSpec) or a
+ladder (a LadderJob: one run per step in one group), on the same two paths.
+
 Both workers are QObjects moved to their own QThread. Their signals must be connected to *bound
 methods of QObjects living in the GUI thread* (design.md trap: a lambda or plain function as the
 slot would run in the worker thread, even with a queued connection). The runner is the core's
@@ -25,6 +28,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from workbench.config import SweepSpec
+from workbench.gui.sweep_child import LadderJob, LadderStarted, job_events, run_in_child
 
 
 def computes_in_process(backend: str) -> bool:
@@ -39,7 +43,7 @@ def computes_in_process(backend: str) -> bool:
 
 
 class SweepWorker(QObject):
-    """Runs one sweep for the window: in a child process, or in this worker thread.
+    """Runs one sweep or one ladder for the window: in a child process, or in this worker thread.
 
     SQLite connections must not cross threads (or processes), so whoever runs the sweep opens
     its own Store on the window's database path and closes it before finishing.
@@ -47,6 +51,8 @@ class SweepWorker(QObject):
     None picks a child process exactly for backends that compute in process.
     """
 
+    ladderStarted = Signal(int, int)  # group_id, steps (a ladder job only, before its steps)
+    stepStarted = Signal(int, int, str)  # step index, steps, step name (a ladder job only)
     runStarted = Signal(int, int)  # run_id, total points
     pointStarted = Signal(int, int, int, int)  # run_id, index, total, seq_len
     pointFinished = Signal(object)  # workbench.runner.PointFinished
@@ -57,7 +63,7 @@ class SweepWorker(QObject):
 
     def __init__(
         self,
-        spec: SweepSpec,
+        spec: SweepSpec | LadderJob,
         db_path: str | Path,
         timing: Any = None,
         *,
@@ -104,10 +110,12 @@ class SweepWorker(QObject):
     def _emit_event(self, event: Any) -> None:
         # Imported here so importing the GUI does not pull in the runner and its backends
         # before the window shows.
+        from workbench.ladder import StepStarted
         from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
 
         if isinstance(event, RunStarted):
             self._run_id = event.run_id
+            self._finished = False  # a ladder starts one run per step
             self.runStarted.emit(event.run_id, event.total)
         elif isinstance(event, PointStarted):
             self.pointStarted.emit(event.run_id, event.index, event.total, event.seq_len)
@@ -116,17 +124,19 @@ class SweepWorker(QObject):
         elif isinstance(event, RunFinished):
             self._finished = True
             self.runFinished.emit(event.run_id, event.status, event.error or "")
+        elif isinstance(event, LadderStarted):
+            self.ladderStarted.emit(event.group_id, event.steps)
+        elif isinstance(event, StepStarted):
+            self.stepStarted.emit(event.index, event.total, event.step.name)
 
     def _run_here(self) -> None:
         from workbench.config import ConfigError
-        from workbench.runner import run_sweep
         from workbench.store import Store
 
         store = None
         try:
             store = Store(self._db_path)
-            events = run_sweep(self._spec, store, cancel=self._cancel.is_set, timing=self._timing)
-            for event in events:
+            for event in job_events(self._spec, store, self._cancel.is_set, self._timing):
                 self._emit_event(event)
         except ConfigError as exc:
             # The backend's own limits (memory, unsupported knob), checked before anything is
@@ -140,8 +150,6 @@ class SweepWorker(QObject):
                     store.close()
 
     def _run_in_child(self) -> None:
-        from workbench.gui.sweep_child import run_in_child
-
         receiver, sender = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=run_in_child,

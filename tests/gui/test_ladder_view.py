@@ -1,0 +1,421 @@
+"""The Ladder tab: run the ladder from the window, read its table, chart and block maps, open
+stored ladders (failed and unreached steps included), export one, cancel one mid-way."""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from gui_helpers import pick, seed_run, type_into
+from PySide6.QtCore import QObject, Qt, QThread
+from PySide6.QtWidgets import QApplication
+
+from kernels.schedule import Schedule
+from workbench.backends.base import BackendError
+from workbench.backends.reference import ReferenceBackend
+from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.gui.ladder import (
+    CELL_ROLE,
+    GAIN,
+    LOSS,
+    MISSING,
+    NOT_RUN,
+    VERDICT_ROLE,
+    speedup_verdict,
+)
+from workbench.gui.sweep_child import LadderJob
+from workbench.gui.worker import SweepWorker, start_in_thread
+from workbench.ladder import ladder_table, load_ladder
+from workbench.store import Store
+from workbench.timing import TimingSettings
+
+pytestmark = pytest.mark.gui
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = [s.name for s in load_ladder().steps]
+H200_DB = ROOT / "bench" / "results" / "h200-workbench.db"
+FAST = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
+
+
+def small_ladder_form(qtbot: Any, window: Any, seq_lens: str = "64,128") -> None:
+    """Batch 1, one head, head dim 32: the smallest ladder that still has 2×2 block maps."""
+    c = window.controls
+    type_into(qtbot, c.batch, "1")
+    type_into(qtbot, c.heads, "1")
+    pick(c.head_dim, 32)
+    pick(c.dtype, "float16")
+    type_into(qtbot, c.seq_lens, seq_lens)
+
+
+def click_cell(qtbot: Any, table: Any, row: int, col: int) -> None:
+    rect = table.visualItemRect(table.item(row, col))
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+def expected_background(verdict: str) -> Any:
+    return {"gain": GAIN, "loss": LOSS, "missing": MISSING}.get(verdict)
+
+
+def check_colours(panel: Any, key: str) -> list[str]:
+    """Every measured cell's background follows the rule on its ratio ``key``."""
+    verdicts = []
+    for r, step in enumerate(panel.data.rows):
+        for n in panel.data.seq_lens:
+            item = panel.cell_item(r, n)
+            cell = step.cells[n]
+            verdict = "missing" if cell is None else speedup_verdict(cell[key])
+            assert item.data(VERDICT_ROLE) == verdict, (step.name, n)
+            want = expected_background(verdict)
+            brush = item.background()
+            if want is None:
+                assert brush.style() == Qt.BrushStyle.NoBrush, (step.name, n)
+            else:
+                assert brush.color() == want, (step.name, n, verdict)
+            verdicts.append(verdict)
+    return verdicts
+
+
+def test_the_speedup_rule_has_a_three_percent_dead_band() -> None:
+    assert speedup_verdict(1.03) == "gain" and speedup_verdict(1.6) == "gain"
+    assert speedup_verdict(1.029) == "neutral" and speedup_verdict(1.0) == "neutral"
+    assert speedup_verdict(0.975) == "neutral"
+    assert speedup_verdict(1 / 1.03) == "loss" and speedup_verdict(0.5) == "loss"
+    assert speedup_verdict(None) == "neutral" and speedup_verdict(math.nan) == "neutral"
+
+
+def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
+) -> None:
+    small_ladder_form(qtbot, window)
+    panel = window.ladder
+    window.tabs.setCurrentIndex(0)
+    assert panel.data is None and "No ladder" in panel.info.text()
+
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert window.is_running() and panel.cancel_button.isEnabled()
+    assert not panel.run_button.isEnabled() and not window.controls.run_button.isEnabled()
+    assert window.tabs.currentWidget() is panel
+    assert window.progress.maximum() == 7 * 2  # every step's points
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+
+    store: Store = window.store
+    group_id = panel.group_id()
+    assert group_id is not None and store.groups("ladder")[0]["id"] == group_id
+    assert f"Ladder #{group_id} complete: 7 steps" in window.statusBar().currentMessage()
+    assert dialogs.shown == []
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+    runs = store.group_runs(group_id)
+    assert [r.step for r in runs] == STEPS and all(r.status == "complete" for r in runs)
+    assert all(r.problem.heads == 1 and r.problem.head_dim == 32 for r in runs)
+    assert all(r.config.mask == "causal" for r in runs)  # the ladder's mask, not the form's
+
+    # The table: 7 steps × 2 lengths, with ladder_table's numbers.
+    table = ladder_table(store, group_id)
+    view = panel.table
+    assert view.rowCount() == 7 and view.columnCount() == 2 + 2
+    assert [view.horizontalHeaderItem(c).text() for c in range(2, 4)] == ["N = 64", "N = 128"]
+    assert panel.data.seq_lens == [64, 128]
+    for r, step in enumerate(table["steps"]):
+        assert view.item(r, 0).text().splitlines() == [f"{r + 1}. {step['step']}", step["config"]]
+        assert view.item(r, 1).text() == "complete"
+        for n in (64, 128):
+            cell = step["cells"][str(n)]
+            item = panel.cell_item(r, n)
+            assert item.data(CELL_ROLE) == cell
+            first, second = item.text().splitlines()
+            assert first == f"{cell['tflops']:.3g} TFLOP/s"
+            if r == 0:
+                assert second == "baseline" and cell["vs_baseline"] == 1.0
+            else:
+                assert second == (
+                    f"×{cell['vs_previous']:.2f} prev / ×{cell['vs_baseline']:.2f} base"
+                )
+
+    # Colours follow the rule, against the previous step by default, then the baseline.
+    check_colours(panel, "vs_previous")
+    panel.set_basis("vs_baseline")
+    check_colours(panel, "vs_baseline")
+    assert "against the baseline" in panel.info.text()
+
+    # The chart: × baseline per step, one line per length, with a legend.
+    assert panel.legend_names() == ["N = 64", "N = 128"]
+    for n in (64, 128):
+        x, y = panel.chart_data(n)
+        np.testing.assert_allclose(x, np.arange(1, 8))
+        np.testing.assert_allclose(y, [s["cells"][str(n)]["vs_baseline"] for s in table["steps"]])
+
+    # A click on a step's cell shows that step's block map at that length…
+    heat = panel.heatmap
+    click_cell(qtbot, view, 0, 3)  # baseline 64×64 at N = 128: a 2×2 causal map
+    base = runs[0]
+    assert heat.current_seq_len() == 128 and heat.current_grid().shape == (2, 2)
+    expected = Schedule(128, 128, 64, 64, "causal").counts()
+    assert heat.facts is not None and heat.facts.counts == expected
+    assert f"#{base.id}" in heat.title.text() and STEPS[0] in heat.title.text()
+    # …and a click on another step's name keeps the chosen length.
+    click_cell(qtbot, view, 1, 0)
+    tiles = runs[1].config
+    assert (tiles.tile_m, tiles.tile_n) == (256, 128)
+    assert heat.current_seq_len() == 128
+    assert heat.facts.counts == Schedule(128, 128, 256, 128, "causal").counts()
+    heat.select_seq_len(64)  # the user picks another length in the map…
+    click_cell(qtbot, view, 3, 0)  # …and it stays for the next step
+    assert heat.current_seq_len() == 64 and STEPS[3] in heat.title.text()
+    assert heat.facts.counts == Schedule(64, 64, 256, 128, "causal").counts()
+
+    # Export: the group's runs, every point, through the file dialog.
+    dialogs.save_path = str(tmp_path / "ladder")
+    qtbot.mouseClick(panel.export_button, Qt.MouseButton.LeftButton)
+    out = tmp_path / "ladder.csv"
+    with out.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 7 * 2
+    assert [r["step"] for r in rows[::2]] == STEPS
+    assert {r["group_id"] for r in rows} == {str(group_id)}
+    assert {int(r["seq_len"]) for r in rows} == {64, 128}
+    assert "Exported 14 points" in window.statusBar().currentMessage()
+    assert window.history.export_dir == str(tmp_path)
+
+
+def test_bad_form_values_keep_the_ladder_from_starting(qtbot: Any, window: Any) -> None:
+    small_ladder_form(qtbot, window, seq_lens="0")
+    qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
+    assert not window.is_running()
+    assert window.controls.invalid_fields() == ["seq_lens"]
+    assert window.store.groups() == []
+
+
+def seed_ladders(db_path: Path) -> tuple[int, int]:
+    """Two stored ladders: an older one whose timings give a gain, a loss and a tie, and a
+    newer one like the H200's: the baseline complete, two steps failed, the rest never run."""
+    with Store(db_path) as store:
+        spec = {"steps": STEPS, "published": {"total": "1.60-1.66x over the baseline"}}
+        older = store.create_group("ladder", "timed", spec)
+        for step, (t64, t128) in zip(STEPS[:3], ((1.0, 4.0), (0.5, 4.08), (0.51, 4.5))):
+            seed_run(
+                store,
+                seq_lens=(64, 128),
+                samples_ms={64: (t64,) * 3, 128: (t128,) * 3},
+                group_id=older,
+                step=step,
+                label=step,
+            )
+        newer = store.create_group("ladder", "like the H200", spec)
+        seed_run(store, seq_lens=(64, 128), group_id=newer, step=STEPS[0], label="base")
+        for step, error in (
+            (STEPS[1], "EngineFailure: the GPU engine did not answer within 180 s (a hang?)"),
+            (STEPS[2], "interrupted: the process running it stopped before it finished"),
+        ):
+            run_spec = SweepSpec(
+                store.run(1).problem, (64, 128), KernelConfig(tile_m=32, tile_n=32)
+            )
+            run_id = store.create_run(run_spec, {}, group_id=newer, step=step)
+            store.finish_run(run_id, "failed", error)
+    return older, newer
+
+
+def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
+    qtbot: Any, make_window: Any, db_path: Path, dialogs: Any, tmp_path: Path
+) -> None:
+    older, newer = seed_ladders(db_path)
+    window = make_window(probe_backends=False)
+    panel = window.ladder
+    picker = panel.picker
+    assert [picker.itemData(i) for i in range(picker.count())] == [newer, older]
+    assert picker.itemText(0).startswith(f"#{newer} like the H200") and "3/7 steps" in (
+        picker.itemText(0)
+    )
+
+    # The newest, with its failed steps: "–" and the run's status, never a number.
+    assert panel.group_id() == newer
+    view = panel.table
+    statuses = [view.item(r, 1).text() for r in range(view.rowCount())]
+    assert statuses == ["complete", "failed", "failed"] + [NOT_RUN] * 4
+    assert "EngineFailure" in view.item(1, 1).toolTip()
+    for r in range(1, 7):
+        for n in (64, 128):
+            item = panel.cell_item(r, n)
+            assert item.text() == "–" and item.data(VERDICT_ROLE) == "missing"
+            assert item.background().color() == MISSING
+    assert "failed: EngineFailure" in panel.cell_item(1, 128).toolTip()
+    assert NOT_RUN in panel.cell_item(5, 64).toolTip()
+    assert "1 complete, 2 failed, 4 not run" in panel.info.text()
+    assert "1.60-1.66x" in panel.info.text()
+    _, y = panel.chart_data(128)
+    assert y[0] == 1.0 and np.isnan(y[1:]).all()
+    # A failed step's map says so instead of drawing nothing.
+    click_cell(qtbot, view, 1, 2)
+    assert panel.heatmap.current_grid() is None
+    assert "failed, nothing measured" in panel.heatmap.title.text()
+    click_cell(qtbot, view, 4, 0)
+    assert "was not run" in panel.heatmap.title.text()
+
+    # The older ladder: a gain, a tie within 3 % and a loss, each coloured as such.
+    pick(picker, older)
+    assert panel.group_id() == older and view.rowCount() == 7
+    assert [view.item(r, 1).text() for r in range(3)] == ["complete"] * 3
+    assert [panel.cell_item(1, n).data(VERDICT_ROLE) for n in (64, 128)] == ["gain", "neutral"]
+    assert [panel.cell_item(2, n).data(VERDICT_ROLE) for n in (64, 128)] == ["neutral", "loss"]
+    check_colours(panel, "vs_previous")
+    panel.set_basis("vs_baseline")
+    assert [panel.cell_item(2, n).data(VERDICT_ROLE) for n in (64, 128)] == ["gain", "loss"]
+    check_colours(panel, "vs_baseline")
+
+    # Its export holds the points it has: three steps, two lengths.
+    dialogs.save_path = str(tmp_path / "timed.csv")
+    path = window.export_ladder_csv(older)
+    assert path == tmp_path / "timed.csv"
+    assert len(path.read_text().splitlines()) == 1 + 3 * 2
+
+    # Another database: its own ladders (none), nothing left of this one's.
+    assert window.open_database(tmp_path / "other.db")
+    assert picker.count() == 0 and panel.data is None and view.rowCount() == 0
+    assert "No ladder" in panel.info.text() and not panel.export_button.isEnabled()
+
+
+@pytest.mark.skipif(not H200_DB.exists(), reason="the H200 results database is not checked out")
+def test_the_h200_ladder_opens_with_its_failed_steps(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    copy = tmp_path / "h200.db"
+    shutil.copy(H200_DB, copy)  # opening may migrate or mark runs: never touch the original
+    window = make_window(copy, probe_backends=False)
+    panel = window.ladder
+    assert panel.group_id() is not None
+    runs = window.store.group_runs(panel.group_id())
+    view = panel.table
+    for r, run in enumerate(runs):
+        assert view.item(r, 1).text() == run.status
+        measured = {p.seq_len for p in window.store.points(run.id)}
+        for n in panel.data.seq_lens:
+            assert (panel.cell_item(r, n).text() == "–") == (n not in measured)
+    assert view.rowCount() == len(panel.data.group["spec"]["steps"])
+
+
+def test_cancel_mid_ladder_keeps_the_steps_run_so_far(
+    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ReferenceBackend.measure_point
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def gated(self: ReferenceBackend, problem: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(problem.q_len)
+        if len(calls) == 5:  # step 2's second point: in flight until the test has cancelled
+            gate.wait(20)
+        return original(self, problem, *args, **kwargs)
+
+    monkeypatch.setattr(ReferenceBackend, "measure_point", gated)
+    window.sweep_in_child = False  # the patch lives in this process
+    small_ladder_form(qtbot, window, seq_lens="64,128,256")
+    panel = window.ladder
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert window.progress.maximum() == 7 * 3
+    qtbot.waitUntil(lambda: window.progress.value() == 4, timeout=20_000)  # into step 2
+    qtbot.waitUntil(lambda: "point 2/3" in window.progress_label.text(), timeout=20_000)
+    label = window.progress_label.text()
+    assert label.startswith(f"Ladder step 2/7 ({STEPS[1]}) · Run #"), label
+    # The live ladder is on show, its unreached steps pending.
+    assert panel.group_id() is not None
+    assert [row.status for row in panel.data.rows] == ["complete", "running"] + ["pending"] * 5
+    qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
+    assert "Cancelling" in window.progress_label.text()
+    assert not panel.cancel_button.isEnabled()
+    gate.set()
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+
+    runs = window.store.group_runs(panel.group_id())
+    assert [r.status for r in runs] == ["complete", "cancelled"]
+    assert len(window.store.points(runs[1].id)) == 2  # the point in flight is kept
+    statuses = [panel.table.item(r, 1).text() for r in range(7)]
+    assert statuses == ["complete", "cancelled"] + [NOT_RUN] * 5
+    assert panel.cell_item(1, 256).text() == "–"
+    assert "cancelled after 1 of 7 steps" in window.statusBar().currentMessage()
+    assert panel.run_button.isEnabled() and not window.progress.isVisible()
+
+
+def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so(
+    qtbot: Any, window: Any, dialogs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ReferenceBackend.measure_point
+
+    def fail_step_2(self: ReferenceBackend, problem: Any, config: Any, *a: Any, **k: Any) -> Any:
+        if config.tile_m == 256 and not config.fast_math and problem.q_len == 128:
+            raise BackendError("simulated kernel fault: illegal memory access")
+        return original(self, problem, config, *a, **k)
+
+    monkeypatch.setattr(ReferenceBackend, "measure_point", fail_step_2)
+    window.sweep_in_child = False  # the patch lives in this process
+    small_ladder_form(qtbot, window)
+    qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+
+    panel = window.ladder
+    runs = window.store.group_runs(panel.group_id())
+    assert [r.status for r in runs] == ["complete", "failed"] + ["complete"] * 5
+    assert [panel.table.item(r, 1).text() for r in range(7)] == [r.status for r in runs]
+    assert panel.cell_item(1, 64).data(VERDICT_ROLE) != "missing"  # measured before the fault
+    assert panel.cell_item(1, 128).text() == "–"
+    assert "illegal memory access" in panel.cell_item(1, 128).toolTip()
+    # The step after the failed one has no previous step to compare with at that length.
+    assert panel.cell_item(2, 128).data(CELL_ROLE)["vs_previous"] is None
+    assert "– prev" in panel.cell_item(2, 128).text()
+    critical = dialogs.texts("critical")
+    assert len(critical) == 1  # one message for the ladder, not one per step
+    assert STEPS[1] in critical[0] and "illegal memory access" in critical[0]
+    assert "1 of 7 steps failed" in window.statusBar().currentMessage()
+
+
+class LadderReceiver(QObject):
+    """Lives in the GUI thread; records each ladder signal and whether it arrived there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, Any, bool]] = []
+        self.finished = False
+
+    def _note(self, name: str, value: Any) -> None:
+        gui = QThread.currentThread() is QApplication.instance().thread()
+        self.calls.append((name, value, gui))
+
+    def ladder_started(self, group_id: int, steps: int) -> None:
+        self._note("ladder", steps)
+
+    def step_started(self, index: int, total: int, name: str) -> None:
+        self._note("step", name)
+
+    def run_started(self, run_id: int, total: int) -> None:
+        self._note("run", total)
+
+    def done(self) -> None:
+        self._note("done", None)
+        self.finished = True
+
+
+def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
+    qtbot: Any, db_path: Path
+) -> None:
+    ladder = load_ladder()
+    job = LadderJob(ladder, Problem(batch=1, heads=1, head_dim=32), (64,), "reference", "w")
+    worker = SweepWorker(job, db_path, FAST, in_child=False)
+    receiver = LadderReceiver()
+    worker.ladderStarted.connect(receiver.ladder_started)
+    worker.stepStarted.connect(receiver.step_started)
+    worker.runStarted.connect(receiver.run_started)
+    worker.done.connect(receiver.done)
+    thread = start_in_thread(worker, receiver)
+    qtbot.waitUntil(lambda: receiver.finished, timeout=60_000)
+    thread.wait()
+    assert all(gui for _, _, gui in receiver.calls)
+    expected = [("ladder", 7)]
+    for name in STEPS:
+        expected += [("step", name), ("run", 1)]
+    assert [(n, v) for n, v, _ in receiver.calls] == [*expected, ("done", None)]
+    with Store(db_path) as store:
+        (group,) = store.groups("ladder")
+        assert group["runs"] == 7 and group["label"] == "w"
