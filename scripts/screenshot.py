@@ -2,6 +2,7 @@
 
     QT_QPA_PLATFORM=offscreen python scripts/screenshot.py            # or under xvfb-run
     python scripts/screenshot.py --out assets/screenshot.png --tab blockmap
+    python scripts/screenshot.py --tab ladder     # a small reference ladder: assets/ladder.png
 
 It uses a temporary database and temporary settings, so it never touches the user's own. The
 runs go through the window the way a user would: set the form, press Run, wait, select both runs.
@@ -16,14 +17,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TABS = {"plots": 0, "blockmap": 1, "compare": 2}
+TABS = {"plots": 0, "blockmap": 1, "compare": 2, "ladder": 3}
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="default: assets/screenshot.png (assets/ladder.png for --tab ladder)",
+    )
     parser.add_argument("--tab", choices=sorted(TABS), default="plots")
     parser.add_argument("--size", default="1440x900", help="window size, WIDTHxHEIGHT")
     return parser.parse_args(argv)
@@ -42,6 +48,8 @@ def _wait(app: object, condition: object, timeout_s: float) -> None:
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
+    if args.out is None:
+        args.out = ROOT / "assets" / ("ladder.png" if args.tab == "ladder" else "screenshot.png")
     width, height = (int(v) for v in args.size.lower().split("x"))
     sys.path.insert(0, str(ROOT))
 
@@ -65,37 +73,60 @@ def main(argv: list[str]) -> int:
         window.show()
         _wait(app, lambda: bool(window.backend_statuses), 30)
 
-        c = window.controls
-        run_ids = []
-        for mask, tile, label in (("none", 64, "dense 64×64"), ("causal", 64, "causal 64×64")):
-            c.batch.setValue(1)
-            c.heads.setValue(4)
-            c.head_dim.setCurrentIndex(c.head_dim.findData(64))
-            c.seq_lens.setText("128-2k")
-            c.tile_m.setCurrentIndex(c.tile_m.findData(tile))
-            c.tile_n.setCurrentIndex(c.tile_n.findData(tile))
-            c.mask.setCurrentIndex(c.mask.findData(mask))
-            c.label.setText(label)
-            c.run_button.click()
-            _wait(app, lambda: not window.is_running(), 300)
-            run_ids.append(window.last_run_id)
-
-        window.history.select_runs(run_ids)
-        _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(run_ids), 10)
-        window.tabs.setCurrentIndex(TABS[args.tab])
-        window.heatmap.select_seq_len(1024)
-        window.plots.show_readout_at(math.log2(1024))
+        if args.tab == "ladder":
+            _ladder(app, window)
+        else:
+            _sweeps(app, window, args.tab)
         window.statusBar().clearMessage()
         _wait(app, lambda: True, 1)
         for _ in range(20):  # let layouts and deferred pyqtgraph range updates settle
             app.processEvents()
             time.sleep(0.01)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        if not window.grab().save(str(args.out)):
+        # Quality 0 is PNG's strongest compression: lossless, and smaller files for the README.
+        if not window.grab().save(str(args.out), "PNG", 0):
             raise SystemExit(f"screenshot: could not write {args.out}")
         window.close()
     print(f"saved {args.out} ({args.out.stat().st_size / 1024:.0f} KB)")
     return 0
+
+
+def _ladder(app: object, window: Any) -> None:
+    """The built-in ladder on a small causal problem, with one step's block map shown."""
+    c = window.controls
+    c.batch.setValue(1)
+    c.heads.setValue(2)
+    c.head_dim.setCurrentIndex(c.head_dim.findData(64))
+    c.seq_lens.setText("256-2k")
+    c.label.setText("")
+    panel = window.ladder
+    panel.run_button.click()
+    _wait(app, lambda: not window.is_running(), 600)
+    panel.select_step(1, 2048)  # the 256×128 tiles at N = 2k: the map shows what changed
+
+
+def _sweeps(app: object, window: Any, tab: str) -> None:
+    """A dense and a causal sweep, both selected, the readout and the map at N = 1k."""
+    c = window.controls
+    run_ids = []
+    for mask, tile, label in (("none", 64, "dense 64×64"), ("causal", 64, "causal 64×64")):
+        c.batch.setValue(1)
+        c.heads.setValue(4)
+        c.head_dim.setCurrentIndex(c.head_dim.findData(64))
+        c.seq_lens.setText("128-2k")
+        c.tile_m.setCurrentIndex(c.tile_m.findData(tile))
+        c.tile_n.setCurrentIndex(c.tile_n.findData(tile))
+        c.mask.setCurrentIndex(c.mask.findData(mask))
+        c.label.setText(label)
+        c.run_button.click()
+        _wait(app, lambda: not window.is_running(), 300)
+        run_ids.append(window.last_run_id)
+
+    window.history.select_runs(run_ids)
+    _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(run_ids), 10)
+    window.tabs.setCurrentIndex(TABS[tab])
+    window.heatmap.select_seq_len(1024)
+    window.plots.show_readout_at(math.log2(1024))
 
 
 if __name__ == "__main__":  # the sweep child process re-imports this file: keep the guard
