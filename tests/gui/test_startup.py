@@ -134,7 +134,9 @@ def test_backend_picker_and_status_bar_come_from_the_probe(
         }
 
     monkeypatch.setattr(backends, "backend_statuses", statuses)
-    monkeypatch.setattr(backends, "machine_summary", lambda: "NVIDIA H200 · cuTile 1.7.0")
+    monkeypatch.setattr(
+        backends, "machine_summary", lambda statuses=None: "NVIDIA H200 · cuTile 1.7.0"
+    )
     window = make_window()
     qtbot.waitUntil(lambda: bool(window.backend_statuses), timeout=20_000)
     assert probe_threads == [False]
