@@ -105,7 +105,7 @@ class MainWindow(QMainWindow):
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
 
-        self.setWindowTitle("FMHA Workbench")
+        self.setWindowTitle("")  # Qt shows the application display name
         self._build_widgets()
         self._build_menus()
         self._restore_settings()
@@ -249,7 +249,7 @@ class MainWindow(QMainWindow):
         self.heatmap.set_run(None)
         self.ladder.set_store(store)
         self._on_selection(self.history.selected_ids())
-        self.setWindowTitle(f"FMHA Workbench — {path}")
+        self.setWindowTitle(str(path))  # Qt appends " — FMHA Workbench", the display name
         if store is None:
             reason = "No run database is open (File › Open database…)"
         elif store.read_only:
