@@ -78,6 +78,17 @@ def problem_summary(run: Any) -> str:
     return f"B{p.batch} {heads} D{p.head_dim} {p.dtype}{offset} · {run.config.summary()}"
 
 
+def ask_csv_path(parent: QWidget, title: str, start: Path) -> Path | None:
+    """The save dialog for a CSV export; None when cancelled. Adds .csv when no suffix is given."""
+    path, _ = QFileDialog.getSaveFileName(
+        parent, title, str(start), "CSV files (*.csv);;All files (*)"
+    )
+    if not path:
+        return None
+    target = Path(path)
+    return target if target.suffix else target.with_suffix(".csv")
+
+
 class RunsModel(QAbstractTableModel):
     """Runs, newest first, fetched a page at a time. Label cells are editable (relabel)."""
 
@@ -464,15 +475,10 @@ class HistoryPanel(QWidget):
     def export_selected(self) -> Path | None:
         ids = self.selected_ids()
         what = f"{len(ids)} selected run{'s' if len(ids) != 1 else ''}" if ids else "all runs"
-        start = str(Path(self.export_dir or Path.home()) / "fmha-runs.csv")
-        path, _ = QFileDialog.getSaveFileName(
-            self, f"Export {what} to CSV", start, "CSV files (*.csv);;All files (*)"
-        )
-        if not path:
+        start = Path(self.export_dir or Path.home()) / "fmha-runs.csv"
+        target = ask_csv_path(self, f"Export {what} to CSV", start)
+        if target is None:
             return None
-        target = Path(path)
-        if not target.suffix:
-            target = target.with_suffix(".csv")
         try:
             rows = self.store.export_csv(target, ids or None)
         except Exception as exc:

@@ -28,12 +28,12 @@ from PySide6.QtWidgets import (
     QTabWidget,
 )
 
-from workbench.config import ConfigError
+from workbench.config import ConfigError, SweepSpec
 from workbench.gui import _pyside_fix
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
 from workbench.gui.heatmap import HeatmapPanel
-from workbench.gui.history import HistoryPanel
+from workbench.gui.history import HistoryPanel, ask_csv_path
 from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel, Series
 from workbench.gui.sweep_child import LadderJob
@@ -307,34 +307,30 @@ class MainWindow(QMainWindow):
     def is_running(self) -> bool:
         return self._worker is not None
 
-    def start_run(self) -> None:
+    def _spec_to_run(self, title: str) -> SweepSpec | None:
+        """The form's validated spec, or None after telling the user why nothing can run."""
         if self.is_running():
-            return
+            return None
         self.controls.clear_errors()
         if self.store is None or self.store.read_only:
-            self._warn("Run", "No writable run database is open (File › Open database…).")
-            return
+            self._warn(title, "No writable run database is open (File › Open database…).")
+            return None
         try:
-            spec = self.controls.spec()
+            return self.controls.spec()
         except ConfigError as exc:
             self.controls.mark_error(exc.field, str(exc))
             self._show_status(str(exc))
-            return
-        self._start_worker(spec, spec.seq_lens)
+            return None
+
+    def start_run(self) -> None:
+        spec = self._spec_to_run("Run")
+        if spec is not None:
+            self._start_worker(spec, spec.seq_lens)
 
     def start_ladder(self) -> None:
         """Run the built-in ladder on the form's problem, lengths and backend (the Ladder tab)."""
-        if self.is_running():
-            return
-        self.controls.clear_errors()
-        if self.store is None or self.store.read_only:
-            self._warn("Ladder", "No writable run database is open (File › Open database…).")
-            return
-        try:
-            spec = self.controls.spec()
-        except ConfigError as exc:
-            self.controls.mark_error(exc.field, str(exc))
-            self._show_status(str(exc))
+        spec = self._spec_to_run("Ladder")
+        if spec is None:
             return
         from workbench.ladder import load_ladder  # the core, only once a ladder is asked for
 
@@ -640,15 +636,10 @@ class MainWindow(QMainWindow):
         if not run_ids:  # export_csv would export every run for an empty list
             self._show_status(f"Ladder #{group_id} has no runs to export")
             return None
-        start = str(Path(self.history.export_dir or Path.home()) / f"fmha-ladder-{group_id}.csv")
-        path, _ = QFileDialog.getSaveFileName(
-            self, f"Export ladder #{group_id} to CSV", start, "CSV files (*.csv);;All files (*)"
-        )
-        if not path:
+        start = Path(self.history.export_dir or Path.home()) / f"fmha-ladder-{group_id}.csv"
+        target = ask_csv_path(self, f"Export ladder #{group_id} to CSV", start)
+        if target is None:
             return None
-        target = Path(path)
-        if not target.suffix:
-            target = target.with_suffix(".csv")
         try:
             rows = self.store.export_csv(target, run_ids)
         except (StoreError, OSError) as exc:
