@@ -5,12 +5,15 @@
 #   flow    sweep every backend as one group (causal and not), compare, export
 #   ladder  the optimization ladder on cuTile, causal (LADDER_SEQ, default 1k-8k)
 # CUTILE_FLAGS picks the cuTile config of the peer sweep (default: the Hopper-tuned knobs).
+# Put FMHA_WORKBENCH_COMMIT=<commit> in front: the device's copy of the tree has no .git.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# The device gets a copy of the tree without .git: pass the commit for the runs' metadata.
+export FMHA_WORKBENCH_COMMIT=${FMHA_WORKBENCH_COMMIT:-unknown}
 # A hang must not eat the whole device call: the engine gives up on a point after this long.
 export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-180}
 DB=$OUT/workbench.db

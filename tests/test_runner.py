@@ -160,3 +160,18 @@ def test_a_fixed_seed_reproduces_the_inputs(db_path: Path) -> None:
         fresh_errors = [p.rel_err for p in store.points(fresh[-1].run_id)]
     assert errors[0] == errors[1]  # same inputs, same sampled rows, same arithmetic
     assert fresh_errors != errors[0]  # no seed: fresh random inputs
+
+
+def test_a_tree_without_git_takes_its_commit_from_the_environment(monkeypatch, tmp_path):
+    import workbench.machine as machine
+
+    fake_module = tmp_path / "workbench" / "machine.py"
+    fake_module.parent.mkdir()
+    fake_module.write_text("")
+    monkeypatch.setattr(machine, "__file__", str(fake_module))
+    monkeypatch.setenv("FMHA_WORKBENCH_COMMIT", "abc123def456")
+    machine.git_commit.cache_clear()
+    try:
+        assert machine.git_commit() == "abc123def456"
+    finally:
+        machine.git_commit.cache_clear()

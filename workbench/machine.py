@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import subprocess
@@ -20,10 +21,11 @@ def package_version(name: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def git_commit() -> str | None:
-    """The commit of the checkout this package runs from (None for an installed wheel)."""
+    """The commit of the checkout this package runs from, else ``$FMHA_WORKBENCH_COMMIT``
+    (a copied tree without .git, such as a GPU host's), else None (an installed wheel)."""
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
-        return None
+        return os.environ.get("FMHA_WORKBENCH_COMMIT") or None
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
