@@ -7,32 +7,18 @@ import json
 from workbench.cli import main
 
 
-def _sweep(db: str, *extra: str) -> None:
-    args = [
-        "sweep",
-        "--db",
-        db,
-        "--seq-lens",
-        "64,128",
-        "--heads",
-        "1",
-        "--head-dim",
-        "32",
-        "--warmup",
-        "0",
-        "--samples",
-        "3",
-        "--min-time",
-        "0",
-        *extra,
-    ]
-    assert main(args) == 0
+def _sweep(db: str, fast_args: list[str], *extra: str) -> None:
+    # Three samples, so each point has a p20-p80 spread for the noise rule.
+    assert (
+        main(["sweep", "--db", db, "--seq-lens", "64,128", *fast_args, "--samples", "3", *extra])
+        == 0
+    )
 
 
-def test_compare_reports_delta_noise_and_significance_per_length(tmp_path, capsys):
+def test_compare_reports_delta_noise_and_significance_per_length(tmp_path, capsys, fast_args):
     db = str(tmp_path / "runs.db")
-    _sweep(db, "--tile-m", "16", "--tile-n", "16")
-    _sweep(db, "--tile-m", "64", "--tile-n", "64")
+    _sweep(db, fast_args, "--tile-m", "16", "--tile-n", "16")
+    _sweep(db, fast_args, "--tile-m", "64", "--tile-n", "64")
     capsys.readouterr()
     assert main(["compare", "1", "2", "--db", db, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -70,55 +70,17 @@ def test_a_reference_ladder_is_one_group_with_speedups_against_previous_and_base
     assert second["cells"]["64"]["vs_previous"] == pytest.approx(base / mine)
 
 
-def test_ladder_cli_prints_the_table_and_exports_the_group(tmp_path, capsys):
+def test_ladder_cli_prints_the_table_and_exports_the_group(tmp_path, capsys, fast_args):
     db = str(tmp_path / "runs.db")
-    code = main(
-        [
-            "ladder",
-            "--db",
-            db,
-            "--seq-lens",
-            "64",
-            "--heads",
-            "1",
-            "--head-dim",
-            "32",
-            "--warmup",
-            "0",
-            "--samples",
-            "1",
-            "--min-time",
-            "0",
-            "--json",
-        ]
-    )
-    assert code == 0
+    assert main(["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert len(table["steps"]) == 7 and table["seq_lens"] == [64]
     out_csv = tmp_path / "ladder.csv"
-    assert (
-        main(["export", "--db", db, "--group", str(table["group_id"]), "--csv", str(out_csv)]) == 0
-    )
+    export = ["export", "--db", db, "--group", str(table["group_id"]), "--csv", str(out_csv)]
+    assert main(export) == 0
     lines = out_csv.read_text().splitlines()
     assert len(lines) == 1 + 7
-    assert (
-        main(
-            [
-                "ladder",
-                "--db",
-                db,
-                "--seq-lens",
-                "64",
-                "--heads",
-                "1",
-                "--head-dim",
-                "32",
-                "--samples",
-                "0",
-            ]
-        )
-        == 2
-    )
+    assert main(["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--samples", "0"]) == 2
     assert "samples" in capsys.readouterr().err
 
 
