@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import gc
 import sqlite3
 import time
 from pathlib import Path
@@ -62,12 +61,7 @@ def test_5000_runs_open_fast_and_scroll_lazily(qtbot: Any, make_window: Any, db_
     assert window.history.count_label.text() == "5,000 runs"
     assert model.index(0, COL_LABEL).data() == "run 05000"  # newest first
 
-    # In a full test run the heap holds everything earlier tests left behind, and one full
-    # garbage collection over it takes longer than any page fetch. The app's own heap is small:
-    # freeze what the earlier tests made so only this window's objects are collected.
-    gc.collect()
-    gc.freeze()
-    meter = StallMeter()
+    meter = StallMeter()  # freezes the earlier tests' heap while it measures
     meter.start()
     bar = window.history.table.verticalScrollBar()
     pages = 0
@@ -80,7 +74,6 @@ def test_5000_runs_open_fast_and_scroll_lazily(qtbot: Any, make_window: Any, db_
         pages += 1
         assert pages <= 5000 // RunsModel.PAGE, "fetched more pages than exist"
     meter.stop()
-    gc.unfreeze()
     assert model.rowCount() == 5000 and not model.canFetchMore()
     assert model.index(4999, COL_LABEL).data() == "run 00001"
     assert meter.worst_s < 0.100, f"scrolling stalled for {meter.worst_s * 1e3:.0f} ms"
