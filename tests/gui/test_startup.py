@@ -193,3 +193,17 @@ def test_the_pyside_refcount_guard() -> None:
     for _ in range(200_000):  # would abort the interpreter without the guard
         probe.setObjectName("x")
     assert sys.getrefcount(None) > 1 << 39
+
+
+def test_processes_the_window_starts_run_one_blas_thread(qapp: Any, monkeypatch: Any) -> None:
+    import os
+
+    from workbench.gui.app import BLAS_THREAD_VARIABLES, configure_application
+
+    for name in BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "4")  # a user's own choice is kept
+    configure_application(qapp)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert os.environ["MKL_NUM_THREADS"] == "4"
