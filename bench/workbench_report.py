@@ -51,5 +51,6 @@ def _ratio(ours: dict[str, str] | None, peer: dict[str, str] | None) -> str:
         return "–"
     return f"{float(peer['latency_ms']) / float(ours['latency_ms']):.2f}×"
 
+
 if __name__ == "__main__":
     main()

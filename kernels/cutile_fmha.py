@@ -161,11 +161,15 @@ def _friendly_errors() -> Iterator[None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _block_step(q, K, V, where, state, edge, MASKED, OPTS):
+def _block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
     """One online-softmax step over key block ``j``; returns the new (m_i, l_i, acc).
 
-    ``MASKED`` is a compile-time flag: unmasked blocks lie wholly inside the array and inside
-    every row's visible range, so they skip the mask, the -inf guard and the bounds checks.
+    ``CHECKED`` (compile time) picks bounds-checked, zero-padded K/V loads; unchecked loads are
+    only for blocks wholly inside the array. ``masked`` says whether this block needs the mask
+    and the -inf guard: a compile-time constant in the K-split loops, a runtime flag (uniform
+    across the CTA) in the single loop. Keeping the branch around the mask code only -- the
+    loads and both MMAs are emitted once -- matters: the single loop used to carry two whole
+    block steps, one per branch, and on the H200 that variant hung for 64x256 and 256x128 tiles.
     ``where`` = (batch, kv head, k-block); ``state`` = (m_i, l_i, acc); ``edge`` = (row index +
     input_pos per row, key offsets of a block, k_len, window, scale·log2 e); ``OPTS`` = the
     compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY).
@@ -176,7 +180,7 @@ def _block_step(q, K, V, where, state, edge, MASKED, OPTS):
     MASK, FAST_MATH, K_LATENCY, V_LATENCY = OPTS
     TILE_D = q.shape[1]
     TILE_N = cols_tile.shape[1]
-    if MASKED:
+    if CHECKED:
         # ZERO padding: a ragged last block must not bring NaN/Inf garbage into qk or P.V.
         k_t = ct.load(
             K,
@@ -197,7 +201,7 @@ def _block_step(q, K, V, where, state, edge, MASKED, OPTS):
         ).reshape((TILE_D, TILE_N))  # [TILE_D, TILE_N]
     qk = ct.mma(q, k_t, ct.zeros((q.shape[0], TILE_N), dtype=ct.float32))  # [TILE_M, TILE_N]
 
-    if MASKED:
+    if masked:
         cols = j * TILE_N + cols_tile  # [1, TILE_N]
         visible = cols < k_len  # keys past k_len are padding
         if MASK >= 1:
@@ -217,7 +221,7 @@ def _block_step(q, K, V, where, state, edge, MASKED, OPTS):
     l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
     acc = acc * alpha  # [TILE_M, TILE_D]
 
-    if MASKED:
+    if CHECKED:
         v = ct.load(
             V,
             index=(b, hk, j, 0),
@@ -343,7 +347,7 @@ def fmha_fwd_kernel(
     if K_SPLIT:
         # Unmasked middle first: no mask code, no -inf guard, no bounds checks.
         for j in range(full_lo, full_hi):
-            state = _block_step(q, K, V, (b, hk, j), state, edge, False, opts)
+            state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts)
             if WITH_MAP:
                 ct.atomic_add(BlockMap, (bh, qb, j), 1)
         # Masked blocks: the window edge [lo, full_lo) and the diagonal/ragged edge
@@ -354,20 +358,20 @@ def fmha_fwd_kernel(
             j = lo + t
             if t >= n_left:
                 j = full_hi + t - n_left
-            state = _block_step(q, K, V, (b, hk, j), state, edge, True, opts)
+            state = _block_step(q, K, V, (b, hk, j), state, edge, True, True, opts)
             if WITH_MAP:
                 ct.atomic_add(BlockMap, (bh, qb, j), 2)
     else:
-        # One loop in key order; the branch is uniform across the CTA.
+        # One loop in key order, every load bounds-checked; the mask code runs only on the
+        # blocks that need it (a branch uniform across the CTA), as in TileGym's kernel.
         for j in range(lo, hi):
-            if (j < full_lo) | (j >= full_hi):
-                state = _block_step(q, K, V, (b, hk, j), state, edge, True, opts)
-                if WITH_MAP:
-                    ct.atomic_add(BlockMap, (bh, qb, j), 2)
-            else:
-                state = _block_step(q, K, V, (b, hk, j), state, edge, False, opts)
-                if WITH_MAP:
-                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
+            masked = (j < full_lo) | (j >= full_hi)
+            state = _block_step(q, K, V, (b, hk, j), state, edge, True, masked, opts)
+            if WITH_MAP:
+                kind = 1
+                if masked:
+                    kind = 2
+                ct.atomic_add(BlockMap, (bh, qb, j), kind)
 
     # ---- epilogue: one reciprocal per row, then a multiply --------------------------------
     m_i, l_i, acc = state
@@ -740,8 +744,12 @@ def _launch_args(
     n_q_blocks = -(-p.q_len // tile_m)
     grid = (n_q_blocks * p.batch * p.heads, 1, 1)
     itemsize = 2
+    # Remapping balances causal/window work; without a mask it would only scatter the heads
+    # that run together (schedule.Schedule.program_order keeps the plain order there too).
     remap_group = (
-        l2_group_size(p.batch * p.heads, p.k_len, p.head_dim, itemsize, p.group) if remap else 0
+        l2_group_size(p.batch * p.heads, p.k_len, p.head_dim, itemsize, p.group)
+        if remap and mask != "none"
+        else 0
     )
     args = (
         q,

@@ -247,10 +247,12 @@ class Schedule:
         Without remapping the q-block varies fastest (grid x) and batch·head slowest. With
         remapping the heaviest q-blocks start first (so the long causal rows are not left for a
         tail wave) and, within a q-block, consecutive programs share one batch·head group so
-        their K/V stay in L2.
+        their K/V stay in L2. Without a mask every q-block has the same work, so there is
+        nothing to balance and remapping keeps the plain order, which already runs all q-blocks
+        of one batch·head together (measured on the H200: the grouped order cost up to 8 %).
         """
         nq = self.n_q_blocks
-        if not remap:
+        if not remap or self.mask == "none":
             return [(qb, bh) for bh in range(batch_heads) for qb in range(nq)]
         work = self.work_per_q_block()
         heavy_first = sorted(range(nq), key=lambda qb: (-work[qb], -qb))

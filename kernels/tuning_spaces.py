@@ -8,11 +8,9 @@ Provenance (keep it honest when editing):
 
 * ``sm_90`` (H100/H200) -- vetted by offline sm_90 compiles (tileiras 13.4.92): 128x128 and
   256x128 spill under plain occupancy hints, ``num_worker_warps=8`` removes (128x128) or
-  shrinks (256x128) the spill, 64x64/64x128 at occupancy 2 fit in 128 registers. Timed on an
-  H200 (2026-11-29, fp16, B=4, H=32, D=128, non-causal) for the six entries that
-  ``bench_fmha.py --tune-space quick`` keeps: 64x128/occupancy 2 won at N <= 2048 and
-  128x128/num_worker_warps 8 with latencies 3/6 at N >= 4096. The other entries are
-  compile-checked only.
+  shrinks (256x128) the spill, 64x64/64x128 at occupancy 2 fit in 128 registers. Every entry
+  was timed on an H200 (2026-11-29, fp16, B=4, H=32, D=128, N 2048 and 8192, causal and not)
+  by ``bench/explore_configs.py``; the table keeps the ones within ~10 % of the best.
 * ``sm_100`` / ``sm_103`` / ``sm_120`` / ``sm_121`` and Ampere/Ada -- **untested here**: taken
   from published guidance (TileGym's ``_fmha_autotune_configs`` table; TileGym measured them
   without applying its hints, see docs/cutile-notes section 3), widened with occupancy.
@@ -49,25 +47,23 @@ def _cfg(
     }
 
 
-# Hopper: small tiles at occupancy 2 and large tiles rescued with 8 worker warps were the two
-# families that reached cuDNN territory on the H200 (cutile-notes section 6).
+# Hopper: small tiles at occupancy 2 and 128-row tiles rescued with 8 worker warps were the
+# two families that reached cuDNN territory on the H200 (bench/results/h200-explore-configs.md,
+# 25 configs timed against cuDNN in one run). Entries that lost everywhere there (occupancy 1,
+# 4 worker warps, 2-CTA clusters, 256x128) are left out: each entry costs a compile and a
+# timing on every new problem class.
 _SM90: tuple[Config, ...] = (
     _cfg(64, 64, occupancy=2),
     _cfg(64, 64, occupancy=2, k_latency=3, v_latency=6),
-    _cfg(64, 64, occupancy=1),
-    _cfg(64, 64, num_worker_warps=4, occupancy=2),
-    _cfg(64, 128, occupancy=1),
     _cfg(64, 128, occupancy=2),
-    _cfg(64, 128, num_worker_warps=8),
-    _cfg(128, 64, occupancy=1),
+    _cfg(64, 128, occupancy=2, k_latency=3, v_latency=6),
     _cfg(128, 64, num_worker_warps=8),
     _cfg(128, 64, num_worker_warps=8, occupancy=2),
     _cfg(128, 128, num_worker_warps=8),
+    _cfg(128, 128, num_worker_warps=8, k_latency=2, v_latency=6),
     _cfg(128, 128, num_worker_warps=8, k_latency=3, v_latency=6),
-    _cfg(128, 128, num_worker_warps=8, occupancy=1),
-    _cfg(128, 128, num_worker_warps=4, occupancy=1),
+    _cfg(128, 128, num_worker_warps=8, k_latency=4, v_latency=8),
     _cfg(256, 64, num_worker_warps=8),
-    _cfg(256, 128, num_worker_warps=8),
 )
 
 # Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the

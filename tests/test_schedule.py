@@ -200,6 +200,11 @@ def test_remap_launches_the_heaviest_programs_first(s: Schedule, batch_heads: in
     assert plain[: s.n_q_blocks] == [(qb, 0) for qb in range(s.n_q_blocks)]
 
 
+def test_remap_keeps_the_plain_order_without_a_mask() -> None:
+    s = Schedule(1000, 1000, 64, 128, "none")
+    assert s.program_order(3, remap=True) == s.program_order(3, remap=False)
+
+
 def test_remap_moves_the_long_causal_rows_to_the_front() -> None:
     s = Schedule(2048, 2048, 64, 64, "causal")
     assert s.program_order(4, remap=False)[0] == (0, 0)  # the lightest row first

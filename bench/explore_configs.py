@@ -1,0 +1,162 @@
+"""Time many launch configs of the cuTile FMHA kernel side by side with torch SDPA cuDNN.
+
+    python bench/explore_configs.py --out DIR                    # sm_90 space + candidates
+    python bench/explore_configs.py --ns 2048 --masks causal --configs '[{"tile_m": 64, ...}]'
+
+This is how the autotuner's search space is vetted: every config is timed on the same fresh
+fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
+correctness check against float64 on a slice of rows. Configs that fail to compile or hang in
+the parallel precompile are reported and left out. Writes ``explore.json`` and ``explore.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.bench_fmha import (  # noqa: E402
+    _variant_key,
+    check_rows,
+    flops,
+    machine_info,
+    precompile,
+    sdpa,
+    time_fn,
+)
+
+# Beyond the shipped sm_90 table: deeper and shallower load pipelines, 2-CTA clusters, and
+# the remap knob off (its L2 grouping is a guess for non-causal problems).
+CANDIDATES: list[dict[str, Any]] = [
+    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "k_latency": 4, "v_latency": 8},
+    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "k_latency": 2, "v_latency": 6},
+    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "k_latency": 3, "v_latency": 3},
+    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "num_ctas": 2},
+    {"tile_m": 128, "tile_n": 128, "num_ctas": 2},
+    {"tile_m": 128, "tile_n": 64, "num_worker_warps": 8, "k_latency": 3, "v_latency": 6},
+    {"tile_m": 64, "tile_n": 128, "occupancy": 2, "k_latency": 3, "v_latency": 6},
+    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "k_latency": 3, "v_latency": 6,
+     "remap": False},
+    {"tile_m": 64, "tile_n": 128, "occupancy": 2, "remap": False},
+]  # fmt: skip
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ns", default="2048,8192", help="sequence lengths")
+    ap.add_argument("--masks", default="causal,none", help="from causal, none")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--configs", default=None, help="JSON list (default: sm_90 space + candidates)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rep-ms", type=float, default=15.0)
+    ap.add_argument("--precompile", type=int, default=8)
+    ap.add_argument("--canary-s", type=float, default=150.0)
+    ap.add_argument("--out", default="explore-out")
+    return ap.parse_args(argv)
+
+
+def label(cfg: dict[str, Any]) -> str:
+    parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
+    for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
+        if cfg.get(key):
+            parts.append(f"{short}{cfg[key]}")
+    parts.append(f"lat{cfg.get('k_latency', 2)}/{cfg.get('v_latency', 4)}")
+    if cfg.get("remap") is False:
+        parts.append("no-remap")
+    return " ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    from kernels import cutile_fmha as F
+    from kernels.tuning_spaces import search_space
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ns = [int(x) for x in args.ns.split(",") if x]
+    masks = [m for m in args.masks.split(",") if m]
+    b, h, d = args.batch, args.heads, args.dim
+    configs = json.loads(args.configs) if args.configs else search_space("sm_90", d) + CANDIDATES
+    configs = [{kk: vv for kk, vv in c.items() if vv is not None} for c in configs]
+    info = machine_info()
+    jobs = [
+        {**c, "mask": m, "batch": b, "heads": h, "dim": d, "dtype": "float16"}
+        for m in masks
+        for c in configs
+    ]
+    bad = precompile(jobs, args.precompile, args.canary_s)
+    rows: list[dict[str, Any]] = []
+    for mask in masks:
+        causal = mask == "causal"
+        for n in ns:
+            torch.manual_seed(7 * n + causal)
+            q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in "qkv")
+            runners: dict[str, Any] = {"cudnn": sdpa("cudnn", q, k, v, causal)}
+            for c in configs:
+                if _variant_key({**c, "mask": mask}) in bad:
+                    continue
+                runners[label(c)] = F.prepare(q, k, v, mask=mask, **c)
+            errors = {}
+            for name, fn in list(runners.items()):
+                try:
+                    res = fn()
+                    torch.cuda.synchronize()
+                    errors[name] = check_rows(res, q, k, v, causal)
+                    if not errors[name] <= 2e-2:
+                        runners.pop(name)
+                except Exception as exc:  # report, keep going with the other configs
+                    print(f"[{mask} N={n}] {name}: {type(exc).__name__}: {exc}", flush=True)
+                    runners.pop(name)
+            samples: dict[str, list[float]] = {name: [] for name in runners}
+            for _ in range(args.rounds):
+                for name, fn in runners.items():
+                    samples[name].append(time_fn(fn, args.rep_ms))
+            fl = flops(b, h, n, d, causal)
+            tf = {name: fl / (statistics.median(s) * 1e-3) / 1e12 for name, s in samples.items()}
+            row = {"mask": mask, "n": n, "tflops": tf, "rel_err": errors}
+            rows.append(row)
+            ranked = sorted(tf.items(), key=lambda kv: -kv[1])
+            print(f"[{mask} N={n}] " + "  ".join(f"{k_}={v_:.0f}" for k_, v_ in ranked[:8]),
+                  flush=True)  # fmt: skip
+            del q, k, v, runners
+            torch.cuda.empty_cache()
+            doc = {"machine": info, "args": vars(args), "left_out": sorted(bad), "rows": rows}
+            (out_dir / "explore.json").write_text(json.dumps(doc, indent=1, default=str))
+            (out_dir / "explore.md").write_text(to_markdown(rows))
+    print((out_dir / "explore.md").read_text())
+    return 0
+
+
+def to_markdown(rows: list[dict[str, Any]]) -> str:
+    """One row per config, one column per (mask, N): TFLOP/s and the ratio to cuDNN."""
+    cols = [(r["mask"], r["n"]) for r in rows]
+    names = sorted({name for r in rows for name in r["tflops"]} - {"cudnn"})
+    head = "| config | " + " | ".join(f"{m} {n}" for m, n in cols) + " |"
+    lines = [head, "|---" * (len(cols) + 1) + "|"]
+
+    def cell(r: dict[str, Any], name: str) -> str:
+        val, ref = r["tflops"].get(name), r["tflops"].get("cudnn")
+        if val is None:
+            return "–"
+        return f"{val:.0f}" + (f" ({val / ref:.2f}×)" if ref and not math.isnan(ref) else "")
+
+    lines.append("| cuDNN | " + " | ".join(cell(r, "cudnn") for r in rows) + " |")
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(cell(r, name) for r in rows) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
