@@ -71,6 +71,8 @@ def label(cfg: dict[str, Any]) -> str:
         if cfg.get(key):
             parts.append(f"{short}{cfg[key]}")
     parts.append(f"lat{cfg.get('k_latency', 2)}/{cfg.get('v_latency', 4)}")
+    if cfg.get("pipeline"):
+        parts.append("pipe")
     if cfg.get("remap") is False:
         parts.append("no-remap")
     return " ".join(parts)

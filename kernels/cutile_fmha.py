@@ -161,27 +161,15 @@ def _friendly_errors() -> Iterator[None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
-    """One online-softmax step over key block ``j``; returns the new (m_i, l_i, acc).
+def _scores(q, K, where, CHECKED, K_LATENCY, TILE_N):
+    """q · K[j]ᵀ for key block ``j`` of ``where`` = (batch, kv head, j): [TILE_M, TILE_N] fp32.
 
-    ``CHECKED`` (compile time) picks bounds-checked, zero-padded K/V loads; unchecked loads are
-    only for blocks wholly inside the array. ``masked`` says whether this block needs the mask
-    and the -inf guard: a compile-time constant in the K-split loops, a runtime flag (uniform
-    across the CTA) in the single loop. Keeping the branch around the mask code only -- the
-    loads and both MMAs are emitted once -- matters: the single loop used to carry two whole
-    block steps, one per branch, and on the H200 that variant hung for 64x256 and 256x128 tiles.
-    ``where`` = (batch, kv head, k-block); ``state`` = (m_i, l_i, acc); ``edge`` = (row index +
-    input_pos per row, key offsets of a block, k_len, window, scale·log2 e); ``OPTS`` = the
-    compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY).
+    ``CHECKED`` (compile time) picks a bounds-checked, zero-padded K load: a ragged last block
+    must not bring NaN/Inf garbage into qk. Unchecked loads are for blocks inside the array.
     """
     b, hk, j = where
-    m_i, l_i, acc = state
-    rows_ip, cols_tile, k_len, window, qk_scale_log2 = edge
-    MASK, FAST_MATH, K_LATENCY, V_LATENCY = OPTS
     TILE_D = q.shape[1]
-    TILE_N = cols_tile.shape[1]
     if CHECKED:
-        # ZERO padding: a ragged last block must not bring NaN/Inf garbage into qk or P.V.
         k_t = ct.load(
             K,
             index=(b, hk, 0, j),
@@ -199,8 +187,26 @@ def _block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
             check_bounds=False,
             latency=K_LATENCY,
         ).reshape((TILE_D, TILE_N))  # [TILE_D, TILE_N]
-    qk = ct.mma(q, k_t, ct.zeros((q.shape[0], TILE_N), dtype=ct.float32))  # [TILE_M, TILE_N]
+    return ct.mma(q, k_t, ct.zeros((q.shape[0], TILE_N), dtype=ct.float32))
 
+
+def _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
+    """Fold the scores ``qk`` of key block ``j`` into (m_i, l_i, acc); returns the new state.
+
+    ``masked`` says whether this block needs the mask and the -inf guard: a compile-time
+    constant in the K-split loops, a runtime flag (uniform across the CTA) in the single loop.
+    Only the mask code sits under that branch -- the loads and both MMAs are emitted once. (The
+    single loop used to carry one whole block step per branch; on the H200 that variant hung
+    for 64x256 and 256x128 tiles.) ``where`` = (batch, kv head, k-block); ``state`` = (m_i,
+    l_i, acc); ``edge`` = (row index + input_pos per row, key offsets of a block, k_len, window,
+    scale·log2 e); ``OPTS`` = the compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY).
+    """
+    b, hk, j = where
+    m_i, l_i, acc = state
+    rows_ip, cols_tile, k_len, window, qk_scale_log2 = edge
+    MASK, FAST_MATH, _, V_LATENCY = OPTS
+    TILE_D = acc.shape[1]
+    TILE_N = cols_tile.shape[1]
     if masked:
         cols = j * TILE_N + cols_tile  # [1, TILE_N]
         visible = cols < k_len  # keys past k_len are padding
@@ -241,6 +247,14 @@ def _block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
     return (m_ij, l_i, acc)
 
 
+def _block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
+    """One online-softmax step over key block ``where[2]``: scores, then the update."""
+    _, cols_tile, _, _, _ = edge
+    _, _, K_LATENCY, _ = OPTS
+    qk = _scores(q, K, where, CHECKED, K_LATENCY, cols_tile.shape[1])
+    return _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS)
+
+
 @ct.kernel
 def fmha_fwd_kernel(
     Q,  # [B, H, q_len, D]
@@ -265,6 +279,7 @@ def fmha_fwd_kernel(
     WITH_MAP: ConstBool,
     K_LATENCY: ConstInt,
     V_LATENCY: ConstInt,
+    PIPELINE: ConstBool,  # K-split only: next block's q·Kᵀ issued before this block's softmax
 ):
     n_heads = Q.shape[1]
     q_len = Q.shape[2]
@@ -346,10 +361,28 @@ def fmha_fwd_kernel(
     # ---- main loops -----------------------------------------------------------------------
     if K_SPLIT:
         # Unmasked middle first: no mask code, no -inf guard, no bounds checks.
-        for j in range(full_lo, full_hi):
-            state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts)
-            if WITH_MAP:
-                ct.atomic_add(BlockMap, (bh, qb, j), 1)
+        if PIPELINE:
+            # Software pipelining: issue block j+1's q·Kᵀ before block j's softmax, so the
+            # tensor cores have work while the exp2s run (FlashAttention-3's intra-warpgroup
+            # overlap, written out by hand; costs one more [TILE_M, TILE_N] score tile).
+            if full_hi > full_lo:
+                qk = _scores(q, K, (b, hk, full_lo), False, K_LATENCY, TILE_N)
+                for j in range(full_lo, full_hi - 1):
+                    qk_next = _scores(q, K, (b, hk, j + 1), False, K_LATENCY, TILE_N)
+                    state = _softmax_update(qk, V, (b, hk, j), state, edge, False, False, opts)
+                    qk = qk_next
+                    if WITH_MAP:
+                        ct.atomic_add(BlockMap, (bh, qb, j), 1)
+                state = _softmax_update(
+                    qk, V, (b, hk, full_hi - 1), state, edge, False, False, opts
+                )
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, full_hi - 1), 1)
+        else:
+            for j in range(full_lo, full_hi):
+                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts)
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
         # Masked blocks: the window edge [lo, full_lo) and the diagonal/ragged edge
         # [full_hi, hi), walked as one loop so the masked code is emitted once.
         n_left = full_lo - lo
@@ -621,6 +654,7 @@ def prepare(
     num_ctas: int | None = None,
     k_latency: int = 2,
     v_latency: int = 4,
+    pipeline: bool = False,
     return_lse: bool = False,
     out: Any = None,
     stream: Any = None,
@@ -682,6 +716,7 @@ def prepare(
         num_ctas=num_ctas,
         k_latency=k_latency,
         v_latency=v_latency,
+        pipeline=pipeline,
         stream=stream,
     )
 
@@ -698,8 +733,9 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     Keyword arguments (all optional): ``scale=None`` (1/sqrt(D)), ``mask="none"``,
     ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
     ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
-    ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``return_lse=False``, ``out=None``,
-    ``stream=None``; see :func:`prepare` for the exact signature.
+    ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``,
+    ``return_lse=False``, ``out=None``, ``stream=None``; see :func:`prepare` for the exact
+    signature.
 
     k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
     ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
@@ -710,7 +746,8 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate reciprocal);
     ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second loop);
     ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse); ``occupancy``,
-    ``num_worker_warps``, ``num_ctas`` compiler hints; ``k_latency``/``v_latency`` load hints.
+    ``num_worker_warps``, ``num_ctas`` compiler hints; ``k_latency``/``v_latency`` load hints;
+    ``pipeline`` (with ``k_split``: the next block's q·Kᵀ is issued before this block's softmax).
     """
     return prepare(q, k, v, **kwargs)()
 
@@ -739,6 +776,7 @@ def _launch_args(
     remap: bool,
     k_latency: int,
     v_latency: int,
+    pipeline: bool = False,
 ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
     """Grid and argument tuple for one launch (shared by attention, the map and the tuner)."""
     n_q_blocks = -(-p.q_len // tile_m)
@@ -774,6 +812,7 @@ def _launch_args(
         block_map is not None,
         int(k_latency),
         int(v_latency),
+        bool(pipeline) and bool(k_split),
     )
     return grid, args
 
@@ -881,6 +920,7 @@ def gpu_block_map(
     fast_math: bool = True,
     occupancy: int | None = None,
     num_worker_warps: int | None = None,
+    pipeline: bool = False,
     lib: str | None = None,
     seed: int = 0,
 ) -> GpuBlockMap:
@@ -926,6 +966,7 @@ def gpu_block_map(
         num_ctas=None,
         k_latency=2,
         v_latency=4,
+        pipeline=pipeline,
         stream=None,
     )()
     per_head = _to_numpy(bmap, lib)[: batch * heads, :n_q_blocks, :n_k_blocks]
@@ -1113,6 +1154,7 @@ TUNED_KEYS = (
     "num_ctas",
     "k_latency",
     "v_latency",
+    "pipeline",
 )
 
 
@@ -1245,6 +1287,7 @@ def autotune(
             remap=remap,
             k_latency=cfg.get("k_latency", 2),
             v_latency=cfg.get("v_latency", 4),
+            pipeline=cfg.get("pipeline", False),
         )
 
     def hints_of(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -1272,7 +1315,7 @@ def autotune(
             ) from exc
     best = dict(result.best.config)
     # A caller's config may leave keys out; store complete kwargs (latencies default 2/4).
-    defaults = {"k_latency": 2, "v_latency": 4}
+    defaults = {"k_latency": 2, "v_latency": 4, "pipeline": False}
     chosen = {kk: best.get(kk, defaults.get(kk)) for kk in TUNED_KEYS}
     chosen.update(fixed)
     tuning = {
@@ -1358,6 +1401,7 @@ def compile_cubin(
     num_ctas: int | None = None,
     k_latency: int = 2,
     v_latency: int = 4,
+    pipeline: bool = False,
 ) -> bytes:
     """Compile the kernel for ``arch`` without a GPU (tileiras only) and return the cubin.
 
@@ -1415,6 +1459,7 @@ def compile_cubin(
         bool(with_map),
         int(k_latency),
         int(v_latency),
+        bool(pipeline) and bool(k_split),
     ]
     sig = KernelSignature(params, CallingConvention.cutile_python_v2())
     buf = io.BytesIO()

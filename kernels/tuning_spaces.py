@@ -35,6 +35,7 @@ def _cfg(
     num_ctas: int | None = None,
     k_latency: int = 2,
     v_latency: int = 4,
+    pipeline: bool = False,
 ) -> Config:
     return {
         "tile_m": tile_m,
@@ -44,6 +45,7 @@ def _cfg(
         "num_ctas": num_ctas,
         "k_latency": k_latency,
         "v_latency": v_latency,
+        "pipeline": pipeline,
     }
 
 

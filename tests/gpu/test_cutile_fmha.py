@@ -72,6 +72,7 @@ class Case:
     remap: bool
     occupancy: int | None
     num_worker_warps: int | None
+    pipeline: bool = False
 
     @property
     def id(self) -> str:
@@ -80,7 +81,7 @@ class Case:
             f"{self.mask}{w}-ip{self.input_pos}-q{self.q_len}k{self.k_len}-g{self.group}"
             f"-d{self.head_dim}-{self.dtype[:2]}{self.dtype[-2:]}-{self.tile_m}x{self.tile_n}"
             f"-fm{int(self.fast_math)}ks{int(self.k_split)}rm{int(self.remap)}"
-            f"-o{self.occupancy}w{self.num_worker_warps}"
+            f"-o{self.occupancy}w{self.num_worker_warps}{'-pipe' if self.pipeline else ''}"
         )
 
 
@@ -140,6 +141,7 @@ def _cases() -> list[Case]:
                 remap=bool((i // 4) % 2) or i % 7 == 0,
                 occupancy=occ,
                 num_worker_warps=nww,
+                pipeline=i % 3 == 1,
             )
         )
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
@@ -180,11 +182,13 @@ def test_sample_covers_every_knob_and_n() -> None:
         ("fast_math", (False, True)),
         ("k_split", (False, True)),
         ("remap", (False, True)),
+        ("pipeline", (False, True)),
     ):
         assert {getattr(c, attr) for c in CASES} >= set(values), attr
     assert {(c.tile_m, c.tile_n) for c in CASES} >= set(TILES)
     assert {c.mask for c in CASES} == {"none", "causal", "window"}
     assert any(c.input_pos > 0 and c.mask == "causal" for c in CASES)
+    assert {c.mask for c in CASES if c.pipeline and c.k_split} == {"none", "causal", "window"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -209,6 +213,7 @@ def test_matches_float64_reference(case: Case) -> None:
         remap=case.remap,
         occupancy=case.occupancy,
         num_worker_warps=case.num_worker_warps,
+        pipeline=case.pipeline,
         return_lse=True,
         out=out,
     )
@@ -353,6 +358,7 @@ def test_block_map_equals_schedule(mask: str, tile_m: int, tile_n: int, k_split:
             heads=2,
             k_split=k_split,
             remap=bool(q_len % 2),
+            pipeline=(tile_m, tile_n) == (128, 64),  # the pipelined unmasked loop, K-split on
         )
         want = block_map(q_len, k_len, tile_m, tile_n, mask, ip, window)
         assert got.map.shape == want.shape

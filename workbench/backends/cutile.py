@@ -179,6 +179,7 @@ class CutileBackend(CupyBackend):
             fast_math=kw["fast_math"],
             occupancy=kw.get("occupancy"),
             num_worker_warps=kw.get("num_worker_warps"),
+            pipeline=kw.get("pipeline", False),
             lib="cupy",
         )
         return recorded.map
