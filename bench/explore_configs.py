@@ -2,6 +2,7 @@
 
     python bench/explore_configs.py --out DIR                    # sm_90 space + candidates
     python bench/explore_configs.py --ns 2048 --masks causal --configs '[{"tile_m": 64, ...}]'
+    python bench/explore_configs.py --configs @bench/configs/pipeline-probe.json
 
 This is how the autotuner's search space is vetted: every config is timed on the same fresh
 fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
@@ -56,7 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--dim", type=int, default=128)
-    ap.add_argument("--configs", default=None, help="JSON list (default: sm_90 space + candidates)")
+    ap.add_argument(
+        "--configs",
+        default=None,
+        help="JSON list, or @FILE holding one (default: the sm_90 space + candidates)",
+    )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep-ms", type=float, default=15.0)
     ap.add_argument("--precompile", type=int, default=8)
@@ -90,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     ns = [int(x) for x in args.ns.split(",") if x]
     masks = [m for m in args.masks.split(",") if m]
     b, h, d = args.batch, args.heads, args.dim
-    configs = json.loads(args.configs) if args.configs else search_space("sm_90", d) + CANDIDATES
+    if args.configs and args.configs.startswith("@"):
+        configs = json.loads(Path(args.configs[1:]).read_text())
+    elif args.configs:
+        configs = json.loads(args.configs)
+    else:
+        configs = search_space("sm_90", d) + CANDIDATES
     configs = [{kk: vv for kk, vv in c.items() if vv is not None} for c in configs]
     info = machine_info()
     jobs = [
