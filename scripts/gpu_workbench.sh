@@ -3,7 +3,8 @@
 #   source .gpuhost/activate.sh .gpuhost && bash scripts/gpu_workbench.sh [tests|flow|ladder|all]
 #   tests   backends, timing fidelity, crash isolation (tests/gpu_workbench)
 #   flow    sweep every backend as one group (causal and not), compare, export
-#   ladder  the optimization ladder on cuTile, causal (LADDER_SEQ, default 1k-8k)
+#   ladder  the optimization ladder on cuTile, causal (LADDER_SEQ, default 1k-16k), exported
+# At most 8 files come back from a device call's $OUT: keep the modes of one call within that.
 # CUTILE_FLAGS picks the cuTile config of the peer sweep (default: the Hopper-tuned knobs).
 # Put FMHA_WORKBENCH_COMMIT=<commit> in front: the device's copy of the tree has no .git.
 set -uo pipefail
@@ -23,7 +24,7 @@ CUTILE_FLAGS=${CUTILE_FLAGS:---autotune --fast-math --k-split --remap}
 TESTS_TIMEOUT=${TESTS_TIMEOUT:-220}
 FLOW_TIMEOUT=${FLOW_TIMEOUT:-330}
 LADDER_TIMEOUT=${LADDER_TIMEOUT:-300}
-LADDER_SEQ=${LADDER_SEQ:-1k-8k}
+LADDER_SEQ=${LADDER_SEQ:-1k-16k}
 rc=0
 
 if [[ $mode == tests || $mode == all ]]; then
@@ -54,8 +55,11 @@ fi
 
 if [[ $mode == ladder || $mode == all ]]; then
   echo "== ladder"
+  # Its own database, so the export below holds the ladder group and nothing else.
+  LADDER_DB=$OUT/workbench-ladder.db
   timeout "$LADDER_TIMEOUT" python3 -m workbench ladder --backend cutile --seq-lens "$LADDER_SEQ" \
-    --warmup 2 --samples 10 --min-time 0.1 --db "$DB" --label "ladder H200" \
+    --warmup 2 --samples 10 --min-time 0.1 --db "$LADDER_DB" --label "ladder H200" \
     2>&1 | tee "$OUT/workbench-ladder.txt"
+  wb export --csv "$OUT/workbench-ladder.csv" --db "$LADDER_DB"
 fi
 exit "$rc"
