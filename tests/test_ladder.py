@@ -61,6 +61,8 @@ def test_a_reference_ladder_is_one_group_with_speedups_against_previous_and_base
     runs = store.group_runs(group_id)
     assert [r.step for r in runs] == [s.name for s in ladder.steps]
     assert all(r.status == "complete" for r in runs)
+    # The group remembers every step's knobs, so a step that never runs can still be named.
+    assert store.group(group_id)["spec"]["configs"] == [r.config.summary() for r in runs]
     table = ladder_table(store, group_id)
     first, second = table["steps"][0], table["steps"][1]
     assert first["cells"]["64"]["vs_previous"] is None

@@ -114,7 +114,12 @@ def run_ladder(
     group_id = store.create_group(
         "ladder",
         label or f"{ladder.name} on {backend_name}",
-        {"steps": [s.name for s in ladder.steps], "published": ladder.published},
+        {
+            "steps": [s.name for s in ladder.steps],
+            # Each step's knobs, so a view can name a step that never ran (cancelled, failed).
+            "configs": [s.config.summary() for s in ladder.steps],
+            "published": ladder.published,
+        },
     )
 
     def events() -> Iterator[StepStarted | Event]:

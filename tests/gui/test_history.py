@@ -346,5 +346,43 @@ def test_context_menu_offers_the_same_actions(
         ("Relabel…", True),
         ("Delete…", True),
         ("Export CSV…", True),
+        ("Open ladder", False),  # a run that is not a ladder step
     ]
     assert window.store.run(first).label == "from the menu"
+
+
+def test_open_ladder_shows_the_ladder_a_run_belongs_to(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        lone = seed_run(store, label="lone", seq_lens=(64,))
+        ladders = []
+        for name in ("first ladder", "second ladder"):
+            group = store.create_group("ladder", name, {"steps": ["base", "bigger"]})
+            seed_run(store, label=f"{name} base", seq_lens=(64,), group_id=group, step="base")
+            ladders.append(group)
+        peers = store.create_group("sweep", "peers", {})
+        seed_run(store, label="peer", seq_lens=(64,), group_id=peers)
+    window = make_window()
+    history, button = window.history, window.history.ladder_button
+    window.tabs.setCurrentWidget(window.plots)
+    assert window.ladder.group_id() == ladders[1]  # the newest ladder, until told otherwise
+
+    def select(run_label: str) -> None:
+        row = next(
+            r for r in range(history.model.rowCount()) if history.model.run_at(r).label == run_label
+        )
+        click_row(qtbot, window, row)
+
+    select("first ladder base")
+    assert button.isEnabled()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert window.tabs.currentWidget() is window.ladder
+    assert window.ladder.group_id() == ladders[0]
+    assert window.ladder.table.item(0, 1).text() == "complete"
+
+    # Not a ladder step, or a group of another kind: nothing to open.
+    for label in ("peer", "lone"):
+        select(label)
+        assert not button.isEnabled()
+    assert history.model.row_of(lone) is not None

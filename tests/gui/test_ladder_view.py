@@ -38,7 +38,7 @@ from workbench.timing import TimingSettings
 pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = [s.name for s in load_ladder().steps]
-H200_DB = ROOT / "bench" / "results" / "h200-workbench.db"
+H200_LADDER_DB = ROOT / "bench" / "results" / "h200-workbench-ladder.db"
 FAST = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
 
 
@@ -205,7 +205,8 @@ def seed_ladders(db_path: Path) -> tuple[int, int]:
                 step=step,
                 label=step,
             )
-        newer = store.create_group("ladder", "like the H200", spec)
+        configs = [s.config.summary() for s in load_ladder().steps]
+        newer = store.create_group("ladder", "like the H200", {**spec, "configs": configs})
         seed_run(store, seq_lens=(64, 128), group_id=newer, step=STEPS[0], label="base")
         for step, error in (
             (STEPS[1], "EngineFailure: the GPU engine did not answer within 180 s (a hang?)"),
@@ -244,6 +245,8 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
             assert item.background().color() == MISSING
     assert "failed: EngineFailure" in panel.cell_item(1, 128).toolTip()
     assert NOT_RUN in panel.cell_item(5, 64).toolTip()
+    # A step that never ran still says what it would have run (the group keeps its knobs).
+    assert view.item(5, 0).text().endswith(load_ladder().steps[5].config.summary())
     assert "1 complete, 2 failed, 4 not run" in panel.info.text()
     assert "1.60-1.66x" in panel.info.text()
     _, y = panel.chart_data(128)
@@ -278,23 +281,30 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     assert "No ladder" in panel.info.text() and not panel.export_button.isEnabled()
 
 
-@pytest.mark.skipif(not H200_DB.exists(), reason="the H200 results database is not checked out")
-def test_the_h200_ladder_opens_with_its_failed_steps(
+@pytest.mark.skipif(not H200_LADDER_DB.exists(), reason="no H200 ladder database")
+def test_the_committed_h200_ladder_opens_as_measured(
     qtbot: Any, make_window: Any, tmp_path: Path
 ) -> None:
     copy = tmp_path / "h200.db"
-    shutil.copy(H200_DB, copy)  # opening may migrate or mark runs: never touch the original
+    shutil.copy(H200_LADDER_DB, copy)  # opening may migrate: never touch the original
     window = make_window(copy, probe_backends=False)
     panel = window.ladder
     assert panel.group_id() is not None
     runs = window.store.group_runs(panel.group_id())
     view = panel.table
+    assert view.rowCount() == len(panel.data.group["spec"]["steps"]) == len(runs)
     for r, run in enumerate(runs):
-        assert view.item(r, 1).text() == run.status
-        measured = {p.seq_len for p in window.store.points(run.id)}
+        assert view.item(r, 1).text() == run.status == "complete"
+        points = {p.seq_len: p for p in window.store.points(run.id)}
+        assert set(points) == set(panel.data.seq_lens)
         for n in panel.data.seq_lens:
-            assert (panel.cell_item(r, n).text() == "–") == (n not in measured)
-    assert view.rowCount() == len(panel.data.group["spec"]["steps"])
+            assert f"{points[n].tflops:.3g}" in panel.cell_item(r, n).text()
+    # Hopper's story, as the table tells it: the 256x128 trap, then the worker-warp rescue.
+    steps = [row.name for row in panel.data.rows]
+    trap, rescue = steps.index("256x128 tiles"), steps.index("+ 8 worker warps (Hopper)")
+    for n in panel.data.seq_lens:
+        assert panel.data.rows[trap].cells[n]["vs_baseline"] < 0.5
+        assert panel.data.rows[rescue].cells[n]["vs_previous"] > 5
 
 
 def test_cancel_mid_ladder_keeps_the_steps_run_so_far(

@@ -268,6 +268,7 @@ class HistoryPanel(QWidget):
 
     selectionChangedIds = Signal(list)  # run ids, in table order
     loadRequested = Signal(int)  # put this run's settings into the form
+    ladderRequested = Signal(int)  # show this ladder group in the Ladder tab
     runsDeleted = Signal(list)
     relabelled = Signal(list)
     message = Signal(str)  # a line for the status bar
@@ -336,6 +337,9 @@ class HistoryPanel(QWidget):
         self.export_button = QPushButton("Export CSV…")
         self.export_button.setToolTip("Export the selected runs (all runs when none is selected)")
         self.export_button.clicked.connect(self._on_export_clicked)
+        self.ladder_button = QPushButton("Open ladder")
+        self.ladder_button.setToolTip("Show the ladder the selected run is a step of")
+        self.ladder_button.clicked.connect(self._on_open_ladder)
 
         top = QHBoxLayout()
         top.addWidget(self.filter, 1)
@@ -346,6 +350,7 @@ class HistoryPanel(QWidget):
             self.relabel_button,
             self.delete_button,
             self.export_button,
+            self.ladder_button,
         ):
             buttons.addWidget(button)
         buttons.addStretch(1)
@@ -423,6 +428,21 @@ class HistoryPanel(QWidget):
         self.relabel_button.setEnabled(count >= 1 and writable)
         self.delete_button.setEnabled(count >= 1 and writable)
         self.export_button.setEnabled(self.store is not None)
+        self.ladder_button.setEnabled(self.selected_ladder() is not None)
+
+    def selected_ladder(self) -> int | None:
+        """The ladder group of the one selected run, or None (no run, several, or no ladder)."""
+        ids = self.selected_ids()
+        if len(ids) != 1 or self.store is None:
+            return None
+        run = self.model.run_at(self.model.row_of(ids[0]) or 0)
+        if run.group_id is None:
+            return None
+        try:
+            kind = self.store.group(run.group_id).get("kind")
+        except Exception:  # a group deleted meanwhile, or a store error: no ladder to open
+            return None
+        return run.group_id if kind == "ladder" else None
 
     def _update_count(self, *_: Any) -> None:
         total = self.model.total()
@@ -434,6 +454,11 @@ class HistoryPanel(QWidget):
         ids = self.selected_ids()
         if len(ids) == 1:
             self.loadRequested.emit(ids[0])
+
+    def _on_open_ladder(self) -> None:
+        group_id = self.selected_ladder()
+        if group_id is not None:
+            self.ladderRequested.emit(group_id)
 
     def relabel_selected(self) -> None:
         ids = self.selected_ids()
@@ -501,6 +526,7 @@ class HistoryPanel(QWidget):
             ("Relabel…", self.relabel_selected, self.relabel_button),
             ("Delete…", self.delete_selected, self.delete_button),
             ("Export CSV…", self._on_export_clicked, self.export_button),
+            ("Open ladder", self._on_open_ladder, self.ladder_button),
         ):
             action = QAction(text, menu)
             action.setEnabled(button.isEnabled())

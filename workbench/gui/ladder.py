@@ -134,12 +134,13 @@ def read_ladder(store: Any, group_id: int, *, live: bool = False) -> LadderData:
         )
     # Steps the ladder names but never reached: runs are made in step order, so they are the tail.
     names = [str(name) for name in spec.get("steps") or []]
-    for name in names[len(rows) :]:
+    configs = [str(c) for c in spec.get("configs") or []]  # absent in ladders stored before
+    for index, name in enumerate(names[len(rows) :], start=len(rows)):
         rows.append(
             StepRow(
                 number=len(rows) + 1,
                 name=name,
-                config="",
+                config=configs[index] if index < len(configs) else "",
                 status=PENDING if live else NOT_RUN,
                 run_id=None,
                 error="",

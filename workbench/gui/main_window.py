@@ -145,6 +145,7 @@ class MainWindow(QMainWindow):
         self.history = HistoryPanel(None)
         self.history.selectionChangedIds.connect(self._on_selection)
         self.history.loadRequested.connect(self._on_load_requested)
+        self.history.ladderRequested.connect(self.open_ladder)
         self.history.relabelled.connect(self._on_relabelled)
         self.history.runsDeleted.connect(self._on_runs_deleted)
         self.history.message.connect(self._show_status)
@@ -603,6 +604,11 @@ class MainWindow(QMainWindow):
         )
 
     @Slot(int)
+    def open_ladder(self, group_id: int) -> None:
+        """Bring the Ladder tab forward on stored ladder ``group_id`` (from History)."""
+        self.ladder.show_group(group_id)
+        self.tabs.setCurrentWidget(self.ladder)
+
     def _on_load_requested(self, run_id: int) -> None:
         runs = self._runs_for([run_id])
         if runs:
