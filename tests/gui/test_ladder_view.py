@@ -281,7 +281,6 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     assert "No ladder" in panel.info.text() and not panel.export_button.isEnabled()
 
 
-@pytest.mark.skipif(not H200_LADDER_DB.exists(), reason="no H200 ladder database")
 def test_the_committed_h200_ladder_opens_as_measured(
     qtbot: Any, make_window: Any, tmp_path: Path
 ) -> None:

@@ -344,13 +344,15 @@ class HistoryPanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.filter, 1)
         top.addWidget(self.count_label)
+        # Beside the filter, which can give up width: one more button in the row below would
+        # widen the whole window's minimum size.
+        top.addWidget(self.ladder_button)
         buttons = QHBoxLayout()
         for button in (
             self.load_button,
             self.relabel_button,
             self.delete_button,
             self.export_button,
-            self.ladder_button,
         ):
             buttons.addWidget(button)
         buttons.addStretch(1)
