@@ -22,6 +22,7 @@ visited so a test can compare it with ``kernels.schedule.block_map``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -585,18 +586,7 @@ def _check_inputs(q: Any, k: Any, v: Any) -> _Problem:
     return _Problem(lib, batch, heads, kv_heads, q_len, k_len, head_dim, _dtype_name(q))
 
 
-def _check_knobs(
-    mask: str,
-    input_pos: int,
-    window: int | None,
-    tile_m: int,
-    tile_n: int,
-    occupancy: int | None,
-    num_worker_warps: int | None,
-    num_ctas: int | None,
-    k_latency: int,
-    v_latency: int,
-) -> None:
+def _check_mask(mask: str, input_pos: int, window: int | None) -> None:
     if mask not in MASK_MODES:
         raise ValueError(f"mask must be one of {MASK_MODES}, got {mask!r}")
     if mask == "window":
@@ -606,21 +596,79 @@ def _check_knobs(
         raise ValueError(f"window={window} is only meaningful with mask='window'")
     if not isinstance(input_pos, (int, np.integer)):
         raise ValueError(f"input_pos must be an int, got {type(input_pos).__name__}")
-    for name, t in (("tile_m", tile_m), ("tile_n", tile_n)):
-        if t not in TILE_SIZES:
-            raise ValueError(f"{name} must be one of {TILE_SIZES}, got {t}")
-    if occupancy is not None and not 1 <= occupancy <= 32:
-        raise ValueError(f"occupancy must be None or 1..32, got {occupancy}")
-    if num_worker_warps is not None and num_worker_warps not in WORKER_WARPS:
-        raise ValueError(
-            f"num_worker_warps must be None or one of {WORKER_WARPS} (others need CUDA 13.5), "
-            f"got {num_worker_warps}"
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Tiles, knobs and compiler hints of one launch, checked once when it is made.
+
+    ``tile_m``/``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate
+    reciprocal); ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second
+    loop); ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse; no effect
+    without a mask); ``occupancy``, ``num_worker_warps``, ``num_ctas`` (compiler hints);
+    ``k_latency``/``v_latency`` (load hints); ``pipeline`` (with ``k_split``: the next block's
+    q·Kᵀ is issued before this block's softmax).
+    """
+
+    tile_m: int = 64
+    tile_n: int = 64
+    fast_math: bool = True
+    k_split: bool = True
+    remap: bool = True
+    occupancy: int | None = None
+    num_worker_warps: int | None = None
+    num_ctas: int | None = None
+    k_latency: int = 2
+    v_latency: int = 4
+    pipeline: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("tile_m", "tile_n"):
+            if getattr(self, name) not in TILE_SIZES:
+                raise ValueError(f"{name} must be one of {TILE_SIZES}, got {getattr(self, name)}")
+        if self.occupancy is not None and not 1 <= self.occupancy <= 32:
+            raise ValueError(f"occupancy must be None or 1..32, got {self.occupancy}")
+        if self.num_worker_warps is not None and self.num_worker_warps not in WORKER_WARPS:
+            raise ValueError(
+                f"num_worker_warps must be None or one of {WORKER_WARPS} (others need CUDA "
+                f"13.5), got {self.num_worker_warps}"
+            )
+        if self.num_ctas is not None and self.num_ctas not in (1, 2, 4, 8, 16):
+            raise ValueError(f"num_ctas must be None or a power of two 1..16, got {self.num_ctas}")
+        for name in ("k_latency", "v_latency"):
+            if not 1 <= getattr(self, name) <= 10:
+                raise ValueError(f"{name} must be 1..10, got {getattr(self, name)}")
+
+    @classmethod
+    def of(cls, knobs: dict[str, Any]) -> LaunchConfig:
+        """From keyword arguments, naming any that is not a knob."""
+        unknown = sorted(set(knobs) - set(LAUNCH_KNOBS))
+        if unknown:
+            raise ValueError(f"unknown knob(s) {unknown}; the knobs are {list(LAUNCH_KNOBS)}")
+        return cls(**knobs)
+
+    def kernel(self) -> Any:
+        """The compiled-kernel object carrying this config's compiler hints."""
+        return kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas)
+
+    def constants(self, mask: str, head_dim: int, with_lse: bool, with_map: bool) -> tuple:
+        """The kernel's compile-time arguments, in signature order (TILE_M … PIPELINE)."""
+        return (
+            self.tile_m,
+            self.tile_n,
+            head_dim,
+            MASK_CODES[mask],
+            bool(self.k_split),
+            bool(self.fast_math),
+            bool(with_lse),
+            bool(with_map),
+            int(self.k_latency),
+            int(self.v_latency),
+            bool(self.pipeline) and bool(self.k_split),
         )
-    if num_ctas is not None and num_ctas not in (1, 2, 4, 8, 16):
-        raise ValueError(f"num_ctas must be None or a power of two 1..16, got {num_ctas}")
-    for name, lat in (("k_latency", k_latency), ("v_latency", v_latency)):
-        if not 1 <= lat <= 10:
-            raise ValueError(f"{name} must be 1..10, got {lat}")
+
+
+LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))
 
 
 def l2_group_size(batch_heads: int, k_len: int, head_dim: int, itemsize: int, group: int) -> int:
@@ -644,40 +692,23 @@ def prepare(
     mask: str = "none",
     input_pos: int = 0,
     window: int | None = None,
-    tile_m: int = 64,
-    tile_n: int = 64,
-    fast_math: bool = True,
-    k_split: bool = True,
-    remap: bool = True,
-    occupancy: int | None = None,
-    num_worker_warps: int | None = None,
-    num_ctas: int | None = None,
-    k_latency: int = 2,
-    v_latency: int = 4,
-    pipeline: bool = False,
     return_lse: bool = False,
     out: Any = None,
     stream: Any = None,
+    **knobs: Any,
 ) -> Callable[[], Any]:
     """Validate and allocate once; return a zero-argument launcher for timing loops.
 
-    The launcher re-runs the same launch (same inputs, same ``out``) with no validation and no
-    allocation, and returns what :func:`attention` would. With ``stream=None`` it launches on
-    the library's *current* stream at call time, so it can be captured in a CUDA graph.
+    ``knobs`` are the fields of :class:`LaunchConfig` (``tile_m=64``, ``tile_n=64``,
+    ``fast_math=True``, ``k_split=True``, ``remap=True``, ``occupancy``, ``num_worker_warps``,
+    ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``). The launcher re-runs
+    the same launch (same inputs, same ``out``) with no validation and no allocation, and
+    returns what :func:`attention` would. With ``stream=None`` it launches on the library's
+    *current* stream at call time, so it can be captured in a CUDA graph.
     """
     p = _check_inputs(q, k, v)
-    _check_knobs(
-        mask,
-        input_pos,
-        window,
-        tile_m,
-        tile_n,
-        occupancy,
-        num_worker_warps,
-        num_ctas,
-        k_latency,
-        v_latency,
-    )
+    _check_mask(mask, input_pos, window)
+    config = LaunchConfig.of(knobs)
     if scale is None:
         scale = 1.0 / math.sqrt(p.head_dim)
     if not (math.isfinite(scale) and scale > 0):
@@ -695,28 +726,12 @@ def prepare(
     lse = _empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if return_lse else None
     run = _prepare(
         p,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        None,
-        None,
+        (q, k, v, out, lse, None, None),
+        config,
         scale=scale,
         mask=mask,
         input_pos=int(input_pos),
         window=window,
-        tile_m=tile_m,
-        tile_n=tile_n,
-        fast_math=fast_math,
-        k_split=k_split,
-        remap=remap,
-        occupancy=occupancy,
-        num_worker_warps=num_worker_warps,
-        num_ctas=num_ctas,
-        k_latency=k_latency,
-        v_latency=v_latency,
-        pipeline=pipeline,
         stream=stream,
     )
 
@@ -734,8 +749,8 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
     ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
     ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``,
-    ``return_lse=False``, ``out=None``, ``stream=None``; see :func:`prepare` for the exact
-    signature.
+    ``return_lse=False``, ``out=None``, ``stream=None``; see :func:`prepare` and
+    :class:`LaunchConfig`.
 
     k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
     ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
@@ -754,39 +769,30 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
 
 def _launch_args(
     p: _Problem,
-    q: Any,
-    k: Any,
-    v: Any,
-    out: Any,
-    lse: Any,
-    block_map: Any,
-    order: Any,
-    dummy_f32: Any,
-    dummy_i32: Any,
-    dummy_i32_2d: Any,
+    arrays: tuple[Any, ...],
+    dummies: tuple[Any, Any, Any],
+    config: LaunchConfig,
     *,
     scale: float,
     mask: str,
     input_pos: int,
     window: int | None,
-    tile_m: int,
-    tile_n: int,
-    fast_math: bool,
-    k_split: bool,
-    remap: bool,
-    k_latency: int,
-    v_latency: int,
-    pipeline: bool = False,
 ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
-    """Grid and argument tuple for one launch (shared by attention, the map and the tuner)."""
-    n_q_blocks = -(-p.q_len // tile_m)
+    """Grid and argument tuple for one launch (shared by attention, the map and the tuner).
+
+    ``arrays`` = (q, k, v, out, lse, block_map, order), the last three None when not wanted;
+    ``dummies`` stand in for them (the kernel's signature always has all seven arrays).
+    """
+    q, k, v, out, lse, block_map, order = arrays
+    dummy_f32, dummy_i32, dummy_i32_2d = dummies
+    n_q_blocks = -(-p.q_len // config.tile_m)
     grid = (n_q_blocks * p.batch * p.heads, 1, 1)
     itemsize = 2
     # Remapping balances causal/window work; without a mask it would only scatter the heads
     # that run together (schedule.Schedule.program_order keeps the plain order there too).
     remap_group = (
         l2_group_size(p.batch * p.heads, p.k_len, p.head_dim, itemsize, p.group)
-        if remap and mask != "none"
+        if config.remap and mask != "none"
         else 0
     )
     args = (
@@ -802,17 +808,7 @@ def _launch_args(
         int(window) if window is not None else 0,
         p.group,
         remap_group,
-        tile_m,
-        tile_n,
-        p.head_dim,
-        MASK_CODES[mask],
-        bool(k_split),
-        bool(fast_math),
-        lse is not None,
-        block_map is not None,
-        int(k_latency),
-        int(v_latency),
-        bool(pipeline) and bool(k_split),
+        *config.constants(mask, p.head_dim, lse is not None, block_map is not None),
     )
     return grid, args
 
@@ -838,21 +834,17 @@ def _check_arch(device: int) -> str:
 
 def _prepare(
     p: _Problem,
-    q: Any,
-    k: Any,
-    v: Any,
-    out: Any,
-    lse: Any,
-    block_map: Any,
-    order: Any,
+    arrays: tuple[Any, ...],
+    config: LaunchConfig,
     *,
-    occupancy: int | None,
-    num_worker_warps: int | None,
-    num_ctas: int | None,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
     stream: Any,
-    **knobs: Any,
 ) -> Callable[[], None]:
     """Everything but the launch itself: grid, argument tuple, kernel variant, arch check."""
+    q, _, _, out, lse, _, _ = arrays
     if p.q_len == 0:
         return lambda: None
     if p.k_len == 0:  # every row sees no key: zeros and -inf, like the reference
@@ -864,8 +856,11 @@ def _prepare(
 
         return fill
     _check_arch(_device_id(q, p.lib) or 0)
-    grid, args = _launch_args(p, q, k, v, out, lse, block_map, order, *_dummies(p, q), **knobs)
-    kern = kernel_variant(occupancy, num_worker_warps, num_ctas)
+    grid, args = _launch_args(
+        p, arrays, _dummies(p, q), config, scale=scale, mask=mask, input_pos=input_pos,
+        window=window,
+    )  # fmt: skip
+    kern = config.kernel()
     lib = p.lib
 
     def run() -> None:
@@ -915,25 +910,22 @@ def gpu_block_map(
     kv_heads: int | None = None,
     head_dim: int = 64,
     dtype: str = "float16",
-    k_split: bool = True,
-    remap: bool = True,
-    fast_math: bool = True,
-    occupancy: int | None = None,
-    num_worker_warps: int | None = None,
-    pipeline: bool = False,
     lib: str | None = None,
     seed: int = 0,
+    **knobs: Any,
 ) -> GpuBlockMap:
     """Run the instrumented kernel on random inputs and return the blocks its loops visited.
 
-    Every visited (q-block, k-block) adds its code (1 unmasked, 2 masked) atomically to a
-    zeroed map, so skipped blocks stay 0 and a block visited twice cannot look right.
+    ``knobs``: the other fields of :class:`LaunchConfig` (``k_split``, ``remap``, …). Every
+    visited (q-block, k-block) adds its code (1 unmasked, 2 masked) atomically to a zeroed
+    map, so skipped blocks stay 0 and a block visited twice cannot look right.
     """
+    config = LaunchConfig.of({"tile_m": tile_m, "tile_n": tile_n, **knobs})
+    _check_mask(mask, input_pos, window)
     lib = lib or _pick_lib()
     kv_heads = kv_heads or heads
     q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)
     p = _check_inputs(q, k, v)
-    _check_knobs(mask, input_pos, window, tile_m, tile_n, occupancy, num_worker_warps, None, 2, 4)
     n_q_blocks = -(-q_len // tile_m)
     n_k_blocks = -(-k_len // tile_n)
     # Padded to multiples of 16 so the JIT's shape specialisation of these two arrays is the
@@ -945,28 +937,12 @@ def gpu_block_map(
     out = _empty(lib, tuple(q.shape), dtype, q)
     _prepare(
         p,
-        q,
-        k,
-        v,
-        out,
-        None,
-        bmap,
-        order,
+        (q, k, v, out, None, bmap, order),
+        config,
         scale=1.0 / math.sqrt(head_dim),
         mask=mask,
         input_pos=int(input_pos),
         window=window,
-        tile_m=tile_m,
-        tile_n=tile_n,
-        fast_math=fast_math,
-        k_split=k_split,
-        remap=remap,
-        occupancy=occupancy,
-        num_worker_warps=num_worker_warps,
-        num_ctas=None,
-        k_latency=2,
-        v_latency=4,
-        pipeline=pipeline,
         stream=None,
     )()
     per_head = _to_numpy(bmap, lib)[: batch * heads, :n_q_blocks, :n_k_blocks]
@@ -1146,16 +1122,9 @@ def _device_name_fallback() -> str | None:
 # Autotuning, with a JSON cache on disk
 # --------------------------------------------------------------------------------------------
 
-TUNED_KEYS = (
-    "tile_m",
-    "tile_n",
-    "occupancy",
-    "num_worker_warps",
-    "num_ctas",
-    "k_latency",
-    "v_latency",
-    "pipeline",
-)
+# What the tuner chooses; fast_math, k_split and remap are the caller's.
+FIXED_KNOBS = ("fast_math", "k_split", "remap")
+TUNED_KEYS = tuple(name for name in LAUNCH_KNOBS if name not in FIXED_KNOBS)
 
 
 def default_cache_path() -> Path:
@@ -1224,7 +1193,7 @@ def autotune(
     (pop it before passing the dict on, or use :func:`tuned_kwargs`).
     """
     p = _check_inputs(q, k, v)
-    _check_knobs(mask, input_pos, window, 64, 64, None, None, None, 2, 4)
+    _check_mask(mask, input_pos, window)
     arch = gpu_arch(_device_id(q, p.lib) or 0)
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
     path = Path(cache_path) if cache_path is not None else default_cache_path()
@@ -1241,22 +1210,10 @@ def autotune(
             }
             return cfg
 
-    space = [dict(c) for c in (configs or search_space(arch, p.head_dim))]
+    # The caller's fast_math/k_split/remap override whatever a config says about them.
+    space = [LaunchConfig.of({**c, **fixed}) for c in (configs or search_space(arch, p.head_dim))]
     if not space:
         raise ValueError("autotune needs at least one config")
-    for c in space:
-        _check_knobs(
-            mask,
-            input_pos,
-            window,
-            c["tile_m"],
-            c["tile_n"],
-            c.get("occupancy"),
-            c.get("num_worker_warps"),
-            c.get("num_ctas"),
-            c.get("k_latency", 2),
-            c.get("v_latency", 4),
-        )
     if scale is None:
         scale = 1.0 / math.sqrt(p.head_dim)
     stream = stream if stream is not None else _default_stream(p.lib)
@@ -1265,36 +1222,18 @@ def autotune(
     if p.q_len == 0 or p.k_len == 0:
         raise ValueError("autotune needs q_len >= 1 and k_len >= 1")
 
-    def launch_of(cfg: dict[str, Any]) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+    def launch_of(cfg: LaunchConfig) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+        arrays = (q, k, v, scratch, None, None, None)
         return _launch_args(
-            p,
-            q,
-            k,
-            v,
-            scratch,
-            None,
-            None,
-            None,
-            *dummies,
-            scale=scale,
-            mask=mask,
-            input_pos=int(input_pos),
+            p, arrays, dummies, cfg, scale=scale, mask=mask, input_pos=int(input_pos),
             window=window,
-            tile_m=cfg["tile_m"],
-            tile_n=cfg["tile_n"],
-            fast_math=fast_math,
-            k_split=k_split,
-            remap=remap,
-            k_latency=cfg.get("k_latency", 2),
-            v_latency=cfg.get("v_latency", 4),
-            pipeline=cfg.get("pipeline", False),
-        )
+        )  # fmt: skip
 
-    def hints_of(cfg: dict[str, Any]) -> dict[str, Any]:
+    def hints_of(cfg: LaunchConfig) -> dict[str, Any]:
         return {
-            "occupancy": cfg.get("occupancy"),
-            "num_worker_warps": cfg.get("num_worker_warps"),
-            "num_ctas": cfg.get("num_ctas"),
+            "occupancy": cfg.occupancy,
+            "num_worker_warps": cfg.num_worker_warps,
+            "num_ctas": cfg.num_ctas,
         }
 
     t0 = time.perf_counter()
@@ -1313,17 +1252,13 @@ def autotune(
             raise CompilerFailedError(
                 f"autotune: every config failed for {key}: {exc}. Check tileiras with probe()."
             ) from exc
-    best = dict(result.best.config)
-    # A caller's config may leave keys out; store complete kwargs (latencies default 2/4).
-    defaults = {"k_latency": 2, "v_latency": 4, "pipeline": False}
-    chosen = {kk: best.get(kk, defaults.get(kk)) for kk in TUNED_KEYS}
-    chosen.update(fixed)
+    chosen = dataclasses.asdict(result.best.config)  # complete kwargs, defaults filled in
     tuning = {
         "mean_us": result.best.mean_us,
         "error_margin_us": result.best.error_margin_us,
         "tried": len(space),
         "failed": [
-            [{kk: c.get(kk) for kk in TUNED_KEYS}, e.__name__, m.splitlines()[0] if m else ""]
+            [{kk: getattr(c, kk) for kk in TUNED_KEYS}, e.__name__, m.splitlines()[0] if m else ""]
             for c, e, m in result.failures
         ],
         "seconds": round(time.perf_counter() - t0, 1),
@@ -1390,23 +1325,15 @@ def compile_cubin(
     kv_heads: int | None = None,
     batch: int = 4,
     mask: str = "causal",
-    tile_m: int = 64,
-    tile_n: int = 64,
-    fast_math: bool = True,
-    k_split: bool = True,
     with_lse: bool = False,
     with_map: bool = False,
-    occupancy: int | None = None,
-    num_worker_warps: int | None = None,
-    num_ctas: int | None = None,
-    k_latency: int = 2,
-    v_latency: int = 4,
-    pipeline: bool = False,
+    **knobs: Any,
 ) -> bytes:
     """Compile the kernel for ``arch`` without a GPU (tileiras only) and return the cubin.
 
-    The signature mirrors what the JIT derives from contiguous, aligned arrays of the given
-    shapes, so registers and spills read from this cubin are those of the real launch.
+    ``knobs`` are the fields of :class:`LaunchConfig`. The signature mirrors what the JIT
+    derives from contiguous, aligned arrays of the given shapes, so registers and spills read
+    from this cubin are those of the real launch.
     """
     import io
 
@@ -1419,21 +1346,11 @@ def compile_cubin(
 
     k_len = q_len if k_len is None else k_len
     kv_heads = kv_heads or heads
-    _check_knobs(
-        mask,
-        0,
-        1 if mask == "window" else None,
-        tile_m,
-        tile_n,
-        occupancy,
-        num_worker_warps,
-        num_ctas,
-        k_latency,
-        v_latency,
-    )
+    _check_mask(mask, 0, 1 if mask == "window" else None)
+    config = LaunchConfig.of(knobs)
     el = ct.float16 if dtype == "float16" else ct.bfloat16
-    n_q_blocks = -(-q_len // tile_m)
-    n_k_blocks = -(-k_len // tile_n)
+    n_q_blocks = -(-q_len // config.tile_m)
+    n_k_blocks = -(-k_len // config.tile_n)
     params = [
         _array_constraint(el, (batch, heads, q_len, head_dim)),
         _array_constraint(el, (batch, kv_heads, k_len, head_dim)),
@@ -1449,23 +1366,13 @@ def compile_cubin(
         ScalarConstraint(ct.int32),
         ScalarConstraint(ct.int32),
         ScalarConstraint(ct.int32),
-        tile_m,
-        tile_n,
-        head_dim,
-        MASK_CODES[mask],
-        bool(k_split),
-        bool(fast_math),
-        bool(with_lse),
-        bool(with_map),
-        int(k_latency),
-        int(v_latency),
-        bool(pipeline) and bool(k_split),
+        *config.constants(mask, head_dim, with_lse, with_map),
     ]
     sig = KernelSignature(params, CallingConvention.cutile_python_v2())
     buf = io.BytesIO()
     with _friendly_errors():
         export_kernel(
-            kernel_variant(occupancy, num_worker_warps, num_ctas),
+            config.kernel(),
             [sig],
             buf,
             gpu_code=arch,

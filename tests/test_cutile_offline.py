@@ -59,6 +59,9 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(tile_m=32)
     with pytest.raises(ValueError, match="num_worker_warps"):
         F.compile_cubin(num_worker_warps=16)
+    # A misspelt knob is named, with the list of real ones, instead of being ignored.
+    with pytest.raises(ValueError, match=r"unknown knob\(s\) \['tile_k'\].*'tile_n'"):
+        F.compile_cubin(tile_k=64)
 
 
 def test_attention_rejects_non_gpu_arrays() -> None:
@@ -105,18 +108,7 @@ def test_search_spaces_are_small_and_valid() -> None:
     for arch, table in SEARCH_SPACES.items():
         assert 1 <= len(table) <= 24, arch
         for c in table:
-            F._check_knobs(
-                "none",
-                0,
-                None,
-                c["tile_m"],
-                c["tile_n"],
-                c["occupancy"],
-                c["num_worker_warps"],
-                c["num_ctas"],
-                c["k_latency"],
-                c["v_latency"],
-            )
+            F.LaunchConfig.of(c)  # raises on any invalid tile, hint or latency
     assert search_space("sm_999")  # unknown archs fall back to a safe table
     assert all(c["tile_m"] * c["tile_n"] <= 128 * 64 for c in search_space("sm_90", 256))
 

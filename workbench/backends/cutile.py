@@ -36,6 +36,11 @@ def _empty_like(x: Any) -> Any:
     return cupy.empty_like(x)
 
 
+def _knobs(launch_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The kernel knobs of a launch's keyword arguments (what is not the problem's mask)."""
+    return {k: v for k, v in launch_kwargs.items() if k not in ("mask", "input_pos", "window")}
+
+
 def _kernel_module() -> Any:
     from kernels import cutile_fmha
 
@@ -160,12 +165,12 @@ class CutileBackend(CupyBackend):
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         """From the instrumented kernel, with the tiles and knobs that were timed."""
         fmha = _kernel_module()
-        kw = self._kwargs
+        knobs = _knobs(self._kwargs)
         recorded = fmha.gpu_block_map(
             problem.q_len,
             problem.k_len,
-            kw["tile_m"],
-            kw["tile_n"],
+            knobs.pop("tile_m"),
+            knobs.pop("tile_n"),
             config.mask,
             problem.input_pos,
             config.window,
@@ -174,13 +179,8 @@ class CutileBackend(CupyBackend):
             kv_heads=1,
             head_dim=problem.head_dim,
             dtype=problem.dtype,
-            k_split=kw["k_split"],
-            remap=kw["remap"],
-            fast_math=kw["fast_math"],
-            occupancy=kw.get("occupancy"),
-            num_worker_warps=kw.get("num_worker_warps"),
-            pipeline=kw.get("pipeline", False),
             lib="cupy",
+            **knobs,
         )
         return recorded.map
 
@@ -197,7 +197,7 @@ class CutileBackend(CupyBackend):
         )
         expected = schedule_for(problem, tiled).block_map
         result.extra.update(
-            launch={k: v for k, v in kw.items() if k not in ("mask", "input_pos", "window")},
+            launch=_knobs(kw),
             block_map_matches_schedule=bool(np.array_equal(result.block_map, expected)),
         )
         if self._tuning is not None:
