@@ -75,6 +75,33 @@ def test_every_signal_lands_in_the_gui_thread(qtbot: Any, db_path: Path, in_chil
         assert [p.seq_len for p in store.points(store.runs()[0].id)] == [64, 128]
 
 
+class Waiter(QObject):
+    """A GUI-thread owner whose slot on ``done`` waits for the worker's thread to end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread: QThread | None = None
+        self.waited: list[bool] = []
+
+    def on_done(self) -> None:
+        assert QThread.currentThread() is QApplication.instance().thread()
+        self.waited.append(self.thread.wait(5_000) if self.thread is not None else False)
+
+
+def test_an_owner_may_wait_on_the_thread_from_any_slot_of_done(qtbot: Any, db_path: Path) -> None:
+    # A slot connected before start_in_thread runs before any slot connected by it. If the
+    # thread's quit were queued behind this slot, its wait could never succeed (the
+    # intermittent 180 s hang of a full test run); quit must not depend on the GUI thread.
+    spec = SweepSpec(Problem(batch=1, heads=1, head_dim=32), (64,), KernelConfig(32, 32))
+    worker = SweepWorker(spec, db_path, FAST, in_child=False)
+    waiter = Waiter()
+    worker.done.connect(waiter.on_done)
+    waiter.thread = start_in_thread(worker, waiter)
+    qtbot.waitUntil(lambda: bool(waiter.waited), timeout=60_000)
+    assert waiter.waited == [True]
+    assert waiter.thread.isFinished()
+
+
 def test_time_left_fits_fixed_and_quadratic_costs() -> None:
     # A CPU sweep: cost grows with N²; after two points the fit predicts the rest.
     cpu = TimeLeft([64, 128, 256, 512])

@@ -369,7 +369,6 @@ class MainWindow(QMainWindow):
         worker.crashed.connect(self._on_crashed)
         self._worker = worker
         self._thread = start_in_thread(worker, self)
-        # Connected after start_in_thread so thread.quit runs before this slot waits on it.
         worker.done.connect(self._on_worker_done)
         self._set_running_ui(True)
         self.progress.setRange(0, len(all_points))
@@ -498,7 +497,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_worker_done(self) -> None:
         if self._thread is not None:
-            # run() has returned and thread.quit() was queued before this slot: a short wait.
+            # done is emitted as run() returns and has already quit the thread: a short wait.
             self._thread.wait()
             self._thread.deleteLater()
         cancelled = self._worker is not None and self._worker.cancel_requested

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.config import SweepSpec
 from workbench.gui.sweep_child import LadderJob, LadderStarted, job_events, run_in_child
@@ -243,13 +243,16 @@ class ProbeWorker(QObject):
 def start_in_thread(worker: SweepWorker | ProbeWorker, parent: QObject) -> QThread:
     """Move ``worker`` to a new QThread owned by ``parent`` and start its ``run`` slot.
 
-    The thread quits when the worker emits ``done``; the owner waits on it before closing.
+    The thread quits when the worker emits ``done``, whoever else listens to ``done`` and in
+    whatever order: an owner may wait on the thread from any slot of ``done``.
     """
     thread = QThread(parent)
     worker.moveToThread(thread)
     thread.started.connect(worker.run)
-    # thread.quit is a bound method of a QObject in the GUI thread, and quit() is thread-safe.
-    worker.done.connect(thread.quit)
+    # Called directly in the worker's thread (quit() is thread-safe), not queued to the GUI
+    # thread: a queued quit could sit behind a GUI slot that is itself waiting on the thread,
+    # and that wait would never end (seen once in a full test run: a 180 s hang-guard exit).
+    worker.done.connect(thread.quit, Qt.ConnectionType.DirectConnection)
     thread.start()
     return thread
 
