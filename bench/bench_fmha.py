@@ -451,6 +451,8 @@ def to_markdown(doc: dict[str, Any], steps: list[str], peers: list[str]) -> str:
         cfg_s = (
             f"{cfg.get('tile_m')}×{cfg.get('tile_n')} occ={cfg.get('occupancy')} "
             f"nww={cfg.get('num_worker_warps')} lat={cfg.get('k_latency')}/{cfg.get('v_latency')}"
+            f"{f' poly={p}' if (p := cfg.get('poly_exp2_cols')) else ''}"
+            f"{' stg' if cfg.get('store_tma') is False else ''}"
             if cfg
             else "–"
         )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import os
@@ -50,6 +51,13 @@ from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 NEG_INF = -math.inf
+# _exp2_poly: 1.5·2**23 (adding it rounds a float below 2**22 to an integer) and the minimax
+# coefficients of 2**f on [-1/2, 1/2], constant term first (max relative error 7.5e-5).
+ROUND_MAGIC = 12582912.0
+EXP2_C0 = 0.9999280720203069
+EXP2_C1 = 0.6932609875706248
+EXP2_C2 = 0.24261114795898514
+EXP2_C3 = 0.05517166977339565
 
 MASK_CODES = {"none": 0, "causal": 1, "window": 2}
 TILE_SIZES = (64, 128, 256)
@@ -191,6 +199,54 @@ def _scores(q, K, where, CHECKED, K_LATENCY, TILE_N):
     return ct.mma(q, k_t, ct.zeros((q.shape[0], TILE_N), dtype=ct.float32))
 
 
+def _exp2_poly(x):
+    """2**x on the FMA pipes (no MUFU): x = n + f with n = round(x), f in [-1/2, 1/2].
+
+    Adding 1.5·2**23 rounds x to an integer in the low mantissa bits of ``t``; a degree-3
+    minimax polynomial gives 2**f (relative error 7.5e-5, below fp16's half ulp, and P is cast
+    to fp16 before P·V); shifting ``t``'s bits by 23 adds n to the exponent. The clamp keeps
+    the exponent from wrapping into the sign bit (at -126 the result is a denormal, about
+    1e-38, where exp2 gives 0 -- nothing a softmax can tell apart). Only for finite x
+    (unmasked blocks).
+    """
+    x = ct.maximum(x, -126.0)
+    t = x + ROUND_MAGIC
+    f = x - (t - ROUND_MAGIC)
+    p = ((EXP2_C3 * f + EXP2_C2) * f + EXP2_C1) * f + EXP2_C0
+    bits = ct.bitcast(p, ct.int32) + (ct.bitcast(t, ct.int32) << 23)
+    return ct.bitcast(bits, ct.float32)
+
+
+def _exp2_mixed(x, POLY_COLS, FTZ):
+    """exp2 of a [M, N] score tile: the last ``POLY_COLS`` columns by polynomial, the rest on
+    the MUFU unit. POLY_COLS is 0 or N/2, N/4, N/8, N/16 (tiles are powers of two, so the MUFU part
+    is assembled from halves). Moving part of the exponentials off the MUFU unit (16
+    results/clock/SM on Hopper) shortens the softmax, whose MUFU time is half the MMA time at
+    head_dim 128 -- the FlashAttention-4 trick, here on Hopper.
+    """
+    M = x.shape[0]
+    N = x.shape[1]
+    if POLY_COLS == 0:
+        return ct.exp2(x, flush_to_zero=FTZ)
+    # Peel halves off the left until the remaining right part is POLY_COLS wide.
+    tail = _exp2_poly(ct.extract(x, (0, N // POLY_COLS - 1), shape=(M, POLY_COLS)))
+    for width in ct.static_iter(_doublings(POLY_COLS, N)):
+        # The MUFU block just left of the finished right part has its width, so `cat` can
+        # join the two (tile shapes must match and stay powers of two).
+        left = ct.extract(x, (0, N // width - 2), shape=(M, width))
+        tail = ct.cat((ct.exp2(left, flush_to_zero=FTZ), tail), 1)
+    return tail
+
+
+def _doublings(start: int, stop: int) -> list[int]:
+    """start, 2·start, … below stop (compile-time helper for :func:`_exp2_mixed`)."""
+    out = []
+    while start < stop:
+        out.append(start)
+        start *= 2
+    return out
+
+
 def _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
     """Fold the scores ``qk`` of key block ``j`` into (m_i, l_i, acc); returns the new state.
 
@@ -200,12 +256,13 @@ def _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
     single loop used to carry one whole block step per branch; on the H200 that variant hung
     for 64x256 and 256x128 tiles.) ``where`` = (batch, kv head, k-block); ``state`` = (m_i,
     l_i, acc); ``edge`` = (row index + input_pos per row, key offsets of a block, k_len, window,
-    scale·log2 e); ``OPTS`` = the compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY).
+    scale·log2 e); ``OPTS`` = the compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY,
+    POLY_COLS), POLY_COLS = 0 wherever a block may hold masked (-inf) scores.
     """
     b, hk, j = where
     m_i, l_i, acc = state
     rows_ip, cols_tile, k_len, window, qk_scale_log2 = edge
-    MASK, FAST_MATH, _, V_LATENCY = OPTS
+    MASK, FAST_MATH, _, V_LATENCY, POLY_COLS = OPTS
     TILE_D = acc.shape[1]
     TILE_N = cols_tile.shape[1]
     if masked:
@@ -223,7 +280,8 @@ def _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
     else:
         m_ij = max(m_i, ct.max(qk, axis=1, keepdims=True) * qk_scale_log2)  # [TILE_M, 1]
         m_sub = m_ij  # every row saw a finite score in this block
-    p = ct.exp2(qk * qk_scale_log2 - m_sub, flush_to_zero=FAST_MATH)  # [TILE_M, TILE_N]
+    # POLY_COLS > 0 only in the unmasked loop: the polynomial needs finite scores.
+    p = _exp2_mixed(qk * qk_scale_log2 - m_sub, POLY_COLS, FAST_MATH)  # [TILE_M, TILE_N]
     alpha = ct.exp2(m_i - m_sub, flush_to_zero=FAST_MATH)  # [TILE_M, 1]
     l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
     acc = acc * alpha  # [TILE_M, TILE_D]
@@ -251,7 +309,7 @@ def _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
 def _block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
     """One online-softmax step over key block ``where[2]``: scores, then the update."""
     _, cols_tile, _, _, _ = edge
-    _, _, K_LATENCY, _ = OPTS
+    K_LATENCY = OPTS[2]
     qk = _scores(q, K, where, CHECKED, K_LATENCY, cols_tile.shape[1])
     return _softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS)
 
@@ -281,6 +339,8 @@ def fmha_fwd_kernel(
     K_LATENCY: ConstInt,
     V_LATENCY: ConstInt,
     PIPELINE: ConstBool,  # K-split only: next block's q·Kᵀ issued before this block's softmax
+    POLY_COLS: ConstInt,  # score columns per block whose exp2 is a polynomial (unmasked blocks)
+    STORE_TMA: ConstBool,  # output written by a TMA store (through shared memory) or directly
 ):
     n_heads = Q.shape[1]
     q_len = Q.shape[2]
@@ -354,7 +414,8 @@ def fmha_fwd_kernel(
     acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
-    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY)
+    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)
+    opts_unmasked = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
 
     if WITH_MAP:
         ct.store(Order, (bh, qb), pid)
@@ -370,18 +431,20 @@ def fmha_fwd_kernel(
                 qk = _scores(q, K, (b, hk, full_lo), False, K_LATENCY, TILE_N)
                 for j in range(full_lo, full_hi - 1):
                     qk_next = _scores(q, K, (b, hk, j + 1), False, K_LATENCY, TILE_N)
-                    state = _softmax_update(qk, V, (b, hk, j), state, edge, False, False, opts)
+                    state = _softmax_update(
+                        qk, V, (b, hk, j), state, edge, False, False, opts_unmasked
+                    )
                     qk = qk_next
                     if WITH_MAP:
                         ct.atomic_add(BlockMap, (bh, qb, j), 1)
                 state = _softmax_update(
-                    qk, V, (b, hk, full_hi - 1), state, edge, False, False, opts
+                    qk, V, (b, hk, full_hi - 1), state, edge, False, False, opts_unmasked
                 )
                 if WITH_MAP:
                     ct.atomic_add(BlockMap, (bh, qb, full_hi - 1), 1)
         else:
             for j in range(full_lo, full_hi):
-                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts)
+                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
                 if WITH_MAP:
                     ct.atomic_add(BlockMap, (bh, qb, j), 1)
         # Masked blocks: the window edge [lo, full_lo) and the diagonal/ragged edge
@@ -415,7 +478,7 @@ def fmha_fwd_kernel(
     else:
         inv_l = 1.0 / l_safe
     out = (acc * inv_l).astype(Out.dtype).reshape((1, 1, TILE_M, TILE_D))
-    ct.store(Out, index=(b, h, qb, 0), tile=out)
+    ct.store(Out, index=(b, h, qb, 0), tile=out, allow_tma=STORE_TMA)
     if WITH_LSE:
         lse = (m_i + ct.log2(l_safe)) * LN2  # natural log; -inf for rows that saw no key
         ct.store(Lse, index=(b, h, qb), tile=lse.reshape((1, 1, TILE_M)))
@@ -607,7 +670,10 @@ class LaunchConfig:
     loop); ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse; no effect
     without a mask); ``occupancy``, ``num_worker_warps``, ``num_ctas`` (compiler hints);
     ``k_latency``/``v_latency`` (load hints); ``pipeline`` (with ``k_split``: the next block's
-    q·Kᵀ is issued before this block's softmax).
+    q·Kᵀ is issued before this block's softmax); ``poly_exp2_cols`` (with ``k_split``: the
+    last this-many score columns of each unmasked block take exp2 as an FMA polynomial,
+    unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16); ``store_tma`` (the output goes out
+    through shared memory and a TMA store, or, when False, straight from registers).
     """
 
     tile_m: int = 64
@@ -621,6 +687,8 @@ class LaunchConfig:
     k_latency: int = 2
     v_latency: int = 4
     pipeline: bool = False
+    poly_exp2_cols: int = 0
+    store_tma: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tile_m", "tile_n"):
@@ -638,6 +706,12 @@ class LaunchConfig:
         for name in ("k_latency", "v_latency"):
             if not 1 <= getattr(self, name) <= 10:
                 raise ValueError(f"{name} must be 1..10, got {getattr(self, name)}")
+        allowed_poly = (0, *(self.tile_n // d for d in (2, 4, 8, 16)))
+        if self.poly_exp2_cols not in allowed_poly:
+            raise ValueError(
+                f"poly_exp2_cols must be 0 or tile_n/2, /4, /8, /16 ({allowed_poly[1:]} for "
+                f"tile_n={self.tile_n}), got {self.poly_exp2_cols}"
+            )
 
     @classmethod
     def of(cls, knobs: dict[str, Any]) -> LaunchConfig:
@@ -652,7 +726,7 @@ class LaunchConfig:
         return kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas)
 
     def constants(self, mask: str, head_dim: int, with_lse: bool, with_map: bool) -> tuple:
-        """The kernel's compile-time arguments, in signature order (TILE_M … PIPELINE)."""
+        """The kernel's compile-time arguments, in signature order (TILE_M … STORE_TMA)."""
         return (
             self.tile_m,
             self.tile_n,
@@ -665,6 +739,8 @@ class LaunchConfig:
             int(self.k_latency),
             int(self.v_latency),
             bool(self.pipeline) and bool(self.k_split),
+            int(self.poly_exp2_cols) if self.k_split else 0,
+            bool(self.store_tma),
         )
 
 
@@ -701,10 +777,11 @@ def prepare(
 
     ``knobs`` are the fields of :class:`LaunchConfig` (``tile_m=64``, ``tile_n=64``,
     ``fast_math=True``, ``k_split=True``, ``remap=True``, ``occupancy``, ``num_worker_warps``,
-    ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``). The launcher re-runs
-    the same launch (same inputs, same ``out``) with no validation and no allocation, and
-    returns what :func:`attention` would. With ``stream=None`` it launches on the library's
-    *current* stream at call time, so it can be captured in a CUDA graph.
+    ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``, ``poly_exp2_cols=0``,
+    ``store_tma=True``). The launcher re-runs the same launch (same inputs, same ``out``) with
+    no validation and no allocation, and returns what :func:`attention` would. With
+    ``stream=None`` it launches on the library's *current* stream at call time, so it can be
+    captured in a CUDA graph.
     """
     p = _check_inputs(q, k, v)
     _check_mask(mask, input_pos, window)
@@ -749,7 +826,8 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
     ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
     ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``,
-    ``return_lse=False``, ``out=None``, ``stream=None``; see :func:`prepare` and
+    ``poly_exp2_cols=0``, ``store_tma=True``, ``return_lse=False``, ``out=None``,
+    ``stream=None``; see :func:`prepare` and
     :class:`LaunchConfig`.
 
     k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
@@ -762,7 +840,11 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second loop);
     ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse); ``occupancy``,
     ``num_worker_warps``, ``num_ctas`` compiler hints; ``k_latency``/``v_latency`` load hints;
-    ``pipeline`` (with ``k_split``: the next block's q·Kᵀ is issued before this block's softmax).
+    ``pipeline`` (with ``k_split``: the next block's q·Kᵀ is issued before this block's softmax);
+    ``poly_exp2_cols`` (with ``k_split``: that many of each unmasked block's score columns take
+    exp2 as an FMA polynomial instead of the MUFU unit; 0 or tile_n/2, /4, /8, /16);
+    ``store_tma`` (False: the output is stored straight from registers, not through a TMA
+    store).
     """
     return prepare(q, k, v, **kwargs)()
 
@@ -1160,6 +1242,12 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the new file
 
 
+def space_digest(configs: list[dict[str, Any]]) -> str:
+    """A short fingerprint of a search space (order-insensitive), stored with each winner."""
+    canon = sorted(json.dumps(c, sort_keys=True) for c in configs)
+    return hashlib.sha1("\n".join(canon).encode()).hexdigest()[:12]
+
+
 def autotune(
     q: Any,
     k: Any,
@@ -1198,9 +1286,17 @@ def autotune(
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
     path = Path(cache_path) if cache_path is not None else default_cache_path()
     fixed = {"fast_math": fast_math, "k_split": k_split, "remap": remap}
+    candidates = configs or search_space(arch, p.head_dim)
+    # A winner only stands for the space it won in: a new release's space (or the caller's
+    # own list) is searched again rather than answered from a stale cache entry.
+    space_id = space_digest(candidates)
     if not force:
         hit = _read_cache(path).get(key)
-        if hit and all(hit.get("config", {}).get(kk) == vv for kk, vv in fixed.items()):
+        if (
+            hit
+            and hit.get("tuning", {}).get("space") == space_id
+            and all(hit.get("config", {}).get(kk) == vv for kk, vv in fixed.items())
+        ):
             cfg = dict(hit["config"])
             cfg["_tuning"] = {
                 **hit.get("tuning", {}),
@@ -1211,7 +1307,7 @@ def autotune(
             return cfg
 
     # The caller's fast_math/k_split/remap override whatever a config says about them.
-    space = [LaunchConfig.of({**c, **fixed}) for c in (configs or search_space(arch, p.head_dim))]
+    space = [LaunchConfig.of({**c, **fixed}) for c in candidates]
     if not space:
         raise ValueError("autotune needs at least one config")
     if scale is None:
@@ -1257,6 +1353,7 @@ def autotune(
         "mean_us": result.best.mean_us,
         "error_margin_us": result.best.error_margin_us,
         "tried": len(space),
+        "space": space_id,
         "failed": [
             [{kk: getattr(c, kk) for kk in TUNED_KEYS}, e.__name__, m.splitlines()[0] if m else ""]
             for c, e, m in result.failures

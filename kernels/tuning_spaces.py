@@ -9,8 +9,9 @@ Provenance (keep it honest when editing):
 * ``sm_90`` (H100/H200) -- vetted by offline sm_90 compiles (tileiras 13.4.92): 128x128 and
   256x128 spill under plain occupancy hints, ``num_worker_warps=8`` removes (128x128) or
   shrinks (256x128) the spill, 64x64/64x128 at occupancy 2 fit in 128 registers. Every entry
-  was timed on an H200 (2026-11-29, fp16, B=4, H=32, D=128, N 2048 and 8192, causal and not)
-  by ``bench/explore_configs.py``; the table keeps the ones within ~10 % of the best.
+  was timed on an H200 (2026-11-29, fp16, B=4, H=32, D=128, N 2048 to 16384, causal and not)
+  by ``bench/explore_configs.py`` against cuDNN in the same run; the table keeps the ones
+  that were best or within a few percent of it somewhere.
 * ``sm_100`` / ``sm_103`` / ``sm_120`` / ``sm_121`` and Ampere/Ada -- **untested here**: taken
   from published guidance (TileGym's ``_fmha_autotune_configs`` table; TileGym measured them
   without applying its hints, see docs/cutile-notes section 3), widened with occupancy.
@@ -36,6 +37,8 @@ def _cfg(
     k_latency: int = 2,
     v_latency: int = 4,
     pipeline: bool = False,
+    poly_exp2_cols: int = 0,
+    store_tma: bool = True,
 ) -> Config:
     return {
         "tile_m": tile_m,
@@ -46,26 +49,28 @@ def _cfg(
         "k_latency": k_latency,
         "v_latency": v_latency,
         "pipeline": pipeline,
+        "poly_exp2_cols": poly_exp2_cols,
+        "store_tma": store_tma,
     }
 
 
-# Hopper: small tiles at occupancy 2 and 128-row tiles rescued with 8 worker warps were the
-# two families that reached cuDNN territory on the H200 (bench/results/h200-explore-configs.md,
-# 25 configs timed against cuDNN in one run). Entries that lost everywhere there (occupancy 1,
-# 4 worker warps, 2-CTA clusters, 256x128) are left out: each entry costs a compile and a
-# timing on every new problem class.
+# Hopper: 128-row tiles with 8 worker warps (two consumer warpgroups sharing each K/V tile),
+# with part of the softmax exponentials moved off the MUFU unit (``poly_exp2_cols``), and
+# 64-row tiles at occupancy 2 (two CTAs per SM hide each other's prologue and epilogue, which
+# wins at short sequences). Chosen from the H200 explorations in bench/results
+# (h200-explore-*.md, every config timed against cuDNN in the same run). Entries that lost
+# everywhere there (occupancy 1, 4 worker warps, 2-CTA clusters, 256x128, 256x64, 128x64,
+# 64x64, a hand software pipeline, a persistent grid) are left out: each entry costs a
+# compile and a timing on every new problem class.
 _SM90: tuple[Config, ...] = (
-    _cfg(64, 64, occupancy=2),
-    _cfg(64, 64, occupancy=2, k_latency=3, v_latency=6),
     _cfg(64, 128, occupancy=2),
     _cfg(64, 128, occupancy=2, k_latency=3, v_latency=6),
-    _cfg(128, 64, num_worker_warps=8),
-    _cfg(128, 64, num_worker_warps=8, occupancy=2),
-    _cfg(128, 128, num_worker_warps=8),
-    _cfg(128, 128, num_worker_warps=8, k_latency=2, v_latency=6),
     _cfg(128, 128, num_worker_warps=8, k_latency=3, v_latency=6),
-    _cfg(128, 128, num_worker_warps=8, k_latency=4, v_latency=8),
-    _cfg(256, 64, num_worker_warps=8),
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16),
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, k_latency=3, v_latency=6),
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, k_latency=4, v_latency=8),
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, store_tma=False),
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=32),
 )
 
 # Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the

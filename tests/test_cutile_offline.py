@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 ct = pytest.importorskip("cuda.tile")
@@ -44,8 +45,10 @@ def _is_elf(blob: bytes) -> bool:
             q_len=1000,
             num_worker_warps=8,
         ),
+        # The polynomial exp2 on a quarter of the unmasked columns.
+        dict(mask="none", tile_m=64, tile_n=128, occupancy=2, head_dim=128, poly_exp2_cols=32),
     ],
-    ids=["causal-64x64-occ2", "window-128x64-nosplit-bf16-lse-map"],
+    ids=["causal-64x64-occ2", "window-128x64-nosplit-bf16-lse-map", "none-64x128-poly32"],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
     _need_tileiras()
@@ -62,6 +65,22 @@ def test_validation_runs_before_compiling() -> None:
     # A misspelt knob is named, with the list of real ones, instead of being ignored.
     with pytest.raises(ValueError, match=r"unknown knob\(s\) \['tile_k'\].*'tile_n'"):
         F.compile_cubin(tile_k=64)
+    # The polynomial columns must split tile_n into power-of-two parts.
+    with pytest.raises(ValueError, match=r"poly_exp2_cols must be 0 or tile_n/2.*\(32, 16, 8, 4\)"):
+        F.compile_cubin(tile_n=64, poly_exp2_cols=24)
+
+
+def test_exp2_polynomial_is_below_fp16_resolution() -> None:
+    # P is rounded to fp16 (relative half-ulp 4.9e-4) before P·V, so the polynomial that
+    # replaces part of the exp2s must stay well below that on its range [-1/2, 1/2].
+    f = np.linspace(-0.5, 0.5, 100_001)
+    coeffs = (F.EXP2_C0, F.EXP2_C1, F.EXP2_C2, F.EXP2_C3)
+    approx = sum(c * f**i for i, c in enumerate(coeffs))
+    assert np.max(np.abs(approx / np.exp2(f) - 1.0)) < 1e-4
+    # 1.5·2**23 is the float whose addition rounds to an integer (round-to-nearest-even).
+    x = np.array([-3.4, -3.6, -0.49, -125.5], dtype=np.float32)
+    magic = np.float32(F.ROUND_MAGIC)
+    assert np.array_equal((x + magic) - magic, np.round(x))
 
 
 def test_attention_rejects_non_gpu_arrays() -> None:
@@ -100,6 +119,14 @@ def test_problem_key_and_buckets() -> None:
     assert F.n_bucket(4097) == 8192
     key = F.problem_key("sm_90", "float16", 128, "causal", 4, 1000, 1000)
     assert key == "sm_90|float16|d128|causal|g4|n1024"
+
+
+def test_space_digest_tells_search_spaces_apart() -> None:
+    a = {"tile_m": 64, "tile_n": 64, "occupancy": 2}
+    b = {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16}
+    assert F.space_digest([a, b]) == F.space_digest([b, a])  # order does not matter
+    assert F.space_digest([a]) != F.space_digest([a, b])
+    assert F.space_digest([b]) != F.space_digest([{**b, "poly_exp2_cols": 32}])
 
 
 def test_search_spaces_are_small_and_valid() -> None:

@@ -73,6 +73,8 @@ class Case:
     occupancy: int | None
     num_worker_warps: int | None
     pipeline: bool = False
+    poly_exp2_cols: int = 0
+    store_tma: bool = True
 
     @property
     def id(self) -> str:
@@ -82,6 +84,8 @@ class Case:
             f"-d{self.head_dim}-{self.dtype[:2]}{self.dtype[-2:]}-{self.tile_m}x{self.tile_n}"
             f"-fm{int(self.fast_math)}ks{int(self.k_split)}rm{int(self.remap)}"
             f"-o{self.occupancy}w{self.num_worker_warps}{'-pipe' if self.pipeline else ''}"
+            f"{f'-poly{self.poly_exp2_cols}' if self.poly_exp2_cols else ''}"
+            f"{'' if self.store_tma else '-stg'}"
         )
 
 
@@ -142,6 +146,9 @@ def _cases() -> list[Case]:
                 occupancy=occ,
                 num_worker_warps=nww,
                 pipeline=i % 3 == 1,
+                # exp2 of the last tile_n/8 or tile_n/4 score columns by polynomial
+                poly_exp2_cols=(0, tn // 16, tn // 8, tn // 4)[(i + i // 4) % 4],
+                store_tma=i % 4 != 1,  # or plain stores straight from registers
             )
         )
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
@@ -189,6 +196,13 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert {c.mask for c in CASES} == {"none", "causal", "window"}
     assert any(c.input_pos > 0 and c.mask == "causal" for c in CASES)
     assert {c.mask for c in CASES if c.pipeline and c.k_split} == {"none", "causal", "window"}
+    poly = [c for c in CASES if c.poly_exp2_cols and c.k_split]
+    assert {c.mask for c in poly} == {"none", "causal", "window"}
+    assert {c.poly_exp2_cols * 16 // c.tile_n for c in poly} == {1, 2, 4}
+    assert {c.dtype for c in poly} == set(DTYPES)
+    plain_stores = [c for c in CASES if not c.store_tma]
+    assert {c.mask for c in plain_stores} == {"none", "causal", "window"}
+    assert {c.q_len for c in plain_stores} >= {1, 63, 65, 4097}  # ragged last q-blocks
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -214,6 +228,8 @@ def test_matches_float64_reference(case: Case) -> None:
         occupancy=case.occupancy,
         num_worker_warps=case.num_worker_warps,
         pipeline=case.pipeline,
+        poly_exp2_cols=case.poly_exp2_cols,
+        store_tma=case.store_tma,
         return_lse=True,
         out=out,
     )
@@ -359,6 +375,7 @@ def test_block_map_equals_schedule(mask: str, tile_m: int, tile_n: int, k_split:
             k_split=k_split,
             remap=bool(q_len % 2),
             pipeline=(tile_m, tile_n) == (128, 64),  # the pipelined unmasked loop, K-split on
+            store_tma=(tile_m, tile_n) != (64, 256),  # plain stores, one loop
         )
         want = block_map(q_len, k_len, tile_m, tile_n, mask, ip, window)
         assert got.map.shape == want.shape
@@ -447,3 +464,9 @@ def test_autotune_caches_winner(tmp_path) -> None:
     out = F.attention(q, k, v, mask="causal", **F.tuned_kwargs(second))
     ref, _, _ = reference(q, k, v, 1 / 8.0, "causal", 0, None)
     assert rel_err(out, ref) <= REL_TOL
+    # A different search space (a new release's table) is searched again, not answered from
+    # the cache entry of the old one.
+    wider = [*space, {"tile_m": 64, "tile_n": 128, "occupancy": 2, "poly_exp2_cols": 16}]
+    third = F.autotune(q, k, v, mask="causal", configs=wider, cache_path=path)
+    assert third["_tuning"]["cached"] is False
+    assert third["_tuning"]["tried"] == 3
