@@ -71,6 +71,7 @@ _SM90: tuple[Config, ...] = (
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, k_latency=4, v_latency=8),
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, store_tma=False),
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=32),
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=32, store_tma=False),
 )
 
 # Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the
