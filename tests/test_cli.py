@@ -86,6 +86,16 @@ def test_sweep_json_and_label(run_cli: RunCli, fast_args: list[str]) -> None:
     assert "complete" in result.err  # progress still goes to stderr with --json
 
 
+def test_sweep_records_the_polynomial_exp2_knob(run_cli: RunCli, fast_args: list[str]) -> None:
+    result = sweep(
+        run_cli, fast_args, "--seq-lens", "32", "--tile-n", "32", "--k-split",
+        "--poly-exp2-cols", "8", "--mask", "causal", "--json",
+    )  # fmt: skip
+    [run] = json.loads(result.out)["runs"]
+    assert run["config"]["poly_exp2_cols"] == 8 and run["config"]["k_split"] is True
+    assert run["status"] == "complete"
+
+
 def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
     result = sweep(run_cli, fast_args, "--seq-lens", "16", "--backends", "reference", "--json")
     data = json.loads(result.out)

@@ -91,6 +91,10 @@ SWEEP_BAD = [
     ("worker_warps", ["--worker-warps", "3"]),
     ("worker_warps", ["--worker-warps", "0"]),
     ("worker_warps", ["--worker-warps", "64"]),
+    ("poly_exp2_cols", ["--k-split", "--poly-exp2-cols", "24"]),
+    ("poly_exp2_cols", ["--k-split", "--tile-n", "64", "--poly-exp2-cols", "64"]),
+    ("poly_exp2_cols", ["--poly-exp2-cols", "16"]),  # without --k-split
+    ("poly-exp2-cols", ["--poly-exp2-cols", "lots"]),
     ("backend", ["--backend", "nope"]),
     ("backend", ["--backend", ""]),
     ("backend", ["--backends", "reference,nope"]),

@@ -71,6 +71,20 @@ def test_kernel_config_round_trip_and_summary() -> None:
     assert c.causal and not KernelConfig().causal
     assert c.summary() == "128×32 window 256 fast-math remap occ 2"
     assert KernelConfig().summary() == "64×64 none"
+    poly = KernelConfig(tile_n=128, k_split=True, poly_exp2_cols=16)
+    assert KernelConfig.from_dict(poly.to_dict()) == poly
+    assert poly.summary() == "64×128 none k-split poly 16"
+
+
+def test_poly_exp2_columns_follow_the_key_tile_and_need_the_split() -> None:
+    assert KernelConfig(tile_n=256, k_split=True, poly_exp2_cols=128).poly_exp2_cols == 128
+    with pytest.raises(ConfigError, match=r"poly_exp2_cols: 128 .*expected one of 0, 4, 8"):
+        KernelConfig(tile_n=64, k_split=True, poly_exp2_cols=128)
+    with pytest.raises(ConfigError, match=r"poly_exp2_cols: 16 .*needs the K-loop split"):
+        KernelConfig(tile_n=128, poly_exp2_cols=16)
+    # Runs stored before the knob existed load with it off.
+    old = {k: v for k, v in KernelConfig().to_dict().items() if k != "poly_exp2_cols"}
+    assert KernelConfig.from_dict(old).poly_exp2_cols == 0
 
 
 BAD_PROBLEM = {
@@ -94,6 +108,10 @@ BAD_CONFIG = {
     "mask": st.text(max_size=10).filter(lambda t: t not in ("none", "causal", "window")),
     "occupancy": st.one_of(st.integers(max_value=0), st.integers(33, 1000), st.just(True)),
     "num_worker_warps": st.integers(-3, 100).filter(lambda w: w not in (1, 2, 4, 8, 16, 32)),
+    # the default 64-column key tile allows 4, 8, 16, 32 (and 0, off)
+    "poly_exp2_cols": st.one_of(
+        st.integers(-5, 300).filter(lambda c: c not in (0, 4, 8, 16, 32)), st.just(True)
+    ),
 }
 
 

@@ -100,6 +100,13 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     k.add_argument("--autotune", action="store_true", help="let the backend pick tiles and hints")
     k.add_argument("--occupancy", type=int, help="target CTAs per SM hint (1-32)")
     k.add_argument("--worker-warps", type=int, help="num_worker_warps hint (power of two)")
+    k.add_argument(
+        "--poly-exp2-cols",
+        type=int,
+        default=0,
+        help="exp2 of this many score columns per key block as an FMA polynomial, off the "
+        "MUFU unit (tile-n/2, /4, /8 or /16; needs --k-split; default 0: off)",
+    )
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", type=int, help="untimed launches before sampling")
     t.add_argument("--samples", type=int, help="minimum timed samples per point")
@@ -243,6 +250,7 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         autotune=args.autotune,
         occupancy=args.occupancy,
         num_worker_warps=args.worker_warps,
+        poly_exp2_cols=args.poly_exp2_cols,
     )
     return SweepSpec(
         problem=problem,

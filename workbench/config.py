@@ -47,6 +47,11 @@ def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
         raise ConfigError(name, value, f"expected at least {lo}{upper}")
 
 
+def poly_exp2_choices(tile_n: int) -> tuple[int, ...]:
+    """Allowed ``poly_exp2_cols`` for a key tile: 0 (off) or tile_n/2, /4, /8, /16."""
+    return (0, *(tile_n // d for d in (16, 8, 4, 2) if tile_n // d >= 1))
+
+
 def _check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
     choices = tuple(choices)
     if value not in choices or (
@@ -152,6 +157,9 @@ class KernelConfig:
     autotune: bool = False
     occupancy: int | None = None
     num_worker_warps: int | None = None
+    # exp2 of this many score columns per key block as an FMA polynomial instead of on the
+    # MUFU unit (the cuTile kernel's unmasked loop; 0 = off)
+    poly_exp2_cols: int = 0
 
     def __post_init__(self) -> None:
         _check_choice("tile_m", self.tile_m, TILE_SIZES)
@@ -170,6 +178,15 @@ class KernelConfig:
             _check_int("occupancy", self.occupancy, 1, 32)
         if self.num_worker_warps is not None:
             _check_choice("num_worker_warps", self.num_worker_warps, WORKER_WARPS)
+        if self.poly_exp2_cols != 0 or isinstance(self.poly_exp2_cols, bool):
+            _check_choice("poly_exp2_cols", self.poly_exp2_cols, poly_exp2_choices(self.tile_n))
+            if not self.k_split:
+                raise ConfigError(
+                    "poly_exp2_cols",
+                    self.poly_exp2_cols,
+                    "needs the K-loop split: the polynomial replaces exp2 only in the "
+                    "unmasked loop",
+                )
 
     @property
     def causal(self) -> bool:
@@ -191,6 +208,8 @@ class KernelConfig:
             parts.append(f"occ {self.occupancy}")
         if self.num_worker_warps is not None:
             parts.append(f"{self.num_worker_warps} warps")
+        if self.poly_exp2_cols:
+            parts.append(f"poly {self.poly_exp2_cols}")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -44,6 +44,8 @@ def test_each_backend_gives_the_float64_answer_on_a_ragged_gqa_problem(name, mas
         fast_math=True,
         k_split=True,
         remap=True,
+        # the polynomial exp2 on a quarter of the columns (the peers ignore this knob)
+        poly_exp2_cols=16 if dtype == "bfloat16" else 0,
     )
     try:
         backend.check_supported(problem, config)

@@ -37,6 +37,7 @@ def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
         box.click()  # a full press-release click on the check box
     type_into(qtbot, form.occupancy, "2")
     pick(form.num_worker_warps, 4)
+    pick(form.poly_exp2_cols, 8)
     type_into(qtbot, form.label, "  gqa causal  ")
     spec = form.spec()
     assert spec.problem == Problem(
@@ -59,6 +60,7 @@ def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
         autotune=True,
         occupancy=2,
         num_worker_warps=4,
+        poly_exp2_cols=8,
     )
     assert spec.seq_lens == (1024, 4096) and spec.label == "gqa causal"
     assert spec.backend == "reference"
@@ -68,6 +70,7 @@ def test_defaults_mean_not_set(form: ControlsPanel) -> None:
     spec = form.spec()
     assert spec.problem.kv_heads == spec.problem.heads  # "same as heads"
     assert spec.config.occupancy is None and spec.config.num_worker_warps is None
+    assert spec.config.poly_exp2_cols == 0 and form.poly_exp2_cols.currentText() == "off"
     assert spec.config.window is None and spec.problem.input_pos == 0
     assert form.kv_heads.text() == "same as heads" and form.occupancy.text() == "auto"
 

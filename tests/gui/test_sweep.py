@@ -266,6 +266,14 @@ def test_bad_values_are_marked_on_their_field(qtbot: Any, window: Any) -> None:
     assert c.invalid_fields() == ["seq_lens"] and "powers of two" in c.error_label.text()
     assert window.store.count_runs() == 0
 
+    # The polynomial exp2 only replaces exps in the split loop's unmasked part.
+    type_into(qtbot, c.seq_lens, "64")
+    pick(c.poly_exp2_cols, 16)
+    click_run(qtbot, window)
+    assert c.invalid_fields() == ["poly_exp2_cols"]
+    assert "K-loop split" in c.error_label.text()
+    assert window.store.count_runs() == 0
+
 
 def test_backend_refusal_before_the_run_marks_the_field(
     qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch

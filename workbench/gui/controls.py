@@ -199,6 +199,13 @@ class ControlsPanel(QWidget):
         self.num_worker_warps = self._combo(
             "num_worker_warps", [("auto", None)] + [(str(w), w) for w in WORKER_WARPS]
         )
+        self.poly_exp2_cols = self._combo(
+            "poly_exp2_cols", [("off", 0)] + [(str(c), c) for c in (4, 8, 16, 32, 64, 128)]
+        )
+        self.poly_exp2_cols.setToolTip(
+            "Score columns per key block whose exp2 runs as an FMA polynomial instead of on "
+            "the MUFU unit (tile N/2, /4, /8 or /16; needs the K-loop split)"
+        )
 
         form.addRow("Tile M × N", tile_row)
         form.addRow("Mask", self.mask)
@@ -207,6 +214,7 @@ class ControlsPanel(QWidget):
         form.addRow("Options", flags)
         form.addRow("Occupancy", self.occupancy)
         form.addRow("Worker warps", self.num_worker_warps)
+        form.addRow("Poly exp2 cols", self.poly_exp2_cols)
         return group
 
     def _build_run_group(self) -> QGroupBox:
@@ -333,6 +341,7 @@ class ControlsPanel(QWidget):
             autotune=self.autotune.isChecked(),
             occupancy=occupancy if occupancy > 0 else None,
             num_worker_warps=self.num_worker_warps.currentData(),
+            poly_exp2_cols=self.poly_exp2_cols.currentData(),
         )
         return SweepSpec(
             problem=problem,
@@ -373,6 +382,7 @@ class ControlsPanel(QWidget):
                 "autotune": config.autotune,
                 "occupancy": config.occupancy or 0,
                 "num_worker_warps": config.num_worker_warps,
+                "poly_exp2_cols": config.poly_exp2_cols,
                 "backend": backend,
                 "label": label,
             }
