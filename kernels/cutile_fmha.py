@@ -228,7 +228,8 @@ def _exp2_mixed(x, POLY_COLS, FTZ):
     N = x.shape[1]
     if POLY_COLS == 0:
         return ct.exp2(x, flush_to_zero=FTZ)
-    # Peel halves off the left until the remaining right part is POLY_COLS wide.
+    # The polynomial takes the rightmost POLY_COLS columns; the MUFU part to their left joins
+    # in blocks of doubling width (POLY_COLS, 2·POLY_COLS, … up to N/2).
     tail = _exp2_poly(ct.extract(x, (0, N // POLY_COLS - 1), shape=(M, POLY_COLS)))
     for width in ct.static_iter(_doublings(POLY_COLS, N)):
         # The MUFU block just left of the finished right part has its width, so `cat` can
