@@ -6,12 +6,13 @@ no test ever reads or writes the user's real runs.db.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,29 @@ if TYPE_CHECKING:
     from workbench.timing import TimingSettings
 
 VENV_BIN = Path(sys.executable).parent
+REAL_STDERR_FD = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A copy of the real stderr, taken here, where pytest's capture is suspended: while a test
+    # runs, fd 2 is pytest's capture file, and what the hang guard writes there would be lost
+    # when it ends the process.
+    config.stash[REAL_STDERR_FD] = os.dup(2)
+
+
+@pytest.fixture(autouse=True)
+def hang_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that hangs (a real modal dialog, a deadlock) would stall CI until its deadline:
+    after three minutes (``FMHA_WORKBENCH_TEST_HANG_S``), print every thread's stack (the main
+    thread's names the test) to the real stderr and exit with status 1."""
+    seconds = float(os.environ.get("FMHA_WORKBENCH_TEST_HANG_S", "180"))
+    # faulthandler writes from its own watchdog thread, GIL or not, so a deadlocked main
+    # thread still gets its stack printed.
+    faulthandler.dump_traceback_later(seconds, exit=True, file=request.config.stash[REAL_STDERR_FD])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture

@@ -78,19 +78,6 @@ if _QT_PROBLEM is None:
             return [text for k, _, text in self.shown if kind is None or k == kind]
 
     @pytest.fixture(autouse=True)
-    def hang_guard() -> Iterator[None]:
-        """A GUI test that hangs (a real modal dialog, a deadlock) would stall CI forever:
-        after three minutes, print every thread's stack and exit."""
-        import faulthandler
-        import sys
-
-        # To the real stderr: pytest captures sys.stderr during a test, and what it captured
-        # is lost when faulthandler exits the process.
-        faulthandler.dump_traceback_later(180, exit=True, file=sys.__stderr__)
-        yield
-        faulthandler.cancel_dump_traceback_later()
-
-    @pytest.fixture(autouse=True)
     def dialogs(monkeypatch: pytest.MonkeyPatch) -> Dialogs:
         record = Dialogs()
 
