@@ -253,6 +253,25 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
     return bad
 
 
+def config_label(cfg: dict[str, Any]) -> str:
+    """A launch config in a few words, e.g. ``128x128 ww8 lat2/4 poly16 stg``: the tiles, the
+    hints that are set, the load latencies, and the knobs that differ from their defaults."""
+    parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
+    for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
+        if cfg.get(key):
+            parts.append(f"{short}{cfg[key]}")
+    parts.append(f"lat{cfg.get('k_latency', 2)}/{cfg.get('v_latency', 4)}")
+    if cfg.get("pipeline"):
+        parts.append("pipe")
+    if cfg.get("poly_exp2_cols"):
+        parts.append(f"poly{cfg['poly_exp2_cols']}")
+    if cfg.get("remap") is False:
+        parts.append("no-remap")
+    if cfg.get("store_tma") is False:
+        parts.append("stg")
+    return " ".join(parts)
+
+
 def _variant_key(job: dict[str, Any]) -> str:
     keep = {
         kk: vv
@@ -448,14 +467,7 @@ def to_markdown(doc: dict[str, Any], steps: list[str], peers: list[str]) -> str:
     for row in doc["results"]:
         t = tf(row, "tuned")
         cfg = (row["backends"].get("tuned") or {}).get("config") or {}
-        cfg_s = (
-            f"{cfg.get('tile_m')}×{cfg.get('tile_n')} occ={cfg.get('occupancy')} "
-            f"nww={cfg.get('num_worker_warps')} lat={cfg.get('k_latency')}/{cfg.get('v_latency')}"
-            f"{f' poly={p}' if (p := cfg.get('poly_exp2_cols')) else ''}"
-            f"{' stg' if cfg.get('store_tma') is False else ''}"
-            if cfg
-            else "–"
-        )
+        cfg_s = config_label(cfg) if cfg else "–"
         lines.append(
             f"| {'yes' if row['causal'] else 'no'} | {row['n']} | {fmt(t)} | "
             f"{fmt(tf(row, 'flash'))} | {fmt(tf(row, 'cudnn'))} | {fmt(tf(row, 'naive'))} | "

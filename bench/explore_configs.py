@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
 from bench.bench_fmha import (  # noqa: E402
     _variant_key,
     check_rows,
+    config_label,
     flops,
     machine_info,
     precompile,
@@ -62,25 +63,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--canary-s", type=float, default=150.0)
     ap.add_argument("--out", default="explore-out")
     return ap.parse_args(argv)
-
-
-def label(cfg: dict[str, Any]) -> str:
-    parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
-    for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
-        if cfg.get(key):
-            parts.append(f"{short}{cfg[key]}")
-    parts.append(f"lat{cfg.get('k_latency', 2)}/{cfg.get('v_latency', 4)}")
-    if cfg.get("pipeline"):
-        parts.append("pipe")
-    if cfg.get("poly_exp2_cols"):
-        parts.append(f"poly{cfg['poly_exp2_cols']}")
-    if cfg.get("persistent"):
-        parts.append(f"pers{cfg['persistent']}")
-    if cfg.get("remap") is False:
-        parts.append("no-remap")
-    if cfg.get("store_tma") is False:
-        parts.append("stg")
-    return " ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in configs:
                 if _variant_key({**c, "mask": mask}) in bad:
                     continue
-                runners[label(c)] = F.prepare(q, k, v, mask=mask, **c)
+                runners[config_label(c)] = F.prepare(q, k, v, mask=mask, **c)
             errors = {}
             for name, fn in list(runners.items()):
                 try:
