@@ -7,6 +7,7 @@ no test ever reads or writes the user's real runs.db.
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import shutil
 import sqlite3
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -117,6 +118,29 @@ def script() -> Callable[..., subprocess.CompletedProcess[str]]:
             timeout=timeout,
             check=False,
         )
+
+    return run
+
+
+@pytest.fixture
+def python_facts() -> Callable[..., dict[str, Any]]:
+    """``python_facts(code, *argv, timeout=..., cwd=...)``: ``code`` in a fresh interpreter
+    (nothing this test process imported leaks in); it must exit 0, and the JSON object on its
+    last line of output is returned."""
+
+    def run(
+        code: str, *argv: object, timeout: float = 300, cwd: Path | None = None
+    ) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *map(str, argv)],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
 
     return run
 

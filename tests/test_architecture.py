@@ -4,11 +4,12 @@ timing, store, runner, CLI, backends) never imports Qt, so it runs on a headless
 from __future__ import annotations
 
 import ast
-import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,17 +39,8 @@ print(json.dumps({"kernels_pulled_in": kernels_only, "qt": qt, "codes": codes}))
 """
 
 
-def test_the_headless_core_never_loads_qt() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", HEADLESS],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    facts = json.loads(done.stdout.strip().splitlines()[-1])
+def test_the_headless_core_never_loads_qt(python_facts: Callable[..., dict[str, Any]]) -> None:
+    facts = python_facts(HEADLESS, cwd=ROOT)
     assert facts["codes"] == [0, 0, 0, 0, 0]  # a real sweep, listing and display ran...
     assert facts["qt"] == []  # ...without one Qt or GUI module
     assert facts["kernels_pulled_in"] == []  # kernels/ imports nothing from workbench/

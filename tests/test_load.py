@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,18 +60,12 @@ print(json.dumps({
 
 
 @pytest.mark.slow
-def test_a_2000_point_sweep_stays_within_a_memory_bound(tmp_path: Path) -> None:
+def test_a_2000_point_sweep_stays_within_a_memory_bound(
+    tmp_path: Path, python_facts: Callable[..., dict[str, Any]]
+) -> None:
     """A leak of anything per point (inputs, outputs, samples, events) would show up here:
     one N=2000 point's q, k and v alone are 0.75 MB."""
-    done = subprocess.run(
-        [sys.executable, "-c", SWEEP_2000, str(tmp_path / "load.db"), "2000"],
-        capture_output=True,
-        text=True,
-        timeout=590,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    facts = python_facts(SWEEP_2000, tmp_path / "load.db", 2000, timeout=590)
     assert facts["status"] == "complete"
     assert facts["points"] == facts["stored"] == 2000
     assert facts["rss_growth_mb"] < MEMORY_BOUND_MB, facts

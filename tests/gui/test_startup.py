@@ -51,12 +51,15 @@ print(f"EXIT {code}", flush=True)
 """
 
 
-def subprocess_env(tmp_path: Path) -> dict[str, str]:
+def run_python(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This Python on ``args`` in a fresh process, offscreen, with its settings in tmp_path."""
     env = dict(os.environ)
     env["QT_QPA_PLATFORM"] = "offscreen"
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # QSettings() lands here, not in ~
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
 
 
 def test_the_window_shows_within_two_seconds(
@@ -76,14 +79,7 @@ def test_the_window_shows_within_two_seconds(
 def test_main_entry_point_shows_the_window_within_two_seconds_of_process_start(
     tmp_path: Path, entry: str
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", SHOW_AND_QUIT, str(tmp_path / "runs.db"), entry],
-        env=subprocess_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    done = run_python(tmp_path, "-c", SHOW_AND_QUIT, str(tmp_path / "runs.db"), entry)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split()
     shown = float(lines[lines.index("SHOWN") + 1])
@@ -96,14 +92,7 @@ def test_main_entry_point_shows_the_window_within_two_seconds_of_process_start(
 
 
 def test_python_dash_m_workbench_gui_has_help(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "workbench.gui", "--help"],
-        env=subprocess_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    done = run_python(tmp_path, "-m", "workbench.gui", "--help")
     assert done.returncode == 0, done.stderr
     assert "--db" in done.stdout and "workbench" in done.stdout
 
