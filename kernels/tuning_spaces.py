@@ -55,12 +55,14 @@ def _cfg(
 
 
 # Hopper: 128-row tiles with 8 worker warps (two consumer warpgroups sharing each K/V tile),
-# with part of the softmax exponentials moved off the MUFU unit (``poly_exp2_cols``), and
-# 64-row tiles at occupancy 2 (two CTAs per SM hide each other's prologue and epilogue, which
-# wins at short sequences). Chosen from the H200 explorations in bench/results
-# (h200-explore-*.md, every config timed against cuDNN in the same run). Entries that lost
-# everywhere there (occupancy 1, 4 worker warps, 2-CTA clusters, 256x128, 256x64, 128x64,
-# 64x64, a hand software pipeline, a persistent grid) are left out: each entry costs a
+# with part of the softmax exponentials moved off the MUFU unit (``poly_exp2_cols``); 64-row
+# tiles at occupancy 2 (two CTAs per SM hide each other's prologue and epilogue, which wins at
+# short sequences); and the same two CTAs per SM as halves of a 128-row tile in a 2-CTA
+# cluster, which multicasts each K/V tile to both and so halves the 64-row tile's L2 traffic.
+# Chosen from the H200 explorations in bench/results (h200-explore-*.md, every config timed
+# against cuDNN in the same run). Entries that lost everywhere there (occupancy 1, 4 worker
+# warps, clusters at occupancy 1 or of 4 CTAs, 256x128, 256x64, 128x64, 64x64, a hand
+# software pipeline, a persistent grid, paired q-blocks) are left out: each entry costs a
 # compile and a timing on every new problem class.
 _SM90: tuple[Config, ...] = (
     _cfg(64, 128, occupancy=2),
@@ -72,6 +74,11 @@ _SM90: tuple[Config, ...] = (
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, store_tma=False),
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=32),
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=32, store_tma=False),
+    # 2-CTA clusters, each CTA 64 rows at occupancy 2: the 64-row tile's two CTAs per SM with
+    # K/V loaded once per cluster (TMA multicast) instead of once per CTA.
+    _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=3, v_latency=6),
+    _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=4, v_latency=8),
+    _cfg(128, 128, num_ctas=2, occupancy=2, poly_exp2_cols=16),
 )
 
 # Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the

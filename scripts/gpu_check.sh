@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call: the FMHA benchmark, then the GPU tests, logs under $OUT.
 #   source .gpuhost/activate.sh .gpuhost && bash scripts/gpu_check.sh [tests|bench|all] [bench flags]
+#   ... gpu_check.sh profile [bench/profile_kernels.py flags]: Nsight Compute report of one launch
+#   of the cuTile kernel and of cuDNN per problem ($OUT/prof.ncu-rep, its details as text).
 # e.g. a smoke run:  bash scripts/gpu_check.sh all --ns 1024,4096 --rounds 1
 # BENCH_TIMEOUT / TEST_TIMEOUT (seconds) cap each part so a hung kernel cannot eat the call;
 # the benchmark writes its JSON/markdown after every problem, pytest prints what it finished.
@@ -40,5 +42,17 @@ if [[ $mode == tests || $mode == all ]]; then
   trc=${PIPESTATUS[0]}
   echo "pytest exit code $trc"
   (( rc == 0 )) && rc=$trc
+fi
+if [[ $mode == profile ]]; then
+  echo "== profile"
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+  # --clock-control none: the clocks stay as the machine has them (METHOD.md).
+  timeout -s INT -k 10 "${PROFILE_TIMEOUT:-480}" "$ncu_bin" --clock-control none --nvtx \
+      --nvtx-include "profile/" --set full -f -o "$OUT/prof" $py bench/profile_kernels.py "$@" \
+      2>&1 | grep -v "^==PROF== Profiling" | tee "$OUT/profile.txt"
+  rc=${PIPESTATUS[0]}
+  "$ncu_bin" --import "$OUT/prof.ncu-rep" --page details > "$OUT/profile-details.txt" 2>&1
+  "$ncu_bin" --import "$OUT/prof.ncu-rep" --page raw --csv > "$OUT/profile-raw.csv" 2>&1
+  echo "profile exit code $rc"
 fi
 exit "$rc"

@@ -75,6 +75,9 @@ class Case:
     pipeline: bool = False
     poly_exp2_cols: int = 0
     store_tma: bool = True
+    num_ctas: int | None = None
+    k_latency: int = 2
+    v_latency: int = 4
 
     @property
     def id(self) -> str:
@@ -85,7 +88,7 @@ class Case:
             f"-fm{int(self.fast_math)}ks{int(self.k_split)}rm{int(self.remap)}"
             f"-o{self.occupancy}w{self.num_worker_warps}{'-pipe' if self.pipeline else ''}"
             f"{f'-poly{self.poly_exp2_cols}' if self.poly_exp2_cols else ''}"
-            f"{'' if self.store_tma else '-stg'}"
+            f"{'' if self.store_tma else '-stg'}{f'-ctas{self.num_ctas}' if self.num_ctas else ''}"
         )
 
 
@@ -151,6 +154,16 @@ def _cases() -> list[Case]:
                 store_tma=i % 4 != 1,  # or plain stores straight from registers
             )
         )
+    # 2-CTA clusters (64 rows per CTA at occupancy 2, K/V multicast to both) under every mask,
+    # at an even (1000) and an odd (4097) number of 128-row tiles; the polynomial exp2 and
+    # plain stores on some, GQA and bf16 on others.
+    for i, ((mask, ip, extra, window), n) in enumerate(itertools.product(MASKS, (1000, 4097))):
+        cases.append(
+            Case(mask, n, n + extra, ip, window, (1, 4)[i % 2], (128, 64)[(i // 2) % 2],
+                 DTYPES[(i // 3) % 2], 128, 128, True, True, True, 2, None,
+                 k_latency=3, v_latency=6, poly_exp2_cols=16 * (i % 3 == 2),
+                 store_tma=i % 4 != 3, num_ctas=2)
+        )  # fmt: skip
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
     cases.append(
         Case("causal", 65, 30, -40, None, 1, 64, "float16", 64, 64, True, True, True, 2, None)
@@ -203,6 +216,11 @@ def test_sample_covers_every_knob_and_n() -> None:
     plain_stores = [c for c in CASES if not c.store_tma]
     assert {c.mask for c in plain_stores} == {"none", "causal", "window"}
     assert {c.q_len for c in plain_stores} >= {1, 63, 65, 4097}  # ragged last q-blocks
+    clusters = [c for c in CASES if c.num_ctas == 2]
+    assert {c.mask for c in clusters} == {"none", "causal", "window"}
+    assert {c.dtype for c in clusters} == set(DTYPES)
+    assert {c.head_dim for c in clusters} == {64, 128}
+    assert any(c.poly_exp2_cols for c in clusters) and not all(c.store_tma for c in clusters)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -230,6 +248,9 @@ def test_matches_float64_reference(case: Case) -> None:
         pipeline=case.pipeline,
         poly_exp2_cols=case.poly_exp2_cols,
         store_tma=case.store_tma,
+        num_ctas=case.num_ctas,
+        k_latency=case.k_latency,
+        v_latency=case.v_latency,
         return_lse=True,
         out=out,
     )
@@ -350,7 +371,9 @@ MAP_SHAPES = {
     ],
 }
 # Every tile size on each axis and both loop structures, per mask (each entry is a compile).
-MAP_TILES = ((64, 64, True), (64, 64, False), (128, 64, True), (64, 256, False), (256, 128, True))
+# 128x128 runs as a 2-CTA cluster (64 rows per CTA, occupancy 2).
+MAP_TILES = ((64, 64, True), (64, 64, False), (128, 64, True), (64, 256, False), (256, 128, True),
+             (128, 128, True))  # fmt: skip
 MAP_CONFIGS = [
     (mask, tm, tn, ks) for mask in ("none", "causal", "window") for tm, tn, ks in MAP_TILES
 ]
@@ -376,6 +399,7 @@ def test_block_map_equals_schedule(mask: str, tile_m: int, tile_n: int, k_split:
             remap=bool(q_len % 2),
             pipeline=(tile_m, tile_n) == (128, 64),  # the pipelined unmasked loop, K-split on
             store_tma=(tile_m, tile_n) != (64, 256),  # plain stores, one loop
+            **({"num_ctas": 2, "occupancy": 2} if (tile_m, tile_n) == (128, 128) else {}),
         )
         want = block_map(q_len, k_len, tile_m, tile_n, mask, ip, window)
         assert got.map.shape == want.shape
