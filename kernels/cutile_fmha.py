@@ -1272,9 +1272,13 @@ def autotune(
 
     Searches ``configs`` (default: ``kernels.tuning_spaces.search_space(arch, D)``, tiles x
     occupancy x worker warps x load latencies) with ``ct.tune.exhaustive_search``, applying
-    each config's hints through ``hints_fn``. The winner is stored in a JSON file keyed by
-    (arch, dtype, D, mask, GQA group, N bucket) at ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or
-    ``~/.cache/fmha-workbench/autotune.json``; later calls return it without timing anything.
+    each config's hints through ``hints_fn``, then (unless its best took under
+    ``SUSTAINED_MIN_US``) times the ``SUSTAINED_FINALISTS`` fastest again back to back (no L2
+    flush, about ``SUSTAINED_TARGET_MS`` per config and round, three interleaved rounds) and
+    keeps the fastest of those; ``_tuning`` records both picks and the second stage's times.
+    The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
+    ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
+    later calls return it without timing anything.
 
     Returns a dict of keyword arguments for :func:`attention` (``tile_m``, ``tile_n``,
     ``occupancy``, ``num_worker_warps``, ``num_ctas``, ``k_latency``, ``v_latency``,
@@ -1349,10 +1353,28 @@ def autotune(
             raise CompilerFailedError(
                 f"autotune: every config failed for {key}: {exc}. Check tileiras with probe()."
             ) from exc
-    chosen = dataclasses.asdict(result.best.config)  # complete kwargs, defaults filled in
+    # Second stage: the front-runners again, back to back without flushing L2, as attention
+    # runs inside a model. cuTile's search times single launches after an L2 flush, with idle
+    # gaps that keep the clock at boost; under sustained load the H200 lowers its clock to
+    # hold its power limit, and the configs that move the most data lose more than the short
+    # launches showed (a 2-CTA cluster config won the search at N=8192 and then ran 4 % behind
+    # the 128-row tile in the benchmark).
+    ranked = sorted(result.successes, key=lambda m: m.mean_us)
+    finalists = [m.config for m in ranked[:SUSTAINED_FINALISTS]]
+    best_config = result.best.config
+    sustained: dict[str, float] = {}
+    if len(finalists) > 1 and result.best.mean_us >= SUSTAINED_MIN_US:
+        with _friendly_errors():
+            best_config, sustained = _sustained_pick(
+                finalists, p, (q, k, v, scratch), scale=scale, mask=mask,
+                input_pos=int(input_pos), window=window, stream=stream,
+            )  # fmt: skip
+    chosen = dataclasses.asdict(best_config)  # complete kwargs, defaults filled in
     tuning = {
         "mean_us": result.best.mean_us,
         "error_margin_us": result.best.error_margin_us,
+        "search_best": {kk: getattr(result.best.config, kk) for kk in TUNED_KEYS},
+        "sustained_us": sustained,
         "tried": len(space),
         "space": space_id,
         "failed": [
@@ -1377,6 +1399,92 @@ def autotune(
     with contextlib.suppress(OSError):  # a read-only home must not fail a good tuning result
         _write_cache(path, data)
     return {**chosen, "_tuning": {**tuning, "key": key, "cached": False, "path": str(path)}}
+
+
+# How many of the search's fastest configs are timed again under sustained load, and for how
+# long each (per round; three rounds, interleaved, median).
+SUSTAINED_FINALISTS = 4
+SUSTAINED_TARGET_MS = 25.0
+SUSTAINED_ROUNDS = 3
+# Below this (the search's best, microseconds) back-to-back launches from Python would time the
+# host's launch overhead rather than the kernels, and a short kernel is not what heats the GPU.
+SUSTAINED_MIN_US = 100.0
+
+
+def _sustained_pick(
+    finalists: list[LaunchConfig],
+    p: _Problem,
+    qkv_out: tuple[Any, Any, Any, Any],
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    stream: Any,
+) -> tuple[LaunchConfig, dict[str, float]]:
+    """Time each finalist back to back for about SUSTAINED_TARGET_MS per round, the rounds
+    interleaved across configs; return the fastest by median and every config's microseconds
+    per launch (keyed by its JSON)."""
+    q, k, v, scratch = qkv_out
+    arrays = (q, k, v, scratch, None, None, None)
+    runs = [
+        _prepare(
+            p,
+            arrays,
+            cfg,
+            scale=scale,
+            mask=mask,
+            input_pos=input_pos,
+            window=window,
+            stream=stream,
+        )
+        for cfg in finalists
+    ]
+    timer = _EventTimer(p.lib, stream)
+    counts = []
+    for run in runs:  # calibrate: launches per round for about the target time
+        per_launch_ms = timer.time_ms(run, 3) / 3
+        counts.append(max(3, min(1000, math.ceil(SUSTAINED_TARGET_MS / max(per_launch_ms, 1e-3)))))
+    samples: list[list[float]] = [[] for _ in runs]
+    for _ in range(SUSTAINED_ROUNDS):
+        for i, run in enumerate(runs):
+            samples[i].append(timer.time_ms(run, counts[i]) * 1000.0 / counts[i])
+    medians = [sorted(s)[len(s) // 2] for s in samples]
+    best = min(range(len(runs)), key=lambda i: medians[i])
+    table = {
+        json.dumps({kk: getattr(c, kk) for kk in TUNED_KEYS}, sort_keys=True): round(us, 2)
+        for c, us in zip(finalists, medians, strict=True)
+    }
+    return finalists[best], table
+
+
+class _EventTimer:
+    """CUDA-event timing of ``n`` back-to-back launches on a torch or CuPy stream."""
+
+    def __init__(self, lib: str, stream: Any) -> None:
+        self.lib = lib
+        self.stream = stream
+
+    def time_ms(self, run: Callable[[], None], n: int) -> float:
+        if self.lib == "torch":
+            import torch
+
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record(self.stream)
+            for _ in range(n):
+                run()
+            end.record(self.stream)
+            end.synchronize()
+            return float(start.elapsed_time(end))
+        import cupy
+
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(self.stream)
+        for _ in range(n):
+            run()
+        end.record(self.stream)
+        end.synchronize()
+        return float(cupy.cuda.get_elapsed_time(start, end))
 
 
 def tuned_kwargs(config: dict[str, Any]) -> dict[str, Any]:
