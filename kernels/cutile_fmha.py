@@ -29,6 +29,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import threading
 import time
@@ -1274,7 +1275,7 @@ def autotune(
     occupancy x worker warps x load latencies) with ``ct.tune.exhaustive_search``, applying
     each config's hints through ``hints_fn``, then (unless its best took under
     ``SUSTAINED_MIN_US``) times the ``SUSTAINED_FINALISTS`` fastest again back to back (no L2
-    flush, about ``SUSTAINED_TARGET_MS`` per config and round, three interleaved rounds) and
+    flush, about ``SUSTAINED_TARGET_MS`` per config and round, interleaved rounds) and
     keeps the fastest of those; ``_tuning`` records both picks and the second stage's times.
     The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
@@ -1291,7 +1292,7 @@ def autotune(
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
     path = Path(cache_path) if cache_path is not None else default_cache_path()
     fixed = {"fast_math": fast_math, "k_split": k_split, "remap": remap}
-    candidates = configs or search_space(arch, p.head_dim)
+    candidates = configs or search_space(arch, p.head_dim, mask)
     # A winner only stands for the space it won in: a new release's space (or the caller's
     # own list) is searched again rather than answered from a stale cache entry.
     space_id = space_digest(candidates)
@@ -1402,10 +1403,11 @@ def autotune(
 
 
 # How many of the search's fastest configs are timed again under sustained load, and for how
-# long each (per round; three rounds, interleaved, median).
+# long each (per round; after two untimed rounds, four timed ones in rotating order, median).
 SUSTAINED_FINALISTS = 4
 SUSTAINED_TARGET_MS = 25.0
-SUSTAINED_ROUNDS = 3
+SUSTAINED_ROUNDS = 4
+SUSTAINED_WARMUP_ROUNDS = 2
 # Below this (the search's best, microseconds) back-to-back launches from Python would time the
 # host's launch overhead rather than the kernels, and a short kernel is not what heats the GPU.
 SUSTAINED_MIN_US = 100.0
@@ -1423,8 +1425,8 @@ def _sustained_pick(
     stream: Any,
 ) -> tuple[LaunchConfig, dict[str, float]]:
     """Time each finalist back to back for about SUSTAINED_TARGET_MS per round, the rounds
-    interleaved across configs; return the fastest by median and every config's microseconds
-    per launch (keyed by its JSON)."""
+    interleaved across configs in rotating order after an untimed warm-up; return the fastest
+    by median and every config's microseconds per launch (keyed by its JSON)."""
     q, k, v, scratch = qkv_out
     arrays = (q, k, v, scratch, None, None, None)
     runs = [
@@ -1445,11 +1447,16 @@ def _sustained_pick(
     for run in runs:  # calibrate: launches per round for about the target time
         per_launch_ms = timer.time_ms(run, 3) / 3
         counts.append(max(3, min(1000, math.ceil(SUSTAINED_TARGET_MS / max(per_launch_ms, 1e-3)))))
+    # Load the GPU first: the clock settles to its sustained value over about a tenth of a
+    # second, and a stage that starts at boost clock favours whichever config runs first.
+    for i, run in enumerate(runs):
+        timer.time_ms(run, counts[i] * SUSTAINED_WARMUP_ROUNDS)
     samples: list[list[float]] = [[] for _ in runs]
-    for _ in range(SUSTAINED_ROUNDS):
-        for i, run in enumerate(runs):
-            samples[i].append(timer.time_ms(run, counts[i]) * 1000.0 / counts[i])
-    medians = [sorted(s)[len(s) // 2] for s in samples]
+    for r in range(SUSTAINED_ROUNDS):
+        # Each round starts at a different config, so none always follows the same one.
+        for i in [(r + j) % len(runs) for j in range(len(runs))]:
+            samples[i].append(timer.time_ms(runs[i], counts[i]) * 1000.0 / counts[i])
+    medians = [statistics.median(s) for s in samples]
     best = min(range(len(runs)), key=lambda i: medians[i])
     table = {
         json.dumps({kk: getattr(c, kk) for kk in TUNED_KEYS}, sort_keys=True): round(us, 2)

@@ -127,16 +127,21 @@ SEARCH_SPACES: dict[str, tuple[Config, ...]] = {
 MEASURED_ARCHS: frozenset[str] = frozenset({"sm_90"})
 
 
-def search_space(arch: str, head_dim: int = 128) -> list[Config]:
+def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> list[Config]:
     """The configs to try on ``arch`` (e.g. ``"sm_90"``), as fresh dicts.
 
     Unknown architectures fall back to the smallest safe table (64x64 and friends). Tiles
     wider than the problem needs are kept: the tuner simply measures them. For head_dim 256 the
     score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
+    With ``mask="none"`` the sm_90 table drops its 2-CTA clusters: on the H200 they never beat
+    the other entries without a mask, and every extra entry is one more chance for the tuner
+    to pick a config that wins short launches and loses under sustained load.
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
         table = _SM120 if arch.startswith("sm_12") else _SM80
+    if arch == "sm_90" and mask == "none":
+        table = tuple(c for c in table if not c["num_ctas"])
     configs = [dict(c) for c in table]
     if head_dim >= 256:
         configs = [c for c in configs if c["tile_m"] * c["tile_n"] <= 128 * 64] or [
