@@ -352,7 +352,12 @@ def main(argv: list[str] | None = None) -> int:
             for s in steps:
                 if s == "tuned":
                     t0 = time.perf_counter()
-                    cfg = F.autotune(q, k, v, mask=mask, configs=space, cache_path=tune_cache)
+                    # The table's own per-mask choice (no clusters without a mask), unless
+                    # --tune-space named the configs.
+                    mask_space = space
+                    if not args.tune_space or args.tune_space == "quick":
+                        mask_space = [c for c in space if c in search_space(arch, d, mask)]
+                    cfg = F.autotune(q, k, v, mask=mask, configs=mask_space, cache_path=tune_cache)
                     meta = cfg.pop("_tuning")
                     print(
                         f"[{mask} N={n}] autotune {time.perf_counter() - t0:.1f}s "
