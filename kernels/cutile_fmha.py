@@ -1271,12 +1271,13 @@ def autotune(
 ) -> dict[str, Any]:
     """Pick the fastest launch config for this problem class and remember it on disk.
 
-    Searches ``configs`` (default: ``kernels.tuning_spaces.search_space(arch, D)``, tiles x
-    occupancy x worker warps x load latencies) with ``ct.tune.exhaustive_search``, applying
-    each config's hints through ``hints_fn``, then (unless its best took under
-    ``SUSTAINED_MIN_US``) times the ``SUSTAINED_FINALISTS`` fastest again back to back (no L2
-    flush, about ``SUSTAINED_TARGET_MS`` per config and round, interleaved rounds) and
-    keeps the fastest of those; ``_tuning`` records both picks and the second stage's times.
+    Searches ``configs`` (default: ``kernels.tuning_spaces.search_space(arch, D, mask)``,
+    tiles x occupancy x worker warps x clusters x load latencies) with
+    ``ct.tune.exhaustive_search``, applying each config's hints through ``hints_fn``; then,
+    unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
+    again back to back (no L2 flush, about ``SUSTAINED_TARGET_MS`` per config and round,
+    interleaved rounds) and keeps the fastest of those. ``_tuning`` records both picks and the
+    second stage's times.
     The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
     later calls return it without timing anything.
