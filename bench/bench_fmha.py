@@ -46,6 +46,16 @@ PEERS = ("flash", "cudnn", "naive")
 QUICK_SPACE = {(64, 64, 2, None), (64, 128, 2, None), (128, 64, None, 8), (128, 128, None, 8)}
 
 
+def add_shape_args(ap: argparse.ArgumentParser, ns: str) -> None:
+    """--ns, --masks, --batch, --heads, --dim: the problem options of the side scripts
+    (explore_configs.py, profile_kernels.py), with the benchmark's shape as the default."""
+    ap.add_argument("--ns", default=ns, help="sequence lengths")
+    ap.add_argument("--masks", default="causal,none", help="from causal, none")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--dim", type=int, default=128)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ns", default="1024,2048,4096,8192,16384", help="sequence lengths")

@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
 
 from bench.bench_fmha import (  # noqa: E402
     _variant_key,
+    add_shape_args,
     check_rows,
     config_label,
     flops,
@@ -47,11 +48,7 @@ CANDIDATES: list[dict[str, Any]] = [
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ns", default="2048,8192", help="sequence lengths")
-    ap.add_argument("--masks", default="causal,none", help="from causal, none")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--dim", type=int, default=128)
+    add_shape_args(ap, ns="2048,8192")
     ap.add_argument(
         "--configs",
         default=None,

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_fmha import config_label, sdpa  # noqa: E402
+from bench.bench_fmha import add_shape_args, config_label, sdpa  # noqa: E402
 
 # The configs the sm_90 autotuner picks for N = 2048 (64x128, two CTAs per SM) and from 4096 up
 # (128x128, 8 worker warps, polynomial exp2).
@@ -32,11 +32,7 @@ DEFAULT_CONFIGS = [
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ns", default="2048,8192", help="sequence lengths")
-    ap.add_argument("--masks", default="none,causal", help="from none, causal")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--dim", type=int, default=128)
+    add_shape_args(ap, ns="2048,8192")
     ap.add_argument("--configs", default=None, help="JSON list of launch configs")
     args = ap.parse_args(argv)
 
