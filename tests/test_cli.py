@@ -96,6 +96,20 @@ def test_sweep_records_the_polynomial_exp2_knob(run_cli: RunCli, fast_args: list
     assert run["status"] == "complete"
 
 
+def test_sweep_records_the_cluster_size(run_cli: RunCli, fast_args: list[str]) -> None:
+    result = sweep(
+        run_cli, fast_args, "--seq-lens", "32", "--tile-m", "128", "--cluster-ctas", "2",
+        "--occupancy", "2", "--mask", "causal", "--json",
+    )  # fmt: skip
+    [run] = json.loads(result.out)["runs"]
+    assert run["config"]["num_ctas"] == 2 and run["config"]["occupancy"] == 2
+    assert run["status"] == "complete"
+    # Read back from the store: the listing shows it in the config's label too.
+    listed = json.loads(run_cli("runs", "--json").out)
+    assert [r["config"]["num_ctas"] for r in listed] == [2]
+    assert "128×64 causal occ 2 cluster 2" in run_cli("runs").out
+
+
 def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
     result = sweep(run_cli, fast_args, "--seq-lens", "16", "--backends", "reference", "--json")
     data = json.loads(result.out)

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.config import (
+    CLUSTER_CTAS,
     HEAD_DIMS,
     MAX_SEQ_LEN,
     TILE_SIZES,
@@ -87,6 +88,24 @@ def test_poly_exp2_columns_follow_the_key_tile_and_need_the_split() -> None:
     assert KernelConfig.from_dict(old).poly_exp2_cols == 0
 
 
+def test_cluster_ctas_take_a_power_of_two_up_to_16() -> None:
+    for ctas in (1, 2, 4, 8, 16):
+        assert KernelConfig(num_ctas=ctas).num_ctas == ctas
+    assert KernelConfig().num_ctas is None  # the compiler's choice
+    for bad in (3, 0, -2, 32, True):
+        with pytest.raises(ConfigError, match=r"^num_ctas: .*expected one of 1, 2, 4, 8, 16$"):
+            KernelConfig(num_ctas=bad)
+    cluster = KernelConfig(tile_m=128, tile_n=128, mask="causal", occupancy=2, num_ctas=2)
+    assert KernelConfig.from_dict(cluster.to_dict()) == cluster
+    assert cluster.summary() == "128×128 causal occ 2 cluster 2"
+    assert "cluster" not in KernelConfig(occupancy=2).summary()
+    # Runs stored before the knob existed load with it unset.
+    old = {k: v for k, v in cluster.to_dict().items() if k != "num_ctas"}
+    assert KernelConfig.from_dict(old) == KernelConfig(
+        tile_m=128, tile_n=128, mask="causal", occupancy=2
+    )
+
+
 BAD_PROBLEM = {
     "batch": st.one_of(st.integers(max_value=0), st.integers(4097, 10**9), st.just(True)),
     "heads": st.one_of(st.integers(max_value=0), st.integers(1025, 10**9), st.just(2.0)),
@@ -111,6 +130,9 @@ BAD_CONFIG = {
     # the default 64-column key tile allows 4, 8, 16, 32 (and 0, off)
     "poly_exp2_cols": st.one_of(
         st.integers(-5, 300).filter(lambda c: c not in (0, 4, 8, 16, 32)), st.just(True)
+    ),
+    "num_ctas": st.one_of(
+        st.integers(-3, 100).filter(lambda c: c not in CLUSTER_CTAS), st.just(True)
     ),
 }
 

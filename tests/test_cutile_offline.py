@@ -57,6 +57,25 @@ def test_compiles_for_sm90(knobs: dict) -> None:
     assert len(cubin) > 10_000
 
 
+def test_the_workbench_cluster_knob_reaches_the_kernel() -> None:
+    # The cuTile backend's launch arguments for a form/CLI config with Cluster CTAs 2: the
+    # kernel's own config must see the hint, and the H200's 2-CTA cluster config must compile.
+    from workbench.backends.cutile import CutileBackend, _knobs
+    from workbench.config import KernelConfig, Problem
+
+    config = KernelConfig(
+        tile_m=128, tile_n=128, mask="causal", fast_math=True, k_split=True, remap=True,
+        occupancy=2, num_ctas=2,
+    )  # fmt: skip
+    problem = Problem(heads=4, kv_heads=2, head_dim=128)
+    knobs = _knobs(CutileBackend()._launch_kwargs(problem, config, ()))
+    launch = F.LaunchConfig.of(knobs)
+    assert (launch.tile_m, launch.occupancy, launch.num_ctas) == (128, 2, 2)
+    _need_tileiras()
+    cubin = F.compile_cubin(arch="sm_90", batch=1, heads=4, kv_heads=2, mask="causal", **knobs)
+    assert _is_elf(cubin)
+
+
 def test_validation_runs_before_compiling() -> None:
     with pytest.raises(ValueError, match="tile_m"):
         F.compile_cubin(tile_m=32)

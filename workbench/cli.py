@@ -101,6 +101,12 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     k.add_argument("--occupancy", type=int, help="target CTAs per SM hint (1-32)")
     k.add_argument("--worker-warps", type=int, help="num_worker_warps hint (power of two)")
     k.add_argument(
+        "--cluster-ctas",
+        type=int,
+        help="CTAs per cluster hint (num_ctas): 1, 2, 4, 8 or 16; e.g. --tile-m 128 "
+        "--cluster-ctas 2 --occupancy 2 is the H200's 2-CTA cluster config",
+    )
+    k.add_argument(
         "--poly-exp2-cols",
         type=int,
         default=0,
@@ -251,6 +257,7 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         occupancy=args.occupancy,
         num_worker_warps=args.worker_warps,
         poly_exp2_cols=args.poly_exp2_cols,
+        num_ctas=args.cluster_ctas,
     )
     return SweepSpec(
         problem=problem,

@@ -20,6 +20,8 @@ DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
 TILE_SIZES = (16, 32, 64, 128, 256)
 HEAD_DIMS = (32, 64, 128, 256)
 WORKER_WARPS = (1, 2, 4, 8, 16, 32)
+# The cluster sizes cuTile's num_ctas hint takes (the kernel's LaunchConfig checks the same).
+CLUSTER_CTAS = (1, 2, 4, 8, 16)
 MAX_SEQ_LEN = 1 << 20
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1
@@ -160,6 +162,10 @@ class KernelConfig:
     # exp2 of this many score columns per key block as an FMA polynomial instead of on the
     # MUFU unit (the cuTile kernel's unmasked loop; 0 = off)
     poly_exp2_cols: int = 0
+    # CTAs per cluster (cuTile's num_ctas hint; None: the compiler's choice). At tile_m=128 with
+    # occupancy 2, a 2-CTA cluster splits the rows 64/64 and TMA multicasts K/V to both CTAs.
+    # Last, so exported CSV columns keep the order they had before the knob existed.
+    num_ctas: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("tile_m", self.tile_m, TILE_SIZES)
@@ -178,6 +184,8 @@ class KernelConfig:
             _check_int("occupancy", self.occupancy, 1, 32)
         if self.num_worker_warps is not None:
             _check_choice("num_worker_warps", self.num_worker_warps, WORKER_WARPS)
+        if self.num_ctas is not None:
+            _check_choice("num_ctas", self.num_ctas, CLUSTER_CTAS)
         if self.poly_exp2_cols != 0 or isinstance(self.poly_exp2_cols, bool):
             _check_choice("poly_exp2_cols", self.poly_exp2_cols, poly_exp2_choices(self.tile_n))
             if not self.k_split:
@@ -208,6 +216,8 @@ class KernelConfig:
             parts.append(f"occ {self.occupancy}")
         if self.num_worker_warps is not None:
             parts.append(f"{self.num_worker_warps} warps")
+        if self.num_ctas is not None:
+            parts.append(f"cluster {self.num_ctas}")
         if self.poly_exp2_cols:
             parts.append(f"poly {self.poly_exp2_cols}")
         return " ".join(parts)

@@ -8,7 +8,7 @@ import pytest
 from gui_helpers import pick, type_into
 
 from workbench.backends.base import Availability
-from workbench.config import KernelConfig, Problem, parse_seq_lens
+from workbench.config import ConfigError, KernelConfig, Problem, parse_seq_lens
 from workbench.gui.controls import SEQ_PRESETS, ControlsPanel
 
 pytestmark = pytest.mark.gui
@@ -37,6 +37,7 @@ def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
         box.click()  # a full press-release click on the check box
     type_into(qtbot, form.occupancy, "2")
     pick(form.num_worker_warps, 4)
+    pick(form.num_ctas, 2)
     pick(form.poly_exp2_cols, 8)
     type_into(qtbot, form.label, "  gqa causal  ")
     spec = form.spec()
@@ -61,6 +62,7 @@ def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
         occupancy=2,
         num_worker_warps=4,
         poly_exp2_cols=8,
+        num_ctas=2,
     )
     assert spec.seq_lens == (1024, 4096) and spec.label == "gqa causal"
     assert spec.backend == "reference"
@@ -71,6 +73,7 @@ def test_defaults_mean_not_set(form: ControlsPanel) -> None:
     assert spec.problem.kv_heads == spec.problem.heads  # "same as heads"
     assert spec.config.occupancy is None and spec.config.num_worker_warps is None
     assert spec.config.poly_exp2_cols == 0 and form.poly_exp2_cols.currentText() == "off"
+    assert spec.config.num_ctas is None and form.num_ctas.currentText() == "auto"
     assert spec.config.window is None and spec.problem.input_pos == 0
     assert form.kv_heads.text() == "same as heads" and form.occupancy.text() == "auto"
 
@@ -120,3 +123,37 @@ def test_state_round_trips(qtbot: Any, form: ControlsPanel) -> None:
     qtbot.addWidget(other)
     other.apply_state(state)
     assert other.spec() == form.spec()
+
+
+def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
+    qtbot: Any, form: ControlsPanel
+) -> None:
+    assert [form.num_ctas.itemText(i) for i in range(form.num_ctas.count())] == [
+        "auto",
+        "1",
+        "2",
+        "4",
+    ]
+    pick(form.tile_m, 128)
+    type_into(qtbot, form.occupancy, "2")
+    pick(form.num_ctas, 2)
+    config = form.spec().config
+    assert (config.tile_m, config.occupancy, config.num_ctas) == (128, 2, 2)
+    assert "cluster 2" in config.summary()
+
+    # A stored run's cluster size comes back into the form, and so does "not set".
+    problem = Problem(q_len=1024, k_len=1024)
+    stored = KernelConfig(tile_m=128, tile_n=128, mask="causal", occupancy=2, num_ctas=4)
+    form.load_run(problem, stored, (1024, 2048), "reference", "cluster 4")
+    assert form.num_ctas.currentText() == "4" and form.spec().config == stored
+    form.load_run(problem, KernelConfig(), (1024,), "reference", "")
+    assert form.num_ctas.currentText() == "auto" and form.spec().config.num_ctas is None
+
+    # The core's refusal of a cluster size lands on this combo, and picking another clears it.
+    with pytest.raises(ConfigError) as refused:
+        KernelConfig(num_ctas=3)
+    form.mark_error(refused.value.field, str(refused.value))
+    assert form.invalid_fields() == ["num_ctas"]
+    assert form.num_ctas.toolTip() == str(refused.value)
+    pick(form.num_ctas, 1)
+    assert form.invalid_fields() == [] and "CTAs per cluster" in form.num_ctas.toolTip()

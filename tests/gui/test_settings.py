@@ -22,6 +22,7 @@ def test_settings_survive_a_restart(
     type_into(qtbot, window.controls.batch, "3")
     type_into(qtbot, window.controls.occupancy, "2")
     pick(window.controls.num_worker_warps, 8)
+    pick(window.controls.num_ctas, 2)
     window.controls.remap.setChecked(True)
     # Within the offscreen screen (800 × 800): restoreGeometry keeps a window on its screen.
     window.resize(790, 700)

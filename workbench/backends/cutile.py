@@ -137,6 +137,7 @@ class CutileBackend(CupyBackend):
             "remap": config.remap,
             "occupancy": config.occupancy,
             "num_worker_warps": config.num_worker_warps,
+            "num_ctas": config.num_ctas,
             "poly_exp2_cols": config.poly_exp2_cols,
         }
 

@@ -199,6 +199,13 @@ class ControlsPanel(QWidget):
         self.num_worker_warps = self._combo(
             "num_worker_warps", [("auto", None)] + [(str(w), w) for w in WORKER_WARPS]
         )
+        # The cluster sizes worth trying by hand; the CLI takes the rest of CLUSTER_CTAS too.
+        self.num_ctas = self._combo("num_ctas", [("auto", None)] + [(str(c), c) for c in (1, 2, 4)])
+        self.num_ctas.setToolTip(
+            "CTAs per cluster (num_ctas hint; auto: the compiler's choice). Tile M 128 with 2 "
+            "and occupancy 2 is the H200's 2-CTA cluster config: two 64-row CTAs per cluster "
+            "share each K/V tile through TMA multicast"
+        )
         self.poly_exp2_cols = self._combo(
             "poly_exp2_cols", [("off", 0)] + [(str(c), c) for c in (4, 8, 16, 32, 64, 128)]
         )
@@ -214,6 +221,7 @@ class ControlsPanel(QWidget):
         form.addRow("Options", flags)
         form.addRow("Occupancy", self.occupancy)
         form.addRow("Worker warps", self.num_worker_warps)
+        form.addRow("Cluster CTAs", self.num_ctas)
         form.addRow("Poly exp2 cols", self.poly_exp2_cols)
         return group
 
@@ -342,6 +350,7 @@ class ControlsPanel(QWidget):
             occupancy=occupancy if occupancy > 0 else None,
             num_worker_warps=self.num_worker_warps.currentData(),
             poly_exp2_cols=self.poly_exp2_cols.currentData(),
+            num_ctas=self.num_ctas.currentData(),
         )
         return SweepSpec(
             problem=problem,
@@ -383,6 +392,7 @@ class ControlsPanel(QWidget):
                 "occupancy": config.occupancy or 0,
                 "num_worker_warps": config.num_worker_warps,
                 "poly_exp2_cols": config.poly_exp2_cols,
+                "num_ctas": config.num_ctas,
                 "backend": backend,
                 "label": label,
             }
