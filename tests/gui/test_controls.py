@@ -133,6 +133,8 @@ def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
         "1",
         "2",
         "4",
+        "8",
+        "16",
     ]
     pick(form.tile_m, 128)
     type_into(qtbot, form.occupancy, "2")
@@ -146,6 +148,10 @@ def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
     stored = KernelConfig(tile_m=128, tile_n=128, mask="causal", occupancy=2, num_ctas=4)
     form.load_run(problem, stored, (1024, 2048), "reference", "cluster 4")
     assert form.num_ctas.currentText() == "4" and form.spec().config == stored
+    # Sizes only the CLI offered before are shown too, not silently replaced.
+    wide = KernelConfig(tile_m=256, tile_n=128, mask="causal", num_ctas=16)
+    form.load_run(problem, wide, (1024,), "reference", "cluster 16")
+    assert form.num_ctas.currentText() == "16" and form.spec().config == wide
     form.load_run(problem, KernelConfig(), (1024,), "reference", "")
     assert form.num_ctas.currentText() == "auto" and form.spec().config.num_ctas is None
 

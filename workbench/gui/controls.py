@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import (
+    CLUSTER_CTAS,
     DTYPES,
     HEAD_DIMS,
     MAX_SEQ_LEN,
@@ -199,8 +200,11 @@ class ControlsPanel(QWidget):
         self.num_worker_warps = self._combo(
             "num_worker_warps", [("auto", None)] + [(str(w), w) for w in WORKER_WARPS]
         )
-        # The cluster sizes worth trying by hand; the CLI takes the rest of CLUSTER_CTAS too.
-        self.num_ctas = self._combo("num_ctas", [("auto", None)] + [(str(c), c) for c in (1, 2, 4)])
+        # Every size the core accepts, so a stored run's value (the CLI takes them all) can
+        # always be shown and re-run as it was.
+        self.num_ctas = self._combo(
+            "num_ctas", [("auto", None)] + [(str(c), c) for c in CLUSTER_CTAS]
+        )
         self.num_ctas.setToolTip(
             "CTAs per cluster (num_ctas hint; auto: the compiler's choice). Tile M 128 with 2 "
             "and occupancy 2 is the H200's 2-CTA cluster config: two 64-row CTAs per cluster "
