@@ -76,7 +76,13 @@ def test_5000_runs_open_fast_and_scroll_lazily(qtbot: Any, make_window: Any, db_
     meter.stop()
     assert model.rowCount() == 5000 and not model.canFetchMore()
     assert model.index(4999, COL_LABEL).data() == "run 00001"
-    assert meter.worst_s < 0.100, f"scrolling stalled for {meter.worst_s * 1e3:.0f} ms"
+    # Each page fetch must stay cheap: a fetch that read the whole table, or rendered every
+    # row, stalls on every page (about 25 of them). On a busy 2-core CI machine the OS alone
+    # can cost one gap of 100-150 ms now and then (seen 1 run in 8), so one such gap passes.
+    slow = [gap for _, gap in meter.long_gaps if gap >= 0.100]
+    assert len(slow) <= 1 and meter.worst_s < 0.250, (
+        f"scrolling stalled: gaps over 100 ms {slow}, worst {meter.worst_s * 1e3:.0f} ms"
+    )
 
 
 def test_filter_narrows_the_table(qtbot: Any, make_window: Any, db_path: Path) -> None:
