@@ -154,6 +154,49 @@ def test_show_prints_the_run_and_its_points(
         assert data["config"] == store.run(run_id).config.to_dict()
 
 
+def _store_launches(db_path: Path, run_id: int, launches: dict[int, dict[str, Any]]) -> None:
+    """Give a run's points the ``extra["launch"]`` records the cuTile backend writes (no GPU
+    here: the reference backend measured them)."""
+    with Store(db_path) as store:
+        for n, launch in launches.items():
+            store.db.execute(
+                "UPDATE points SET extra = ? WHERE run_id = ? AND seq_len = ?",
+                [json.dumps({"launch": launch, "autotune": {"tried": 8}}), run_id, n],
+            )
+        store.db.conn.commit()
+
+
+def test_show_names_the_launch_the_autotuner_chose_per_length(
+    run_cli: RunCli, fast_args: list[str], db_path: Path
+) -> None:
+    tuned = int(sweep(run_cli, fast_args, "--seq-lens", "16,32,64", "--autotune").out)
+    plain = int(sweep(run_cli, fast_args, "--seq-lens", "16,32").out)
+    cluster = {
+        "tile_m": 128,
+        "tile_n": 128,
+        "occupancy": 2,
+        "num_ctas": 2,
+        "k_latency": 3,
+        "v_latency": 6,
+        "poly_exp2_cols": 16,
+        "store_tma": True,
+    }
+    small = {"tile_m": 64, "tile_n": 128, "occupancy": 2, "k_latency": 2, "v_latency": 4}
+    _store_launches(db_path, tuned, {16: small, 32: cluster})  # 64: no record (older point)
+    _store_launches(db_path, plain, {16: small, 32: cluster})
+
+    lines = run_cli("show", str(tuned)).out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("N "))
+    assert lines[header].split()[-1] == "tuned"
+    rows = {line.split()[0]: line.rstrip() for line in lines[header + 1 :]}
+    assert rows["16"].endswith("64×128 occ 2")
+    assert rows["32"].endswith("128×128 occ 2 cluster 2 lat 3/6 poly 16")
+    assert rows["64"].endswith(" -")
+    # Not autotuned: the stored launch is the form's config, already on the config line.
+    out = run_cli("show", str(plain)).out
+    assert "tuned" not in out and "occ 2" not in out
+
+
 def test_compare_two_runs(run_cli: RunCli, fast_args: list[str], db_path: Path) -> None:
     base = int(sweep(run_cli, fast_args, "--seq-lens", "16,32").out)
     other = int(sweep(run_cli, fast_args, "--seq-lens", "32,64", "--mask", "causal").out)

@@ -27,6 +27,7 @@ from workbench.config import (
     parse_seq_lens,
 )
 from workbench.store import RunRecord, Store, StoreError
+from workbench.tuned import tuned_labels
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -470,22 +471,24 @@ def cmd_show(args: argparse.Namespace) -> int:
             ]
             for p in points
         ]
+        header = [
+            "N",
+            "median ms",
+            "p20-p80 ms",
+            "n",
+            "TFLOP/s",
+            "rel err",
+            "blocks c/m/s",
+            "compile s",
+        ]
+        # With autotune the config line above is only nominal: say what each point launched.
+        tuned = tuned_labels(run.config.autotune, points)
+        if tuned:
+            header.append("tuned")
+            for row, p in zip(rows, points, strict=True):
+                row.append(tuned.get(p.seq_len, "-"))
         if rows:
-            print(
-                _table(
-                    rows,
-                    [
-                        "N",
-                        "median ms",
-                        "p20-p80 ms",
-                        "n",
-                        "TFLOP/s",
-                        "rel err",
-                        "blocks c/m/s",
-                        "compile s",
-                    ],
-                )
-            )
+            print(_table(rows, header))
     return EXIT_OK
 
 
