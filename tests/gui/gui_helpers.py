@@ -121,10 +121,14 @@ def seed_run(
     status: str = "complete",
     group_id: int | None = None,
     step: str | None = None,
+    autotune: bool = False,
+    launches: dict[int, dict[str, Any]] | None = None,
 ) -> int:
     """A stored run with chosen timings, written through the store's own API.
 
     ``group_id`` and ``step`` make it a step of a stored ladder (or another group).
+    ``autotune`` marks the run's config autotuned; ``launches`` gives lengths the
+    ``extra["launch"]`` record the cuTile backend stores (the launch the tuner chose).
     ``samples_ms`` gives each length's raw samples, so latencies and p20–p80 spreads are
     exact; lengths without samples get (1.0, 1.0, 1.0) ms scaled by (N / 64)².
     """
@@ -136,7 +140,7 @@ def seed_run(
     from workbench.timing import TimingStats
 
     problem = Problem(batch=1, heads=2, head_dim=32)
-    config = KernelConfig(tile_m=32, tile_n=32, mask=mask)
+    config = KernelConfig(tile_m=32, tile_n=32, mask=mask, autotune=autotune)
     spec = SweepSpec(problem, seq_lens, config, label=label)
     run_id = store.create_run(
         spec,
@@ -154,6 +158,7 @@ def seed_run(
             accuracy=AccuracyReport(1e-4, 1e-4, n, 1e-2),
             block_map=np.asarray(schedule_for(p, config).block_map, dtype=np.int8),
             flops=problem_flops(p, config),
+            extra={"launch": launches[n]} if launches and n in launches else {},
         )
         store.add_point(run_id, result)
     store.finish_run(run_id, status)

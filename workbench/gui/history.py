@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui.colors import run_color
+from workbench.tuned import tuned_labels, tuned_lines
 
 COLUMNS = ("ID", "Label", "Created", "Backend", "GPU", "Config", "Seq lengths", "Status")
 COL_ID, COL_LABEL, COL_CREATED, COL_BACKEND, COL_GPU, COL_CONFIG, COL_SEQ, COL_STATUS = range(8)
@@ -101,6 +102,9 @@ class RunsModel(QAbstractTableModel):
         self._search: str | None = None
         self._runs: list[Any] = []  # RunRecord
         self._total = 0
+        # Run id → the Config tooltip's tuned lines, read from the run's points on the first
+        # hover (never while painting: a page of rows would cost a points query per row).
+        self._tuned_tips: dict[int, str] = {}
         self.refresh()
 
     # ---- loading --------------------------------------------------------------------------------
@@ -124,6 +128,7 @@ class RunsModel(QAbstractTableModel):
         self.beginResetModel()
         self._runs = []
         self._total = 0
+        self._tuned_tips = {}
         if self._store is not None:
             try:
                 self._total = self._store.count_runs(self._search)
@@ -216,12 +221,32 @@ class RunsModel(QAbstractTableModel):
             if col == COL_GPU:
                 return ", ".join(f"{k}: {v}" for k, v in sorted(run.machine.items()) if v)
             if col == COL_CONFIG:
-                return problem_summary(run)
+                return self._config_tooltip(run)
             if col == COL_LABEL:
                 return "Double-click to relabel"
         if role == Qt.ItemDataRole.UserRole:
             return run.id
         return None
+
+    def _config_tooltip(self, run: Any) -> str:
+        """The config, and for an autotuned run what the tuner launched at each length."""
+        summary = problem_summary(run)
+        tuned = self._tuned_tip(run)
+        return f"{summary}\nTuned per sequence length:\n{tuned}" if tuned else summary
+
+    def _tuned_tip(self, run: Any) -> str:
+        if not run.config.autotune or self._store is None:
+            return ""  # the form's config is what ran: nothing to look up
+        if run.id in self._tuned_tips:
+            return self._tuned_tips[run.id]
+        try:
+            points = self._store.points(run.id)
+        except Exception:  # a hover is no place for an error box; the tooltip says less
+            return ""
+        text = tuned_lines(tuned_labels(True, points))
+        if run.status != "running":  # a running sweep still gains points
+            self._tuned_tips[run.id] = text
+        return text
 
     def _text(self, run: Any, col: int) -> str:
         if col == COL_ID:

@@ -45,6 +45,7 @@ from workbench.gui.worker import (
     start_in_thread,
 )
 from workbench.store import Store, StoreError, default_db_path
+from workbench.tuned import tuned_labels
 
 GUI_BUSY_TIMEOUT_S = 0.25
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
@@ -565,7 +566,17 @@ class MainWindow(QMainWindow):
             self._show_status(f"Plotting the first {MAX_PLOTTED} of {len(ids)} selected runs")
         runs = self._runs_for(shown)
         points = self._points_for([r.id for r in runs])
-        self.plots.set_series([Series(r.id, self._series_name(r), points[r.id]) for r in runs])
+        self.plots.set_series(
+            [
+                Series(
+                    r.id,
+                    self._series_name(r),
+                    points[r.id],
+                    tuned_labels(r.config.autotune, points[r.id]),
+                )
+                for r in runs
+            ]
+        )
         self.compare.set_runs(runs, points)
         focus = self._focused_run(runs)
         if focus is None:

@@ -88,6 +88,9 @@ class Series:
     run_id: int
     name: str
     points: list[Any] = field(default_factory=list)  # workbench.store.PointRecord
+    # Sequence length → the launch the autotuner chose there (workbench.tuned.tuned_labels);
+    # empty for a run that was not autotuned, whose form config is what ran.
+    tuned: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -324,6 +327,8 @@ class PlotsPanel(QWidget):
                 f"(p20 {point.latency_p20_ms:.4g} – p80 {point.latency_p80_ms:.4g}), "
                 f"{point.tflops:.4g} TFLOP/s"
             )
+            if tuned := s.tuned.get(seq_len):
+                entry += f", tuned {escape(tuned)}"
             # Non-breaking inside an entry: a long readout wraps between runs, not mid-value.
             parts.append(
                 f"<span style='color:{color}'>■</span>&nbsp;{entry.replace(' ', '&nbsp;')}"
