@@ -8,6 +8,7 @@ nothing leaks into the user's settings or blocks on a modal dialog.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -150,6 +151,9 @@ if _QT_PROBLEM is None:
         yield make
         for window in made:
             window.shutdown()
+        # Collect the closed windows' reference cycles here, between tests, rather than at
+        # whatever allocation of the next test crosses the threshold.
+        gc.collect()
 
     @pytest.fixture
     def window(make_window: Callable[..., Any], qtbot: Any) -> Any:
