@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,14 +212,9 @@ class KernelConfig:
             ("autotune", self.autotune),
         ]
         parts += [name for name, on in flags if on]
-        if self.occupancy is not None:
-            parts.append(f"occ {self.occupancy}")
-        if self.num_worker_warps is not None:
-            parts.append(f"{self.num_worker_warps} warps")
-        if self.num_ctas is not None:
-            parts.append(f"cluster {self.num_ctas}")
-        if self.poly_exp2_cols:
-            parts.append(f"poly {self.poly_exp2_cols}")
+        parts += hint_words(
+            self.occupancy, self.num_worker_warps, self.num_ctas, self.poly_exp2_cols
+        )
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,6 +224,29 @@ class KernelConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> KernelConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def hint_words(
+    occupancy: int | None,
+    num_worker_warps: int | None,
+    num_ctas: int | None,
+    poly_exp2_cols: int | None,
+    before_poly: Sequence[str] = (),
+) -> list[str]:
+    """The compiler hints and the polynomial exp2 as label words (``occ 2``, ``8 warps``,
+    ``cluster 2``, ``poly 16``), each only when set; ``before_poly`` goes in before ``poly``.
+    One wording for the form's config and for what an autotuned point launched."""
+    words = []
+    if occupancy is not None:
+        words.append(f"occ {occupancy}")
+    if num_worker_warps is not None:
+        words.append(f"{num_worker_warps} warps")
+    if num_ctas is not None:
+        words.append(f"cluster {num_ctas}")
+    words += before_poly
+    if poly_exp2_cols:
+        words.append(f"poly {poly_exp2_cols}")
+    return words
 
 
 def parse_seq_lens(text: str) -> tuple[int, ...]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from workbench.config import hint_words
+
 # The kernel's LaunchConfig defaults for the load-latency hints; only departures are shown.
 DEFAULT_LATENCIES = (2, 4)
 
@@ -36,29 +38,23 @@ def launch_summary(launch: Any) -> str:
     """
     if not isinstance(launch, Mapping) or not launch:
         return ""
-    parts = [f"{_tile(launch.get('tile_m'))}×{_tile(launch.get('tile_n'))}"]
-    occupancy = _whole(launch.get("occupancy"))
-    if occupancy is not None:
-        parts.append(f"occ {occupancy}")
-    warps = _whole(launch.get("num_worker_warps"))
-    if warps is not None:
-        parts.append(f"{warps} warps")
-    ctas = _whole(launch.get("num_ctas"))
-    if ctas is not None:
-        parts.append(f"cluster {ctas}")
     k_lat = _whole(launch.get("k_latency"))
     v_lat = _whole(launch.get("v_latency"))
     latencies = (
         k_lat if k_lat is not None else DEFAULT_LATENCIES[0],
         v_lat if v_lat is not None else DEFAULT_LATENCIES[1],
     )
-    if latencies != DEFAULT_LATENCIES:
-        parts.append(f"lat {latencies[0]}/{latencies[1]}")
+    loads = [f"lat {latencies[0]}/{latencies[1]}"] if latencies != DEFAULT_LATENCIES else []
     if launch.get("pipeline") is True:
-        parts.append("pipe")
-    poly = _whole(launch.get("poly_exp2_cols"))
-    if poly:
-        parts.append(f"poly {poly}")
+        loads.append("pipe")
+    parts = [f"{_tile(launch.get('tile_m'))}×{_tile(launch.get('tile_n'))}"]
+    parts += hint_words(
+        _whole(launch.get("occupancy")),
+        _whole(launch.get("num_worker_warps")),
+        _whole(launch.get("num_ctas")),
+        _whole(launch.get("poly_exp2_cols")),
+        before_poly=loads,
+    )
     # Only an explicit False: older records have no key and always stored through TMA.
     if launch.get("store_tma") is False:
         parts.append("stg")
