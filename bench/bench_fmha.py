@@ -326,6 +326,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.tune_space:
         space = json.loads(args.tune_space)
 
+    # Each mask is tuned over the table's own choice for it (no clusters without a mask), as
+    # the product's autotune does, unless --tune-space named the configs.
+    per_mask = not args.tune_space or args.tune_space == "quick"
+    tune_spaces = {
+        mask: [c for c in space if c in search_space(arch, d, mask)] if per_mask else space
+        for mask in ("causal", "none")
+    }
+
     info = machine_info()
     print(json.dumps(info, indent=1), flush=True)
 
@@ -339,16 +347,14 @@ def main(argv: list[str] | None = None) -> int:
                     {**LADDER[s], "mask": mask, "batch": b, "heads": h, "dim": d, "dtype": dt}
                 )
         if "tuned" in steps:
-            for c in space:
+            for c in tune_spaces[mask]:
                 kw = {kk: vv for kk, vv in c.items() if vv is not None}
                 jobs.append({**kw, "mask": mask, "batch": b, "heads": h, "dim": d, "dtype": dt})
     bad = precompile(jobs, args.precompile, args.canary_s)
-    space = [
-        c
-        for c in space
-        if _variant_key({**c, "mask": "none"}) not in bad
-        and _variant_key({**c, "mask": "causal"}) not in bad
-    ]
+    tune_spaces = {
+        mask: [c for c in configs if _variant_key({**c, "mask": mask}) not in bad]
+        for mask, configs in tune_spaces.items()
+    }
 
     results: list[dict[str, Any]] = []
     for causal in causals:
@@ -362,12 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             for s in steps:
                 if s == "tuned":
                     t0 = time.perf_counter()
-                    # The table's own per-mask choice (no clusters without a mask), unless
-                    # --tune-space named the configs.
-                    mask_space = space
-                    if not args.tune_space or args.tune_space == "quick":
-                        mask_space = [c for c in space if c in search_space(arch, d, mask)]
-                    cfg = F.autotune(q, k, v, mask=mask, configs=mask_space, cache_path=tune_cache)
+                    cfg = F.autotune(
+                        q, k, v, mask=mask, configs=tune_spaces[mask], cache_path=tune_cache
+                    )
                     meta = cfg.pop("_tuning")
                     print(
                         f"[{mask} N={n}] autotune {time.perf_counter() - t0:.1f}s "
