@@ -8,6 +8,11 @@ This is how the autotuner's search space is vetted: every config is timed on the
 fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
 correctness check against float64 on a slice of rows. Configs that fail to compile or hang in
 the parallel precompile are reported and left out. Writes ``explore.json`` and ``explore.md``.
+
+``--timing eager`` (or ``both``) also times each config the way the autotuner's second stage
+does: launches from Python back to back for about ``--rep-ms``, CUDA events around them, no
+graph. Those rows are labelled ``[eager]`` and record the host's microseconds per launch, so a
+gap between the two methods can be told apart from host-bound launching.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +62,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep-ms", type=float, default=15.0)
+    ap.add_argument(
+        "--timing",
+        choices=("graph", "eager", "both"),
+        default="graph",
+        help="CUDA-graph replay (the benchmark's method), eager back-to-back launches (the "
+        "tuner's second stage), or both",
+    )
     ap.add_argument("--precompile", type=int, default=8)
     ap.add_argument("--canary-s", type=float, default=150.0)
     ap.add_argument("--out", default="explore-out")
@@ -110,13 +123,31 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # report, keep going with the other configs
                     print(f"[{mask} N={n}] {name}: {type(exc).__name__}: {exc}", flush=True)
                     runners.pop(name)
-            samples: dict[str, list[float]] = {name: [] for name in runners}
-            for _ in range(args.rounds):
-                for name, fn in runners.items():
-                    samples[name].append(time_fn(fn, args.rep_ms))
+            timers = []
+            if args.timing in ("graph", "both"):
+                timers += [(name, fn, time_fn) for name, fn in runners.items()]
+            if args.timing in ("eager", "both"):
+                timers += [(f"{name} [eager]", fn, time_eager) for name, fn in runners.items()]
+            samples: dict[str, list[float]] = {name: [] for name, _, _ in timers}
+            host_us: dict[str, list[float]] = {}
+            for r in range(args.rounds):
+                # Rotate the start so no config always runs right after the same one.
+                for name, fn, timer in timers[r % len(timers) :] + timers[: r % len(timers)]:
+                    got = timer(fn, args.rep_ms)
+                    if isinstance(got, tuple):
+                        got, host = got
+                        host_us.setdefault(name, []).append(host)
+                    samples[name].append(got)
             fl = flops(b, h, n, d, causal)
             tf = {name: fl / (statistics.median(s) * 1e-3) / 1e12 for name, s in samples.items()}
-            row = {"mask": mask, "n": n, "tflops": tf, "rel_err": errors}
+            row = {
+                "mask": mask,
+                "n": n,
+                "tflops": tf,
+                "rel_err": errors,
+                "ms_rounds": samples,
+                "host_us_per_launch": {kk: statistics.median(vv) for kk, vv in host_us.items()},
+            }
             rows.append(row)
             ranked = sorted(tf.items(), key=lambda kv: -kv[1])
             print(f"[{mask} N={n}] " + "  ".join(f"{k_}={v_:.0f}" for k_, v_ in ranked[:8]),
@@ -128,6 +159,29 @@ def main(argv: list[str] | None = None) -> int:
             (out_dir / "explore.md").write_text(to_markdown(rows))
     print((out_dir / "explore.md").read_text())
     return 0
+
+
+def time_eager(fn: Any, rep_ms: float) -> tuple[float, float]:
+    """(GPU ms per launch, host µs per launch) of back-to-back launches from Python for about
+    ``rep_ms``, timed with CUDA events and no graph: how the autotuner's second stage times."""
+    import torch
+
+    fn()
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    start.record()
+    for _ in range(3):
+        fn()
+    end.record()
+    end.synchronize()
+    count = max(3, min(1000, math.ceil(rep_ms / max(start.elapsed_time(end) / 3, 1e-3))))
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(count):
+        fn()
+    end.record()
+    host_us = (time.perf_counter() - t0) * 1e6 / count
+    end.synchronize()
+    return start.elapsed_time(end) / count, host_us
 
 
 def to_markdown(rows: list[dict[str, Any]]) -> str:
@@ -146,6 +200,15 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     lines.append("| cuDNN | " + " | ".join(cell(r, "cudnn") for r in rows) + " |")
     for name in names:
         lines.append(f"| {name} | " + " | ".join(cell(r, name) for r in rows) + " |")
+    hosts = sorted({name for r in rows for name in r.get("host_us_per_launch", {})})
+    if hosts:
+        note = "Host µs per eager launch (below the GPU's time per launch, the GPU is the bound):"
+        lines += ["", note, ""]
+        lines += [head, "|---" * (len(cols) + 1) + "|"]
+        for name in hosts:
+            vals = [r.get("host_us_per_launch", {}).get(name) for r in rows]
+            cells = " | ".join("–" if x is None else f"{x:.0f}" for x in vals)
+            lines.append(f"| {name} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
