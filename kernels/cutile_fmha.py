@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -1275,8 +1276,9 @@ def autotune(
     tiles x occupancy x worker warps x clusters x load latencies) with
     ``ct.tune.exhaustive_search``, applying each config's hints through ``hints_fn``; then,
     unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
-    again back to back (no L2 flush, about ``SUSTAINED_TARGET_MS`` per config and round,
-    interleaved rounds) and keeps the fastest of those. ``_tuning`` records both picks and the
+    again under sustained load (no L2 flush; each config's launches captured in a CUDA graph of
+    about ``SUSTAINED_TARGET_MS``, replayed over interleaved rounds, as the benchmark times)
+    and keeps the fastest of those. ``_tuning`` records both picks and the
     second stage's times.
     The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
@@ -1356,11 +1358,12 @@ def autotune(
                 f"autotune: every config failed for {key}: {exc}. Check tileiras with probe()."
             ) from exc
     # Second stage: the front-runners again, back to back without flushing L2, as attention
-    # runs inside a model. cuTile's search times single launches after an L2 flush, with idle
-    # gaps that keep the clock at boost; under sustained load the H200 lowers its clock to
-    # hold its power limit, and the configs that move the most data lose more than the short
-    # launches showed (a 2-CTA cluster config won the search at N=8192 and then ran 4 % behind
-    # the 128-row tile in the benchmark).
+    # runs inside a model, replayed from CUDA graphs as the benchmark and the workbench time.
+    # cuTile's search times single launches after an L2 flush, with idle gaps that keep the
+    # clock at boost; under sustained load the H200 lowers its clock to hold its power limit,
+    # and the configs that move the most data lose more than the short launches showed (a
+    # 2-CTA cluster config won the search at N=8192 and then ran 4 % behind the 128-row tile
+    # in the benchmark).
     ranked = sorted(result.successes, key=lambda m: m.mean_us)
     finalists = [m.config for m in ranked[:SUSTAINED_FINALISTS]]
     best_config = result.best.config
@@ -1403,14 +1406,19 @@ def autotune(
     return {**chosen, "_tuning": {**tuning, "key": key, "cached": False, "path": str(path)}}
 
 
-# How many of the search's fastest configs are timed again under sustained load, and for how
-# long each (per round; after two untimed rounds, four timed ones in rotating order, median).
+# How many of the search's fastest configs are timed again under sustained load, and how: each
+# config's launches, about SUSTAINED_TARGET_MS of them, are captured once in a CUDA graph; a
+# round replays that graph SUSTAINED_REPLAYS times and keeps the median replay; the configs take
+# turns over SUSTAINED_ROUNDS rounds in rotating order, after SUSTAINED_WARMUP_REPLAYS untimed
+# replays each, and the lowest median of rounds wins. This is how the benchmark times
+# (triton's do_bench_cudagraph: a graph of about 15 ms, ten replays, the median).
 SUSTAINED_FINALISTS = 4
-SUSTAINED_TARGET_MS = 25.0
-SUSTAINED_ROUNDS = 4
-SUSTAINED_WARMUP_ROUNDS = 2
-# Below this (the search's best, microseconds) back-to-back launches from Python would time the
-# host's launch overhead rather than the kernels, and a short kernel is not what heats the GPU.
+SUSTAINED_TARGET_MS = 15.0
+SUSTAINED_REPLAYS = 8
+SUSTAINED_ROUNDS = 3
+SUSTAINED_WARMUP_REPLAYS = 2
+# Below this (the search's best, microseconds) a config's launches are too short for the
+# sustained clock to matter, and a graph of them would need too many nodes.
 SUSTAINED_MIN_US = 100.0
 
 
@@ -1425,38 +1433,36 @@ def _sustained_pick(
     window: int | None,
     stream: Any,
 ) -> tuple[LaunchConfig, dict[str, float]]:
-    """Time each finalist back to back for about SUSTAINED_TARGET_MS per round, the rounds
-    interleaved across configs in rotating order after an untimed warm-up; return the fastest
-    by median and every config's microseconds per launch (keyed by its JSON)."""
+    """Time each finalist by CUDA-graph replay (see SUSTAINED_* above); return the fastest
+    by median and every config's microseconds per launch (keyed by its JSON).
+
+    Graphs, not launches from Python: on the H200 the two orders of the same launches gave
+    different rankings (the 128-row tile 7-10 % slower from Python at N = 2048, the 64-row
+    tile 5-9 % faster, with the host at 18 us a launch against 300+ us of GPU time;
+    bench/results/h200-explore-timing.md), and the benchmark and the workbench both replay
+    graphs, so the tuner now measures what they will.
+    """
     q, k, v, scratch = qkv_out
     arrays = (q, k, v, scratch, None, None, None)
-    runs = [
-        _prepare(
-            p,
-            arrays,
-            cfg,
-            scale=scale,
-            mask=mask,
-            input_pos=input_pos,
-            window=window,
-            stream=stream,
-        )
-        for cfg in finalists
-    ]
-    timer = _EventTimer(p.lib, stream)
-    counts = []
-    for run in runs:  # calibrate: launches per round for about the target time
-        per_launch_ms = timer.time_ms(run, 3) / 3
-        counts.append(max(3, min(1000, math.ceil(SUSTAINED_TARGET_MS / max(per_launch_ms, 1e-3)))))
-    # Load the GPU first: the clock settles to its sustained value over about a tenth of a
-    # second, and a stage that starts at boost clock favours whichever config runs first.
-    for i, run in enumerate(runs):
-        timer.time_ms(run, counts[i] * SUSTAINED_WARMUP_ROUNDS)
+    # stream=None: each launch goes to the library's current stream, the capturing one.
+    options = {"scale": scale, "mask": mask, "input_pos": input_pos, "window": window}
+    runs = [_prepare(p, arrays, cfg, stream=None, **options) for cfg in finalists]
+    timer = _ReplayTimer(p.lib, stream)
+    replays = []
+    for run in runs:
+        # Launches per graph for about the target time, from a short timed burst.
+        per_launch_ms = timer.burst_ms(run, 3) / 3
+        count = max(3, min(1000, math.ceil(SUSTAINED_TARGET_MS / max(per_launch_ms, 1e-3))))
+        graph = timer.capture(run, count)
+        timer.each_ms(graph, SUSTAINED_WARMUP_REPLAYS)
+        replays.append((graph, count))
     samples: list[list[float]] = [[] for _ in runs]
     for r in range(SUSTAINED_ROUNDS):
         # Each round starts at a different config, so none always follows the same one.
         for i in [(r + j) % len(runs) for j in range(len(runs))]:
-            samples[i].append(timer.time_ms(runs[i], counts[i]) * 1000.0 / counts[i])
+            graph, count = replays[i]
+            per_replay = timer.each_ms(graph, SUSTAINED_REPLAYS)
+            samples[i].append(statistics.median(per_replay) * 1000.0 / count)
     medians = [statistics.median(s) for s in samples]
     best = min(range(len(runs)), key=lambda i: medians[i])
     table = {
@@ -1466,33 +1472,76 @@ def _sustained_pick(
     return finalists[best], table
 
 
-class _EventTimer:
-    """CUDA-event timing of ``n`` back-to-back launches on a torch or CuPy stream."""
+class _ReplayTimer:
+    """CUDA graphs of back-to-back launches, and CUDA-event timing, on a torch or CuPy stream."""
 
     def __init__(self, lib: str, stream: Any) -> None:
         self.lib = lib
         self.stream = stream
 
-    def time_ms(self, run: Callable[[], None], n: int) -> float:
+    def _event(self) -> Any:
         if self.lib == "torch":
             import torch
 
-            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            start.record(self.stream)
-            for _ in range(n):
-                run()
-            end.record(self.stream)
-            end.synchronize()
+            return torch.cuda.Event(enable_timing=True)
+        import cupy
+
+        return cupy.cuda.Event()
+
+    def _elapsed_ms(self, start: Any, end: Any) -> float:
+        if self.lib == "torch":
             return float(start.elapsed_time(end))
         import cupy
 
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(self.stream)
-        for _ in range(n):
-            run()
-        end.record(self.stream)
-        end.synchronize()
         return float(cupy.cuda.get_elapsed_time(start, end))
+
+    def _on_stream(self) -> Any:
+        """A context in which the library's current stream is ``self.stream``."""
+        if self.lib == "torch":
+            import torch
+
+            return torch.cuda.stream(self.stream)
+        return self.stream  # a CuPy stream is its own context manager
+
+    def burst_ms(self, launch: Callable[[], None], n: int) -> float:
+        """Milliseconds of ``n`` launches back to back, events around them."""
+        return sum(self.each_ms(launch, n))
+
+    def each_ms(self, launch: Callable[[], None], n: int) -> list[float]:
+        """Milliseconds of each of ``n`` calls of ``launch`` queued back to back (an event
+        between calls, one synchronisation at the end)."""
+        events = [self._event() for _ in range(n + 1)]
+        with self._on_stream():
+            events[0].record(self.stream)
+            for event in events[1:]:
+                launch()
+                event.record(self.stream)
+        events[-1].synchronize()
+        return [self._elapsed_ms(a, b) for a, b in itertools.pairwise(events)]
+
+    def capture(self, run: Callable[[], None], count: int) -> Callable[[], None]:
+        """``count`` calls of ``run`` captured once in a CUDA graph; returns its replay on the
+        current stream (``each_ms`` makes that ``self.stream``)."""
+        if self.lib == "torch":
+            import torch
+
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):  # its own side stream is current while capturing
+                for _ in range(count):
+                    run()
+            return graph.replay
+        import cupy
+
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:
+            side.begin_capture()
+            try:
+                for _ in range(count):
+                    run()
+            finally:
+                cgraph = side.end_capture()
+        cgraph.upload(self.stream)
+        return lambda: cgraph.launch(cupy.cuda.get_current_stream())
 
 
 def tuned_kwargs(config: dict[str, Any]) -> dict[str, Any]:
