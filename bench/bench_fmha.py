@@ -5,9 +5,10 @@
 
 For each (causal, N): fresh random fp16 inputs; every backend is checked against a float64
 reference on a slice of rows before it is timed; then all backends are timed interleaved
-(round-robin, ``--rounds`` times) with CUDA-graph replay (``triton.testing.do_bench_cudagraph``,
-median), and the median over rounds is reported. TFLOP/s = 4·B·H·N²·D / time, halved for
-causal. Writes ``fmha-bench.json`` and ``fmha-bench.md`` to ``--out``.
+(round-robin, ``--rounds`` times, each round starting one backend later) with CUDA-graph
+replay (``triton.testing.do_bench_cudagraph``, median), and the median over rounds is
+reported. TFLOP/s = 4·B·H·N²·D / time, halved for causal. Writes ``fmha-bench.json`` and
+``fmha-bench.md`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -410,10 +411,13 @@ def main(argv: list[str] | None = None) -> int:
                     runners.pop(name)
                     torch.cuda.synchronize()
 
-            # Interleaved timing rounds.
+            # Interleaved timing rounds, each starting one backend later: in a fixed order the
+            # same backend always ran right after the memory-bound naive one, and a backend
+            # inherits the clock its predecessor left (h200-explore-timing.md).
             samples: dict[str, list[float]] = {name: [] for name in runners}
-            for _ in range(args.rounds):
-                for name, fn in runners.items():
+            order = list(runners.items())
+            for r in range(args.rounds):
+                for name, fn in order[r % len(order) :] + order[: r % len(order)]:
                     samples[name].append(time_fn(fn, args.rep_ms))
             row: dict[str, Any] = {"causal": causal, "n": n, "flops": fl, "backends": {}}
             for name in [*steps, *peers]:
@@ -463,7 +467,8 @@ def to_markdown(doc: dict[str, Any], steps: list[str], peers: list[str]) -> str:
         "",
         f"{doc['args']['dtype']}, B={doc['args']['batch']}, H={doc['args']['heads']}, "
         f"D={doc['args']['dim']}, forward only. TFLOP/s = 4·B·H·N²·D / time, halved for "
-        "causal; time = median over interleaved rounds of the CUDA-graph median.",
+        "causal; time = median over interleaved rounds (each starting one backend later) of the "
+        "CUDA-graph median.",
         "",
         "## Autotuned cuTile vs peers",
         "",
