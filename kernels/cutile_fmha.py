@@ -43,6 +43,7 @@ from typing import Any
 import cuda.tile as ct
 import numpy as np
 
+from kernels.knobs import CLUSTER_CTAS, poly_exp2_choices
 from kernels.schedule import MASK_MODES
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 
@@ -704,12 +705,12 @@ class LaunchConfig:
                 f"num_worker_warps must be None or one of {WORKER_WARPS} (others need CUDA "
                 f"13.5), got {self.num_worker_warps}"
             )
-        if self.num_ctas is not None and self.num_ctas not in (1, 2, 4, 8, 16):
-            raise ValueError(f"num_ctas must be None or a power of two 1..16, got {self.num_ctas}")
+        if self.num_ctas is not None and self.num_ctas not in CLUSTER_CTAS:
+            raise ValueError(f"num_ctas must be None or one of {CLUSTER_CTAS}, got {self.num_ctas}")
         for name in ("k_latency", "v_latency"):
             if not 1 <= getattr(self, name) <= 10:
                 raise ValueError(f"{name} must be 1..10, got {getattr(self, name)}")
-        allowed_poly = (0, *(self.tile_n // d for d in (2, 4, 8, 16)))
+        allowed_poly = poly_exp2_choices(self.tile_n)
         if self.poly_exp2_cols not in allowed_poly:
             raise ValueError(
                 f"poly_exp2_cols must be 0 or tile_n/2, /4, /8, /16 ({allowed_poly[1:]} for "

@@ -85,7 +85,7 @@ def test_validation_runs_before_compiling() -> None:
     with pytest.raises(ValueError, match=r"unknown knob\(s\) \['tile_k'\].*'tile_n'"):
         F.compile_cubin(tile_k=64)
     # The polynomial columns must split tile_n into power-of-two parts.
-    with pytest.raises(ValueError, match=r"poly_exp2_cols must be 0 or tile_n/2.*\(32, 16, 8, 4\)"):
+    with pytest.raises(ValueError, match=r"poly_exp2_cols must be 0 or tile_n/2.*\(4, 8, 16, 32\)"):
         F.compile_cubin(tile_n=64, poly_exp2_cols=24)
 
 

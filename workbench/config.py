@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The kernel's own knob values (cluster sizes, polynomial shares), checked here the same way.
+from kernels.knobs import CLUSTER_CTAS, poly_exp2_choices
 from kernels.schedule import MASK_MODES
 
 DTYPES = ("float16", "bfloat16")
@@ -20,8 +22,6 @@ DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
 TILE_SIZES = (16, 32, 64, 128, 256)
 HEAD_DIMS = (32, 64, 128, 256)
 WORKER_WARPS = (1, 2, 4, 8, 16, 32)
-# The cluster sizes cuTile's num_ctas hint takes (the kernel's LaunchConfig checks the same).
-CLUSTER_CTAS = (1, 2, 4, 8, 16)
 MAX_SEQ_LEN = 1 << 20
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1
@@ -47,11 +47,6 @@ def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
     if value < lo or (hi is not None and value > hi):
         upper = f" and at most {hi}" if hi is not None else ""
         raise ConfigError(name, value, f"expected at least {lo}{upper}")
-
-
-def poly_exp2_choices(tile_n: int) -> tuple[int, ...]:
-    """Allowed ``poly_exp2_cols`` for a key tile: 0 (off) or tile_n/2, /4, /8, /16."""
-    return (0, *(tile_n // d for d in (16, 8, 4, 2) if tile_n // d >= 1))
 
 
 def _check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
