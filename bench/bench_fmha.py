@@ -5,9 +5,10 @@
 
 For each (causal, N): fresh random fp16 inputs; every backend is checked against a float64
 reference on a slice of rows before it is timed; then all backends are timed interleaved
-(round-robin, ``--rounds`` times, each round starting one backend later) with CUDA-graph
-replay (``triton.testing.do_bench_cudagraph``, median), and the median over rounds is
-reported. TFLOP/s = 4·B·H·N²·D / time, halved for causal. Writes ``fmha-bench.json`` and
+(``--rounds`` rounds, in an order where each backend follows each other one equally often,
+``kernels.measure.balanced_order``) with CUDA-graph replay
+(``triton.testing.do_bench_cudagraph``, median), and the median over rounds is reported.
+TFLOP/s = 4·B·H·N²·D / time, halved for causal. Writes ``fmha-bench.json`` and
 ``fmha-bench.md`` to ``--out``.
 """
 
@@ -29,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from kernels.measure import balanced_order  # noqa: E402  (after the path set-up)
 
 # The knob ladder: each step adds one thing to the one before (the first is the plain
 # baseline). "tuned" is the autotuner's pick for the problem class.
@@ -411,13 +414,14 @@ def main(argv: list[str] | None = None) -> int:
                     runners.pop(name)
                     torch.cuda.synchronize()
 
-            # Interleaved timing rounds, each starting one backend later: in a fixed order the
-            # same backend always ran right after the memory-bound naive one, and a backend
-            # inherits the clock its predecessor left (h200-explore-timing.md).
+            # Interleaved timing rounds in a balanced order: a backend inherits the clock its
+            # predecessor left (h200-explore-timing.md), and in a fixed or merely rotated order
+            # the tuned kernel ran right after the memory-bound naive one in nearly every round.
             samples: dict[str, list[float]] = {name: [] for name in runners}
             order = list(runners.items())
             for r in range(args.rounds):
-                for name, fn in order[r % len(order) :] + order[: r % len(order)]:
+                for i in balanced_order(len(order), r):
+                    name, fn = order[i]
                     samples[name].append(time_fn(fn, args.rep_ms))
             row: dict[str, Any] = {"causal": causal, "n": n, "flops": fl, "backends": {}}
             for name in [*steps, *peers]:
@@ -467,8 +471,8 @@ def to_markdown(doc: dict[str, Any], steps: list[str], peers: list[str]) -> str:
         "",
         f"{doc['args']['dtype']}, B={doc['args']['batch']}, H={doc['args']['heads']}, "
         f"D={doc['args']['dim']}, forward only. TFLOP/s = 4·B·H·N²·D / time, halved for "
-        "causal; time = median over interleaved rounds (each starting one backend later) of the "
-        "CUDA-graph median.",
+        "causal; time = median over interleaved rounds (a balanced order: each backend follows "
+        "each other one equally often) of the CUDA-graph median.",
         "",
         "## Autotuned cuTile vs peers",
         "",

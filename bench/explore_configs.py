@@ -41,6 +41,7 @@ from bench.bench_fmha import (  # noqa: E402
     sdpa,
     time_fn,
 )
+from kernels.measure import balanced_order  # noqa: E402
 
 # Beyond the shipped sm_90 table: the 128-row tile without the polynomial exp2 at the default
 # latencies, its remap switched off (the L2 grouping is a guess), and the 64-row tile with the
@@ -131,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             samples: dict[str, list[float]] = {name: [] for name, _, _ in timers}
             host_us: dict[str, list[float]] = {}
             for r in range(args.rounds):
-                # Rotate the start so no config always runs right after the same one.
-                for name, fn, timer in timers[r % len(timers) :] + timers[: r % len(timers)]:
+                # Each config follows each other one equally often (a config inherits the
+                # clock its predecessor left).
+                for i in balanced_order(len(timers), r):
+                    name, fn, timer = timers[i]
                     got = timer(fn, args.rep_ms)
                     if isinstance(got, tuple):
                         got, host = got

@@ -44,6 +44,7 @@ import cuda.tile as ct
 import numpy as np
 
 from kernels.knobs import CLUSTER_CTAS, poly_exp2_choices
+from kernels.measure import balanced_order
 from kernels.schedule import MASK_MODES
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 
@@ -1278,7 +1279,8 @@ def autotune(
     ``ct.tune.exhaustive_search``, applying each config's hints through ``hints_fn``; then,
     unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
     again under sustained load (no L2 flush; each config's launches captured in a CUDA graph of
-    about ``SUSTAINED_TARGET_MS``, replayed over interleaved rounds, as the benchmark times)
+    about ``SUSTAINED_TARGET_MS``, replayed over interleaved rounds in a balanced order, as the
+    benchmark times)
     and keeps the fastest of those. ``_tuning`` records both picks and the
     second stage's times.
     The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
@@ -1410,13 +1412,14 @@ def autotune(
 # How many of the search's fastest configs are timed again under sustained load, and how: each
 # config's launches, about SUSTAINED_TARGET_MS of them, are captured once in a CUDA graph; a
 # round replays that graph SUSTAINED_REPLAYS times and keeps the median replay; the configs take
-# turns over SUSTAINED_ROUNDS rounds in rotating order, after SUSTAINED_WARMUP_REPLAYS untimed
-# replays each, and the lowest median of rounds wins. This is how the benchmark times
-# (triton's do_bench_cudagraph: a graph of about 15 ms, ten replays, the median).
+# turns over SUSTAINED_ROUNDS rounds (kernels.measure.balanced_order: each follows each other
+# one equally often), after SUSTAINED_WARMUP_REPLAYS untimed replays each, and the lowest
+# median of rounds wins. This is how the benchmark times (triton's do_bench_cudagraph: a graph
+# of about 15 ms, ten replays, the median).
 SUSTAINED_FINALISTS = 4
 SUSTAINED_TARGET_MS = 15.0
-SUSTAINED_REPLAYS = 8
-SUSTAINED_ROUNDS = 3
+SUSTAINED_REPLAYS = 6
+SUSTAINED_ROUNDS = 4
 SUSTAINED_WARMUP_REPLAYS = 2
 # Below this (the search's best, microseconds) a config's launches are too short for the
 # sustained clock to matter, and a graph of them would need too many nodes.
@@ -1459,8 +1462,8 @@ def _sustained_pick(
         replays.append((graph, count))
     samples: list[list[float]] = [[] for _ in runs]
     for r in range(SUSTAINED_ROUNDS):
-        # Each round starts at a different config, so none always follows the same one.
-        for i in [(r + j) % len(runs) for j in range(len(runs))]:
+        # A config inherits the clock its predecessor left: vary who goes before whom.
+        for i in balanced_order(len(runs), r):
             graph, count = replays[i]
             per_replay = timer.each_ms(graph, SUSTAINED_REPLAYS)
             samples[i].append(statistics.median(per_replay) * 1000.0 / count)
