@@ -10,9 +10,10 @@ correctness check against float64 on a slice of rows. Configs that fail to compi
 the parallel precompile are reported and left out. Writes ``explore.json`` and ``explore.md``.
 
 ``--timing eager`` (or ``both``) also times each config the way the autotuner's second stage
-does: launches from Python back to back for about ``--rep-ms``, CUDA events around them, no
-graph. Those rows are labelled ``[eager]`` and record the host's microseconds per launch, so a
-gap between the two methods can be told apart from host-bound launching.
+did before it replayed graphs: launches from Python back to back for about ``--rep-ms``, CUDA
+events around them, no graph. Those rows are labelled ``[eager]`` and record the host's
+microseconds per launch, so a gap between the two methods can be told apart from host-bound
+launching.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--timing",
         choices=("graph", "eager", "both"),
         default="graph",
-        help="CUDA-graph replay (the benchmark's method), eager back-to-back launches (the "
-        "tuner's second stage), or both",
+        help="CUDA-graph replay (the benchmark's and the tuner's method), eager back-to-back "
+        "launches from Python, or both",
     )
     ap.add_argument("--precompile", type=int, default=8)
     ap.add_argument("--canary-s", type=float, default=150.0)
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def time_eager(fn: Any, rep_ms: float) -> tuple[float, float]:
     """(GPU ms per launch, host µs per launch) of back-to-back launches from Python for about
-    ``rep_ms``, timed with CUDA events and no graph: how the autotuner's second stage times."""
+    ``rep_ms``, timed with CUDA events and no graph (the tuner's second stage until 9e69e28)."""
     import torch
 
     fn()

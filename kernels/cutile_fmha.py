@@ -1280,8 +1280,7 @@ def autotune(
     unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
     again under sustained load (no L2 flush; each config's launches captured in a CUDA graph of
     about ``SUSTAINED_TARGET_MS``, replayed over interleaved rounds in a balanced order, as the
-    benchmark times)
-    and keeps the fastest of those. ``_tuning`` records both picks and the
+    benchmark times) and keeps the fastest of those. ``_tuning`` records both picks and the
     second stage's times.
     The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
