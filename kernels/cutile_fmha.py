@@ -1247,10 +1247,17 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the new file
 
 
+# How the tuner decides, as part of every cached winner's fingerprint: a winner picked by an
+# older method is searched again rather than trusted. 1: cuTile's search alone; 2: a second
+# stage of launches from Python; 3: the second stage on CUDA-graph replay, balanced rounds.
+TUNING_METHOD = 3
+
+
 def space_digest(configs: list[dict[str, Any]]) -> str:
-    """A short fingerprint of a search space (order-insensitive), stored with each winner."""
+    """A short fingerprint of a search space (order-insensitive) and of the tuning method,
+    stored with each winner."""
     canon = sorted(json.dumps(c, sort_keys=True) for c in configs)
-    return hashlib.sha1("\n".join(canon).encode()).hexdigest()[:12]
+    return hashlib.sha1("\n".join([f"method {TUNING_METHOD}", *canon]).encode()).hexdigest()[:12]
 
 
 def autotune(

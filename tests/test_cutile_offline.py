@@ -148,6 +148,15 @@ def test_space_digest_tells_search_spaces_apart() -> None:
     assert F.space_digest([b]) != F.space_digest([{**b, "poly_exp2_cols": 32}])
 
 
+def test_a_new_tuning_method_retunes_cached_winners(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A winner cached by an older tuner (same space, other method) must not match: autotune
+    # compares the stored digest with this one before it trusts the cache.
+    space = [{"tile_m": 64, "tile_n": 128, "occupancy": 2}]
+    current = F.space_digest(space)
+    monkeypatch.setattr(F, "TUNING_METHOD", F.TUNING_METHOD - 1)
+    assert F.space_digest(space) != current
+
+
 def test_search_spaces_are_small_and_valid() -> None:
     from kernels.tuning_spaces import SEARCH_SPACES, search_space
 
