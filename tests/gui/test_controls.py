@@ -125,6 +125,17 @@ def test_state_round_trips(qtbot: Any, form: ControlsPanel) -> None:
     assert other.spec() == form.spec()
 
 
+def test_poly_exp2_combo_restores_every_count_the_core_accepts(form: ControlsPanel) -> None:
+    # Small key tiles take small counts (tile N 16: 1, 2, 4, 8); a stored run that used one
+    # must come back as it was, not keep whatever the combo showed before.
+    problem = Problem(q_len=1024, k_len=1024)
+    for tile_n, cols in ((16, 1), (32, 2), (128, 64), (256, 128)):
+        stored = KernelConfig(tile_m=64, tile_n=tile_n, k_split=True, poly_exp2_cols=cols)
+        form.load_run(problem, stored, (1024,), "reference", "poly")
+        assert form.poly_exp2_cols.currentText() == str(cols)
+        assert form.spec().config == stored
+
+
 def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
     qtbot: Any, form: ControlsPanel
 ) -> None:

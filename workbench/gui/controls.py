@@ -39,6 +39,7 @@ from workbench.config import (
     Problem,
     SweepSpec,
     parse_seq_lens,
+    poly_exp2_choices,
 )
 
 # (shown text, mask value, whether the causal offset applies)
@@ -210,8 +211,11 @@ class ControlsPanel(QWidget):
             "and occupancy 2 is the H200's 2-CTA cluster config: two 64-row CTAs per cluster "
             "share each K/V tile through TMA multicast"
         )
+        # Likewise every column count the core accepts for some tile N (the tile N picked
+        # decides which are valid; the core names the refusal).
+        poly_cols = sorted({c for t in TILE_SIZES for c in poly_exp2_choices(t)} - {0})
         self.poly_exp2_cols = self._combo(
-            "poly_exp2_cols", [("off", 0)] + [(str(c), c) for c in (4, 8, 16, 32, 64, 128)]
+            "poly_exp2_cols", [("off", 0)] + [(str(c), c) for c in poly_cols]
         )
         self.poly_exp2_cols.setToolTip(
             "Score columns per key block whose exp2 runs as an FMA polynomial instead of on "
