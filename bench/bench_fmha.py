@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels.measure import balanced_order  # noqa: E402  (after the path set-up)
+from kernels.knobs import DEFAULT_LOAD_LATENCIES  # noqa: E402  (after the path set-up)
+from kernels.measure import balanced_order  # noqa: E402
 
 # The knob ladder: each step adds one thing to the one before (the first is the plain
 # baseline). "tuned" is the autotuner's pick for the problem class.
@@ -274,7 +275,8 @@ def config_label(cfg: dict[str, Any]) -> str:
     for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
         if cfg.get(key):
             parts.append(f"{short}{cfg[key]}")
-    parts.append(f"lat{cfg.get('k_latency', 2)}/{cfg.get('v_latency', 4)}")
+    k_lat, v_lat = DEFAULT_LOAD_LATENCIES
+    parts.append(f"lat{cfg.get('k_latency', k_lat)}/{cfg.get('v_latency', v_lat)}")
     if cfg.get("pipeline"):
         parts.append("pipe")
     if cfg.get("poly_exp2_cols"):

@@ -43,7 +43,7 @@ from typing import Any
 import cuda.tile as ct
 import numpy as np
 
-from kernels.knobs import CLUSTER_CTAS, poly_exp2_choices
+from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, poly_exp2_choices
 from kernels.measure import balanced_order
 from kernels.schedule import MASK_MODES
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
@@ -689,8 +689,8 @@ class LaunchConfig:
     occupancy: int | None = None
     num_worker_warps: int | None = None
     num_ctas: int | None = None
-    k_latency: int = 2
-    v_latency: int = 4
+    k_latency: int = DEFAULT_LOAD_LATENCIES[0]
+    v_latency: int = DEFAULT_LOAD_LATENCIES[1]
     pipeline: bool = False
     poly_exp2_cols: int = 0
     store_tma: bool = True

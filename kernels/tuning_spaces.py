@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.knobs import DEFAULT_LOAD_LATENCIES
+
 Config = dict[str, Any]
 
 
@@ -34,8 +36,8 @@ def _cfg(
     occupancy: int | None = None,
     num_worker_warps: int | None = None,
     num_ctas: int | None = None,
-    k_latency: int = 2,
-    v_latency: int = 4,
+    k_latency: int = DEFAULT_LOAD_LATENCIES[0],
+    v_latency: int = DEFAULT_LOAD_LATENCIES[1],
     pipeline: bool = False,
     poly_exp2_cols: int = 0,
     store_tma: bool = True,

@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kernels.knobs import DEFAULT_LOAD_LATENCIES
 from workbench.config import hint_words
-
-# The kernel's LaunchConfig defaults for the load-latency hints; only departures are shown.
-DEFAULT_LATENCIES = (2, 4)
 
 
 def _whole(value: Any) -> int | None:
@@ -41,10 +39,11 @@ def launch_summary(launch: Any) -> str:
     k_lat = _whole(launch.get("k_latency"))
     v_lat = _whole(launch.get("v_latency"))
     latencies = (
-        k_lat if k_lat is not None else DEFAULT_LATENCIES[0],
-        v_lat if v_lat is not None else DEFAULT_LATENCIES[1],
+        k_lat if k_lat is not None else DEFAULT_LOAD_LATENCIES[0],
+        v_lat if v_lat is not None else DEFAULT_LOAD_LATENCIES[1],
     )
-    loads = [f"lat {latencies[0]}/{latencies[1]}"] if latencies != DEFAULT_LATENCIES else []
+    # Only departures from the kernel's defaults are shown.
+    loads = [f"lat {latencies[0]}/{latencies[1]}"] if latencies != DEFAULT_LOAD_LATENCIES else []
     if launch.get("pipeline") is True:
         loads.append("pipe")
     parts = [f"{_tile(launch.get('tile_m'))}×{_tile(launch.get('tile_n'))}"]
