@@ -135,9 +135,10 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     Unknown architectures fall back to the smallest safe table (64x64 and friends). Tiles
     wider than the problem needs are kept: the tuner simply measures them. For head_dim 256 the
     score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
-    With ``mask="none"`` the sm_90 table drops its 2-CTA clusters: on the H200 they never beat
-    the other entries without a mask, and every extra entry is one more chance for the tuner
-    to pick a config that wins short launches and loses under sustained load.
+    With ``mask="none"`` the sm_90 table drops its 2-CTA clusters: on the H200 they lead the
+    other entries by 1-2 % at N = 2048 but trail the 128-row tile by about 5 % at 4096-8192
+    (h200-explore-timing.md, h200-explore-n2048-flip.md), and the tuner's second stage is not
+    precise enough to be trusted with that choice.
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
