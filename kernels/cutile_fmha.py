@@ -587,6 +587,17 @@ def _default_stream(lib: str) -> Any:
     return cupy.cuda.get_current_stream()
 
 
+def _side_stream(lib: str) -> Any:
+    """A new non-blocking stream of the caller's array library."""
+    if lib == "torch":
+        import torch
+
+        return torch.cuda.Stream()
+    import cupy
+
+    return cupy.cuda.Stream(non_blocking=True)
+
+
 def _to_numpy(arr: Any, lib: str) -> np.ndarray:
     if lib == "torch":
         return arr.detach().cpu().numpy()
@@ -1249,8 +1260,9 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
 
 # How the tuner decides, as part of every cached winner's fingerprint: a winner picked by an
 # older method is searched again rather than trusted. 1: cuTile's search alone; 2: a second
-# stage of launches from Python; 3: the second stage on CUDA-graph replay, balanced rounds.
-TUNING_METHOD = 3
+# stage of launches from Python; 3: the second stage on CUDA-graph replay, balanced rounds;
+# 4: that stage timing each finalist exactly as the benchmark does (do_bench_cudagraph).
+TUNING_METHOD = 4
 
 
 def space_digest(configs: list[dict[str, Any]]) -> str:
@@ -1381,7 +1393,7 @@ def autotune(
         with _friendly_errors():
             best_config, sustained = _sustained_pick(
                 finalists, p, (q, k, v, scratch), scale=scale, mask=mask,
-                input_pos=int(input_pos), window=window, stream=stream,
+                input_pos=int(input_pos), window=window,
             )  # fmt: skip
     chosen = dataclasses.asdict(best_config)  # complete kwargs, defaults filled in
     tuning = {
@@ -1415,18 +1427,22 @@ def autotune(
     return {**chosen, "_tuning": {**tuning, "key": key, "cached": False, "path": str(path)}}
 
 
-# How many of the search's fastest configs are timed again under sustained load, and how: each
-# config's launches, about SUSTAINED_TARGET_MS of them, are captured once in a CUDA graph; a
-# round replays that graph SUSTAINED_REPLAYS times and keeps the median replay; the configs take
-# turns over SUSTAINED_ROUNDS rounds (kernels.measure.balanced_order: each follows each other
-# one equally often), after SUSTAINED_WARMUP_REPLAYS untimed replays each, and the lowest
-# median of rounds wins. This is how the benchmark times (triton's do_bench_cudagraph: a graph
-# of about 15 ms, ten replays, the median).
+# How many of the search's fastest configs are timed again under sustained load, and how: in a
+# turn, a config gets the benchmark's timing procedure (triton's do_bench_cudagraph: a few
+# launches from Python to size a CUDA graph of about SUSTAINED_TARGET_MS of launches, the graph
+# captured afresh, then SUSTAINED_REPLAYS replays with a sync after each, their median); the
+# configs take turns over SUSTAINED_ROUNDS rounds in a balanced order
+# (kernels.measure.balanced_order: each follows each other one equally often) after one
+# untimed round, and the lowest median over the rounds wins.
+# Why the benchmark's procedure to the letter: two near variants of it -- graphs captured once
+# and replayed from the caller's stream, in a few long turns or in many one-replay turns after
+# a 1.5 s heat-up -- ranked the 64x128 tile ahead of the 2-CTA cluster at N = 2048 in three or
+# four runs of four, by 1-6 %, where the benchmark measured the cluster 3-7 % ahead
+# (bench/results/h200-tuner-consistency.md).
 SUSTAINED_FINALISTS = 4
 SUSTAINED_TARGET_MS = 15.0
-SUSTAINED_REPLAYS = 6
+SUSTAINED_REPLAYS = 10
 SUSTAINED_ROUNDS = 4
-SUSTAINED_WARMUP_REPLAYS = 2
 # Below this (the search's best, microseconds) a config's launches are too short for the
 # sustained clock to matter, and a graph of them would need too many nodes.
 SUSTAINED_MIN_US = 100.0
@@ -1441,38 +1457,30 @@ def _sustained_pick(
     mask: str,
     input_pos: int,
     window: int | None,
-    stream: Any,
 ) -> tuple[LaunchConfig, dict[str, float]]:
-    """Time each finalist by CUDA-graph replay (see SUSTAINED_* above); return the fastest
-    by median and every config's microseconds per launch (keyed by its JSON).
+    """Time each finalist as the benchmark does (see SUSTAINED_* above), on a side stream;
+    return the fastest by median and every config's microseconds per launch (keyed by its
+    JSON).
 
     Graphs, not launches from Python: on the H200 the two orders of the same launches gave
     different rankings (the 128-row tile 7-10 % slower from Python at N = 2048, the 64-row
     tile 5-9 % faster, with the host at 18 us a launch against 300+ us of GPU time;
-    bench/results/h200-explore-timing.md), and the benchmark and the workbench both replay
-    graphs, so the tuner now measures what they will.
+    bench/results/h200-explore-timing.md).
     """
     q, k, v, scratch = qkv_out
     arrays = (q, k, v, scratch, None, None, None)
-    # stream=None: each launch goes to the library's current stream, the capturing one.
+    # stream=None: each launch goes to the library's current stream (the timer's side stream,
+    # or the capturing one).
     options = {"scale": scale, "mask": mask, "input_pos": input_pos, "window": window}
     runs = [_prepare(p, arrays, cfg, stream=None, **options) for cfg in finalists]
-    timer = _ReplayTimer(p.lib, stream)
-    replays = []
-    for run in runs:
-        # Launches per graph for about the target time, from a short timed burst.
-        per_launch_ms = timer.burst_ms(run, 3) / 3
-        count = max(3, min(1000, math.ceil(SUSTAINED_TARGET_MS / max(per_launch_ms, 1e-3))))
-        graph = timer.capture(run, count)
-        timer.each_ms(graph, SUSTAINED_WARMUP_REPLAYS)
-        replays.append((graph, count))
+    timer = _ReplayTimer(p.lib, _side_stream(p.lib))
     samples: list[list[float]] = [[] for _ in runs]
-    for r in range(SUSTAINED_ROUNDS):
+    for r in range(-1, SUSTAINED_ROUNDS):  # round -1 only warms the GPU up
         # A config inherits the clock its predecessor left: vary who goes before whom.
-        for i in balanced_order(len(runs), r):
-            graph, count = replays[i]
-            per_replay = timer.each_ms(graph, SUSTAINED_REPLAYS)
-            samples[i].append(statistics.median(per_replay) * 1000.0 / count)
+        for i in balanced_order(len(runs), max(r, 0)):
+            us = timer.graph_median_ms(runs[i], SUSTAINED_TARGET_MS, SUSTAINED_REPLAYS) * 1e3
+            if r >= 0:
+                samples[i].append(us)
     medians = [statistics.median(s) for s in samples]
     best = min(range(len(runs)), key=lambda i: medians[i])
     table = {
@@ -1513,9 +1521,17 @@ class _ReplayTimer:
             return torch.cuda.stream(self.stream)
         return self.stream  # a CuPy stream is its own context manager
 
-    def burst_ms(self, launch: Callable[[], None], n: int) -> float:
-        """Milliseconds of ``n`` launches back to back, events around them."""
-        return sum(self.each_ms(launch, n))
+    def graph_median_ms(self, run: Callable[[], None], target_ms: float, replays: int) -> float:
+        """Milliseconds per call of ``run``, timed as triton's do_bench_cudagraph times: one
+        call, five timed back to back to size a graph of about ``target_ms``, the graph
+        captured, then ``replays`` replays with a sync after each; their median over the
+        graph's call count."""
+        self.each_ms(run, 1)
+        per_call_ms = sum(self.each_ms(run, 5)) / 5
+        count = max(1, min(1000, int(target_ms / max(per_call_ms, 1e-3))))
+        graph = self.capture(run, count)
+        per_replay = [self.each_ms(graph, 1)[0] for _ in range(replays)]
+        return statistics.median(per_replay) / count
 
     def each_ms(self, launch: Callable[[], None], n: int) -> list[float]:
         """Milliseconds of each of ``n`` calls of ``launch`` queued back to back (an event
