@@ -598,6 +598,18 @@ def _side_stream(lib: str) -> Any:
     return cupy.cuda.Stream(non_blocking=True)
 
 
+def _synchronize(lib: str) -> None:
+    """Wait for all work on the current device."""
+    if lib == "torch":
+        import torch
+
+        torch.cuda.synchronize()
+    else:
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
 def _to_numpy(arr: Any, lib: str) -> np.ndarray:
     if lib == "torch":
         return arr.detach().cpu().numpy()
@@ -1297,9 +1309,10 @@ def autotune(
     tiles x occupancy x worker warps x clusters x load latencies) with
     ``ct.tune.exhaustive_search``, applying each config's hints through ``hints_fn``; then,
     unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
-    again under sustained load (no L2 flush; each config's launches captured in a CUDA graph of
-    about ``SUSTAINED_TARGET_MS``, replayed over interleaved rounds in a balanced order, as the
-    benchmark times) and keeps the fastest of those. ``_tuning`` records both picks and the
+    again under sustained load, exactly as the benchmark times (no L2 flush; on a side stream,
+    each config's launches captured afresh in a CUDA graph of about ``SUSTAINED_TARGET_MS`` and
+    replayed with a sync after each replay, over interleaved rounds in a balanced order) and
+    keeps the fastest of those. ``_tuning`` records both picks and the
     second stage's times.
     The winner is stored in a JSON file keyed by (arch, dtype, D, mask, GQA group, N bucket) at
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
@@ -1473,6 +1486,8 @@ def _sustained_pick(
     # or the capturing one).
     options = {"scale": scale, "mask": mask, "input_pos": input_pos, "window": window}
     runs = [_prepare(p, arrays, cfg, stream=None, **options) for cfg in finalists]
+    # The side stream does not wait for the caller's: the inputs must be complete first.
+    _synchronize(p.lib)
     timer = _ReplayTimer(p.lib, _side_stream(p.lib))
     samples: list[list[float]] = [[] for _ in runs]
     for r in range(-1, SUSTAINED_ROUNDS):  # round -1 only warms the GPU up
