@@ -15,6 +15,7 @@ TFLOP/s = 4·B·H·N²·D / time, halved for causal. Writes ``fmha-bench.json`` 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +210,18 @@ def time_fn(fn, rep_ms: float) -> float:
     except Exception as exc:  # a backend that cannot be captured: plain event timing
         print(f"  (graph capture failed: {type(exc).__name__}: {exc}; using do_bench)")
         return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
+
+
+def timed_rounds(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Call every measurement once per round, the rounds in a balanced order (each one follows
+    each other equally often: a backend inherits the clock its predecessor left); returns each
+    name's results in round order."""
+    samples: dict[str, list[float]] = {name: [] for name in measures}
+    names = list(measures)
+    for r in range(rounds):
+        for i in balanced_order(len(names), r):
+            samples[names[i]].append(measures[names[i]]())
+    return samples
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,12 +433,10 @@ def main(argv: list[str] | None = None) -> int:
             # Interleaved timing rounds in a balanced order: a backend inherits the clock its
             # predecessor left (h200-explore-timing.md), and in a fixed or merely rotated order
             # the tuned kernel ran right after the memory-bound naive one in nearly every round.
-            samples: dict[str, list[float]] = {name: [] for name in runners}
-            order = list(runners.items())
-            for r in range(args.rounds):
-                for i in balanced_order(len(order), r):
-                    name, fn = order[i]
-                    samples[name].append(time_fn(fn, args.rep_ms))
+            samples = timed_rounds(
+                {name: functools.partial(time_fn, fn, args.rep_ms) for name, fn in runners.items()},
+                args.rounds,
+            )
             row: dict[str, Any] = {"causal": causal, "n": n, "flops": fl, "backends": {}}
             for name in [*steps, *peers]:
                 if samples.get(name):

@@ -14,6 +14,7 @@ benchmark's. ``--space all`` tunes over the whole sm_90 table, 2-CTA clusters in
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -33,8 +34,8 @@ from bench.bench_fmha import (  # noqa: E402
     precompile,
     sdpa,
     time_fn,
+    timed_rounds,
 )
-from kernels.measure import balanced_order  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -102,11 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             runners = {"cudnn": sdpa("cudnn", q, k, v, causal)}
             for key in finalists:
                 runners[key] = F.prepare(q, k, v, mask=mask, **json.loads(key))
-            names = list(runners)
-            samples: dict[str, list[float]] = {name: [] for name in names}
-            for r in range(args.rounds):
-                for i in balanced_order(len(names), r):
-                    samples[names[i]].append(time_fn(runners[names[i]], args.rep_ms))
+            samples = timed_rounds(
+                {name: functools.partial(time_fn, fn, args.rep_ms) for name, fn in runners.items()},
+                args.rounds,
+            )
             bench_us = {name: statistics.median(s) * 1000.0 for name, s in samples.items()}
             rows.append({
                 "mask": mask, "n": n, "picks": picks, "bench_us": bench_us,

@@ -33,3 +33,28 @@ def test_tuner_table_marks_each_runs_pick_beside_the_benchmark_time() -> None:
     assert body[0] == "| 128x128 occ2 ctas2 lat3/6 | 332.5 | 318.4 **picked** | 315.2 | 0.98 |"
     assert body[1] == "| 64x128 occ2 lat2/4 | 316.4 **picked** | – | 336.2 | 0.92 |"
     assert body[2].startswith("| cuDNN |") and body[2].endswith("| 309.2 | 1.00 |")
+
+
+def test_timed_rounds_gives_every_backend_one_sample_per_round_in_a_balanced_order() -> None:
+    from bench.bench_fmha import timed_rounds
+
+    calls: list[str] = []
+
+    def measure(name: str):
+        def once() -> float:
+            calls.append(name)
+            return float(len(calls))  # the call's position, so the result order is visible
+
+        return once
+
+    names = ["tuned", "cudnn", "flash", "naive"]
+    samples = timed_rounds({name: measure(name) for name in names}, rounds=4)
+    assert list(samples) == names
+    assert all(len(s) == 4 for s in samples.values())
+    # Results come back per name in round order, each from that name's own call.
+    for name, got in samples.items():
+        assert [calls[int(x) - 1] for x in got] == [name] * 4
+        assert got == sorted(got)
+    # Over the four rounds every backend runs right after every other one exactly once.
+    follows = {(calls[i - 1], calls[i]) for i in range(1, len(calls)) if i % 4}
+    assert follows == {(a, b) for a in names for b in names if a != b}
