@@ -283,7 +283,7 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
 
 
 def config_label(cfg: dict[str, Any]) -> str:
-    """A launch config in a few words, e.g. ``128x128 ww8 lat2/4 poly16 stg``: the tiles, the
+    """A launch config in a few words, e.g. ``128x128 ww8 lat2/4 poly16 stg pers``: the tiles, the
     hints that are set, the load latencies, and the knobs that differ from their defaults."""
     parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
     for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
@@ -299,6 +299,8 @@ def config_label(cfg: dict[str, Any]) -> str:
         parts.append("no-remap")
     if cfg.get("store_tma") is False:
         parts.append("stg")
+    if cfg.get("persistent"):
+        parts.append("pers")
     return " ".join(parts)
 
 

@@ -475,8 +475,120 @@ def fmha_fwd_kernel(
                     kind = 2
                 ct.atomic_add(BlockMap, (bh, qb, j), kind)
 
-    # ---- epilogue: one reciprocal per row, then a multiply --------------------------------
+    _epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
+
+
+@ct.kernel
+def fmha_fwd_persistent_kernel(
+    Q,  # [B, H, q_len, D]
+    K,  # [B, Hkv, k_len, D]
+    V,  # [B, Hkv, k_len, D]
+    Out,  # [B, H, q_len, D]
+    Lse,  # [B, H, q_len] float32 (dummy [1, 1, 1] unless WITH_LSE)
+    BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
+    Order,  # [B*H, n_q_blocks] int32: the tile's place in the grid-stride order (WITH_MAP)
+    qk_scale_log2: float,
+    input_pos: int,  # unused: no mask
+    window: int,  # unused: no mask
+    group: int,
+    remap_group: int,  # unused: the tiles of a non-causal problem are all alike
+    TILE_M: ConstInt,
+    TILE_N: ConstInt,
+    TILE_D: ConstInt,
+    MASK: ConstInt,  # 0 only (checked on the host)
+    K_SPLIT: ConstBool,
+    FAST_MATH: ConstBool,
+    WITH_LSE: ConstBool,
+    WITH_MAP: ConstBool,
+    K_LATENCY: ConstInt,
+    V_LATENCY: ConstInt,
+    PIPELINE: ConstBool,  # False only (checked on the host)
+    POLY_COLS: ConstInt,
+    STORE_TMA: ConstBool,
+    EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
+):
+    """The same attention for ``mask="none"``, as a persistent grid: a few programs per SM,
+    each walking tiles ``t = pid, pid + G, …`` (G programs; tile t is q-block ``t % n_q``
+    of batch·head ``t // n_q``, the plain launch order).
+
+    Every tile loops over the same key blocks, so the compiler's producer warp runs on into
+    the next tile's K/V while the consumers finish this one. The next tile's Q is loaded at
+    the top of this one (``q_next``), so it is in shared memory when this tile's epilogue
+    ends; without that prefetch the persistent grid lost 3-8 % to one CTA per tile
+    (bench/results/h200-explore-persistent-prefetch.md).
+    """
+    n_heads = Q.shape[1]
+    k_len = K.shape[2]
+    n_q_blocks = ct.cdiv(Q.shape[2], TILE_M)
+    n_tiles = Q.shape[0] * n_heads * n_q_blocks
+    n_programs = ct.num_blocks(0)
+    pid = ct.bid(0)
+    even_k_blocks = k_len // TILE_N
+    n_k_blocks = ct.cdiv(k_len, TILE_N)
+    cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
+    opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)
+    opts_unmasked = (0, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
+
+    bh = pid // n_q_blocks
+    q = ct.load(
+        Q,
+        index=(bh // n_heads, bh % n_heads, pid % n_q_blocks, 0),
+        shape=(1, 1, TILE_M, TILE_D),
+        padding_mode=ct.PaddingMode.ZERO,
+    ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+    for t in range(pid, n_tiles, n_programs):
+        qb = t % n_q_blocks
+        bh = t // n_q_blocks
+        b = bh // n_heads
+        h = bh % n_heads
+        hk = h // group
+        # The next tile's Q (this one again on the last lap: an index in bounds, never used).
+        t_next = min(t + n_programs, n_tiles - 1)
+        bh_next = t_next // n_q_blocks
+        q_next = ct.load(
+            Q,
+            index=(bh_next // n_heads, bh_next % n_heads, t_next % n_q_blocks, 0),
+            shape=(1, 1, TILE_M, TILE_D),
+            padding_mode=ct.PaddingMode.ZERO,
+        ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+        rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
+        state = (
+            ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
+            ct.zeros((TILE_M, 1), dtype=ct.float32),
+            ct.zeros((TILE_M, TILE_D), dtype=ct.float32),
+        )
+        edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
+        if WITH_MAP:
+            ct.store(Order, (bh, qb), t)
+        if K_SPLIT:
+            for j in range(0, even_k_blocks):
+                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
+            if not EVEN_K:  # the ragged last key block, bounds-checked and masked
+                state = _block_step(q, K, V, (b, hk, even_k_blocks), state, edge, True, True, opts)
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, even_k_blocks), 2)
+        else:
+            for j in range(0, n_k_blocks):
+                masked = j >= even_k_blocks
+                state = _block_step(q, K, V, (b, hk, j), state, edge, True, masked, opts)
+                if WITH_MAP:
+                    kind = 1
+                    if masked:
+                        kind = 2
+                    ct.atomic_add(BlockMap, (bh, qb, j), kind)
+        _epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
+        q = q_next
+
+
+def _epilogue(state, Out, Lse, where, FAST_MATH, WITH_LSE, STORE_TMA):
+    """Normalise and store one output tile (and its LSE rows): one reciprocal per row, then a
+    multiply. ``where`` = (batch, head, q-block)."""
+    b, h, qb = where
     m_i, l_i, acc = state
+    TILE_M = acc.shape[0]
+    TILE_D = acc.shape[1]
     l_safe = ct.where(l_i == 0.0, 1.0, l_i)  # rows that saw no key: acc is 0, output 0
     if FAST_MATH:
         inv_l = ct.truediv(1.0, l_safe, rounding_mode=ct.RoundingMode.APPROX, flush_to_zero=True)
@@ -493,7 +605,7 @@ def fmha_fwd_kernel(
 # Kernel variants: one object per compiler-hint combination, created once
 # --------------------------------------------------------------------------------------------
 
-_VARIANTS: dict[tuple[int | None, int | None, int | None], Any] = {}
+_VARIANTS: dict[tuple[int | None, int | None, int | None, bool], Any] = {}
 _VARIANTS_LOCK = threading.Lock()
 
 
@@ -501,20 +613,22 @@ def kernel_variant(
     occupancy: int | None = None,
     num_worker_warps: int | None = None,
     num_ctas: int | None = None,
+    persistent: bool = False,
 ):
-    """The kernel object for these compiler hints, cached.
+    """The kernel object for these compiler hints (and grid form), cached.
 
     ``replace_hints`` returns a new kernel with its own JIT cache, so calling it per launch
     would recompile (or at least re-look-up) every time; each combination is made once here.
     """
-    key = (occupancy, num_worker_warps, num_ctas)
+    key = (occupancy, num_worker_warps, num_ctas, bool(persistent))
+    base = fmha_fwd_persistent_kernel if persistent else fmha_fwd_kernel
     with _VARIANTS_LOCK:
         kern = _VARIANTS.get(key)
         if kern is None:
-            if key == (None, None, None):
-                kern = fmha_fwd_kernel
+            if key[:3] == (None, None, None):
+                kern = base
             else:
-                kern = fmha_fwd_kernel.replace_hints(
+                kern = base.replace_hints(
                     occupancy=occupancy, num_worker_warps=num_worker_warps, num_ctas=num_ctas
                 )
             _VARIANTS[key] = kern
@@ -549,6 +663,18 @@ def _device_id(arr: Any, lib: str) -> int | None:
     if lib == "torch":
         return arr.device.index if arr.device.type == "cuda" else None
     return int(arr.device.id)
+
+
+@functools.lru_cache(maxsize=16)
+def sm_count(device: int, lib: str) -> int:
+    """Streaming multiprocessors of ``device`` (the persistent grid's size per occupancy)."""
+    if lib == "torch":
+        import torch
+
+        return int(torch.cuda.get_device_properties(device).multi_processor_count)
+    import cupy
+
+    return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
 
 
 def _empty(lib: str, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
@@ -701,7 +827,9 @@ class LaunchConfig:
     q·Kᵀ is issued before this block's softmax); ``poly_exp2_cols`` (with ``k_split``: the
     last this-many score columns of each unmasked block take exp2 as an FMA polynomial,
     unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16); ``store_tma`` (the output goes out
-    through shared memory and a TMA store, or, when False, straight from registers).
+    through shared memory and a TMA store, or, when False, straight from registers);
+    ``persistent`` (``mask="none"`` only: a grid of a few programs per SM looping over the
+    tiles, the next tile's Q fetched during this one; not with ``num_ctas`` or ``pipeline``).
     """
 
     tile_m: int = 64
@@ -717,6 +845,7 @@ class LaunchConfig:
     pipeline: bool = False
     poly_exp2_cols: int = 0
     store_tma: bool = True
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tile_m", "tile_n"):
@@ -734,6 +863,16 @@ class LaunchConfig:
         for name in ("k_latency", "v_latency"):
             if not 1 <= getattr(self, name) <= 10:
                 raise ValueError(f"{name} must be 1..10, got {getattr(self, name)}")
+        if self.persistent and (self.num_ctas or 1) > 1:
+            raise ValueError(
+                "persistent and num_ctas do not combine: the persistent grid is one program "
+                "per SM slot, not clusters; drop one of them"
+            )
+        if self.persistent and self.pipeline:
+            raise ValueError(
+                "persistent and pipeline do not combine (the persistent kernel has no hand "
+                "pipeline); drop one of them"
+            )
         allowed_poly = poly_exp2_choices(self.tile_n)
         if self.poly_exp2_cols not in allowed_poly:
             raise ValueError(
@@ -751,7 +890,7 @@ class LaunchConfig:
 
     def kernel(self) -> Any:
         """The compiled-kernel object carrying this config's compiler hints."""
-        return kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas)
+        return kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas, self.persistent)
 
     def constants(self, mask: str, head_dim: int, with_lse: bool, with_map: bool) -> tuple:
         """The kernel's compile-time arguments, in signature order (TILE_M … STORE_TMA)."""
@@ -770,6 +909,19 @@ class LaunchConfig:
             int(self.poly_exp2_cols) if self.k_split else 0,
             bool(self.store_tma),
         )
+
+    def check_mask(self, mask: str) -> None:
+        """Raise ValueError when this config cannot run ``mask`` (the persistent grid)."""
+        if self.persistent and mask != "none":
+            raise ValueError(
+                f"persistent applies to mask='none' only (got mask={mask!r}): masked tiles "
+                "differ in length, and the persistent kernel walks the same key blocks for "
+                "every tile; use persistent=False"
+            )
+
+    def grid_constants(self, k_len: int) -> tuple:
+        """The persistent kernel's one extra compile-time argument (EVEN_K); none otherwise."""
+        return (k_len % self.tile_n == 0,) if self.persistent else ()
 
 
 LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))
@@ -896,7 +1048,13 @@ def _launch_args(
     q, k, v, out, lse, block_map, order = arrays
     dummy_f32, dummy_i32, dummy_i32_2d = dummies
     n_q_blocks = -(-p.q_len // config.tile_m)
-    grid = (n_q_blocks * p.batch * p.heads, 1, 1)
+    n_tiles = n_q_blocks * p.batch * p.heads
+    grid = (n_tiles, 1, 1)
+    config.check_mask(mask)
+    if config.persistent:
+        # One program per SM slot: occupancy programs per SM when the config asks for more.
+        slots = sm_count(_device_id(q, p.lib) or 0, p.lib) * (config.occupancy or 1)
+        grid = (min(n_tiles, slots), 1, 1)
     itemsize = 2
     # Remapping balances causal/window work; without a mask it would only scatter the heads
     # that run together (schedule.Schedule.program_order keeps the plain order there too).
@@ -919,6 +1077,7 @@ def _launch_args(
         p.group,
         remap_group,
         *config.constants(mask, p.head_dim, lse is not None, block_map is not None),
+        *config.grid_constants(p.k_len),
     )
     return grid, args
 
@@ -1382,7 +1541,8 @@ def autotune(
                 space,
                 stream,
                 lambda cfg: launch_of(cfg)[0],
-                fmha_fwd_kernel,
+                # The grid form picks the kernel; hints_of adds the compiler hints to it.
+                lambda cfg: fmha_fwd_persistent_kernel if cfg.persistent else fmha_fwd_kernel,
                 lambda cfg: launch_of(cfg)[1],
                 hints_of,
                 quiet=quiet,
@@ -1652,6 +1812,7 @@ def compile_cubin(
     kv_heads = kv_heads or heads
     _check_mask(mask, 0, 1 if mask == "window" else None)
     config = LaunchConfig.of(knobs)
+    config.check_mask(mask)
     el = ct.float16 if dtype == "float16" else ct.bfloat16
     n_q_blocks = -(-q_len // config.tile_m)
     n_k_blocks = -(-k_len // config.tile_n)
@@ -1671,6 +1832,7 @@ def compile_cubin(
         ScalarConstraint(ct.int32),
         ScalarConstraint(ct.int32),
         *config.constants(mask, head_dim, with_lse, with_map),
+        *config.grid_constants(k_len),
     ]
     sig = KernelSignature(params, CallingConvention.cutile_python_v2())
     buf = io.BytesIO()

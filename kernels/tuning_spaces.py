@@ -41,6 +41,7 @@ def _cfg(
     pipeline: bool = False,
     poly_exp2_cols: int = 0,
     store_tma: bool = True,
+    persistent: bool = False,
 ) -> Config:
     return {
         "tile_m": tile_m,
@@ -53,6 +54,7 @@ def _cfg(
         "pipeline": pipeline,
         "poly_exp2_cols": poly_exp2_cols,
         "store_tma": store_tma,
+        "persistent": persistent,
     }
 
 
@@ -81,6 +83,10 @@ _SM90: tuple[Config, ...] = (
     _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=3, v_latency=6),
     _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=4, v_latency=8),
     _cfg(128, 128, num_ctas=2, occupancy=2, poly_exp2_cols=16),
+    # Non-causal only: the persistent grid (one program per SM looping over the tiles, the next
+    # tile's Q fetched during this one); 1-3 % ahead of one CTA per tile at N = 2048, 8192
+    # and 16384 (h200-explore-persistent-prefetch.md).
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
 )
 
 # Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the
@@ -135,8 +141,10 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     Unknown architectures fall back to the smallest safe table (64x64 and friends). Tiles
     wider than the problem needs are kept: the tuner simply measures them. For head_dim 256 the
     score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
-    With ``mask="none"`` the sm_90 table drops its 2-CTA clusters: on the H200 they lead the
-    other entries by 1-2 % at N = 2048 but trail the 128-row tile by about 5 % at 4096-8192
+    ``mask=None`` gives the whole table. The persistent-grid entries are for ``mask="none"``
+    only (the kernel refuses masks), so masked problems never see them. With ``mask="none"``
+    the sm_90 table drops its 2-CTA clusters: on the H200 they lead the other entries by
+    1-2 % at N = 2048 but trail the 128-row tile by about 5 % at 4096-8192
     (h200-explore-timing.md, h200-explore-n2048-flip.md, h200-tuner-consistency.md). The
     tuner's second stage now ranks them as the benchmark does, at 2048 and (over the whole
     table, four runs) at 4096-8192, so the exclusion rests on the small gain alone; a full
@@ -145,6 +153,8 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     table = SEARCH_SPACES.get(arch)
     if table is None:
         table = _SM120 if arch.startswith("sm_12") else _SM80
+    if mask is not None and mask != "none":
+        table = tuple(c for c in table if not c["persistent"])
     if arch == "sm_90" and mask == "none":
         table = tuple(c for c in table if not c["num_ctas"])
     configs = [dict(c) for c in table]

@@ -47,8 +47,37 @@ def _is_elf(blob: bytes) -> bool:
         ),
         # The polynomial exp2 on a quarter of the unmasked columns.
         dict(mask="none", tile_m=64, tile_n=128, occupancy=2, head_dim=128, poly_exp2_cols=32),
+        # The persistent grid: a ragged last key block (EVEN_K false), LSE and block map.
+        dict(
+            mask="none",
+            tile_m=128,
+            tile_n=128,
+            num_worker_warps=8,
+            poly_exp2_cols=16,
+            persistent=True,
+            q_len=1000,
+            with_lse=True,
+            with_map=True,
+        ),
+        dict(
+            mask="none",
+            tile_m=64,
+            tile_n=128,
+            occupancy=2,
+            persistent=True,
+            k_split=False,
+            store_tma=False,
+            dtype="bfloat16",
+            head_dim=64,
+        ),
     ],
-    ids=["causal-64x64-occ2", "window-128x64-nosplit-bf16-lse-map", "none-64x128-poly32"],
+    ids=[
+        "causal-64x64-occ2",
+        "window-128x64-nosplit-bf16-lse-map",
+        "none-64x128-poly32",
+        "none-persistent-128x128-ww8-ragged-lse-map",
+        "none-persistent-64x128-occ2-nosplit",
+    ],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
     _need_tileiras()
@@ -87,6 +116,14 @@ def test_validation_runs_before_compiling() -> None:
     # The polynomial columns must split tile_n into power-of-two parts.
     with pytest.raises(ValueError, match=r"poly_exp2_cols must be 0 or tile_n/2.*\(4, 8, 16, 32\)"):
         F.compile_cubin(tile_n=64, poly_exp2_cols=24)
+    # The persistent grid walks the same key blocks for every tile: no masks, and it is
+    # neither a cluster launch nor hand-pipelined.
+    with pytest.raises(ValueError, match=r"persistent applies to mask='none' only"):
+        F.compile_cubin(mask="causal", persistent=True)
+    with pytest.raises(ValueError, match="persistent and num_ctas do not combine"):
+        F.compile_cubin(mask="none", persistent=True, num_ctas=2, occupancy=2)
+    with pytest.raises(ValueError, match="persistent and pipeline do not combine"):
+        F.compile_cubin(mask="none", persistent=True, pipeline=True)
 
 
 def test_exp2_polynomial_is_below_fp16_resolution() -> None:
@@ -169,7 +206,14 @@ def test_search_spaces_are_small_and_valid() -> None:
     # Without a mask the H200 table leaves out the 2-CTA clusters; masked problems keep them.
     assert not any(c["num_ctas"] for c in search_space("sm_90", 128, "none"))
     assert any(c["num_ctas"] == 2 for c in search_space("sm_90", 128, "causal"))
-    assert len(search_space("sm_90", 128, "window")) == len(SEARCH_SPACES["sm_90"])
+    # The persistent grid takes no mask: only non-causal problems try it.
+    assert any(c["persistent"] for c in search_space("sm_90", 128, "none"))
+    for mask in ("causal", "window"):
+        assert not any(c["persistent"] for c in search_space("sm_90", 128, mask))
+    assert len(search_space("sm_90", 128, "window")) == len(
+        [c for c in SEARCH_SPACES["sm_90"] if not c["persistent"]]
+    )
+    assert search_space("sm_90", 128) == [dict(c) for c in SEARCH_SPACES["sm_90"]]
 
 
 def test_l2_group_size() -> None:

@@ -31,7 +31,8 @@ def launch_summary(launch: Any) -> str:
     """A stored launch record as e.g. ``128×128 occ 2 cluster 2 lat 3/6 poly 16``.
 
     Tiles always; occupancy, worker warps, cluster size, pipelining and poly exp2 only when set;
-    latencies only when not the defaults 2/4; ``stg`` when the output skips the TMA store.
+    latencies only when not the defaults 2/4; ``stg`` when the output skips the TMA store;
+    ``persistent`` for the persistent grid.
     "" when ``launch`` is not a mapping or is empty (nothing to say).
     """
     if not isinstance(launch, Mapping) or not launch:
@@ -57,6 +58,8 @@ def launch_summary(launch: Any) -> str:
     # Only an explicit False: older records have no key and always stored through TMA.
     if launch.get("store_tma") is False:
         parts.append("stg")
+    if launch.get("persistent") is True:
+        parts.append("persistent")
     return " ".join(parts)
 
 

@@ -79,6 +79,7 @@ class Case:
     num_ctas: int | None = None
     k_latency: int = 2
     v_latency: int = 4
+    persistent: bool = False
 
     @property
     def id(self) -> str:
@@ -90,6 +91,7 @@ class Case:
             f"-o{self.occupancy}w{self.num_worker_warps}{'-pipe' if self.pipeline else ''}"
             f"{f'-poly{self.poly_exp2_cols}' if self.poly_exp2_cols else ''}"
             f"{'' if self.store_tma else '-stg'}{f'-ctas{self.num_ctas}' if self.num_ctas else ''}"
+            f"{'-pers' if self.persistent else ''}"
         )
 
 
@@ -165,6 +167,17 @@ def _cases() -> list[Case]:
                  k_latency=3, v_latency=6, poly_exp2_cols=16 * (i % 3 == 2),
                  store_tma=i % 4 != 3, num_ctas=2)
         )  # fmt: skip
+    # The persistent grid (mask none only) at every N, both loop forms, both dtypes and head
+    # dims, ragged and whole key blocks; at N = 4097 with 8 heads there are more tiles than
+    # program slots, so programs take several laps and prefetch the next tile's Q.
+    for i, n in enumerate(NS):
+        tm, tn, occ, nww = ((128, 128, None, 8), (64, 128, 2, None), (128, 64, None, 8))[i % 3]
+        group = (8, 1, 4, 4, 1, 8)[i]
+        cases.append(
+            Case("none", n, n, 0, None, group, HEAD_DIMS[i % 2], DTYPES[(i // 2) % 2],
+                 tm, tn, bool(i % 2 == 0), i != 3, True, occ, nww,
+                 poly_exp2_cols=(tn // 8) * (i % 2), store_tma=i != 4, persistent=True)
+        )  # fmt: skip
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
     cases.append(
         Case("causal", 65, 30, -40, None, 1, 64, "float16", 64, 64, True, True, True, 2, None)
@@ -222,6 +235,10 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert {c.dtype for c in clusters} == set(DTYPES)
     assert {c.head_dim for c in clusters} == {64, 128}
     assert any(c.poly_exp2_cols for c in clusters) and not all(c.store_tma for c in clusters)
+    persistent = [c for c in CASES if c.persistent]
+    assert {c.q_len for c in persistent} == set(NS) and {c.mask for c in persistent} == {"none"}
+    assert {c.k_split for c in persistent} == {False, True}
+    assert {c.dtype for c in persistent} == set(DTYPES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -252,6 +269,7 @@ def test_matches_float64_reference(case: Case) -> None:
         num_ctas=case.num_ctas,
         k_latency=case.k_latency,
         v_latency=case.v_latency,
+        persistent=case.persistent,
         return_lse=True,
         out=out,
     )
@@ -409,6 +427,32 @@ def test_block_map_equals_schedule(mask: str, tile_m: int, tile_n: int, k_split:
         assert sorted(got.launch_order.ravel().tolist()) == list(range(got.launch_order.size))
 
 
+PERSISTENT_MAP_TILES = ((128, 128, True, {"num_worker_warps": 8}), (64, 64, False, {}))
+
+
+@pytest.mark.parametrize(
+    ("tile_m", "tile_n", "k_split", "hints"),
+    PERSISTENT_MAP_TILES,
+    ids=[f"{m}x{n}-ks{int(k)}" for m, n, k, _ in PERSISTENT_MAP_TILES],
+)
+def test_persistent_block_map_equals_schedule(
+    tile_m: int, tile_n: int, k_split: bool, hints: dict
+) -> None:
+    # Batch 3, 2 heads: at 4096 rows of 64 there are 384 tiles, more than the program slots,
+    # so programs loop; each tile must still be computed exactly once, in the plain order.
+    for q_len, k_len, _, _ in MAP_SHAPES["none"]:
+        got = F.gpu_block_map(
+            q_len, k_len, tile_m, tile_n, "none", batch=3, heads=2, k_split=k_split,
+            persistent=True, **hints,
+        )  # fmt: skip
+        want = block_map(q_len, k_len, tile_m, tile_n, "none", 0, None)
+        assert np.array_equal(got.map, want), (q_len, k_len, got.map, want)
+        assert (got.per_head <= 2).all()  # no block visited twice
+        assert got.program_order() == Schedule(q_len, k_len, tile_m, tile_n, "none").program_order(
+            6, remap=False
+        )
+
+
 @pytest.mark.parametrize("mask", ["none", "causal"])
 @pytest.mark.parametrize("remap", [False, True])
 def test_program_order_matches_schedule(mask: str, remap: bool) -> None:
@@ -455,6 +499,8 @@ def test_validation_messages() -> None:
         F.attention(q, k, v, tile_m=32)
     with pytest.raises(ValueError, match="num_worker_warps"):
         F.attention(q, k, v, num_worker_warps=16)
+    with pytest.raises(ValueError, match="persistent applies to mask='none' only"):
+        F.attention(q, k, v, mask="causal", persistent=True)
     with pytest.raises(ValueError, match="out must"):
         F.attention(q, k, v, out=torch.empty_like(q[:, :1]))
 
@@ -509,12 +555,17 @@ def test_autotune_retimes_front_runners_from_graph_replays(tmp_path, lib) -> Non
         {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16},
         {"tile_m": 128, "tile_n": 128, "num_ctas": 2, "occupancy": 2, "k_latency": 3,
          "v_latency": 6},
+        # The persistent grid is another kernel: the search must pick it per config.
+        {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16,
+         "persistent": True},
     ]  # fmt: skip
     got = F.autotune(q, k, v, configs=space, cache_path=tmp_path / "autotune.json")
     tuning = got["_tuning"]
     assert tuning["mean_us"] >= F.SUSTAINED_MIN_US
+    assert tuning["failed"] == []
     times = tuning["sustained_us"]
-    assert len(times) == 3 and all(t > 0 for t in times.values())
+    assert len(times) == 4 and all(t > 0 for t in times.values())
+    assert any(json.loads(key)["persistent"] for key in times)
     # The winner is the fastest of the second stage, whatever the first stage preferred.
     chosen = json.dumps({kk: got[kk] for kk in F.TUNED_KEYS}, sort_keys=True)
     assert times[chosen] == min(times.values())
