@@ -506,6 +506,7 @@ def fmha_fwd_persistent_kernel(
     POLY_COLS: ConstInt,
     STORE_TMA: ConstBool,
     EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
+    Q_PREFETCH: ConstBool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
 ):
     """The same attention for ``mask="none"``, as a persistent grid: a few programs per SM,
     each walking tiles ``t = pid, pid + G, …`` (G programs; tile t is q-block ``t % n_q``
@@ -516,6 +517,11 @@ def fmha_fwd_persistent_kernel(
     the top of this one (``q_next``), so it is in shared memory when this tile's epilogue
     ends; without that prefetch the persistent grid lost 3-8 % to one CTA per tile
     (bench/results/h200-explore-persistent-prefetch.md).
+
+    The prefetch is only compiled in when no key block needs the mask (``Q_PREFETCH``): with
+    the carried Q and a masked block in the same tile body, tileiras 13.4 produced wrong
+    results on the H200 (relative error 0.1-0.8, any ragged k_len, with or without the
+    K-split; same file). A ragged k_len therefore runs the persistent grid without it.
     """
     n_heads = Q.shape[1]
     k_len = K.shape[2]
@@ -542,15 +548,21 @@ def fmha_fwd_persistent_kernel(
         b = bh // n_heads
         h = bh % n_heads
         hk = h // group
-        # The next tile's Q (this one again on the last lap: an index in bounds, never used).
-        t_next = min(t + n_programs, n_tiles - 1)
-        bh_next = t_next // n_q_blocks
-        q_next = ct.load(
-            Q,
-            index=(bh_next // n_heads, bh_next % n_heads, t_next % n_q_blocks, 0),
-            shape=(1, 1, TILE_M, TILE_D),
-            padding_mode=ct.PaddingMode.ZERO,
-        ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+        if Q_PREFETCH:
+            # The next tile's Q (this one again on the last lap: in bounds, never used).
+            t_next = min(t + n_programs, n_tiles - 1)
+            bh_next = t_next // n_q_blocks
+            q_next = ct.load(
+                Q,
+                index=(bh_next // n_heads, bh_next % n_heads, t_next % n_q_blocks, 0),
+                shape=(1, 1, TILE_M, TILE_D),
+                padding_mode=ct.PaddingMode.ZERO,
+            ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+        else:
+            q = ct.load(
+                Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D),
+                padding_mode=ct.PaddingMode.ZERO,
+            ).reshape((TILE_M, TILE_D))  # fmt: skip
         rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
@@ -579,7 +591,8 @@ def fmha_fwd_persistent_kernel(
                         kind = 2
                     ct.atomic_add(BlockMap, (bh, qb, j), kind)
         _epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
-        q = q_next
+        if Q_PREFETCH:
+            q = q_next
 
 
 def _epilogue(state, Out, Lse, where, FAST_MATH, WITH_LSE, STORE_TMA):
@@ -920,8 +933,12 @@ class LaunchConfig:
             )
 
     def grid_constants(self, k_len: int) -> tuple:
-        """The persistent kernel's one extra compile-time argument (EVEN_K); none otherwise."""
-        return (k_len % self.tile_n == 0,) if self.persistent else ()
+        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH); none
+        for one CTA per tile."""
+        if not self.persistent:
+            return ()
+        even_k = k_len % self.tile_n == 0
+        return (even_k, even_k and bool(self.k_split))
 
 
 LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))

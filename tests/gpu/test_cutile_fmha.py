@@ -178,6 +178,16 @@ def _cases() -> list[Case]:
                  tm, tn, bool(i % 2 == 0), i != 3, True, occ, nww,
                  poly_exp2_cols=(tn // 8) * (i % 2), store_tma=i != 4, persistent=True)
         )  # fmt: skip
+    # Whole key blocks at 4096: the Q prefetch path (K-split), two laps of 256 and 512 tiles;
+    # and the one-loop form, which never prefetches.
+    cases.append(
+        Case("none", 4096, 4096, 0, None, 8, 128, "float16", 128, 128, True, True, True, None, 8,
+             poly_exp2_cols=16, persistent=True)
+    )  # fmt: skip
+    cases.append(
+        Case("none", 4096, 4096, 0, None, 8, 64, "bfloat16", 64, 128, False, False, True, 2, None,
+             store_tma=False, persistent=True)
+    )  # fmt: skip
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
     cases.append(
         Case("causal", 65, 30, -40, None, 1, 64, "float16", 64, 64, True, True, True, 2, None)
@@ -236,7 +246,8 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert {c.head_dim for c in clusters} == {64, 128}
     assert any(c.poly_exp2_cols for c in clusters) and not all(c.store_tma for c in clusters)
     persistent = [c for c in CASES if c.persistent]
-    assert {c.q_len for c in persistent} == set(NS) and {c.mask for c in persistent} == {"none"}
+    assert {c.q_len for c in persistent} >= set(NS) and {c.mask for c in persistent} == {"none"}
+    assert any(c.q_len % c.tile_n == 0 and c.k_split and c.group == 8 for c in persistent)
     assert {c.k_split for c in persistent} == {False, True}
     assert {c.dtype for c in persistent} == set(DTYPES)
 
