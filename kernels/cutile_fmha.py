@@ -975,8 +975,9 @@ def prepare(
     ``knobs`` are the fields of :class:`LaunchConfig` (``tile_m=64``, ``tile_n=64``,
     ``fast_math=True``, ``k_split=True``, ``remap=True``, ``occupancy``, ``num_worker_warps``,
     ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``, ``poly_exp2_cols=0``,
-    ``store_tma=True``). The launcher re-runs the same launch (same inputs, same ``out``) with
-    no validation and no allocation, and returns what :func:`attention` would. With
+    ``store_tma=True``, ``persistent=False``). The launcher re-runs the same launch (same
+    inputs, same ``out``) with no validation and no allocation, and returns what
+    :func:`attention` would. With
     ``stream=None`` it launches on the library's *current* stream at call time, so it can be
     captured in a CUDA graph.
     """
@@ -1023,9 +1024,8 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
     ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
     ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``,
-    ``poly_exp2_cols=0``, ``store_tma=True``, ``return_lse=False``, ``out=None``,
-    ``stream=None``; see :func:`prepare` and
-    :class:`LaunchConfig`.
+    ``poly_exp2_cols=0``, ``store_tma=True``, ``persistent=False``, ``return_lse=False``,
+    ``out=None``, ``stream=None``; see :func:`prepare` and :class:`LaunchConfig`.
 
     k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
     ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
@@ -1041,7 +1041,8 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``poly_exp2_cols`` (with ``k_split``: that many of each unmasked block's score columns take
     exp2 as an FMA polynomial instead of the MUFU unit; 0 or tile_n/2, /4, /8, /16);
     ``store_tma`` (False: the output is stored straight from registers, not through a TMA
-    store).
+    store); ``persistent`` (``mask="none"`` only: one program per SM slot looping over the
+    tiles, the next tile's Q fetched during this one).
     """
     return prepare(q, k, v, **kwargs)()
 
