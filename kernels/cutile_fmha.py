@@ -977,9 +977,8 @@ def prepare(
     ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``, ``poly_exp2_cols=0``,
     ``store_tma=True``, ``persistent=False``). The launcher re-runs the same launch (same
     inputs, same ``out``) with no validation and no allocation, and returns what
-    :func:`attention` would. With
-    ``stream=None`` it launches on the library's *current* stream at call time, so it can be
-    captured in a CUDA graph.
+    :func:`attention` would. With ``stream=None`` it launches on the library's *current* stream
+    at call time, so it can be captured in a CUDA graph.
     """
     p = _check_inputs(q, k, v)
     _check_mask(mask, input_pos, window)

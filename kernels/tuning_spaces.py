@@ -66,8 +66,8 @@ def _cfg(
 # Chosen from the H200 explorations in bench/results (h200-explore-*.md, every config timed
 # against cuDNN in the same run). Entries that lost everywhere there (occupancy 1, 4 worker
 # warps, clusters at occupancy 1 or of 4 CTAs, 256x128, 256x64, 128x64, 64x64, a hand
-# software pipeline, a persistent grid, paired q-blocks) are left out: each entry costs a
-# compile and a timing on every new problem class.
+# software pipeline, a persistent grid without the Q prefetch, paired q-blocks) are left out:
+# each entry costs a compile and a timing on every new problem class.
 _SM90: tuple[Config, ...] = (
     _cfg(64, 128, occupancy=2),
     _cfg(64, 128, occupancy=2, k_latency=3, v_latency=6),
