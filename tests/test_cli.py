@@ -110,6 +110,13 @@ def test_sweep_records_the_cluster_size(run_cli: RunCli, fast_args: list[str]) -
     assert "128×64 causal occ 2 cluster 2" in run_cli("runs").out
 
 
+def test_sweep_records_the_persistent_grid(run_cli: RunCli, fast_args: list[str]) -> None:
+    result = sweep(run_cli, fast_args, "--seq-lens", "32", "--persistent", "--json")
+    [run] = json.loads(result.out)["runs"]
+    assert run["config"]["persistent"] is True and run["status"] == "complete"
+    assert "64×64 none persistent" in run_cli("runs").out
+
+
 def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
     result = sweep(run_cli, fast_args, "--seq-lens", "16", "--backends", "reference", "--json")
     data = json.loads(result.out)

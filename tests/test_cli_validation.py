@@ -99,6 +99,8 @@ SWEEP_BAD = [
     ("poly_exp2_cols", ["--k-split", "--tile-n", "64", "--poly-exp2-cols", "64"]),
     ("poly_exp2_cols", ["--poly-exp2-cols", "16"]),  # without --k-split
     ("poly-exp2-cols", ["--poly-exp2-cols", "lots"]),
+    ("persistent", ["--persistent", "--mask", "causal"]),
+    ("persistent", ["--persistent", "--cluster-ctas", "2"]),
     ("backend", ["--backend", "nope"]),
     ("backend", ["--backend", ""]),
     ("backend", ["--backends", "reference,nope"]),

@@ -106,6 +106,24 @@ def test_cluster_ctas_take_a_power_of_two_up_to_16() -> None:
     )
 
 
+def test_persistent_grid_is_for_the_unmasked_kernel_without_clusters() -> None:
+    grid = KernelConfig(tile_m=128, tile_n=128, k_split=True, num_worker_warps=8, persistent=True)
+    assert grid.summary() == "128×128 none k-split 8 warps persistent"
+    assert KernelConfig.from_dict(grid.to_dict()) == grid
+    assert "persistent" not in KernelConfig().summary()
+    for mask, extra in (("causal", {}), ("window", {"window": 64})):
+        with pytest.raises(ConfigError, match=r"^persistent: .*mask none only \(got " + mask):
+            KernelConfig(mask=mask, persistent=True, **extra)
+    with pytest.raises(ConfigError, match=r"^persistent: .*does not run as clusters"):
+        KernelConfig(num_ctas=2, occupancy=2, persistent=True)
+    assert KernelConfig(num_ctas=1, persistent=True).persistent  # a cluster of one is no cluster
+    with pytest.raises(ConfigError, match=r"^persistent: .*expected true or false"):
+        KernelConfig(persistent=1)
+    # Runs stored before the knob existed load with it off.
+    old = {k: v for k, v in grid.to_dict().items() if k != "persistent"}
+    assert KernelConfig.from_dict(old).persistent is False
+
+
 BAD_PROBLEM = {
     "batch": st.one_of(st.integers(max_value=0), st.integers(4097, 10**9), st.just(True)),
     "heads": st.one_of(st.integers(max_value=0), st.integers(1025, 10**9), st.just(2.0)),

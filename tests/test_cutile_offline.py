@@ -105,6 +105,23 @@ def test_the_workbench_cluster_knob_reaches_the_kernel() -> None:
     assert _is_elf(cubin)
 
 
+def test_the_workbench_persistent_knob_reaches_the_kernel() -> None:
+    # The form's "Persistent grid" box: the kernel's config must see it and it must compile.
+    from workbench.backends.cutile import CutileBackend, _knobs
+    from workbench.config import KernelConfig, Problem
+
+    config = KernelConfig(
+        tile_m=128, tile_n=128, fast_math=True, k_split=True, num_worker_warps=8,
+        poly_exp2_cols=16, persistent=True,
+    )  # fmt: skip
+    problem = Problem(heads=4, kv_heads=2, head_dim=128)
+    knobs = _knobs(CutileBackend()._launch_kwargs(problem, config, ()))
+    assert F.LaunchConfig.of(knobs).persistent is True
+    _need_tileiras()
+    cubin = F.compile_cubin(arch="sm_90", batch=1, heads=4, kv_heads=2, mask="none", **knobs)
+    assert _is_elf(cubin)
+
+
 def test_validation_runs_before_compiling() -> None:
     with pytest.raises(ValueError, match="tile_m"):
         F.compile_cubin(tile_m=32)

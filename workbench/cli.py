@@ -114,6 +114,12 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
         help="exp2 of this many score columns per key block as an FMA polynomial, off the "
         "MUFU unit (tile-n/2, /4, /8 or /16; needs --k-split; default 0: off)",
     )
+    k.add_argument(
+        "--persistent",
+        action="store_true",
+        help="cuTile, --mask none only: a persistent grid (one program per SM slot looping "
+        "over the tiles, the next tile's Q fetched during this one)",
+    )
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", type=int, help="untimed launches before sampling")
     t.add_argument("--samples", type=int, help="minimum timed samples per point")
@@ -259,6 +265,7 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         num_worker_warps=args.worker_warps,
         poly_exp2_cols=args.poly_exp2_cols,
         num_ctas=args.cluster_ctas,
+        persistent=args.persistent,
     )
     return SweepSpec(
         problem=problem,

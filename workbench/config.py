@@ -161,11 +161,15 @@ class KernelConfig:
     # occupancy 2, a 2-CTA cluster splits the rows 64/64 and TMA multicasts K/V to both CTAs.
     # Last, so exported CSV columns keep the order they had before the knob existed.
     num_ctas: int | None = None
+    # The cuTile kernel's persistent grid (mask none only): one program per SM slot looping
+    # over the tiles, the next tile's Q fetched during this one. After num_ctas for the same
+    # reason.
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("tile_m", self.tile_m, TILE_SIZES)
         _check_choice("tile_n", self.tile_n, TILE_SIZES)
-        for name in ("fast_math", "k_split", "remap", "autotune"):
+        for name in ("fast_math", "k_split", "remap", "autotune", "persistent"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "expected true or false")
         _check_choice("mask", self.mask, MASK_MODES)
@@ -181,6 +185,20 @@ class KernelConfig:
             _check_choice("num_worker_warps", self.num_worker_warps, WORKER_WARPS)
         if self.num_ctas is not None:
             _check_choice("num_ctas", self.num_ctas, CLUSTER_CTAS)
+        if self.persistent and self.mask != "none":
+            raise ConfigError(
+                "persistent",
+                True,
+                f"the persistent grid is for mask none only (got {self.mask}): masked "
+                "q-blocks differ in work; turn it off or use mask none",
+            )
+        if self.persistent and (self.num_ctas or 1) > 1:
+            raise ConfigError(
+                "persistent",
+                True,
+                f"the persistent grid does not run as clusters (num_ctas {self.num_ctas}); "
+                "turn one of them off",
+            )
         if self.poly_exp2_cols != 0 or isinstance(self.poly_exp2_cols, bool):
             _check_choice("poly_exp2_cols", self.poly_exp2_cols, poly_exp2_choices(self.tile_n))
             if not self.k_split:
@@ -210,6 +228,8 @@ class KernelConfig:
         parts += hint_words(
             self.occupancy, self.num_worker_warps, self.num_ctas, self.poly_exp2_cols
         )
+        if self.persistent:
+            parts.append("persistent")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

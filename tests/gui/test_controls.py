@@ -74,6 +74,7 @@ def test_defaults_mean_not_set(form: ControlsPanel) -> None:
     assert spec.config.occupancy is None and spec.config.num_worker_warps is None
     assert spec.config.poly_exp2_cols == 0 and form.poly_exp2_cols.currentText() == "off"
     assert spec.config.num_ctas is None and form.num_ctas.currentText() == "auto"
+    assert spec.config.persistent is False and not form.persistent.isChecked()
     assert spec.config.window is None and spec.problem.input_pos == 0
     assert form.kv_heads.text() == "same as heads" and form.occupancy.text() == "auto"
 
@@ -112,6 +113,31 @@ def test_saved_backend_is_chosen_once_the_probe_says_it_works(form: ControlsPane
     assert form.backend.currentData() == "reference"
     assert not form.backend_enabled("torch-cudnn")
     assert form.backend_tooltip("torch-cudnn") == "no GPU"
+
+
+def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: ControlsPanel) -> None:
+    pick(form.tile_m, 128)
+    pick(form.tile_n, 128)
+    form.persistent.click()
+    config = form.spec().config
+    assert config.persistent is True and config.mask == "none"
+    assert config.summary().endswith("persistent")
+    # A stored run's setting comes back, on and off.
+    problem = Problem(q_len=1024, k_len=1024)
+    form.load_run(problem, KernelConfig(), (1024,), "reference", "")
+    assert not form.persistent.isChecked() and form.spec().config.persistent is False
+    stored = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True)
+    form.load_run(problem, stored, (1024,), "reference", "persistent")
+    assert form.persistent.isChecked() and form.spec().config == stored
+    # With a causal mask the core refuses it, naming this box; unticking it clears that.
+    pick(form.mask, "causal")
+    with pytest.raises(ConfigError) as refused:
+        form.spec()
+    assert refused.value.field == "persistent"
+    form.mark_error(refused.value.field, str(refused.value))
+    assert form.invalid_fields() == ["persistent"]
+    form.persistent.click()
+    assert form.invalid_fields() == [] and form.spec().config.persistent is False
 
 
 def test_state_round_trips(qtbot: Any, form: ControlsPanel) -> None:

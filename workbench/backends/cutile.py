@@ -139,6 +139,7 @@ class CutileBackend(CupyBackend):
             "num_worker_warps": config.num_worker_warps,
             "num_ctas": config.num_ctas,
             "poly_exp2_cols": config.poly_exp2_cols,
+            "persistent": config.persistent,
         }
 
     def prepare(

@@ -190,10 +190,16 @@ class ControlsPanel(QWidget):
         self.autotune = self._check(
             "autotune", "Autotune", "Let the backend search tile sizes and occupancy"
         )
+        self.persistent = self._check(
+            "persistent",
+            "Persistent grid",
+            "cuTile, mask none only: one program per SM slot looping over the tiles, the next "
+            "tile's Q fetched during this one",
+        )
         flags = QWidget()
         flag_grid = QVBoxLayout(flags)
         flag_grid.setContentsMargins(0, 0, 0, 0)
-        for box in (self.fast_math, self.k_split, self.remap, self.autotune):
+        for box in (self.fast_math, self.k_split, self.remap, self.autotune, self.persistent):
             flag_grid.addWidget(box)
 
         self.occupancy = self._spin("occupancy", 0, 1_000, 0, special="auto")
@@ -359,6 +365,7 @@ class ControlsPanel(QWidget):
             num_worker_warps=self.num_worker_warps.currentData(),
             poly_exp2_cols=self.poly_exp2_cols.currentData(),
             num_ctas=self.num_ctas.currentData(),
+            persistent=self.persistent.isChecked(),
         )
         return SweepSpec(
             problem=problem,
@@ -401,6 +408,7 @@ class ControlsPanel(QWidget):
                 "num_worker_warps": config.num_worker_warps,
                 "poly_exp2_cols": config.poly_exp2_cols,
                 "num_ctas": config.num_ctas,
+                "persistent": config.persistent,
                 "backend": backend,
                 "label": label,
             }
