@@ -129,8 +129,15 @@ def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: Contr
     stored = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True)
     form.load_run(problem, stored, (1024,), "reference", "persistent")
     assert form.persistent.isChecked() and form.spec().config == stored
-    # With a causal mask the core refuses it, naming this box; unticking it clears that.
+    # A mask greys the box out and takes it out of the config, as the window size is without
+    # the window mask; back to no mask, the tick is still there and in effect.
     pick(form.mask, "causal")
+    assert not form.persistent.isEnabled() and form.persistent.isChecked()
+    assert form.spec().config.persistent is False
+    pick(form.mask, "none")
+    assert form.persistent.isEnabled() and form.spec().config.persistent is True
+    # The core's refusal (a cluster size with it) lands on this box; unticking clears it.
+    pick(form.num_ctas, 2)
     with pytest.raises(ConfigError) as refused:
         form.spec()
     assert refused.value.field == "persistent"

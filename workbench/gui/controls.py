@@ -193,8 +193,8 @@ class ControlsPanel(QWidget):
         self.persistent = self._check(
             "persistent",
             "Persistent grid",
-            "cuTile, mask none only: one program per SM slot looping over the tiles, the next "
-            "tile's Q fetched during this one",
+            "cuTile, mask none only (greyed out with a mask): one program per SM slot looping "
+            "over the tiles, the next tile's Q fetched during this one",
         )
         flags = QWidget()
         flag_grid = QVBoxLayout(flags)
@@ -365,7 +365,7 @@ class ControlsPanel(QWidget):
             num_worker_warps=self.num_worker_warps.currentData(),
             poly_exp2_cols=self.poly_exp2_cols.currentData(),
             num_ctas=self.num_ctas.currentData(),
-            persistent=self.persistent.isChecked(),
+            persistent=self.persistent.isChecked() and mask == "none",
         )
         return SweepSpec(
             problem=problem,
@@ -456,6 +456,8 @@ class ControlsPanel(QWidget):
         mask, has_offset = self._mask_choice()
         self.input_pos.setEnabled(has_offset)
         self.window.setEnabled(mask == "window")
+        # Like the window size: kept as ticked, but only in effect (and editable) without a mask.
+        self.persistent.setEnabled(mask == "none")
 
     def _on_preset(self, index: int) -> None:
         value = self.seq_preset.itemData(index)
