@@ -143,6 +143,20 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(mask="none", persistent=True, pipeline=True)
 
 
+def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split() -> None:
+    # tileiras 13.4 got the carried Q wrong beside a masked key block on the H200: the
+    # persistent kernel's (EVEN_K, Q_PREFETCH) constants must keep the prefetch out of any
+    # launch with a ragged last key block or without the K-split.
+    grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
+    assert grid.grid_constants(4096) == (True, True)
+    assert grid.grid_constants(4097) == (False, False)
+    assert grid.grid_constants(100) == (False, False)
+    no_split = F.LaunchConfig(tile_m=128, tile_n=64, k_split=False, persistent=True)
+    assert no_split.grid_constants(4096) == (True, False)
+    # One CTA per tile has neither argument.
+    assert F.LaunchConfig(tile_m=128, tile_n=128).grid_constants(4097) == ()
+
+
 def test_exp2_polynomial_is_below_fp16_resolution() -> None:
     # P is rounded to fp16 (relative half-ulp 4.9e-4) before P·V, so the polynomial that
     # replaces part of the exp2s must stay well below that on its range [-1/2, 1/2].
