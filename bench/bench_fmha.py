@@ -248,6 +248,14 @@ def _compile_one(job: dict[str, Any]) -> tuple[str, float, str | None]:
         return json.dumps(job, sort_keys=True), time.perf_counter() - t0, repr(exc)[:300]
 
 
+def compile_job(
+    config: dict[str, Any], mask: str, batch: int, heads: int, dim: int, dtype: str = "float16"
+) -> dict[str, Any]:
+    """One :func:`precompile` job: a launch config (unset knobs dropped) on the run's shape."""
+    knobs = {kk: vv for kk, vv in config.items() if vv is not None}
+    return {**knobs, "mask": mask, "batch": batch, "heads": heads, "dim": dim, "dtype": dtype}
+
+
 def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> set[str]:
     """Fill cuTile's on-disk cache from several processes (compiles serialise in one process).
 
@@ -363,15 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     for causal in causals:
         mask = "causal" if causal else "none"
-        for s in steps:
-            if s in LADDER:
-                jobs.append(
-                    {**LADDER[s], "mask": mask, "batch": b, "heads": h, "dim": d, "dtype": dt}
-                )
+        jobs += [compile_job(LADDER[s], mask, b, h, d, dt) for s in steps if s in LADDER]
         if "tuned" in steps:
-            for c in tune_spaces[mask]:
-                kw = {kk: vv for kk, vv in c.items() if vv is not None}
-                jobs.append({**kw, "mask": mask, "batch": b, "heads": h, "dim": d, "dtype": dt})
+            jobs += [compile_job(c, mask, b, h, d, dt) for c in tune_spaces[mask]]
     bad = precompile(jobs, args.precompile, args.canary_s)
     tune_spaces = {
         mask: [c for c in configs if _variant_key({**c, "mask": mask}) not in bad]

@@ -35,6 +35,7 @@ from bench.bench_fmha import (  # noqa: E402
     _variant_key,
     add_shape_args,
     check_rows,
+    compile_job,
     config_label,
     flops,
     machine_info,
@@ -97,11 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = search_space("sm_90", d) + CANDIDATES
     configs = [{kk: vv for kk, vv in c.items() if vv is not None} for c in configs]
     info = machine_info()
-    jobs = [
-        {**c, "mask": m, "batch": b, "heads": h, "dim": d, "dtype": "float16"}
-        for m in masks
-        for c in configs
-    ]
+    jobs = [compile_job(c, m, b, h, d) for m in masks for c in configs]
     bad = precompile(jobs, args.precompile, args.canary_s)
     rows: list[dict[str, Any]] = []
     for mask in masks:

@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
 
 from bench.bench_fmha import (  # noqa: E402
     add_shape_args,
+    compile_job,
     config_label,
     flops,
     machine_info,
@@ -72,12 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             return [dict(c) for c in SEARCH_SPACES["sm_90"]]
         return search_space("sm_90", d, mask)
 
-    jobs = [
-        {**{kk: vv for kk, vv in c.items() if vv is not None}, "mask": m, "batch": b,
-         "heads": h, "dim": d, "dtype": "float16"}
-        for m in masks
-        for c in space_of(m)
-    ]  # fmt: skip
+    jobs = [compile_job(c, m, b, h, d) for m in masks for c in space_of(m)]
     precompile(jobs, args.precompile, 150.0)
     rows: list[dict[str, Any]] = []
     cache = Path(tempfile.mkdtemp()) / "autotune.json"

@@ -58,3 +58,17 @@ def test_timed_rounds_gives_every_backend_one_sample_per_round_in_a_balanced_ord
     # Over the four rounds every backend runs right after every other one exactly once.
     follows = {(calls[i - 1], calls[i]) for i in range(1, len(calls)) if i % 4}
     assert follows == {(a, b) for a in names for b in names if a != b}
+
+
+def test_compile_jobs_drop_unset_knobs_and_match_the_benchmarks_leave_out_key() -> None:
+    from bench.bench_fmha import _variant_key, compile_job
+
+    config = {"tile_m": 128, "tile_n": 128, "occupancy": None, "num_worker_warps": 8,
+              "persistent": True}  # fmt: skip
+    job = compile_job(config, "none", 4, 32, 128)
+    shape = {"mask": "none", "batch": 4, "heads": 32, "dim": 128, "dtype": "float16"}
+    assert job == {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "persistent": True,
+                   **shape}  # fmt: skip
+    # A job that fails to compile is left out of the run by this key: it must name the config.
+    assert _variant_key(job) == _variant_key({**config, "mask": "none"})
+    assert compile_job(config, "none", 1, 8, 64, "bfloat16")["dtype"] == "bfloat16"
