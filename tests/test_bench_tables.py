@@ -72,3 +72,19 @@ def test_compile_jobs_drop_unset_knobs_and_match_the_benchmarks_leave_out_key() 
     # A job that fails to compile is left out of the run by this key: it must name the config.
     assert _variant_key(job) == _variant_key({**config, "mask": "none"})
     assert compile_job(config, "none", 1, 8, 64, "bfloat16")["dtype"] == "bfloat16"
+
+
+def test_explore_table_shows_a_config_with_a_wrong_result_instead_of_dropping_it() -> None:
+    from bench.explore_configs import to_markdown as explore_table
+
+    row = {
+        "mask": "none",
+        "n": 2048,
+        "tflops": {"cudnn": 550.0, "128x128 ww8 lat2/4": 522.5},
+        "rel_err": {"cudnn": 2.9e-4, "128x128 ww8 lat2/4": 2.9e-4, "128x128 ww8 lat2/4 pers": 0.73},
+    }
+    lines = explore_table([row]).splitlines()
+    assert lines[0] == "| config | none 2048 |"
+    assert "| 128x128 ww8 lat2/4 | 522 (0.95×) |" in lines
+    # The miscompiled variant was not timed, and its row says why.
+    assert "| 128x128 ww8 lat2/4 pers | wrong (rel. err 0.73) |" in lines
