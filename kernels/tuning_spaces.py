@@ -143,21 +143,17 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     wider than the problem needs are kept: the tuner simply measures them. For head_dim 256 the
     score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
     ``mask=None`` gives the whole table. The persistent-grid entries are for ``mask="none"``
-    only (the kernel refuses masks), so masked problems never see them. With ``mask="none"``
-    the sm_90 table drops its 2-CTA clusters: on the H200 they lead the other entries by
-    1-2 % at N = 2048 but trail the 128-row tile by about 5 % at 4096-8192
-    (h200-explore-timing.md, h200-explore-n2048-flip.md, h200-tuner-consistency.md). The
-    tuner's second stage now ranks them as the benchmark does, at 2048 and (over the whole
-    table, four runs) at 4096-8192, so the exclusion rests on the small gain alone; a full
-    benchmark with them back in has not been run.
+    only (the kernel refuses masks), so masked problems never see them. Non-causal problems
+    get the 2-CTA clusters too: on the H200 they lead the other entries by 1-3 % at
+    N = 2048 and trail the 128-row tile by about 5 % at 4096-8192, and the tuner's second
+    stage ranks them as the benchmark does (h200-explore-n2048-flip.md,
+    h200-tuner-consistency.md), so it takes them only where they win.
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
         table = _SM120 if arch.startswith("sm_12") else _SM80
     if mask is not None and mask != "none":
         table = tuple(c for c in table if not c["persistent"])
-    if arch == "sm_90" and mask == "none":
-        table = tuple(c for c in table if not c["num_ctas"])
     configs = [dict(c) for c in table]
     if head_dim >= 256:
         configs = [c for c in configs if c["tile_m"] * c["tile_n"] <= 128 * 64] or [
