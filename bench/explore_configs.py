@@ -3,6 +3,7 @@
     python bench/explore_configs.py --out DIR                    # sm_90 space + candidates
     python bench/explore_configs.py --ns 2048 --masks causal --configs '[{"tile_m": 64, ...}]'
     python bench/explore_configs.py --configs @bench/configs/pipeline-probe.json
+    python bench/explore_configs.py --masks none --q-len 2048 --ns 1024,4096,16384  # key lengths
 
 This is how the autotuner's search space is vetted: every config is timed on the same fresh
 fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
@@ -67,6 +68,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="JSON list, or @FILE holding one (default: the sm_90 space + candidates)",
     )
+    ap.add_argument(
+        "--q-len",
+        type=int,
+        default=None,
+        help="non-causal only: a fixed query length, with --ns as the key lengths (separates "
+        "a kernel's cost per query tile from its cost per key block)",
+    )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep-ms", type=float, default=15.0)
     ap.add_argument(
@@ -104,12 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     jobs = [compile_job(c, m, b, h, d) for m in masks for c in configs]
     bad = precompile(jobs, args.precompile, args.canary_s)
+    if args.q_len is not None and (args.q_len < 1 or masks != ["none"]):
+        raise SystemExit("--q-len needs a positive length and --masks none")
     rows: list[dict[str, Any]] = []
     for mask in masks:
         causal = mask == "causal"
         for n in ns:
             torch.manual_seed(7 * n + causal)
-            q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in "qkv")
+            q_len = args.q_len or n
+            q = torch.randn(b, h, q_len, d, device="cuda", dtype=torch.float16)
+            k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in "kv")
             runners: dict[str, Any] = {"cudnn": sdpa("cudnn", q, k, v, causal)}
             for c in configs:
                 if _variant_key({**c, "mask": mask}) in bad:
@@ -147,11 +159,12 @@ def main(argv: list[str] | None = None) -> int:
                         got, host = got
                         host_us.setdefault(name, []).append(host)
                     samples[name].append(got)
-            fl = flops(b, h, n, d, causal)
+            fl = flops(b, h, n, d, causal) * q_len / n
             tf = {name: fl / (statistics.median(s) * 1e-3) / 1e12 for name, s in samples.items()}
             row = {
                 "mask": mask,
                 "n": n,
+                "q_len": q_len,
                 "tflops": tf,
                 "rel_err": errors,
                 "ms_rounds": samples,
@@ -195,9 +208,14 @@ def time_eager(fn: Any, rep_ms: float) -> tuple[float, float]:
 
 def to_markdown(rows: list[dict[str, Any]]) -> str:
     """One row per config, one column per (mask, N): TFLOP/s and the ratio to cuDNN."""
-    cols = [(r["mask"], r["n"]) for r in rows]
+    cols = [
+        f"{r['mask']} {r['n']}"
+        if r.get("q_len", r["n"]) == r["n"]
+        else f"{r['mask']} q{r['q_len']} k{r['n']}"
+        for r in rows
+    ]
     names = sorted({name for r in rows for name in (*r["tflops"], *r["rel_err"])} - {"cudnn"})
-    head = "| config | " + " | ".join(f"{m} {n}" for m, n in cols) + " |"
+    head = "| config | " + " | ".join(cols) + " |"
     lines = [head, "|---" * (len(cols) + 1) + "|"]
 
     def cell(r: dict[str, Any], name: str) -> str:

@@ -88,3 +88,14 @@ def test_explore_table_shows_a_config_with_a_wrong_result_instead_of_dropping_it
     assert "| 128x128 ww8 lat2/4 | 522 (0.95×) |" in lines
     # The miscompiled variant was not timed, and its row says why.
     assert "| 128x128 ww8 lat2/4 pers | wrong (rel. err 0.73) |" in lines
+
+
+def test_explore_table_names_the_query_and_key_lengths_when_they_differ() -> None:
+    from bench.explore_configs import to_markdown as explore_table
+
+    rows = [
+        {"mask": "none", "n": n, "q_len": 2048, "tflops": {"cudnn": 500.0 + n / 100},
+         "rel_err": {"cudnn": 2.9e-4}}
+        for n in (1024, 2048)
+    ]  # fmt: skip
+    assert explore_table(rows).splitlines()[0] == "| config | none q2048 k1024 | none 2048 |"
