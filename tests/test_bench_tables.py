@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench.tuner_consistency import to_markdown
 
 
@@ -99,3 +101,13 @@ def test_explore_table_names_the_query_and_key_lengths_when_they_differ() -> Non
         for n in (1024, 2048)
     ]  # fmt: skip
     assert explore_table(rows).splitlines()[0] == "| config | none q2048 k1024 | none 2048 |"
+
+
+def test_explore_refuses_a_fixed_query_length_with_a_causal_mask_before_any_gpu_work() -> None:
+    from bench.explore_configs import parse_args
+
+    assert parse_args(["--masks", "none", "--q-len", "2048"]).q_len == 2048
+    for argv in (["--q-len", "2048"], ["--masks", "none", "--q-len", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(argv)
+        assert exc.value.code == 2
