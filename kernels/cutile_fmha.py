@@ -71,6 +71,9 @@ DTYPE_NAMES = ("float16", "bfloat16")
 WORKER_WARPS = (4, 8)
 # Budget for the K/V of one remap group, below the H200's 60 MB L2 (two partitions).
 L2_GROUP_BYTES = 24 * 1024 * 1024
+# The persistent grid fetches the next Q as two half tiles when a tile has at most this many
+# key blocks (H200: +4 % at 8 blocks, -2 % at 16; fmha_fwd_persistent_kernel).
+Q_HALVES_MAX_K_BLOCKS = 8
 
 ConstInt = ct.Constant[int]
 ConstBool = ct.Constant[bool]
@@ -507,6 +510,7 @@ def fmha_fwd_persistent_kernel(
     STORE_TMA: ConstBool,
     EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
     Q_PREFETCH: ConstBool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
+    Q_HALVES: ConstBool,  # Q_PREFETCH with short tiles: the next Q fetched as two half tiles
 ):
     """The same attention for ``mask="none"``, as a persistent grid: a few programs per SM,
     each walking tiles ``t = pid, pid + G, …`` (G programs; tile t is q-block ``t % n_q``
@@ -522,6 +526,14 @@ def fmha_fwd_persistent_kernel(
     the carried Q and a masked block in the same tile body, tileiras 13.4 produced wrong
     results on the H200 (relative error 0.1-0.8, any ragged k_len, with or without the
     K-split; same file). A ragged k_len therefore runs the persistent grid without it.
+
+    ``Q_HALVES``: fetched as one tile, half of the next Q shares shared memory with the output
+    staging tile, so it can only arrive after this tile's output has been stored, and the
+    consumers wait for it at every tile (h200-profile-source.md). Fetched as two half tiles
+    it gets its own buffer. That pays where tiles are short (+4 % at k_len = 1024) but makes
+    the key loop slower on long ones (-2 % at 2048, -7 % at 4096-8192;
+    h200-explore-q-halves.md), so it is compiled in only up to
+    :data:`Q_HALVES_MAX_K_BLOCKS` key blocks.
     """
     n_heads = Q.shape[1]
     k_len = K.shape[2]
@@ -535,13 +547,7 @@ def fmha_fwd_persistent_kernel(
     opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)
     opts_unmasked = (0, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
 
-    bh = pid // n_q_blocks
-    q = ct.load(
-        Q,
-        index=(bh // n_heads, bh % n_heads, pid % n_q_blocks, 0),
-        shape=(1, 1, TILE_M, TILE_D),
-        padding_mode=ct.PaddingMode.ZERO,
-    ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+    q = _load_q(Q, (pid // n_q_blocks, pid % n_q_blocks), n_heads, TILE_M, TILE_D, False)
     for t in range(pid, n_tiles, n_programs):
         qb = t % n_q_blocks
         bh = t // n_q_blocks
@@ -552,17 +558,9 @@ def fmha_fwd_persistent_kernel(
             # The next tile's Q (this one again on the last lap: in bounds, never used).
             t_next = min(t + n_programs, n_tiles - 1)
             bh_next = t_next // n_q_blocks
-            q_next = ct.load(
-                Q,
-                index=(bh_next // n_heads, bh_next % n_heads, t_next % n_q_blocks, 0),
-                shape=(1, 1, TILE_M, TILE_D),
-                padding_mode=ct.PaddingMode.ZERO,
-            ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+            q_next = _load_q(Q, (bh_next, t_next % n_q_blocks), n_heads, TILE_M, TILE_D, Q_HALVES)
         else:
-            q = ct.load(
-                Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D),
-                padding_mode=ct.PaddingMode.ZERO,
-            ).reshape((TILE_M, TILE_D))  # fmt: skip
+            q = _load_q(Q, (bh, qb), n_heads, TILE_M, TILE_D, False)
         rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
@@ -593,6 +591,30 @@ def fmha_fwd_persistent_kernel(
         _epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
         if Q_PREFETCH:
             q = q_next
+
+
+def _load_q(Q, where, n_heads, TILE_M, TILE_D, HALVES):
+    """Q tile ``where`` = (batch·head, q-block) as [TILE_M, TILE_D], zero-padded past q_len;
+    with ``HALVES`` loaded as two [TILE_M / 2, TILE_D] tiles and joined (see
+    :func:`fmha_fwd_persistent_kernel` for why)."""
+    bh, qb = where
+    b = bh // n_heads
+    h = bh % n_heads
+    if not HALVES:
+        return ct.load(
+            Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
+        ).reshape((TILE_M, TILE_D))
+    HALF_M = TILE_M // 2
+    top = ct.load(
+        Q, index=(b, h, 2 * qb, 0), shape=(1, 1, HALF_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
+    ).reshape((HALF_M, TILE_D))
+    bottom = ct.load(
+        Q,
+        index=(b, h, 2 * qb + 1, 0),
+        shape=(1, 1, HALF_M, TILE_D),
+        padding_mode=ct.PaddingMode.ZERO,
+    ).reshape((HALF_M, TILE_D))
+    return ct.cat((top, bottom), 0)
 
 
 def _epilogue(state, Out, Lse, where, FAST_MATH, WITH_LSE, STORE_TMA):
@@ -933,12 +955,15 @@ class LaunchConfig:
             )
 
     def grid_constants(self, k_len: int) -> tuple:
-        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH); none
-        for one CTA per tile."""
+        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH,
+        Q_HALVES); none for one CTA per tile. The half-tile Q fetch was measured on 128-row
+        tiles only, so 64-row tiles keep the whole-tile one."""
         if not self.persistent:
             return ()
         even_k = k_len % self.tile_n == 0
-        return (even_k, even_k and bool(self.k_split))
+        prefetch = even_k and bool(self.k_split)
+        short = k_len <= Q_HALVES_MAX_K_BLOCKS * self.tile_n and self.tile_m >= 128
+        return (even_k, prefetch, prefetch and short)
 
 
 LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))

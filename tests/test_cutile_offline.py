@@ -145,16 +145,29 @@ def test_validation_runs_before_compiling() -> None:
 
 def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split() -> None:
     # tileiras 13.4 got the carried Q wrong beside a masked key block on the H200: the
-    # persistent kernel's (EVEN_K, Q_PREFETCH) constants must keep the prefetch out of any
-    # launch with a ragged last key block or without the K-split.
+    # persistent kernel's (EVEN_K, Q_PREFETCH, Q_HALVES) constants must keep the prefetch out
+    # of any launch with a ragged last key block or without the K-split.
     grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
-    assert grid.grid_constants(4096) == (True, True)
-    assert grid.grid_constants(4097) == (False, False)
-    assert grid.grid_constants(100) == (False, False)
+    assert grid.grid_constants(4096) == (True, True, False)
+    assert grid.grid_constants(4097) == (False, False, False)
+    assert grid.grid_constants(100) == (False, False, False)
     no_split = F.LaunchConfig(tile_m=128, tile_n=64, k_split=False, persistent=True)
-    assert no_split.grid_constants(4096) == (True, False)
-    # One CTA per tile has neither argument.
+    assert no_split.grid_constants(4096) == (True, False, False)
+    # One CTA per tile has none of them.
     assert F.LaunchConfig(tile_m=128, tile_n=128).grid_constants(4097) == ()
+
+
+def test_short_tiles_fetch_the_next_q_in_halves() -> None:
+    # Up to Q_HALVES_MAX_K_BLOCKS key blocks a tile the prefetched Q comes as two half tiles
+    # (its own shared memory instead of the output staging tile's); measured on 128-row tiles.
+    grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
+    longest = F.Q_HALVES_MAX_K_BLOCKS * 128
+    assert grid.grid_constants(longest) == (True, True, True)
+    assert grid.grid_constants(256) == (True, True, True)
+    assert grid.grid_constants(longest + 128) == (True, True, False)
+    assert grid.grid_constants(1000) == (False, False, False)  # ragged: no prefetch at all
+    rows64 = F.LaunchConfig(tile_m=64, tile_n=128, occupancy=2, persistent=True)
+    assert rows64.grid_constants(longest) == (True, True, False)
 
 
 def test_exp2_polynomial_is_below_fp16_resolution() -> None:
