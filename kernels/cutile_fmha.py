@@ -957,12 +957,12 @@ class LaunchConfig:
     def grid_constants(self, k_len: int) -> tuple:
         """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH,
         Q_HALVES); none for one CTA per tile. The half-tile Q fetch was measured on 128-row
-        tiles only, so 64-row tiles keep the whole-tile one."""
+        tiles only, so other tile heights keep the whole-tile one."""
         if not self.persistent:
             return ()
         even_k = k_len % self.tile_n == 0
         prefetch = even_k and bool(self.k_split)
-        short = k_len <= Q_HALVES_MAX_K_BLOCKS * self.tile_n and self.tile_m >= 128
+        short = k_len <= Q_HALVES_MAX_K_BLOCKS * self.tile_n and self.tile_m == 128
         return (even_k, prefetch, prefetch and short)
 
 
