@@ -640,6 +640,13 @@ def _epilogue(state, Out, Lse, where, FAST_MATH, WITH_LSE, STORE_TMA):
 # Kernel variants: one object per compiler-hint combination, created once
 # --------------------------------------------------------------------------------------------
 
+
+def grid_kernel(persistent: bool) -> Any:
+    """The kernel function of a grid form, without compiler hints: the persistent grid or one
+    CTA per tile (:func:`kernel_variant` and the tuner's search add the hints)."""
+    return fmha_fwd_persistent_kernel if persistent else fmha_fwd_kernel
+
+
 _VARIANTS: dict[tuple[int | None, int | None, int | None, bool], Any] = {}
 _VARIANTS_LOCK = threading.Lock()
 
@@ -656,7 +663,7 @@ def kernel_variant(
     would recompile (or at least re-look-up) every time; each combination is made once here.
     """
     key = (occupancy, num_worker_warps, num_ctas, bool(persistent))
-    base = fmha_fwd_persistent_kernel if persistent else fmha_fwd_kernel
+    base = grid_kernel(persistent)
     with _VARIANTS_LOCK:
         kern = _VARIANTS.get(key)
         if kern is None:
@@ -1584,7 +1591,7 @@ def autotune(
                 stream,
                 lambda cfg: launch_of(cfg)[0],
                 # The grid form picks the kernel; hints_of adds the compiler hints to it.
-                lambda cfg: fmha_fwd_persistent_kernel if cfg.persistent else fmha_fwd_kernel,
+                lambda cfg: grid_kernel(cfg.persistent),
                 lambda cfg: launch_of(cfg)[1],
                 hints_of,
                 quiet=quiet,
