@@ -412,9 +412,7 @@ def fmha_fwd_kernel(
         full_hi = 0
 
     # ---- state ----------------------------------------------------------------------------
-    q = ct.load(
-        Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
-    ).reshape((TILE_M, TILE_D))  # [TILE_M, TILE_D]
+    q = _load_q(Q, (b, h, qb), TILE_M, TILE_D, False)  # [TILE_M, TILE_D]
     rows_ip = (first_row + input_pos + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
     m_i = ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32)
@@ -547,20 +545,18 @@ def fmha_fwd_persistent_kernel(
     opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)
     opts_unmasked = (0, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
 
-    q = _load_q(Q, (pid // n_q_blocks, pid % n_q_blocks), n_heads, TILE_M, TILE_D, False)
+    q = _load_q(Q, _tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, False)
     for t in range(pid, n_tiles, n_programs):
-        qb = t % n_q_blocks
         bh = t // n_q_blocks
-        b = bh // n_heads
-        h = bh % n_heads
+        b, h, qb = _tile_coords(t, n_q_blocks, n_heads)
         hk = h // group
         if Q_PREFETCH:
             # The next tile's Q (this one again on the last lap: in bounds, never used).
             t_next = min(t + n_programs, n_tiles - 1)
-            bh_next = t_next // n_q_blocks
-            q_next = _load_q(Q, (bh_next, t_next % n_q_blocks), n_heads, TILE_M, TILE_D, Q_HALVES)
+            where_next = _tile_coords(t_next, n_q_blocks, n_heads)
+            q_next = _load_q(Q, where_next, TILE_M, TILE_D, Q_HALVES)
         else:
-            q = _load_q(Q, (bh, qb), n_heads, TILE_M, TILE_D, False)
+            q = _load_q(Q, (b, h, qb), TILE_M, TILE_D, False)
         rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
@@ -593,13 +589,17 @@ def fmha_fwd_persistent_kernel(
             q = q_next
 
 
-def _load_q(Q, where, n_heads, TILE_M, TILE_D, HALVES):
-    """Q tile ``where`` = (batch·head, q-block) as [TILE_M, TILE_D], zero-padded past q_len;
+def _tile_coords(t, n_q_blocks, n_heads):
+    """Tile ``t`` of the plain launch order as (batch, head, q-block)."""
+    bh = t // n_q_blocks
+    return bh // n_heads, bh % n_heads, t % n_q_blocks
+
+
+def _load_q(Q, where, TILE_M, TILE_D, HALVES):
+    """Q tile ``where`` = (batch, head, q-block) as [TILE_M, TILE_D], zero-padded past q_len;
     with ``HALVES`` loaded as two [TILE_M / 2, TILE_D] tiles and joined (see
     :func:`fmha_fwd_persistent_kernel` for why)."""
-    bh, qb = where
-    b = bh // n_heads
-    h = bh % n_heads
+    b, h, qb = where
     if not HALVES:
         return ct.load(
             Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
