@@ -152,9 +152,13 @@ def sdpa(backend: str, q, k, v, causal: bool):
 
     which = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
 
+    gqa = k.shape[1] != q.shape[1]  # fewer kv heads: torch maps query head i to i // group
+
     def run():
         with sdpa_kernel([which]):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, enable_gqa=gqa
+            )
 
     return run
 
@@ -191,7 +195,8 @@ def check_rows(out, q, k, v, causal: bool, rows: int = 128) -> float:
     idx = torch.cat([torch.arange(min(rows, n)), torch.arange(max(n - rows, 0), n)]).unique()
     idx = idx.to(q.device)
     qd = q[0, :4, idx].double()
-    kd, vd = k[0, :4].double(), v[0, :4].double()
+    kv_head = torch.arange(4, device=q.device) // (q.shape[1] // k.shape[1])  # GQA grouping
+    kd, vd = k[0, kv_head].double(), v[0, kv_head].double()
     s = (qd @ kd.transpose(-1, -2)) / math.sqrt(q.shape[3])
     if causal:
         cols = torch.arange(n, device=q.device)

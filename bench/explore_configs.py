@@ -75,6 +75,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="non-causal only: a fixed query length, with --ns as the key lengths (separates "
         "a kernel's cost per query tile from its cost per key block)",
     )
+    ap.add_argument(
+        "--kv-heads",
+        type=int,
+        default=None,
+        help="key/value heads (GQA: a divisor of --heads; default: as many as --heads)",
+    )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep-ms", type=float, default=15.0)
     ap.add_argument(
@@ -90,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.q_len is not None and (args.q_len < 1 or args.masks != "none"):
         ap.error("--q-len takes a positive length and needs --masks none")
+    if args.kv_heads is not None and (args.kv_heads < 1 or args.heads % args.kv_heads):
+        ap.error(f"--kv-heads must divide --heads ({args.heads}), got {args.kv_heads}")
     return args
 
 
@@ -122,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.manual_seed(7 * n + causal)
             q_len = args.q_len or n
             q = torch.randn(b, h, q_len, d, device="cuda", dtype=torch.float16)
-            k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in "kv")
+            kv_h = args.kv_heads or h
+            k, v = (torch.randn(b, kv_h, n, d, device="cuda", dtype=torch.float16) for _ in "kv")
             runners: dict[str, Any] = {"cudnn": sdpa("cudnn", q, k, v, causal)}
             for c in configs:
                 if _variant_key({**c, "mask": mask}) in bad:

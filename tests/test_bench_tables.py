@@ -111,3 +111,13 @@ def test_explore_refuses_a_fixed_query_length_with_a_causal_mask_before_any_gpu_
         with pytest.raises(SystemExit) as exc:
             parse_args(argv)
         assert exc.value.code == 2
+
+
+def test_explore_refuses_kv_heads_that_do_not_divide_the_heads_before_any_gpu_work() -> None:
+    from bench.explore_configs import parse_args
+
+    assert parse_args(["--heads", "32", "--kv-heads", "8"]).kv_heads == 8
+    for argv in (["--heads", "32", "--kv-heads", "5"], ["--kv-heads", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(argv)
+        assert exc.value.code == 2
