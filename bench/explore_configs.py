@@ -4,6 +4,7 @@
     python bench/explore_configs.py --ns 2048 --masks causal --configs '[{"tile_m": 64, ...}]'
     python bench/explore_configs.py --configs @bench/configs/pipeline-probe.json
     python bench/explore_configs.py --masks none --q-len 2048 --ns 1024,4096,16384  # key lengths
+    python bench/explore_configs.py --ns 2048 --kv-heads 8   # GQA: 32 query heads over 8 kv heads
 
 This is how the autotuner's search space is vetted: every config is timed on the same fresh
 fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
