@@ -1481,8 +1481,9 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
 # How the tuner decides, as part of every cached winner's fingerprint: a winner picked by an
 # older method is searched again rather than trusted. 1: cuTile's search alone; 2: a second
 # stage of launches from Python; 3: the second stage on CUDA-graph replay, balanced rounds;
-# 4: that stage timing each finalist exactly as the benchmark does (do_bench_cudagraph).
-TUNING_METHOD = 4
+# 4: that stage timing each finalist exactly as the benchmark does (do_bench_cudagraph);
+# 5: the finalists include the fastest of every grid form (sustained_finalists).
+TUNING_METHOD = 5
 
 
 def space_digest(configs: list[dict[str, Any]]) -> str:
@@ -1517,7 +1518,8 @@ def autotune(
     tiles x occupancy x worker warps x clusters x load latencies) with
     ``ct.tune.exhaustive_search``, applying each config's hints through ``hints_fn``; then,
     unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
-    again under sustained load, exactly as the benchmark times (no L2 flush; on a side stream,
+    and the fastest of every other grid form (:func:`sustained_finalists`) again under
+    sustained load, exactly as the benchmark times (no L2 flush; on a side stream,
     each config's launches captured afresh in a CUDA graph of about ``SUSTAINED_TARGET_MS`` and
     replayed with a sync after each replay, over interleaved rounds in a balanced order) and
     keeps the fastest of those. ``_tuning`` records both picks and the
@@ -1608,7 +1610,7 @@ def autotune(
     # 2-CTA cluster config won the search at N=8192 and then ran 4 % behind the 128-row tile
     # in the benchmark).
     ranked = sorted(result.successes, key=lambda m: m.mean_us)
-    finalists = [m.config for m in ranked[:SUSTAINED_FINALISTS]]
+    finalists = sustained_finalists([m.config for m in ranked])
     best_config = result.best.config
     sustained: dict[str, float] = {}
     if len(finalists) > 1 and result.best.mean_us >= SUSTAINED_MIN_US:
@@ -1668,6 +1670,31 @@ SUSTAINED_ROUNDS = 4
 # Below this (the search's best, microseconds) a config's launches are too short for the
 # sustained clock to matter, and a graph of them would need too many nodes.
 SUSTAINED_MIN_US = 100.0
+
+
+def grid_form(config: LaunchConfig) -> tuple[int, bool, int]:
+    """The shape of a config's grid: tile height, persistent or not, CTAs per cluster."""
+    return (config.tile_m, config.persistent, config.num_ctas or 1)
+
+
+def sustained_finalists(ranked: list[LaunchConfig]) -> list[LaunchConfig]:
+    """The configs the second stage times, from the search's ranking (fastest first): the
+    ``SUSTAINED_FINALISTS`` fastest, then the fastest of every grid form (:func:`grid_form`)
+    not among them.
+
+    The search's single launches after an L2 flush misjudge whole grid forms, not single
+    configs: on the H200 at non-causal N = 2048 and 4096 it ranked the persistent grid below
+    four 64-row and cluster configs, so the second stage never saw the config that explore
+    runs measured fastest there (the b99aa75 benchmark's autotune record;
+    h200-explore-pdl.md, h200-explore-cluster-persistent.md).
+    """
+    finalists = list(ranked[:SUSTAINED_FINALISTS])
+    forms = {grid_form(c) for c in finalists}
+    for config in ranked[SUSTAINED_FINALISTS:]:
+        if grid_form(config) not in forms:
+            forms.add(grid_form(config))
+            finalists.append(config)
+    return finalists
 
 
 def _sustained_pick(

@@ -239,6 +239,27 @@ def test_a_new_tuning_method_retunes_cached_winners(monkeypatch: pytest.MonkeyPa
     assert F.space_digest(space) != current
 
 
+def test_second_stage_sees_the_fastest_of_every_grid_form() -> None:
+    # The H200 search ranked the persistent grid below four 64-row and cluster configs at
+    # non-causal N = 2048; the second stage must still time it (and the 128-row tile).
+    from kernels.tuning_spaces import search_space
+
+    space = [F.LaunchConfig.of(c) for c in search_space("sm_90", 128, "none")]
+    plain_64 = [c for c in space if F.grid_form(c) == (64, False, 1)]
+    cluster = [c for c in space if F.grid_form(c) == (128, False, 2)]
+    plain_128 = [c for c in space if F.grid_form(c) == (128, False, 1)]
+    persistent = [c for c in space if c.persistent]
+    ranked = plain_64 + cluster + plain_128[::-1] + persistent
+    finalists = F.sustained_finalists(ranked)
+    assert finalists[: F.SUSTAINED_FINALISTS] == ranked[: F.SUSTAINED_FINALISTS]
+    # One more per form missing from the front-runners, the fastest of it, and no other.
+    assert finalists[F.SUSTAINED_FINALISTS :] == [plain_128[-1], persistent[0]]
+    assert {F.grid_form(c) for c in finalists} == {F.grid_form(c) for c in space}
+    # A ranking whose front-runners already cover every form adds nothing.
+    one_each = [plain_64[0], cluster[0], plain_128[0], persistent[0], *plain_64[1:]]
+    assert F.sustained_finalists(one_each) == one_each[: F.SUSTAINED_FINALISTS]
+
+
 def test_search_spaces_are_small_and_valid() -> None:
     from kernels.tuning_spaces import SEARCH_SPACES, search_space
 
