@@ -5,6 +5,7 @@
     python bench/explore_configs.py --configs @bench/configs/pipeline-probe.json
     python bench/explore_configs.py --masks none --q-len 2048 --ns 1024,4096,16384  # key lengths
     python bench/explore_configs.py --ns 2048 --kv-heads 8   # GQA: 32 query heads over 8 kv heads
+    python bench/explore_configs.py --ns 2048 --clocks       # with the SM clock during each timing
 
 This is how the autotuner's search space is vetted: every config is timed on the same fresh
 fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
@@ -45,6 +46,7 @@ from bench.bench_fmha import (  # noqa: E402
     sdpa,
     time_fn,
 )
+from bench.clock_sampler import ClockSampler, nvml_reader  # noqa: E402
 from kernels.measure import balanced_order  # noqa: E402
 
 # A config whose output differs from float64 by more than this (fp16 kernels land near 3e-4)
@@ -91,6 +93,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="CUDA-graph replay (the benchmark's and the tuner's method), eager back-to-back "
         "launches from Python, or both",
     )
+    ap.add_argument(
+        "--clocks",
+        action="store_true",
+        help="sample the SM clock and power draw (NVML, read only) while each config is timed",
+    )
     ap.add_argument("--precompile", type=int, default=8)
     ap.add_argument("--canary-s", type=float, default=150.0)
     ap.add_argument("--out", default="explore-out")
@@ -123,7 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     configs = [{kk: vv for kk, vv in c.items() if vv is not None} for c in configs]
     info = machine_info()
     jobs = [compile_job(c, m, b, h, d) for m in masks for c in configs]
+    sampler = None
+    if args.clocks:
+        try:
+            sampler = ClockSampler(nvml_reader())
+        except Exception as exc:  # no NVML library, or no device behind index 0
+            raise SystemExit(f"--clocks needs NVML (pip install nvidia-ml-py): {exc}") from exc
     bad = precompile(jobs, args.precompile, args.canary_s)
+    if sampler is not None:
+        sampler.start()
     rows: list[dict[str, Any]] = []
     for mask in masks:
         causal = mask == "causal"
@@ -159,13 +174,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.timing in ("eager", "both"):
                 timers += [(f"{name} [eager]", fn, time_eager) for name, fn in runners.items()]
             samples: dict[str, list[float]] = {name: [] for name, _, _ in timers}
+            windows: dict[str, list[tuple[float, float]]] = {name: [] for name in samples}
             host_us: dict[str, list[float]] = {}
             for r in range(args.rounds):
                 # Each config follows each other one equally often (a config inherits the
                 # clock its predecessor left).
                 for i in balanced_order(len(timers), r):
                     name, fn, timer = timers[i]
+                    t0 = time.perf_counter()
                     got = timer(fn, args.rep_ms)
+                    windows[name].append((t0, time.perf_counter()))
                     if isinstance(got, tuple):
                         got, host = got
                         host_us.setdefault(name, []).append(host)
@@ -181,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                 "ms_rounds": samples,
                 "host_us_per_launch": {kk: statistics.median(vv) for kk, vv in host_us.items()},
             }
+            if sampler is not None:
+                row["clocks"] = {name: sampler.summary(w) for name, w in windows.items()}
+                if sampler.error:
+                    print(f"clock sampling stopped: {sampler.error}", flush=True)
             rows.append(row)
             ranked = sorted(tf.items(), key=lambda kv: -kv[1])
             print(f"[{mask} N={n}] " + "  ".join(f"{k_}={v_:.0f}" for k_, v_ in ranked[:8]),
@@ -190,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             doc = {"machine": info, "args": vars(args), "left_out": sorted(bad), "rows": rows}
             (out_dir / "explore.json").write_text(json.dumps(doc, indent=1, default=str))
             (out_dir / "explore.md").write_text(to_markdown(rows))
+    if sampler is not None:
+        sampler.stop()
     print((out_dir / "explore.md").read_text())
     return 0
 
@@ -241,6 +265,18 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     lines.append("| cuDNN | " + " | ".join(cell(r, "cudnn") for r in rows) + " |")
     for name in names:
         lines.append(f"| {name} | " + " | ".join(cell(r, name) for r in rows) + " |")
+    clocked = sorted({name for r in rows for name in r.get("clocks", {})})
+    if clocked:
+        note = "SM clock (median MHz) and power draw (mean W) while each config was timed:"
+        lines += ["", note, ""]
+        lines += [head, "|---" * (len(cols) + 1) + "|"]
+        for name in clocked:
+            vals = [r.get("clocks", {}).get(name) or {} for r in rows]
+            cells = " | ".join(
+                "–" if c.get("sm_mhz") is None else f"{c['sm_mhz']:.0f} MHz, {c['power_w']:.0f} W"
+                for c in vals
+            )
+            lines.append(f"| {'cuDNN' if name == 'cudnn' else name} | {cells} |")
     hosts = sorted({name for r in rows for name in r.get("host_us_per_launch", {})})
     if hosts:
         note = "Host µs per eager launch (below the GPU's time per launch, the GPU is the bound):"

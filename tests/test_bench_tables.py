@@ -121,3 +121,74 @@ def test_explore_refuses_kv_heads_that_do_not_divide_the_heads_before_any_gpu_wo
         with pytest.raises(SystemExit) as exc:
             parse_args(argv)
         assert exc.value.code == 2
+
+
+def test_clock_sampler_reports_the_clock_inside_each_configs_windows_only() -> None:
+    import itertools
+    import time
+
+    from bench.clock_sampler import ClockSampler
+
+    # A GPU that boosts (1980 MHz) for the first readings and then holds its power limit.
+    counter = itertools.count()
+
+    def read() -> tuple[float, float]:
+        return (1980.0, 400.0) if next(counter) < 20 else (1755.0, 690.0)
+
+    with ClockSampler(read, period_s=0.001) as sampler:
+        deadline = time.perf_counter() + 10
+        while len(sampler.readings()) < 40 and time.perf_counter() < deadline:
+            time.sleep(0.002)
+    readings = sampler.readings()
+    assert len(readings) >= 40
+    t1 = readings[-1][0]
+    early = sampler.summary([(readings[0][0], readings[5][0])])
+    late = sampler.summary([(readings[30][0], t1)])
+    assert early["sm_mhz"] == 1980.0 and early["power_w"] == 400.0 and early["samples"] == 6
+    assert late["sm_mhz"] == 1755.0 and late["power_w"] == 690.0
+    # Two windows together: the median clock over both, the mean power over both.
+    both = sampler.summary([(readings[0][0], readings[1][0]), (readings[30][0], readings[32][0])])
+    assert both["samples"] == 5 and both["sm_mhz"] == 1755.0 and both["power_w"] == 574.0
+    assert sampler.summary([(t1 + 10, t1 + 11)]) == {"sm_mhz": None, "power_w": None, "samples": 0}
+    assert sampler.error is None
+
+
+def test_clock_sampler_stops_on_a_failing_reader_and_says_why() -> None:
+    import time
+
+    from bench.clock_sampler import ClockSampler
+
+    def read() -> tuple[float, float]:
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    with ClockSampler(read, period_s=0.001) as sampler:
+        deadline = time.perf_counter() + 5
+        while sampler.error is None and time.perf_counter() < deadline:  # it ends by itself
+            time.sleep(0.001)
+    assert sampler.error == "RuntimeError: NVML Shared Library Not Found"
+    assert sampler.summary([(0.0, 1e12)])["samples"] == 0
+    with pytest.raises(ValueError):
+        ClockSampler(read, period_s=0)
+
+
+def test_explore_table_adds_the_clock_section_when_clocks_were_sampled() -> None:
+    from bench.explore_configs import parse_args
+    from bench.explore_configs import to_markdown as explore_table
+
+    assert parse_args(["--clocks"]).clocks is True and parse_args([]).clocks is False
+    row = {
+        "mask": "none",
+        "n": 2048,
+        "tflops": {"cudnn": 557.0, "128x128 ww8 lat2/4 pers": 528.0},
+        "rel_err": {"cudnn": 2.9e-4, "128x128 ww8 lat2/4 pers": 2.9e-4},
+        "clocks": {
+            "cudnn": {"sm_mhz": 1710.0, "power_w": 688.4, "samples": 90},
+            "128x128 ww8 lat2/4 pers": {"sm_mhz": 1785.0, "power_w": 652.2, "samples": 88},
+        },
+    }
+    lines = explore_table([row]).splitlines()
+    assert "| cuDNN | 1710 MHz, 688 W |" in lines
+    assert "| 128x128 ww8 lat2/4 pers | 1785 MHz, 652 W |" in lines
+    # Without sampled clocks the section is left out.
+    del row["clocks"]
+    assert not any("MHz" in line for line in explore_table([row]).splitlines())
