@@ -111,9 +111,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import torch
-
-    from kernels import cutile_fmha as F
     from kernels.tuning_spaces import search_space
 
     out_dir = Path(args.out)
@@ -139,6 +136,32 @@ def main(argv: list[str] | None = None) -> int:
     bad = precompile(jobs, args.precompile, args.canary_s)
     if sampler is not None:
         sampler.start()
+    try:
+        _time_all(args, configs, (masks, ns), bad, sampler, info)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    print((out_dir / "explore.md").read_text())
+    return 0
+
+
+def _time_all(
+    args: argparse.Namespace,
+    configs: list[dict[str, Any]],
+    problems: tuple[list[str], list[int]],
+    bad: set[str],
+    sampler: ClockSampler | None,
+    info: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Check and time every config on every (mask, N) of ``problems``; writes the JSON and
+    markdown after each problem, so a run cut short keeps what it finished."""
+    masks, ns = problems
+    import torch
+
+    from kernels import cutile_fmha as F
+
+    out_dir = Path(args.out)
+    b, h, d = args.batch, args.heads, args.dim
     rows: list[dict[str, Any]] = []
     for mask in masks:
         causal = mask == "causal"
@@ -212,10 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             doc = {"machine": info, "args": vars(args), "left_out": sorted(bad), "rows": rows}
             (out_dir / "explore.json").write_text(json.dumps(doc, indent=1, default=str))
             (out_dir / "explore.md").write_text(to_markdown(rows))
-    if sampler is not None:
-        sampler.stop()
-    print((out_dir / "explore.md").read_text())
-    return 0
+    return rows
 
 
 def time_eager(fn: Any, rep_ms: float) -> tuple[float, float]:
@@ -267,7 +287,10 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {name} | " + " | ".join(cell(r, name) for r in rows) + " |")
     clocked = sorted({name for r in rows for name in r.get("clocks", {})})
     if clocked:
-        note = "SM clock (median MHz) and power draw (mean W) while each config was timed:"
+        note = (
+            "SM clock (median MHz) and power draw (mean W; NVML averages power over a longer "
+            "period than one turn) while each config was timed:"
+        )
         lines += ["", note, ""]
         lines += [head, "|---" * (len(cols) + 1) + "|"]
         for name in clocked:
