@@ -1685,8 +1685,9 @@ def sustained_finalists(ranked: list[LaunchConfig]) -> list[LaunchConfig]:
     The search's single launches after an L2 flush misjudge whole grid forms, not single
     configs: on the H200 at non-causal N = 2048 and 4096 it ranked the persistent grid below
     four others (64-row, cluster and one-CTA-per-tile 128-row configs), so the second stage
-    never saw the config that explore runs measured fastest there (the b99aa75 benchmark's
-    autotune record; h200-explore-pdl.md, h200-explore-cluster-persistent.md).
+    never saw the config that explore runs measured fastest or level with the fastest there
+    (the b99aa75 benchmark's autotune record; h200-explore-pdl.md,
+    h200-explore-cluster-persistent.md, h200-explore-clocks.md).
     """
     finalists = list(ranked[:SUSTAINED_FINALISTS])
     forms = {grid_form(c) for c in finalists}
