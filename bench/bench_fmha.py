@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -35,6 +35,8 @@ if str(ROOT) not in sys.path:
 
 from kernels.knobs import DEFAULT_LOAD_LATENCIES  # noqa: E402  (after the path set-up)
 from kernels.measure import balanced_order  # noqa: E402
+
+T = TypeVar("T")  # what one measurement returns
 
 # The knob ladder: each step adds one thing to the one before (the first is the plain
 # baseline). "tuned" is the autotuner's pick for the problem class.
@@ -217,11 +219,11 @@ def time_fn(fn, rep_ms: float) -> float:
         return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
 
 
-def timed_rounds(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+def timed_rounds(measures: dict[str, Callable[[], T]], rounds: int) -> dict[str, list[T]]:
     """Call every measurement once per round, the rounds in a balanced order (each one follows
     each other equally often: a backend inherits the clock its predecessor left); returns each
     name's results in round order."""
-    samples: dict[str, list[float]] = {name: [] for name in measures}
+    samples: dict[str, list[T]] = {name: [] for name in measures}
     names = list(measures)
     for r in range(rounds):
         for i in balanced_order(len(names), r):

@@ -22,11 +22,13 @@ launching.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +47,9 @@ from bench.bench_fmha import (  # noqa: E402
     precompile,
     sdpa,
     time_fn,
+    timed_rounds,
 )
 from bench.clock_sampler import ClockSampler, nvml_reader  # noqa: E402
-from kernels.measure import balanced_order  # noqa: E402
 
 # A config whose output differs from float64 by more than this (fp16 kernels land near 3e-4)
 # is reported as wrong and not timed.
@@ -196,21 +198,23 @@ def _time_all(
                 timers += [(name, fn, time_fn) for name, fn in runners.items()]
             if args.timing in ("eager", "both"):
                 timers += [(f"{name} [eager]", fn, time_eager) for name, fn in runners.items()]
-            samples: dict[str, list[float]] = {name: [] for name, _, _ in timers}
-            windows: dict[str, list[tuple[float, float]]] = {name: [] for name in samples}
-            host_us: dict[str, list[float]] = {}
-            for r in range(args.rounds):
-                # Each config follows each other one equally often (a config inherits the
-                # clock its predecessor left).
-                for i in balanced_order(len(timers), r):
-                    name, fn, timer = timers[i]
-                    t0 = time.perf_counter()
-                    got = timer(fn, args.rep_ms)
-                    windows[name].append((t0, time.perf_counter()))
-                    if isinstance(got, tuple):
-                        got, host = got
-                        host_us.setdefault(name, []).append(host)
-                    samples[name].append(got)
+            windows: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in timers}
+            # Each config follows each other one equally often (a config inherits the clock
+            # its predecessor left); every turn's time span is kept for the clock readings.
+            results = timed_rounds(
+                {
+                    name: _windowed(functools.partial(timer, fn, args.rep_ms), windows[name])
+                    for name, fn, timer in timers
+                },
+                args.rounds,
+            )
+            # The eager timer also returns the host's microseconds per launch.
+            samples = {name: [_first(got) for got in r] for name, r in results.items()}
+            host_us = {
+                name: [got[1] for got in r]
+                for name, r in results.items()
+                if r and isinstance(r[0], tuple)
+            }
             fl = flops(b, h, n, d, causal) * q_len / n
             tf = {name: fl / (statistics.median(s) * 1e-3) / 1e12 for name, s in samples.items()}
             row = {
@@ -236,6 +240,23 @@ def _time_all(
             (out_dir / "explore.json").write_text(json.dumps(doc, indent=1, default=str))
             (out_dir / "explore.md").write_text(to_markdown(rows))
     return rows
+
+
+def _windowed(measure: Callable[[], Any], windows: list[tuple[float, float]]) -> Callable[[], Any]:
+    """``measure``, appending the (start, end) of every call to ``windows``."""
+
+    def run() -> Any:
+        t0 = time.perf_counter()
+        try:
+            return measure()
+        finally:
+            windows.append((t0, time.perf_counter()))
+
+    return run
+
+
+def _first(got: float | tuple[float, float]) -> float:
+    return got[0] if isinstance(got, tuple) else got
 
 
 def time_eager(fn: Any, rep_ms: float) -> tuple[float, float]:

@@ -192,3 +192,24 @@ def test_explore_table_adds_the_clock_section_when_clocks_were_sampled() -> None
     # Without sampled clocks the section is left out.
     del row["clocks"]
     assert not any("MHz" in line for line in explore_table([row]).splitlines())
+
+
+def test_explore_keeps_each_turns_time_span_for_the_clock_readings() -> None:
+    from bench.bench_fmha import timed_rounds
+    from bench.explore_configs import _windowed
+
+    windows: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
+    got = timed_rounds(
+        {
+            "a": _windowed(lambda: 1.0, windows["a"]),
+            "b": _windowed(lambda: (2.0, 18.0), windows["b"]),
+        },
+        3,
+    )
+    assert got == {"a": [1.0] * 3, "b": [(2.0, 18.0)] * 3}
+    assert all(len(w) == 3 and all(t0 <= t1 for t0, t1 in w) for w in windows.values())
+    # A turn that fails still leaves its span behind (the clock was read while it ran).
+    failing = _windowed(lambda: 1 / 0, windows["a"])
+    with pytest.raises(ZeroDivisionError):
+        failing()
+    assert len(windows["a"]) == 4
