@@ -71,9 +71,6 @@ DTYPE_NAMES = ("float16", "bfloat16")
 WORKER_WARPS = (4, 8)
 # Budget for the K/V of one remap group, below the H200's 60 MB L2 (two partitions).
 L2_GROUP_BYTES = 24 * 1024 * 1024
-# The persistent grid fetches the next Q as two half tiles when a tile has at most this many
-# key blocks (H200: +4 % at 8 blocks, -2 % at 16; fmha_fwd_persistent_kernel).
-Q_HALVES_MAX_K_BLOCKS = 8
 
 ConstInt = ct.Constant[int]
 ConstBool = ct.Constant[bool]
@@ -508,7 +505,6 @@ def fmha_fwd_persistent_kernel(
     STORE_TMA: ConstBool,
     EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
     Q_PREFETCH: ConstBool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
-    Q_HALVES: ConstBool,  # Q_PREFETCH with short tiles: the next Q fetched as two half tiles
 ):
     """The same attention for ``mask="none"``, as a persistent grid: a few programs per SM,
     each walking tiles ``t = pid, pid + G, …`` (G programs; tile t is q-block ``t % n_q``
@@ -525,13 +521,16 @@ def fmha_fwd_persistent_kernel(
     results on the H200 (relative error 0.1-0.8, any ragged k_len, with or without the
     K-split; same file). A ragged k_len therefore runs the persistent grid without it.
 
-    ``Q_HALVES``: fetched as one tile, half of the next Q shares shared memory with the output
-    staging tile, so it can only arrive after this tile's output has been stored, and the
-    consumers wait for it at every tile (h200-profile-source.md). Fetched as two half tiles
-    it gets its own buffer. That pays where tiles are short (+4 % at k_len = 1024) but makes
-    the key loop slower on long ones (-2 % at 2048, -7 % at 4096-8192;
-    h200-explore-q-halves.md), so it is compiled in only up to
-    :data:`Q_HALVES_MAX_K_BLOCKS` key blocks.
+    Every Q tile is fetched as two column halves (head_dim / 2 each) and joined in registers
+    (:func:`_load_q`). Fetched as one tile, half of the next Q shared shared memory with the
+    output staging tile, so it could only arrive after this tile's output was stored, and
+    both consumer warpgroups met at a named barrier at every tile boundary
+    (h200-profile-source.md). Fetched in column halves, tileiras 13.4 gives Q buffers of its
+    own and the barriers at the tile boundary go (one `BAR.SYNC` in the SASS instead of four,
+    1,688 instructions instead of 1,864). On the H200, in two runs: +5 % at N = 1024 and
+    2048, +2-3 % at 4096, +1 % at 8192, +3 % at 16384 (h200-explore-q-split.md). Row halves,
+    the earlier fix, gained only on short tiles and cost 2-7 % on long ones
+    (h200-explore-q-halves.md).
     """
     n_heads = Q.shape[1]
     k_len = K.shape[2]
@@ -545,7 +544,7 @@ def fmha_fwd_persistent_kernel(
     opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)
     opts_unmasked = (0, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
 
-    q = _load_q(Q, _tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, False)
+    q = _load_q(Q, _tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, True)
     for t in range(pid, n_tiles, n_programs):
         bh = t // n_q_blocks
         b, h, qb = _tile_coords(t, n_q_blocks, n_heads)
@@ -554,9 +553,9 @@ def fmha_fwd_persistent_kernel(
             # The next tile's Q (this one again on the last lap: in bounds, never used).
             t_next = min(t + n_programs, n_tiles - 1)
             where_next = _tile_coords(t_next, n_q_blocks, n_heads)
-            q_next = _load_q(Q, where_next, TILE_M, TILE_D, Q_HALVES)
+            q_next = _load_q(Q, where_next, TILE_M, TILE_D, True)
         else:
-            q = _load_q(Q, (b, h, qb), TILE_M, TILE_D, False)
+            q = _load_q(Q, (b, h, qb), TILE_M, TILE_D, True)
         rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
@@ -595,26 +594,23 @@ def _tile_coords(t, n_q_blocks, n_heads):
     return bh // n_heads, bh % n_heads, t % n_q_blocks
 
 
-def _load_q(Q, where, TILE_M, TILE_D, HALVES):
+def _load_q(Q, where, TILE_M, TILE_D, COLUMN_HALVES):
     """Q tile ``where`` = (batch, head, q-block) as [TILE_M, TILE_D], zero-padded past q_len;
-    with ``HALVES`` loaded as two [TILE_M / 2, TILE_D] tiles and joined (see
-    :func:`fmha_fwd_persistent_kernel` for why)."""
+    with ``COLUMN_HALVES`` loaded as two [TILE_M, TILE_D / 2] tiles and joined along head_dim
+    (see :func:`fmha_fwd_persistent_kernel` for why)."""
     b, h, qb = where
-    if not HALVES:
+    if not COLUMN_HALVES:
         return ct.load(
             Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
         ).reshape((TILE_M, TILE_D))
-    HALF_M = TILE_M // 2
-    top = ct.load(
-        Q, index=(b, h, 2 * qb, 0), shape=(1, 1, HALF_M, TILE_D), padding_mode=ct.PaddingMode.ZERO
-    ).reshape((HALF_M, TILE_D))
-    bottom = ct.load(
-        Q,
-        index=(b, h, 2 * qb + 1, 0),
-        shape=(1, 1, HALF_M, TILE_D),
-        padding_mode=ct.PaddingMode.ZERO,
-    ).reshape((HALF_M, TILE_D))
-    return ct.cat((top, bottom), 0)
+    HALF_D = TILE_D // 2
+    left = ct.load(
+        Q, index=(b, h, qb, 0), shape=(1, 1, TILE_M, HALF_D), padding_mode=ct.PaddingMode.ZERO
+    ).reshape((TILE_M, HALF_D))
+    right = ct.load(
+        Q, index=(b, h, qb, 1), shape=(1, 1, TILE_M, HALF_D), padding_mode=ct.PaddingMode.ZERO
+    ).reshape((TILE_M, HALF_D))
+    return ct.cat((left, right), 1)
 
 
 def _epilogue(state, Out, Lse, where, FAST_MATH, WITH_LSE, STORE_TMA):
@@ -962,15 +958,12 @@ class LaunchConfig:
             )
 
     def grid_constants(self, k_len: int) -> tuple:
-        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH,
-        Q_HALVES); none for one CTA per tile. The half-tile Q fetch was measured on 128-row
-        tiles only, so other tile heights keep the whole-tile one."""
+        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH); none for
+        one CTA per tile."""
         if not self.persistent:
             return ()
         even_k = k_len % self.tile_n == 0
-        prefetch = even_k and bool(self.k_split)
-        short = k_len <= Q_HALVES_MAX_K_BLOCKS * self.tile_n and self.tile_m == 128
-        return (even_k, prefetch, prefetch and short)
+        return (even_k, even_k and bool(self.k_split))
 
 
 LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))
@@ -1485,12 +1478,18 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
 # 5: the finalists include the fastest of every grid form (sustained_finalists).
 TUNING_METHOD = 5
 
+# Which kernels the configs run, also part of the fingerprint: a change that moves their
+# speeds makes older winners stale even where the search space reads the same. 2: the
+# persistent grid fetches Q in column halves (+2-5 %, h200-explore-q-split.md).
+KERNEL_REVISION = 2
+
 
 def space_digest(configs: list[dict[str, Any]]) -> str:
-    """A short fingerprint of a search space (order-insensitive) and of the tuning method,
-    stored with each winner."""
+    """A short fingerprint of a search space (order-insensitive), of the tuning method and of
+    the kernels' revision, stored with each winner."""
     canon = sorted(json.dumps(c, sort_keys=True) for c in configs)
-    return hashlib.sha1("\n".join([f"method {TUNING_METHOD}", *canon]).encode()).hexdigest()[:12]
+    head = [f"method {TUNING_METHOD}", f"kernels {KERNEL_REVISION}"]
+    return hashlib.sha1("\n".join([*head, *canon]).encode()).hexdigest()[:12]
 
 
 def autotune(

@@ -84,9 +84,9 @@ _SM90: tuple[Config, ...] = (
     _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=4, v_latency=8),
     _cfg(128, 128, num_ctas=2, occupancy=2, poly_exp2_cols=16),
     # Non-causal only: the persistent grid (one program per SM looping over the tiles, the next
-    # tile's Q fetched during this one); against the same tile one CTA per tile, +1-2 % at
-    # N = 1024-2048, level at 4096, 0-2 % at 8192, 4 % at 16384 in one run
-    # (h200-explore-persistent-*.md).
+    # tile's Q fetched during this one, in column halves); against the same tile one CTA per
+    # tile, +12-13 % at N = 1024-2048, +6-7 % at 4096-8192 in one run
+    # (h200-explore-persistent-*.md, h200-explore-q-split.md).
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
 )
 

@@ -70,6 +70,9 @@ def _is_elf(blob: bytes) -> bool:
             dtype="bfloat16",
             head_dim=64,
         ),
+        # The smallest head dim: the persistent grid fetches Q in column halves of 8 values
+        # (16 bytes, TMA's smallest row), here with the next tile's Q prefetched.
+        dict(mask="none", tile_m=64, tile_n=64, persistent=True, q_len=256, head_dim=16),
     ],
     ids=[
         "causal-64x64-occ2",
@@ -77,6 +80,7 @@ def _is_elf(blob: bytes) -> bool:
         "none-64x128-poly32",
         "none-persistent-128x128-ww8-ragged-lse-map",
         "none-persistent-64x128-occ2-nosplit",
+        "none-persistent-64x64-d16-prefetch",
     ],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
@@ -145,30 +149,17 @@ def test_validation_runs_before_compiling() -> None:
 
 def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split() -> None:
     # tileiras 13.4 got the carried Q wrong beside a masked key block on the H200: the
-    # persistent kernel's (EVEN_K, Q_PREFETCH, Q_HALVES) constants must keep the prefetch out
-    # of any launch with a ragged last key block or without the K-split.
+    # persistent kernel's (EVEN_K, Q_PREFETCH) constants must keep the prefetch out of any
+    # launch with a ragged last key block or without the K-split.
     grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
-    assert grid.grid_constants(4096) == (True, True, False)
-    assert grid.grid_constants(4097) == (False, False, False)
-    assert grid.grid_constants(100) == (False, False, False)
+    assert grid.grid_constants(4096) == (True, True)
+    assert grid.grid_constants(1024) == (True, True)
+    assert grid.grid_constants(4097) == (False, False)
+    assert grid.grid_constants(100) == (False, False)
     no_split = F.LaunchConfig(tile_m=128, tile_n=64, k_split=False, persistent=True)
-    assert no_split.grid_constants(4096) == (True, False, False)
+    assert no_split.grid_constants(4096) == (True, False)
     # One CTA per tile has none of them.
     assert F.LaunchConfig(tile_m=128, tile_n=128).grid_constants(4097) == ()
-
-
-def test_short_tiles_fetch_the_next_q_in_halves() -> None:
-    # Up to Q_HALVES_MAX_K_BLOCKS key blocks a tile the prefetched Q comes as two half tiles
-    # (its own shared memory instead of the output staging tile's); measured on 128-row tiles.
-    grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
-    longest = F.Q_HALVES_MAX_K_BLOCKS * 128
-    assert grid.grid_constants(longest) == (True, True, True)
-    assert grid.grid_constants(256) == (True, True, True)
-    assert grid.grid_constants(longest + 128) == (True, True, False)
-    assert grid.grid_constants(1000) == (False, False, False)  # ragged: no prefetch at all
-    for tile_m in (64, 256):
-        other = F.LaunchConfig(tile_m=tile_m, tile_n=128, persistent=True)
-        assert other.grid_constants(longest) == (True, True, False)
 
 
 def test_exp2_polynomial_is_below_fp16_resolution() -> None:
@@ -230,12 +221,15 @@ def test_space_digest_tells_search_spaces_apart() -> None:
     assert F.space_digest([b]) != F.space_digest([{**b, "poly_exp2_cols": 32}])
 
 
-def test_a_new_tuning_method_retunes_cached_winners(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A winner cached by an older tuner (same space, other method) must not match: autotune
-    # compares the stored digest with this one before it trusts the cache.
+@pytest.mark.parametrize("older", ["TUNING_METHOD", "KERNEL_REVISION"])
+def test_a_new_tuning_method_or_kernel_retunes_cached_winners(
+    monkeypatch: pytest.MonkeyPatch, older: str
+) -> None:
+    # A winner cached by an older tuner or timed on older kernels (same space) must not match:
+    # autotune compares the stored digest with this one before it trusts the cache.
     space = [{"tile_m": 64, "tile_n": 128, "occupancy": 2}]
     current = F.space_digest(space)
-    monkeypatch.setattr(F, "TUNING_METHOD", F.TUNING_METHOD - 1)
+    monkeypatch.setattr(F, older, getattr(F, older) - 1)
     assert F.space_digest(space) != current
 
 

@@ -188,7 +188,7 @@ def _cases() -> list[Case]:
         Case("none", 4096, 4096, 0, None, 8, 64, "bfloat16", 64, 128, False, False, True, 2, None,
              store_tma=False, persistent=True)
     )  # fmt: skip
-    # Short tiles (8 key blocks): the next Q fetched as two half tiles, over two laps.
+    # Short tiles (8 key blocks) over two laps, the next Q prefetched.
     cases.append(
         Case("none", 4096, 1024, 0, None, 8, 128, "bfloat16", 128, 128, True, True, True, None, 8,
              poly_exp2_cols=16, persistent=True)
@@ -253,12 +253,14 @@ def test_sample_covers_every_knob_and_n() -> None:
     persistent = [c for c in CASES if c.persistent]
     assert {c.q_len for c in persistent} >= set(NS) and {c.mask for c in persistent} == {"none"}
     assert any(c.q_len % c.tile_n == 0 and c.k_split and c.group == 8 for c in persistent)
-    q_halves = [
+    prefetching = [
         c for c in persistent
         if F.LaunchConfig(tile_m=c.tile_m, tile_n=c.tile_n, k_split=c.k_split,
-                          persistent=True).grid_constants(c.k_len)[2]
+                          persistent=True).grid_constants(c.k_len)[1]
     ]  # fmt: skip
-    assert q_halves and any(c.q_len // c.tile_m * c.group > 132 for c in q_halves)  # 2+ laps
+    # Q comes in column halves of head_dim / 2: both head dims, and programs taking 2+ laps.
+    assert {c.head_dim for c in prefetching} == {64, 128}
+    assert any(c.q_len // c.tile_m * c.group > 132 for c in prefetching)
     assert {c.k_split for c in persistent} == {False, True}
     assert {c.dtype for c in persistent} == set(DTYPES)
 
