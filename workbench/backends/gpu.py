@@ -177,6 +177,9 @@ def cupy_graph_launch(launch: Callable[[], Any]) -> Callable[[], Any]:
         finally:
             graph = stream.end_capture()
     graph.upload(stream)
+    # A replay goes to the caller's stream, which CUDA does not order after an upload issued on
+    # another stream; wait for the upload so the first replay cannot overlap it.
+    stream.synchronize()
 
     def replay() -> Any:
         graph.launch(cupy.cuda.get_current_stream())
