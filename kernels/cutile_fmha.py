@@ -522,8 +522,8 @@ def fmha_fwd_persistent_kernel(
     K-split; same file). A ragged k_len therefore runs the persistent grid without it.
 
     Every Q tile is fetched as two column halves (head_dim / 2 each) and joined in registers
-    (:func:`_load_q`). Fetched as one tile, half of the next Q shared shared memory with the
-    output staging tile, so it could only arrive after this tile's output was stored, and
+    (:func:`_load_q`). Fetched as one tile, half of the next Q went into the output staging
+    tile's shared memory, so it could only arrive after this tile's output was stored, and
     both consumer warpgroups met at a named barrier at every tile boundary
     (h200-profile-source.md). Fetched in column halves, tileiras 13.4 gives Q buffers of its
     own and the barriers at the tile boundary go (one `BAR.SYNC` in the SASS instead of four,
@@ -1480,7 +1480,7 @@ TUNING_METHOD = 5
 
 # Which kernels the configs run, also part of the fingerprint: a change that moves their
 # speeds makes older winners stale even where the search space reads the same. 2: the
-# persistent grid fetches Q in column halves (+2-5 %, h200-explore-q-split.md).
+# persistent grid fetches Q in column halves (+1-5 %, h200-explore-q-split.md).
 KERNEL_REVISION = 2
 
 
