@@ -144,10 +144,12 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
     ``mask=None`` gives the whole table. The persistent-grid entries are for ``mask="none"``
     only (the kernel refuses masks), so masked problems never see them. Non-causal problems
-    get the 2-CTA clusters too: on the H200 they are level with the best other entry or up
-    to 3 % ahead at N = 2048 and trail the 128-row tile by about 5 % at 4096-8192, and the
-    tuner's second stage ranks them as the benchmark does (h200-explore-n2048-flip.md,
-    h200-tuner-consistency.md), so it takes them only where they win.
+    get the 2-CTA clusters too: on the H200 they were level with the best other entry or up
+    to 3 % ahead at N = 2048 and trailed the 128-row tile by about 5 % at 4096-8192
+    (h200-explore-n2048-flip.md); since the persistent grid fetches Q in column halves they
+    trail it at every non-causal N (0.91-0.99x cuDNN against 0.98-1.08x,
+    h200-explore-q-split.md). The tuner's second stage ranks them as the benchmark does
+    (h200-tuner-consistency.md), so it takes them only where they win.
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
