@@ -298,8 +298,8 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
 
 
 def config_label(cfg: dict[str, Any]) -> str:
-    """A launch config in a few words, e.g. ``128x128 ww8 lat2/4 poly16 stg pers``: the tiles, the
-    hints that are set, the load latencies, and the knobs that differ from their defaults."""
+    """A launch config in a few words, e.g. ``128x128 ww8 lat2/4 poly16 stg pers u2``: the tiles,
+    the hints that are set, the load latencies, and the knobs that differ from their defaults."""
     parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
     for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
         if cfg.get(key):
@@ -316,6 +316,8 @@ def config_label(cfg: dict[str, Any]) -> str:
         parts.append("stg")
     if cfg.get("persistent"):
         parts.append("pers")
+    if cfg.get("k_unroll", 1) != 1:
+        parts.append(f"u{cfg['k_unroll']}")
     return " ".join(parts)
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import cuda.tile as ct
 import numpy as np
 
-from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, poly_exp2_choices
+from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, K_UNROLLS, poly_exp2_choices
 from kernels.measure import balanced_order
 from kernels.schedule import MASK_MODES
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
@@ -505,6 +505,7 @@ def fmha_fwd_persistent_kernel(
     STORE_TMA: ConstBool,
     EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
     Q_PREFETCH: ConstBool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
+    PAIRED_K: ConstBool,  # Q_PREFETCH and an even number of key blocks: two blocks an iteration
 ):
     """The same attention for ``mask="none"``, as a persistent grid: a few programs per SM,
     each walking tiles ``t = pid, pid + G, …`` (G programs; tile t is q-block ``t % n_q``
@@ -531,6 +532,14 @@ def fmha_fwd_persistent_kernel(
     2048, +2-3 % at 4096, +1 % at 8192, +3 % at 16384 (h200-explore-q-split.md). Row halves,
     the earlier fix, gained only on short tiles and cost 2-7 % on long ones
     (h200-explore-q-halves.md).
+
+    With ``PAIRED_K`` the key loop takes two blocks an iteration. tileiras 13.4 gives every
+    load site one shared-memory buffer, so the plain loop has a single K and a single V
+    buffer: the producer may fetch block j+1's K only when both consumer warpgroups are done
+    with block j's. Two sites give each of K and V two buffers (230,544 bytes of shared
+    memory against 164,976). On the H200: +4 % at N = 1024, +3 % at 2048, level at 4096,
+    -4 % at 8192 (h200-explore-persistent-pairs.md), so it is a tuning entry, not the
+    default. The key loop of the one-CTA-per-tile kernel lost 2-7 % the same way (same file).
     """
     n_heads = Q.shape[1]
     k_len = K.shape[2]
@@ -565,7 +574,17 @@ def fmha_fwd_persistent_kernel(
         edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
         if WITH_MAP:
             ct.store(Order, (bh, qb), t)
-        if K_SPLIT:
+        if K_SPLIT and PAIRED_K:
+            for pair in range(0, even_k_blocks // 2):
+                j = 2 * pair
+                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
+                state = _block_step(
+                    q, K, V, (b, hk, j + 1), state, edge, False, False, opts_unmasked
+                )
+                if WITH_MAP:
+                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
+                    ct.atomic_add(BlockMap, (bh, qb, j + 1), 1)
+        elif K_SPLIT:
             for j in range(0, even_k_blocks):
                 state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
                 if WITH_MAP:
@@ -867,7 +886,10 @@ class LaunchConfig:
     unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16); ``store_tma`` (the output goes out
     through shared memory and a TMA store, or, when False, straight from registers);
     ``persistent`` (``mask="none"`` only: a grid of a few programs per SM looping over the
-    tiles, the next tile's Q fetched during this one; not with ``num_ctas`` or ``pipeline``).
+    tiles, the next tile's Q fetched during this one; not with ``num_ctas`` or ``pipeline``);
+    ``k_unroll`` (1 or 2; 2 with ``persistent`` only: the key loop takes two blocks an
+    iteration, which gives K and V two shared-memory buffers each; applied where k_len is a
+    whole, even number of key blocks and ``k_split`` is on, else the loop takes one block).
     """
 
     tile_m: int = 64
@@ -884,6 +906,7 @@ class LaunchConfig:
     poly_exp2_cols: int = 0
     store_tma: bool = True
     persistent: bool = False
+    k_unroll: int = 1
 
     def __post_init__(self) -> None:
         for name in ("tile_m", "tile_n"):
@@ -910,6 +933,13 @@ class LaunchConfig:
             raise ValueError(
                 "persistent and pipeline do not combine (the persistent kernel has no hand "
                 "pipeline); drop one of them"
+            )
+        if isinstance(self.k_unroll, bool) or self.k_unroll not in K_UNROLLS:
+            raise ValueError(f"k_unroll must be one of {K_UNROLLS}, got {self.k_unroll!r}")
+        if self.k_unroll > 1 and not self.persistent:
+            raise ValueError(
+                f"k_unroll={self.k_unroll} applies to the persistent grid only (one CTA per "
+                "tile lost 2-7 % with it on the H200); set persistent=True or k_unroll=1"
             )
         allowed_poly = poly_exp2_choices(self.tile_n)
         if self.poly_exp2_cols not in allowed_poly:
@@ -958,12 +988,14 @@ class LaunchConfig:
             )
 
     def grid_constants(self, k_len: int) -> tuple:
-        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH); none for
-        one CTA per tile."""
+        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH, PAIRED_K);
+        none for one CTA per tile."""
         if not self.persistent:
             return ()
         even_k = k_len % self.tile_n == 0
-        return (even_k, even_k and bool(self.k_split))
+        prefetch = even_k and bool(self.k_split)
+        paired = prefetch and self.k_unroll == 2 and (k_len // self.tile_n) % 2 == 0
+        return (even_k, prefetch, paired)
 
 
 LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))
@@ -1480,8 +1512,9 @@ TUNING_METHOD = 5
 
 # Which kernels the configs run, also part of the fingerprint: a change that moves their
 # speeds makes older winners stale even where the search space reads the same. 2: the
-# persistent grid fetches Q in column halves (+1-5 %, h200-explore-q-split.md).
-KERNEL_REVISION = 2
+# persistent grid fetches Q in column halves (+1-5 %, h200-explore-q-split.md). 3: the
+# persistent grid can take key blocks in pairs (k_unroll, h200-explore-persistent-pairs.md).
+KERNEL_REVISION = 3
 
 
 def space_digest(configs: list[dict[str, Any]]) -> str:
@@ -1671,9 +1704,10 @@ SUSTAINED_ROUNDS = 4
 SUSTAINED_MIN_US = 100.0
 
 
-def grid_form(config: LaunchConfig) -> tuple[int, bool, int]:
-    """The shape of a config's grid: tile height, persistent or not, CTAs per cluster."""
-    return (config.tile_m, config.persistent, config.num_ctas or 1)
+def grid_form(config: LaunchConfig) -> tuple[int, bool, int, int]:
+    """The shape of a config's grid: tile height, persistent or not, CTAs per cluster, key
+    blocks per iteration of the persistent loop."""
+    return (config.tile_m, config.persistent, config.num_ctas or 1, config.k_unroll)
 
 
 def sustained_finalists(ranked: list[LaunchConfig]) -> list[LaunchConfig]:

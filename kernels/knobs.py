@@ -8,6 +8,8 @@ from __future__ import annotations
 
 # The cluster sizes cuTile's num_ctas hint takes.
 CLUSTER_CTAS: tuple[int, ...] = (1, 2, 4, 8, 16)
+# Key blocks per iteration of the persistent grid's key loop (``k_unroll``).
+K_UNROLLS: tuple[int, ...] = (1, 2)
 # The K and V load-latency hints a launch uses unless told otherwise.
 DEFAULT_LOAD_LATENCIES: tuple[int, int] = (2, 4)
 

@@ -42,6 +42,7 @@ def _cfg(
     poly_exp2_cols: int = 0,
     store_tma: bool = True,
     persistent: bool = False,
+    k_unroll: int = 1,
 ) -> Config:
     return {
         "tile_m": tile_m,
@@ -55,6 +56,7 @@ def _cfg(
         "poly_exp2_cols": poly_exp2_cols,
         "store_tma": store_tma,
         "persistent": persistent,
+        "k_unroll": k_unroll,
     }
 
 
@@ -88,6 +90,9 @@ _SM90: tuple[Config, ...] = (
     # tile, +12-13 % at N = 1024-2048, +6-7 % at 4096-8192 in one run
     # (h200-explore-persistent-*.md, h200-explore-q-split.md).
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
+    # The same with key blocks in pairs (two K and two V buffers): +3-4 % at N = 1024-2048,
+    # level at 4096, -4 % at 8192 in one run (h200-explore-persistent-pairs.md).
+    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True, k_unroll=2),
 )
 
 # Blackwell datacenter (untested here): TileGym's table, whose 256x128 configs rely on the

@@ -213,3 +213,16 @@ def test_explore_keeps_each_turns_time_span_for_the_clock_readings() -> None:
     with pytest.raises(ZeroDivisionError):
         failing()
     assert len(windows["a"]) == 4
+
+
+def test_every_tuning_table_entry_has_a_label_of_its_own() -> None:
+    # Explore and benchmark tables key their columns by label: two configs under one label
+    # would be merged, e.g. the persistent grid with and without key blocks in pairs.
+    from bench.bench_fmha import config_label
+    from kernels.tuning_spaces import SEARCH_SPACES
+
+    for arch, table in SEARCH_SPACES.items():
+        labels = [config_label(c) for c in table]
+        assert len(set(labels)) == len(labels), arch
+    pairs = [c for c in SEARCH_SPACES["sm_90"] if c["k_unroll"] == 2]
+    assert pairs and all(config_label(c).endswith("pers u2") for c in pairs)

@@ -73,6 +73,19 @@ def _is_elf(blob: bytes) -> bool:
         # The smallest head dim: the persistent grid fetches Q in column halves of 8 values
         # (16 bytes, TMA's smallest row), here with the next tile's Q prefetched.
         dict(mask="none", tile_m=64, tile_n=64, persistent=True, q_len=256, head_dim=16),
+        # Key blocks in pairs (two K and two V buffers), with LSE and the block map.
+        dict(
+            mask="none",
+            tile_m=128,
+            tile_n=128,
+            num_worker_warps=8,
+            poly_exp2_cols=16,
+            persistent=True,
+            k_unroll=2,
+            q_len=1024,
+            with_lse=True,
+            with_map=True,
+        ),
     ],
     ids=[
         "causal-64x64-occ2",
@@ -81,6 +94,7 @@ def _is_elf(blob: bytes) -> bool:
         "none-persistent-128x128-ww8-ragged-lse-map",
         "none-persistent-64x128-occ2-nosplit",
         "none-persistent-64x64-d16-prefetch",
+        "none-persistent-128x128-pairs-lse-map",
     ],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
@@ -145,6 +159,12 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(mask="none", persistent=True, num_ctas=2, occupancy=2)
     with pytest.raises(ValueError, match="persistent and pipeline do not combine"):
         F.compile_cubin(mask="none", persistent=True, pipeline=True)
+    # Key blocks in pairs: 1 or 2 (not a bool), and for the persistent grid only.
+    for bad in (3, 0, True):
+        with pytest.raises(ValueError, match=r"k_unroll must be one of \(1, 2\)"):
+            F.compile_cubin(mask="none", persistent=True, k_unroll=bad)
+    with pytest.raises(ValueError, match="k_unroll=2 applies to the persistent grid only"):
+        F.compile_cubin(mask="none", k_unroll=2)
 
 
 def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split() -> None:
@@ -152,12 +172,22 @@ def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split
     # persistent kernel's (EVEN_K, Q_PREFETCH) constants must keep the prefetch out of any
     # launch with a ragged last key block or without the K-split.
     grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
-    assert grid.grid_constants(4096) == (True, True)
-    assert grid.grid_constants(1024) == (True, True)
-    assert grid.grid_constants(4097) == (False, False)
-    assert grid.grid_constants(100) == (False, False)
+    assert grid.grid_constants(4096) == (True, True, False)
+    assert grid.grid_constants(1024) == (True, True, False)
+    assert grid.grid_constants(4097) == (False, False, False)
+    assert grid.grid_constants(100) == (False, False, False)
     no_split = F.LaunchConfig(tile_m=128, tile_n=64, k_split=False, persistent=True)
-    assert no_split.grid_constants(4096) == (True, False)
+    assert no_split.grid_constants(4096) == (True, False, False)
+    # Key blocks in pairs (PAIRED_K) only where the prefetch is on and the blocks pair up:
+    # an odd count or a ragged last block runs the one-block loop.
+    pairs = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True, k_unroll=2)
+    assert pairs.grid_constants(4096) == (True, True, True)
+    assert pairs.grid_constants(256) == (True, True, True)
+    assert pairs.grid_constants(1152) == (True, True, False)  # 9 blocks
+    assert pairs.grid_constants(128) == (True, True, False)  # 1 block
+    assert pairs.grid_constants(4097) == (False, False, False)
+    no_split_pairs = F.LaunchConfig(tile_n=64, k_split=False, persistent=True, k_unroll=2)
+    assert no_split_pairs.grid_constants(4096) == (True, False, False)
     # One CTA per tile has none of them.
     assert F.LaunchConfig(tile_m=128, tile_n=128).grid_constants(4097) == ()
 
@@ -239,19 +269,22 @@ def test_second_stage_sees_the_fastest_of_every_grid_form() -> None:
     from kernels.tuning_spaces import search_space
 
     space = [F.LaunchConfig.of(c) for c in search_space("sm_90", 128, "none")]
-    plain_64 = [c for c in space if F.grid_form(c) == (64, False, 1)]
-    cluster = [c for c in space if F.grid_form(c) == (128, False, 2)]
-    plain_128 = [c for c in space if F.grid_form(c) == (128, False, 1)]
-    persistent = [c for c in space if c.persistent]
-    ranked = plain_64 + cluster + plain_128[::-1] + persistent
+    plain_64 = [c for c in space if F.grid_form(c) == (64, False, 1, 1)]
+    cluster = [c for c in space if F.grid_form(c) == (128, False, 2, 1)]
+    plain_128 = [c for c in space if F.grid_form(c) == (128, False, 1, 1)]
+    persistent = [c for c in space if F.grid_form(c) == (128, True, 1, 1)]
+    # Key blocks in pairs is a form of its own: it won at N <= 2048 and lost at 8192.
+    pairs = [c for c in space if F.grid_form(c) == (128, True, 1, 2)]
+    assert persistent and pairs
+    ranked = plain_64 + cluster + plain_128[::-1] + persistent + pairs
     finalists = F.sustained_finalists(ranked)
     assert finalists[: F.SUSTAINED_FINALISTS] == ranked[: F.SUSTAINED_FINALISTS]
     # One more per form missing from the front-runners, the fastest of it, and no other.
-    assert finalists[F.SUSTAINED_FINALISTS :] == [plain_128[-1], persistent[0]]
+    assert finalists[F.SUSTAINED_FINALISTS :] == [plain_128[-1], persistent[0], pairs[0]]
     assert {F.grid_form(c) for c in finalists} == {F.grid_form(c) for c in space}
-    # A ranking whose front-runners already cover every form adds nothing.
-    one_each = [plain_64[0], cluster[0], plain_128[0], persistent[0], *plain_64[1:]]
-    assert F.sustained_finalists(one_each) == one_each[: F.SUSTAINED_FINALISTS]
+    # Front-runners of four forms: only the fifth form's fastest is added, not the 64-row rest.
+    one_each = [plain_64[0], cluster[0], plain_128[0], persistent[0], *plain_64[1:], pairs[0]]
+    assert F.sustained_finalists(one_each) == [*one_each[: F.SUSTAINED_FINALISTS], pairs[0]]
 
 
 def test_search_spaces_are_small_and_valid() -> None:

@@ -80,6 +80,7 @@ class Case:
     k_latency: int = 2
     v_latency: int = 4
     persistent: bool = False
+    k_unroll: int = 1
 
     @property
     def id(self) -> str:
@@ -91,7 +92,7 @@ class Case:
             f"-o{self.occupancy}w{self.num_worker_warps}{'-pipe' if self.pipeline else ''}"
             f"{f'-poly{self.poly_exp2_cols}' if self.poly_exp2_cols else ''}"
             f"{'' if self.store_tma else '-stg'}{f'-ctas{self.num_ctas}' if self.num_ctas else ''}"
-            f"{'-pers' if self.persistent else ''}"
+            f"{'-pers' if self.persistent else ''}{'-u2' if self.k_unroll == 2 else ''}"
         )
 
 
@@ -193,6 +194,23 @@ def _cases() -> list[Case]:
         Case("none", 4096, 1024, 0, None, 8, 128, "bfloat16", 128, 128, True, True, True, None, 8,
              poly_exp2_cols=16, persistent=True)
     )  # fmt: skip
+    # Key blocks in pairs (k_unroll=2): paired at 4096 (32 blocks, two laps), and at 1024 keys
+    # for 2048 ragged rows; an odd count (9 blocks) and a ragged last block fall back to the
+    # one-block loop.
+    for q_len, k_len, dtype, head_dim in (
+        (4096, 4096, "float16", 128),
+        (2000, 1024, "bfloat16", 64),
+        (1152, 1152, "float16", 128),
+        (1000, 1000, "bfloat16", 128),
+    ):
+        cases.append(
+            Case("none", q_len, k_len, 0, None, 8, head_dim, dtype, 128, 128, True, True, True,
+                 None, 8, poly_exp2_cols=16, persistent=True, k_unroll=2)
+        )  # fmt: skip
+    cases.append(
+        Case("none", 4096, 2048, 0, None, 4, 128, "bfloat16", 64, 128, False, True, True, 2, None,
+             store_tma=False, persistent=True, k_unroll=2)
+    )  # fmt: skip
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
     cases.append(
         Case("causal", 65, 30, -40, None, 1, 64, "float16", 64, 64, True, True, True, 2, None)
@@ -263,6 +281,13 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert any(c.q_len // c.tile_m * c.group > 132 for c in prefetching)
     assert {c.k_split for c in persistent} == {False, True}
     assert {c.dtype for c in persistent} == set(DTYPES)
+    # Key blocks in pairs: run paired, and fallen back to one block (odd count, ragged).
+    paired = {
+        F.LaunchConfig(tile_m=c.tile_m, tile_n=c.tile_n, k_split=c.k_split, persistent=True,
+                       k_unroll=2).grid_constants(c.k_len)[2]
+        for c in persistent if c.k_unroll == 2
+    }  # fmt: skip
+    assert paired == {False, True}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -294,6 +319,7 @@ def test_matches_float64_reference(case: Case) -> None:
         k_latency=case.k_latency,
         v_latency=case.v_latency,
         persistent=case.persistent,
+        k_unroll=case.k_unroll,
         return_lse=True,
         out=out,
     )
@@ -451,13 +477,17 @@ def test_block_map_equals_schedule(mask: str, tile_m: int, tile_n: int, k_split:
         assert sorted(got.launch_order.ravel().tolist()) == list(range(got.launch_order.size))
 
 
-PERSISTENT_MAP_TILES = ((128, 128, True, {"num_worker_warps": 8}), (64, 64, False, {}))
+PERSISTENT_MAP_TILES = (
+    (128, 128, True, {"num_worker_warps": 8}),
+    (64, 64, False, {}),
+    (128, 128, True, {"num_worker_warps": 8, "k_unroll": 2}),  # pairs at 4096, else one
+)
 
 
 @pytest.mark.parametrize(
     ("tile_m", "tile_n", "k_split", "hints"),
     PERSISTENT_MAP_TILES,
-    ids=[f"{m}x{n}-ks{int(k)}" for m, n, k, _ in PERSISTENT_MAP_TILES],
+    ids=[f"{m}x{n}-ks{int(k)}-u{h.get('k_unroll', 1)}" for m, n, k, h in PERSISTENT_MAP_TILES],
 )
 def test_persistent_block_map_equals_schedule(
     tile_m: int, tile_n: int, k_split: bool, hints: dict
@@ -582,14 +612,18 @@ def test_autotune_retimes_front_runners_from_graph_replays(tmp_path, lib) -> Non
         # The persistent grid is another kernel: the search must pick it per config.
         {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16,
          "persistent": True},
+        # Key blocks in pairs: a grid form of its own, so the second stage times it too.
+        {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16,
+         "persistent": True, "k_unroll": 2},
     ]  # fmt: skip
     got = F.autotune(q, k, v, configs=space, cache_path=tmp_path / "autotune.json")
     tuning = got["_tuning"]
     assert tuning["mean_us"] >= F.SUSTAINED_MIN_US
     assert tuning["failed"] == []
     times = tuning["sustained_us"]
-    assert len(times) == 4 and all(t > 0 for t in times.values())
+    assert len(times) == 5 and all(t > 0 for t in times.values())
     assert any(json.loads(key)["persistent"] for key in times)
+    assert any(json.loads(key)["k_unroll"] == 2 for key in times)
     # The winner is the fastest of the second stage, whatever the first stage preferred.
     chosen = json.dumps({kk: got[kk] for kk in F.TUNED_KEYS}, sort_keys=True)
     assert times[chosen] == min(times.values())
