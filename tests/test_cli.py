@@ -117,6 +117,13 @@ def test_sweep_records_the_persistent_grid(run_cli: RunCli, fast_args: list[str]
     assert "64×64 none persistent" in run_cli("runs").out
 
 
+def test_sweep_records_key_blocks_in_pairs(run_cli: RunCli, fast_args: list[str]) -> None:
+    args = ("--seq-lens", "32", "--persistent", "--k-split", "--k-unroll", "2", "--json")
+    [run] = json.loads(sweep(run_cli, fast_args, *args).out)["runs"]
+    assert run["config"]["k_unroll"] == 2 and run["status"] == "complete"
+    assert "64×64 none k-split persistent k-unroll 2" in run_cli("runs").out
+
+
 def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
     result = sweep(run_cli, fast_args, "--seq-lens", "16", "--backends", "reference", "--json")
     data = json.loads(result.out)

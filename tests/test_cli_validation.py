@@ -101,6 +101,9 @@ SWEEP_BAD = [
     ("poly-exp2-cols", ["--poly-exp2-cols", "lots"]),
     ("persistent", ["--persistent", "--mask", "causal"]),
     ("persistent", ["--persistent", "--cluster-ctas", "2"]),
+    ("k_unroll", ["--k-unroll", "2"]),  # without --persistent
+    ("k_unroll", ["--persistent", "--k-unroll", "3"]),
+    ("k-unroll", ["--persistent", "--k-unroll", "pairs"]),
     ("backend", ["--backend", "nope"]),
     ("backend", ["--backend", ""]),
     ("backend", ["--backends", "reference,nope"]),

@@ -124,6 +124,20 @@ def test_persistent_grid_is_for_the_unmasked_kernel_without_clusters() -> None:
     assert KernelConfig.from_dict(old).persistent is False
 
 
+def test_key_blocks_in_pairs_are_for_the_persistent_grid() -> None:
+    pairs = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True, k_unroll=2)
+    assert pairs.summary() == "128×128 none k-split persistent k-unroll 2"
+    assert KernelConfig.from_dict(pairs.to_dict()) == pairs
+    with pytest.raises(ConfigError, match=r"^k_unroll: .*persistent grid only"):
+        KernelConfig(k_unroll=2)
+    for bad in (3, 0, True):
+        with pytest.raises(ConfigError, match=r"^k_unroll: .*expected one of 1, 2"):
+            KernelConfig(persistent=True, k_unroll=bad)
+    # Runs stored before the knob existed take one key block an iteration.
+    old = {k: v for k, v in pairs.to_dict().items() if k != "k_unroll"}
+    assert KernelConfig.from_dict(old).k_unroll == 1
+
+
 BAD_PROBLEM = {
     "batch": st.one_of(st.integers(max_value=0), st.integers(4097, 10**9), st.just(True)),
     "heads": st.one_of(st.integers(max_value=0), st.integers(1025, 10**9), st.just(2.0)),

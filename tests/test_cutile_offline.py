@@ -124,17 +124,19 @@ def test_the_workbench_cluster_knob_reaches_the_kernel() -> None:
 
 
 def test_the_workbench_persistent_knob_reaches_the_kernel() -> None:
-    # The form's "Persistent grid" box: the kernel's config must see it and it must compile.
+    # The form's "Persistent grid" box and its key blocks in pairs: the kernel's config must
+    # see both and it must compile.
     from workbench.backends.cutile import CutileBackend, _knobs
     from workbench.config import KernelConfig, Problem
 
     config = KernelConfig(
         tile_m=128, tile_n=128, fast_math=True, k_split=True, num_worker_warps=8,
-        poly_exp2_cols=16, persistent=True,
+        poly_exp2_cols=16, persistent=True, k_unroll=2,
     )  # fmt: skip
     problem = Problem(heads=4, kv_heads=2, head_dim=128)
     knobs = _knobs(CutileBackend()._launch_kwargs(problem, config, ()))
-    assert F.LaunchConfig.of(knobs).persistent is True
+    launch = F.LaunchConfig.of(knobs)
+    assert (launch.persistent, launch.k_unroll) == (True, 2)
     _need_tileiras()
     cubin = F.compile_cubin(arch="sm_90", batch=1, heads=4, kv_heads=2, mask="none", **knobs)
     assert _is_elf(cubin)

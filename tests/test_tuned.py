@@ -61,6 +61,31 @@ STORED = {
             },
             "128×128 8 warps poly 16 persistent",
         ),
+        (
+            {
+                **STORED,
+                "tile_m": 128,
+                "occupancy": None,
+                "num_worker_warps": 8,
+                "k_latency": 2,
+                "v_latency": 4,
+                "poly_exp2_cols": 16,
+                "persistent": True,
+                "k_unroll": 2,
+            },
+            "128×128 8 warps poly 16 persistent k-unroll 2",
+        ),
+        (
+            {
+                **STORED,
+                "occupancy": None,
+                "k_latency": 2,
+                "v_latency": 4,
+                "persistent": True,
+                "k_unroll": 1,
+            },
+            "64×128 persistent",
+        ),
         ({**STORED, "occupancy": None, "k_latency": 2, "v_latency": 4}, "64×128"),
         ({**STORED, "occupancy": None, "k_latency": 2, "v_latency": 8}, "64×128 lat 2/8"),
         (

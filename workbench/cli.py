@@ -120,6 +120,14 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
         help="cuTile, --mask none only: a persistent grid (one program per SM slot looping "
         "over the tiles, the next tile's Q fetched during this one)",
     )
+    k.add_argument(
+        "--k-unroll",
+        type=int,
+        default=1,
+        help="with --persistent: key blocks per iteration of its key loop, 1 or 2 (2 gives K "
+        "and V two shared-memory buffers each; applied where k_len is an even number of whole "
+        "key blocks and --k-split is on, else 1; default 1)",
+    )
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", type=int, help="untimed launches before sampling")
     t.add_argument("--samples", type=int, help="minimum timed samples per point")
@@ -266,6 +274,7 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         poly_exp2_cols=args.poly_exp2_cols,
         num_ctas=args.cluster_ctas,
         persistent=args.persistent,
+        k_unroll=args.k_unroll,
     )
     return SweepSpec(
         problem=problem,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The kernel's own knob values (cluster sizes, polynomial shares), checked here the same way.
-from kernels.knobs import CLUSTER_CTAS, poly_exp2_choices
+from kernels.knobs import CLUSTER_CTAS, K_UNROLLS, poly_exp2_choices
 from kernels.schedule import MASK_MODES
 
 DTYPES = ("float16", "bfloat16")
@@ -165,6 +165,10 @@ class KernelConfig:
     # over the tiles, the next tile's Q fetched during this one. After num_ctas for the same
     # reason.
     persistent: bool = False
+    # Key blocks per iteration of the persistent grid's key loop: 2 gives K and V two
+    # shared-memory buffers each (the kernel falls back to 1 where the key blocks do not pair
+    # up). Last, after persistent, for the same reason.
+    k_unroll: int = 1
 
     def __post_init__(self) -> None:
         _check_choice("tile_m", self.tile_m, TILE_SIZES)
@@ -199,6 +203,14 @@ class KernelConfig:
                 f"the persistent grid does not run as clusters (num_ctas {self.num_ctas}); "
                 "turn one of them off",
             )
+        _check_choice("k_unroll", self.k_unroll, K_UNROLLS)
+        if self.k_unroll > 1 and not self.persistent:
+            raise ConfigError(
+                "k_unroll",
+                self.k_unroll,
+                "key blocks in pairs are for the persistent grid only; turn the persistent "
+                "grid on or take 1 block an iteration",
+            )
         if self.poly_exp2_cols != 0 or isinstance(self.poly_exp2_cols, bool):
             _check_choice("poly_exp2_cols", self.poly_exp2_cols, poly_exp2_choices(self.tile_n))
             if not self.k_split:
@@ -230,6 +242,8 @@ class KernelConfig:
         )
         if self.persistent:
             parts.append("persistent")
+        if self.k_unroll > 1:
+            parts.append(f"k-unroll {self.k_unroll}")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

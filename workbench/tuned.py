@@ -32,7 +32,7 @@ def launch_summary(launch: Any) -> str:
 
     Tiles always; occupancy, worker warps, cluster size, pipelining and poly exp2 only when set;
     latencies only when not the defaults 2/4; ``stg`` when the output skips the TMA store;
-    ``persistent`` for the persistent grid.
+    ``persistent`` for the persistent grid, ``k-unroll 2`` when it takes key blocks in pairs.
     "" when ``launch`` is not a mapping or is empty (nothing to say).
     """
     if not isinstance(launch, Mapping) or not launch:
@@ -60,6 +60,10 @@ def launch_summary(launch: Any) -> str:
         parts.append("stg")
     if launch.get("persistent") is True:
         parts.append("persistent")
+    # Older records have no key: one key block an iteration.
+    k_unroll = _whole(launch.get("k_unroll"))
+    if k_unroll is not None and k_unroll > 1:
+        parts.append(f"k-unroll {k_unroll}")
     return " ".join(parts)
 
 

@@ -65,6 +65,22 @@ def test_each_backend_gives_the_float64_answer_on_a_ragged_gqa_problem(name, mas
         assert result.peak_mem_bytes is not None and result.peak_mem_bytes >= scores
 
 
+@pytest.mark.parametrize("k_len", [512, 576], ids=["8-key-blocks-paired", "9-one-at-a-time"])
+def test_cutile_persistent_grid_with_key_pairs_is_correct_and_maps_its_blocks(k_len):
+    # The form's "Key blocks / iter" 2: the kernel pairs 8 key blocks of 64 and falls back to
+    # one block an iteration for 9; both must give the float64 answer and visit every block once.
+    backend = get_backend("cutile", isolated=False)
+    problem = Problem(batch=2, heads=4, kv_heads=2, q_len=300, k_len=k_len, head_dim=64)
+    config = KernelConfig(
+        tile_m=64, tile_n=64, fast_math=True, k_split=True, persistent=True, k_unroll=2
+    )
+    result = backend.measure_point(problem, config, QUICK, np.random.default_rng())
+    assert result.accuracy.passed, result.accuracy
+    assert result.extra["launch"]["k_unroll"] == 2
+    expected = Schedule(300, k_len, 64, 64, "none", 0, None).block_map
+    assert np.array_equal(result.block_map, expected)
+
+
 def test_naive_refuses_scores_that_cannot_fit_instead_of_crashing():
     backend = get_backend("naive", isolated=False)
     huge = Problem(batch=4, heads=32, q_len=65536, k_len=65536, head_dim=128)

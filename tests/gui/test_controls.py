@@ -147,6 +147,35 @@ def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: Contr
     assert form.invalid_fields() == [] and form.spec().config.persistent is False
 
 
+def test_key_pairs_follow_the_persistent_box(qtbot: Any, form: ControlsPanel) -> None:
+    pick(form.tile_m, 128)
+    pick(form.tile_n, 128)
+    form.k_split.click()
+    # Greyed out until the persistent grid is on; then 2 reaches the config and its summary.
+    assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    form.persistent.click()
+    assert form.k_unroll.isEnabled()
+    pick(form.k_unroll, 2)
+    config = form.spec().config
+    assert (config.persistent, config.k_unroll) == (True, 2)
+    assert config.summary().endswith("persistent k-unroll 2")
+    # Off again (or a mask, which takes the persistent grid out): kept, greyed, not in effect.
+    form.persistent.click()
+    assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    form.persistent.click()
+    pick(form.mask, "causal")
+    assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    pick(form.mask, "none")
+    assert form.spec().config.k_unroll == 2
+    # A stored run's setting comes back, and a run without it resets the box.
+    problem = Problem(q_len=1024, k_len=1024)
+    form.load_run(problem, KernelConfig(), (1024,), "reference", "")
+    assert form.k_unroll.currentData() == 1 and not form.k_unroll.isEnabled()
+    stored = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True, k_unroll=2)
+    form.load_run(problem, stored, (1024,), "reference", "pairs")
+    assert form.k_unroll.isEnabled() and form.spec().config == stored
+
+
 def test_state_round_trips(qtbot: Any, form: ControlsPanel) -> None:
     type_into(qtbot, form.seq_lens, "64,256")
     pick(form.mask, "window")

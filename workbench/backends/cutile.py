@@ -140,6 +140,7 @@ class CutileBackend(CupyBackend):
             "num_ctas": config.num_ctas,
             "poly_exp2_cols": config.poly_exp2_cols,
             "persistent": config.persistent,
+            "k_unroll": config.k_unroll,
         }
 
     def prepare(

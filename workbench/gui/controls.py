@@ -32,6 +32,7 @@ from workbench.config import (
     CLUSTER_CTAS,
     DTYPES,
     HEAD_DIMS,
+    K_UNROLLS,
     MAX_SEQ_LEN,
     TILE_SIZES,
     WORKER_WARPS,
@@ -201,6 +202,15 @@ class ControlsPanel(QWidget):
         flag_grid.setContentsMargins(0, 0, 0, 0)
         for box in (self.fast_math, self.k_split, self.remap, self.autotune, self.persistent):
             flag_grid.addWidget(box)
+        self.persistent.toggled.connect(self._on_persistent_changed)
+        self.k_unroll = self._combo(
+            "k_unroll", [(str(n) if n == 1 else f"{n} (pairs)", n) for n in K_UNROLLS]
+        )
+        self.k_unroll.setToolTip(
+            "Persistent grid only (greyed out without it): key blocks per iteration of its key "
+            "loop; 2 gives K and V two shared-memory buffers each (the kernel takes 1 where "
+            "k_len is not an even number of whole key blocks or the K-loop split is off)"
+        )
 
         self.occupancy = self._spin("occupancy", 0, 1_000, 0, special="auto")
         self.occupancy.setToolTip("Programs per SM the compiler targets (auto: its choice)")
@@ -237,6 +247,7 @@ class ControlsPanel(QWidget):
         form.addRow("Worker warps", self.num_worker_warps)
         form.addRow("Cluster CTAs", self.num_ctas)
         form.addRow("Poly exp2 cols", self.poly_exp2_cols)
+        form.addRow("Key blocks / iter", self.k_unroll)
         return group
 
     def _build_run_group(self) -> QGroupBox:
@@ -352,6 +363,7 @@ class ControlsPanel(QWidget):
             input_pos=input_pos,
         )
         occupancy = self.occupancy.value()
+        persistent = self.persistent.isChecked() and mask == "none"
         config = KernelConfig(
             tile_m=self.tile_m.currentData(),
             tile_n=self.tile_n.currentData(),
@@ -365,7 +377,8 @@ class ControlsPanel(QWidget):
             num_worker_warps=self.num_worker_warps.currentData(),
             poly_exp2_cols=self.poly_exp2_cols.currentData(),
             num_ctas=self.num_ctas.currentData(),
-            persistent=self.persistent.isChecked() and mask == "none",
+            persistent=persistent,
+            k_unroll=self.k_unroll.currentData() if persistent else 1,
         )
         return SweepSpec(
             problem=problem,
@@ -409,6 +422,7 @@ class ControlsPanel(QWidget):
                 "poly_exp2_cols": config.poly_exp2_cols,
                 "num_ctas": config.num_ctas,
                 "persistent": config.persistent,
+                "k_unroll": config.k_unroll,
                 "backend": backend,
                 "label": label,
             }
@@ -458,6 +472,11 @@ class ControlsPanel(QWidget):
         self.window.setEnabled(mask == "window")
         # Like the window size: kept as ticked, but only in effect (and editable) without a mask.
         self.persistent.setEnabled(mask == "none")
+        self._on_persistent_changed()
+
+    def _on_persistent_changed(self) -> None:
+        # Key blocks in pairs only mean something on the persistent grid: kept, greyed out.
+        self.k_unroll.setEnabled(self.persistent.isEnabled() and self.persistent.isChecked())
 
     def _on_preset(self, index: int) -> None:
         value = self.seq_preset.itemData(index)
