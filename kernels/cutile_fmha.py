@@ -537,9 +537,10 @@ def fmha_fwd_persistent_kernel(
     load site one shared-memory buffer, so the plain loop has a single K and a single V
     buffer: the producer may fetch block j+1's K only when both consumer warpgroups are done
     with block j's. Two sites give each of K and V two buffers (230,544 bytes of shared
-    memory against 164,976). On the H200: +4 % at N = 1024, +3 % at 2048, level at 4096,
-    -4 % at 8192 (h200-explore-persistent-pairs.md), so it is a tuning entry, not the
-    default. The key loop of the one-CTA-per-tile kernel lost 2-7 % the same way (same file).
+    memory against 164,976). On the H200, in two runs: +3-4 % at N = 1024, +2-3 % at 2048,
+    level at 4096, 3-5 % behind from 8192 (h200-explore-persistent-pairs.md), so it is a
+    tuning entry, not the default. The key loop of the one-CTA-per-tile kernel lost 2-7 %
+    the same way (same file).
     """
     n_heads = Q.shape[1]
     k_len = K.shape[2]

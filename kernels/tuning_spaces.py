@@ -90,8 +90,9 @@ _SM90: tuple[Config, ...] = (
     # tile, +12-13 % at N = 1024-2048, +6-7 % at 4096-8192 in one run
     # (h200-explore-persistent-*.md, h200-explore-q-split.md).
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
-    # The same with key blocks in pairs (two K and two V buffers): +3-4 % at N = 1024-2048,
-    # level at 4096, -4 % at 8192 in one run (h200-explore-persistent-pairs.md).
+    # The same with key blocks in pairs (two K and two V buffers): in two runs +3-4 % at
+    # N = 1024, +2-3 % at 2048, level at 4096, 3-5 % behind from 8192
+    # (h200-explore-persistent-pairs.md).
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True, k_unroll=2),
 )
 
