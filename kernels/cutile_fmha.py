@@ -575,21 +575,18 @@ def fmha_fwd_persistent_kernel(
         edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
         if WITH_MAP:
             ct.store(Order, (bh, qb), t)
-        if K_SPLIT and PAIRED_K:
-            for pair in range(0, even_k_blocks // 2):
-                j = 2 * pair
-                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
-                state = _block_step(
-                    q, K, V, (b, hk, j + 1), state, edge, False, False, opts_unmasked
-                )
-                if WITH_MAP:
-                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
-                    ct.atomic_add(BlockMap, (bh, qb, j + 1), 1)
-        elif K_SPLIT:
-            for j in range(0, even_k_blocks):
-                state = _block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
-                if WITH_MAP:
-                    ct.atomic_add(BlockMap, (bh, qb, j), 1)
+        if K_SPLIT:
+            # One block step an iteration, or two with PAIRED_K: each step written out is a
+            # load site of its own, so two give K and V two buffers each (see above).
+            offsets = _key_offsets(PAIRED_K)
+            for first in range(0, even_k_blocks, len(offsets)):
+                for offset in ct.static_iter(offsets):
+                    j = first + offset
+                    state = _block_step(
+                        q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked
+                    )
+                    if WITH_MAP:
+                        ct.atomic_add(BlockMap, (bh, qb, j), 1)
             if not EVEN_K:  # the ragged last key block, bounds-checked and masked
                 state = _block_step(q, K, V, (b, hk, even_k_blocks), state, edge, True, True, opts)
                 if WITH_MAP:
@@ -606,6 +603,12 @@ def fmha_fwd_persistent_kernel(
         _epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
         if Q_PREFETCH:
             q = q_next
+
+
+def _key_offsets(paired: bool) -> tuple[int, ...]:
+    """Key blocks of one iteration of the persistent grid's unmasked loop, relative to its
+    first (compile-time helper): one block, or two with ``PAIRED_K``."""
+    return (0, 1) if paired else (0,)
 
 
 def _tile_coords(t, n_q_blocks, n_heads):
