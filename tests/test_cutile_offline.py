@@ -26,6 +26,19 @@ def _is_elf(blob: bytes) -> bool:
     return blob[:4] == b"\x7fELF"
 
 
+# The shipped persistent entry's tile and hints, with LSE and the block map.
+PERSISTENT_128 = dict(
+    mask="none",
+    tile_m=128,
+    tile_n=128,
+    num_worker_warps=8,
+    poly_exp2_cols=16,
+    persistent=True,
+    with_lse=True,
+    with_map=True,
+)
+
+
 @pytest.mark.parametrize(
     "knobs",
     [
@@ -48,17 +61,7 @@ def _is_elf(blob: bytes) -> bool:
         # The polynomial exp2 on a quarter of the unmasked columns.
         dict(mask="none", tile_m=64, tile_n=128, occupancy=2, head_dim=128, poly_exp2_cols=32),
         # The persistent grid: a ragged last key block (EVEN_K false), LSE and block map.
-        dict(
-            mask="none",
-            tile_m=128,
-            tile_n=128,
-            num_worker_warps=8,
-            poly_exp2_cols=16,
-            persistent=True,
-            q_len=1000,
-            with_lse=True,
-            with_map=True,
-        ),
+        dict(PERSISTENT_128, q_len=1000),
         dict(
             mask="none",
             tile_m=64,
@@ -74,18 +77,7 @@ def _is_elf(blob: bytes) -> bool:
         # (16 bytes, TMA's smallest row), here with the next tile's Q prefetched.
         dict(mask="none", tile_m=64, tile_n=64, persistent=True, q_len=256, head_dim=16),
         # Key blocks in pairs (two K and two V buffers), with LSE and the block map.
-        dict(
-            mask="none",
-            tile_m=128,
-            tile_n=128,
-            num_worker_warps=8,
-            poly_exp2_cols=16,
-            persistent=True,
-            k_unroll=2,
-            q_len=1024,
-            with_lse=True,
-            with_map=True,
-        ),
+        dict(PERSISTENT_128, k_unroll=2, q_len=1024),
     ],
     ids=[
         "causal-64x64-occ2",

@@ -25,6 +25,17 @@ STORED = {
     "poly_exp2_cols": 0,
     "store_tma": True,
 }
+# The sm_90 table's persistent entry as stored.
+PERSISTENT = {
+    **STORED,
+    "tile_m": 128,
+    "occupancy": None,
+    "num_worker_warps": 8,
+    "k_latency": 2,
+    "v_latency": 4,
+    "poly_exp2_cols": 16,
+    "persistent": True,
+}
 
 
 @pytest.mark.parametrize(
@@ -48,33 +59,8 @@ STORED = {
             },
             "128×128 8 warps poly 32 stg",
         ),
-        (
-            {
-                **STORED,
-                "tile_m": 128,
-                "occupancy": None,
-                "num_worker_warps": 8,
-                "k_latency": 2,
-                "v_latency": 4,
-                "poly_exp2_cols": 16,
-                "persistent": True,
-            },
-            "128×128 8 warps poly 16 persistent",
-        ),
-        (
-            {
-                **STORED,
-                "tile_m": 128,
-                "occupancy": None,
-                "num_worker_warps": 8,
-                "k_latency": 2,
-                "v_latency": 4,
-                "poly_exp2_cols": 16,
-                "persistent": True,
-                "k_unroll": 2,
-            },
-            "128×128 8 warps poly 16 persistent k-unroll 2",
-        ),
+        (PERSISTENT, "128×128 8 warps poly 16 persistent"),
+        ({**PERSISTENT, "k_unroll": 2}, "128×128 8 warps poly 16 persistent k-unroll 2"),
         (
             {
                 **STORED,
