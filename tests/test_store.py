@@ -305,3 +305,33 @@ def test_groups_lists_newest_first_filtered_by_kind_with_run_counts(db_path: Pat
         assert ladders[1]["spec"] == {"steps": ["a", "b"]} and ladders[0]["spec"] == {}
         assert ladders[1]["kind"] == "ladder" and ladders[1]["created_at"]
         assert store.groups("nothing") == []
+
+
+def test_a_point_is_stored_with_its_block_map_or_not_at_all(
+    db_path: Path,
+    rng: np.random.Generator,
+    measure: Callable[..., PointResult],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = small_spec(mask="causal")
+    with Store(db_path) as store:
+        run_id = store.create_run(spec, {})
+        result = measure(spec.problems()[0], spec.config, rng)
+        real_table = store.db.table
+
+        def table_that_fails_for_block_maps(name: str, **kwargs: object) -> object:
+            if name == "block_maps":
+                raise sqlite3.OperationalError("disk I/O error")
+            return real_table(name, **kwargs)
+
+        monkeypatch.setattr(store.db, "table", table_that_fails_for_block_maps)
+        with pytest.raises(StoreError, match="disk I/O error"):
+            store.add_point(run_id, result)
+        monkeypatch.undo()
+
+        assert store.points(run_id) == []  # the point went with its map
+        store.add_point(run_id, result)
+    with Store(db_path) as store:
+        [point] = store.points(run_id)
+        assert point.blocks_masked == result.block_counts()["masked"]
+        assert store.block_map(run_id, point.seq_len) is not None

@@ -361,7 +361,7 @@ class Store:
             return
 
         def mark() -> None:
-            with db.conn:
+            with db.atomic():
                 for run_id in dead:
                     db["runs"].update(
                         run_id,
@@ -399,7 +399,10 @@ class Store:
             raise StoreError(self.notice or f"{self.path} is open read-only")
 
         def in_transaction() -> T:
-            with self.db.conn:
+            # An explicit BEGIN, not ``with conn:``: sqlite-utils commits each insert on its own
+            # unless a transaction is already open, which would let a crash between a point and
+            # its block map leave the point without its map.
+            with self.db.atomic():
                 return action()
 
         try:
