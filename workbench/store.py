@@ -252,6 +252,24 @@ def _is_locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _write_transaction(conn: sqlite3.Connection, action: Callable[[], T]) -> T:
+    """Run ``action`` as one transaction that holds the write lock from its first statement.
+
+    BEGIN IMMEDIATE waits (busy timeout) for the lock up front. A deferred transaction that reads
+    first and then writes fails at once with "database is locked" when another process committed
+    in between, and no amount of waiting helps it; nested sqlite-utils writes become savepoints
+    instead of committing on their own, so a crash keeps all of ``action`` or none of it.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = action()
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+    return result
+
+
 class Store:
     """The run database. ``notice`` carries anything the user should be told about opening it."""
 
@@ -336,22 +354,15 @@ class Store:
         for number in range(version + 1, SCHEMA_VERSION + 1):
 
             def apply(number: int = number) -> None:
-                # BEGIN IMMEDIATE takes the write lock first, so two processes opening a fresh
-                # file at once apply each migration once; without an explicit transaction
-                # sqlite-utils would commit every CREATE/ALTER on its own, and a crash half-way
-                # would leave half a schema behind.
-                db.conn.execute("BEGIN IMMEDIATE")
-                try:
-                    current = db.conn.execute("PRAGMA user_version").fetchone()[0]
-                    if current < number:
-                        MIGRATIONS[number - 1](db)
-                        db.conn.execute(f"PRAGMA user_version = {number}")
-                except BaseException:
-                    db.conn.rollback()
-                    raise
-                db.conn.commit()
+                # Holding the write lock before reading the version means two processes opening
+                # a fresh file at once apply each migration once, and a crash half-way leaves no
+                # half schema behind.
+                current = db.conn.execute("PRAGMA user_version").fetchone()[0]
+                if current < number:
+                    MIGRATIONS[number - 1](db)
+                    db.conn.execute(f"PRAGMA user_version = {number}")
 
-            self._retry(apply)
+            self._retry(lambda apply=apply: _write_transaction(db.conn, apply))
 
     def _mark_interrupted(self, db: sqlite_utils.Database) -> None:
         """Runs left 'running' by a process that no longer exists become failed."""
@@ -361,19 +372,18 @@ class Store:
             return
 
         def mark() -> None:
-            with db.atomic():
-                for run_id in dead:
-                    db["runs"].update(
-                        run_id,
-                        {
-                            "status": "failed",
-                            "error": "interrupted: the process running it stopped before "
-                            "it finished; the points measured before that are kept",
-                            "finished_at": utc_now(),
-                        },
-                    )
+            for run_id in dead:
+                db["runs"].update(
+                    run_id,
+                    {
+                        "status": "failed",
+                        "error": "interrupted: the process running it stopped before "
+                        "it finished; the points measured before that are kept",
+                        "finished_at": utc_now(),
+                    },
+                )
 
-        self._retry(mark)
+        self._retry(lambda: _write_transaction(db.conn, mark))
 
     # writing ---------------------------------------------------------------------------------
 
@@ -398,15 +408,8 @@ class Store:
         if self.read_only:
             raise StoreError(self.notice or f"{self.path} is open read-only")
 
-        def in_transaction() -> T:
-            # An explicit BEGIN, not ``with conn:``: sqlite-utils commits each insert on its own
-            # unless a transaction is already open, which would let a crash between a point and
-            # its block map leave the point without its map.
-            with self.db.atomic():
-                return action()
-
         try:
-            return self._retry(in_transaction)
+            return self._retry(lambda: _write_transaction(self.db.conn, action))
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc).lower():
                 raise StoreError(f"{self.path} is read-only: {exc}") from exc
