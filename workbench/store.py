@@ -2,9 +2,10 @@
 
 Guarantees:
 
-* Each point is committed in its own transaction the moment it is measured, so a crash or a
-  ``kill -9`` keeps everything measured before it; a run left 'running' by a dead process is shown
-  as failed ("interrupted") when the database is next opened.
+* Each point is committed with its block map in one transaction the moment it is measured, so a
+  crash or a ``kill -9`` keeps everything measured before it and no point without its map; a run
+  left 'running' by a dead process is shown as failed ("interrupted") when the database is next
+  opened. Every write takes the write lock first (BEGIN IMMEDIATE), so writers queue for it.
 * WAL journal and foreign keys on every connection; the schema version is ``PRAGMA user_version``
   and migrations are applied in order, each in a transaction, so re-opening is always safe.
 * A damaged file is detected on open, set aside under a timestamped name, and a fresh database is
