@@ -264,10 +264,10 @@ def _write_transaction(conn: sqlite3.Connection, action: Callable[[], T]) -> T:
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = action()
+        conn.commit()  # inside: a failed commit is rolled back too, so a retry can BEGIN again
     except BaseException:
         conn.rollback()
         raise
-    conn.commit()
     return result
 
 
