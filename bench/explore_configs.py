@@ -154,7 +154,7 @@ def _time_all(
     bad: set[str],
     sampler: ClockSampler | None,
     info: dict[str, Any],
-) -> list[dict[str, Any]]:
+) -> None:
     """Check and time every config on every (mask, N) of ``problems``; writes the JSON and
     markdown after each problem, so a run cut short keeps what it finished."""
     masks, ns = problems
@@ -239,7 +239,6 @@ def _time_all(
             doc = {"machine": info, "args": vars(args), "left_out": sorted(bad), "rows": rows}
             (out_dir / "explore.json").write_text(json.dumps(doc, indent=1, default=str))
             (out_dir / "explore.md").write_text(to_markdown(rows))
-    return rows
 
 
 def _windowed(measure: Callable[[], Any], windows: list[tuple[float, float]]) -> Callable[[], Any]:
