@@ -45,7 +45,7 @@ import numpy as np
 
 from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, K_UNROLLS, poly_exp2_choices
 from kernels.measure import balanced_order
-from kernels.schedule import MASK_MODES
+from kernels.schedule import MASK_MODES, causal_grid_aligned, causal_tile_assignment
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 
 # --------------------------------------------------------------------------------------------
@@ -605,6 +605,100 @@ def fmha_fwd_persistent_kernel(
             q = q_next
 
 
+@ct.kernel
+def fmha_fwd_causal_persistent_kernel(
+    Q,  # [B, H, q_len, D]
+    K,  # [B, Hkv, k_len, D]
+    V,  # [B, Hkv, k_len, D]
+    Out,  # [B, H, q_len, D]
+    Lse,  # [B, H, q_len] float32 (dummy [1, 1, 1] unless WITH_LSE)
+    BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
+    Order,  # [B*H, n_q_blocks] int32: lap * programs + program that ran the tile (WITH_MAP)
+    Tiles,  # [programs, 1 + most tiles] int32: tile count, then bh * n_q_blocks + qb per tile
+    qk_scale_log2: float,
+    input_pos: int,  # a whole number of key blocks (checked on the host)
+    window: int,  # unused: causal only
+    group: int,
+    remap_group: int,  # unused: the host's assignment (Tiles) groups the batch·heads
+    TILE_M: ConstInt,
+    TILE_N: ConstInt,  # == TILE_M (checked on the host)
+    TILE_D: ConstInt,
+    MASK: ConstInt,  # 1 only (checked on the host)
+    K_SPLIT: ConstBool,  # unused: one key loop (see below)
+    FAST_MATH: ConstBool,
+    WITH_LSE: ConstBool,
+    WITH_MAP: ConstBool,
+    K_LATENCY: ConstInt,
+    V_LATENCY: ConstInt,
+    PIPELINE: ConstBool,  # False only (checked on the host)
+    POLY_COLS: ConstInt,
+    STORE_TMA: ConstBool,
+):
+    """Causal attention as a persistent grid, for aligned problems
+    (:func:`kernels.schedule.causal_grid_aligned`): square tiles, q_len and input_pos whole
+    tiles. Q-block ``qb`` then runs key blocks ``0 … qb + input_pos / TILE_N`` and only the
+    last, the diagonal, needs the mask: the same lower triangle in every tile, inside the
+    array, so no load is bounds-checked.
+
+    Each program runs the tiles the host assigned it (``Tiles``, from
+    :func:`kernels.schedule.causal_tile_assignment`): causal tiles differ up to n_q-fold in
+    work, and with a fixed grid stride some programs got 20-60 % more than others (on the
+    H200 that ran at 0.69-0.94x cuDNN; bench/results/h200-explore-causal-persistent.md).
+
+    One key loop over every block, the triangle applied under a branch taken on the
+    diagonal only, whatever ``K_SPLIT`` says. The K-split form (the diagonal after the loop,
+    through load sites of its own) let tileiras 13.4 share the diagonal's K/V buffers with
+    the output's staging tile, and the consumer warpgroups met at two more named barriers
+    per tile; on the H200 it ran 2-8 % behind the one loop at N = 1024-2048 (1 % ahead at
+    4096). Only the mask sits under the branch: the whole masked update, with its -inf guard
+    (which no row needs here, each keeps its own diagonal key), was 0.4-0.7 % slower. The
+    polynomial exp2 (``POLY_COLS``) also sees the diagonal's masked scores: it clamps -inf
+    to 2^-126, which P's fp16 cast turns into 0. Q is not prefetched: loaded at the top of
+    each tile, in column halves (see :func:`fmha_fwd_persistent_kernel`), it ran 1-3 %
+    faster than with the next tile's Q carried over.
+    """
+    n_heads = Q.shape[1]
+    k_len = K.shape[2]
+    n_q_blocks = Q.shape[2] // TILE_M
+    n_programs = ct.num_blocks(0)
+    pid = ct.bid(0)
+    diag_offset = input_pos // TILE_N
+    cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
+    rows_local = ct.arange(TILE_M, dtype=ct.int32)[:, None]  # [TILE_M, 1]
+    opts = (1, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
+
+    n_mine = ct.gather(Tiles, (pid, 0), check_bounds=False)
+    for i in range(0, n_mine):
+        code = ct.gather(Tiles, (pid, i + 1), check_bounds=False)
+        bh = code // n_q_blocks
+        qb = code % n_q_blocks
+        b = bh // n_heads
+        h = bh % n_heads
+        hk = h // group
+        diag = qb + diag_offset
+        q = _load_q(Q, (b, h, qb), TILE_M, TILE_D, True)
+        rows_ip = qb * TILE_M + input_pos + rows_local  # [TILE_M, 1]
+        state = (
+            ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
+            ct.zeros((TILE_M, 1), dtype=ct.float32),
+            ct.zeros((TILE_M, TILE_D), dtype=ct.float32),
+        )
+        edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
+        if WITH_MAP:
+            ct.store(Order, (bh, qb), i * n_programs + pid)
+        for j in range(0, diag + 1):
+            qk = _scores(q, K, (b, hk, j), False, K_LATENCY, TILE_N)
+            if j == diag:  # the diagonal: the same triangle in every tile
+                qk = ct.where(cols_tile <= rows_local, qk, NEG_INF)
+            state = _softmax_update(qk, V, (b, hk, j), state, edge, False, False, opts)
+            if WITH_MAP:
+                kind = 1
+                if j == diag:
+                    kind = 2
+                ct.atomic_add(BlockMap, (bh, qb, j), kind)
+        _epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
+
+
 def _key_offsets(paired: bool) -> tuple[int, ...]:
     """Key blocks of one iteration of the persistent grid's unmasked loop, relative to its
     first (compile-time helper): one block, or two with ``PAIRED_K``."""
@@ -660,13 +754,24 @@ def _epilogue(state, Out, Lse, where, FAST_MATH, WITH_LSE, STORE_TMA):
 # --------------------------------------------------------------------------------------------
 
 
-def grid_kernel(persistent: bool) -> Any:
-    """The kernel function of a grid form, without compiler hints: the persistent grid or one
-    CTA per tile (:func:`kernel_variant` and the tuner's search add the hints)."""
-    return fmha_fwd_persistent_kernel if persistent else fmha_fwd_kernel
+# The kernels a launch can run (LaunchConfig.kernel_form picks one for a problem).
+KERNEL_FORMS: tuple[str, ...] = ("tile", "persistent", "causal-persistent")
 
 
-_VARIANTS: dict[tuple[int | None, int | None, int | None, bool], Any] = {}
+def grid_kernel(form: str) -> Any:
+    """The kernel function of a form, without compiler hints: one CTA per tile ("tile"), the
+    persistent grid without a mask ("persistent") or for aligned causal problems
+    ("causal-persistent"); :func:`kernel_variant` and the tuner's search add the hints."""
+    if form not in KERNEL_FORMS:
+        raise ValueError(f"kernel form must be one of {KERNEL_FORMS}, got {form!r}")
+    return {
+        "tile": fmha_fwd_kernel,
+        "persistent": fmha_fwd_persistent_kernel,
+        "causal-persistent": fmha_fwd_causal_persistent_kernel,
+    }[form]
+
+
+_VARIANTS: dict[tuple[int | None, int | None, int | None, str], Any] = {}
 _VARIANTS_LOCK = threading.Lock()
 
 
@@ -674,15 +779,15 @@ def kernel_variant(
     occupancy: int | None = None,
     num_worker_warps: int | None = None,
     num_ctas: int | None = None,
-    persistent: bool = False,
+    form: str = "tile",
 ):
-    """The kernel object for these compiler hints (and grid form), cached.
+    """The kernel object for these compiler hints and kernel form, cached.
 
     ``replace_hints`` returns a new kernel with its own JIT cache, so calling it per launch
     would recompile (or at least re-look-up) every time; each combination is made once here.
     """
-    key = (occupancy, num_worker_warps, num_ctas, bool(persistent))
-    base = grid_kernel(persistent)
+    key = (occupancy, num_worker_warps, num_ctas, form)
+    base = grid_kernel(form)
     with _VARIANTS_LOCK:
         kern = _VARIANTS.get(key)
         if kern is None:
@@ -797,6 +902,19 @@ def _synchronize(lib: str) -> None:
         cupy.cuda.Device().synchronize()
 
 
+def _from_numpy(arr: np.ndarray, lib: str, like: Any) -> Any:
+    """A device copy of a host array, on ``like``'s device."""
+    with _friendly_errors():
+        if lib == "torch":
+            import torch
+
+            return torch.tensor(arr, device=like.device)
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.asarray(arr)
+
+
 def _to_numpy(arr: Any, lib: str) -> np.ndarray:
     if lib == "torch":
         return arr.detach().cpu().numpy()
@@ -885,12 +1003,15 @@ class LaunchConfig:
     loop); ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse; no effect
     without a mask); ``occupancy``, ``num_worker_warps``, ``num_ctas`` (compiler hints);
     ``k_latency``/``v_latency`` (load hints); ``pipeline`` (with ``k_split``: the next block's
-    q·Kᵀ is issued before this block's softmax); ``poly_exp2_cols`` (with ``k_split``: the
-    last this-many score columns of each unmasked block take exp2 as an FMA polynomial,
-    unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16); ``store_tma`` (the output goes out
-    through shared memory and a TMA store, or, when False, straight from registers);
-    ``persistent`` (``mask="none"`` only: a grid of a few programs per SM looping over the
-    tiles, the next tile's Q fetched during this one; not with ``num_ctas`` or ``pipeline``);
+    q·Kᵀ is issued before this block's softmax); ``poly_exp2_cols`` (with ``k_split``, or in
+    the causal persistent grid: the last this-many score columns of each unmasked block take
+    exp2 as an FMA polynomial, unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16);
+    ``store_tma`` (the output goes out through shared memory and a TMA store, or, when False,
+    straight from registers); ``persistent`` (a grid of a few programs per SM looping over
+    the tiles; not with ``num_ctas`` or ``pipeline``, nor with ``mask="window"``. Without a
+    mask the next tile's Q is fetched during this one; causal problems run it where they are
+    aligned (:func:`kernels.schedule.causal_grid_aligned`, square tiles) and one CTA per tile
+    otherwise: see :meth:`kernel_form`);
     ``k_unroll`` (1 or 2; 2 with ``persistent`` only: the key loop takes two blocks an
     iteration, which gives K and V two shared-memory buffers each; applied where k_len is a
     whole, even number of key blocks and ``k_split`` is on, else the loop takes one block).
@@ -960,12 +1081,33 @@ class LaunchConfig:
             raise ValueError(f"unknown knob(s) {unknown}; the knobs are {list(LAUNCH_KNOBS)}")
         return cls(**knobs)
 
-    def kernel(self) -> Any:
-        """The compiled-kernel object carrying this config's compiler hints."""
-        return kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas, self.persistent)
+    def kernel_form(self, mask: str, q_len: int, k_len: int, input_pos: int = 0) -> str:
+        """Which kernel runs this config on a problem (one of :data:`KERNEL_FORMS`).
 
-    def constants(self, mask: str, head_dim: int, with_lse: bool, with_map: bool) -> tuple:
+        ``persistent`` with ``mask="causal"`` runs the causal persistent grid only where the
+        problem is aligned (:func:`kernels.schedule.causal_grid_aligned`); elsewhere the same
+        tiles and hints run one CTA per tile, so that a config tuned at N = 2048 still runs at
+        N = 2000 (the tuner's cache is keyed by N bucket).
+        """
+        self.check_mask(mask)
+        if not self.persistent:
+            return "tile"
+        if mask == "none":
+            return "persistent"
+        if causal_grid_aligned(q_len, k_len, self.tile_m, self.tile_n, input_pos):
+            return "causal-persistent"
+        return "tile"
+
+    def kernel(self, form: str = "tile") -> Any:
+        """The compiled-kernel object of ``form`` carrying this config's compiler hints."""
+        return kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas, form)
+
+    def constants(
+        self, mask: str, head_dim: int, with_lse: bool, with_map: bool, form: str = "tile"
+    ) -> tuple:
         """The kernel's compile-time arguments, in signature order (TILE_M … STORE_TMA)."""
+        # The causal persistent grid's single loop takes the polynomial too (see its kernel).
+        poly = self.k_split or form == "causal-persistent"
         return (
             self.tile_m,
             self.tile_n,
@@ -978,23 +1120,29 @@ class LaunchConfig:
             int(self.k_latency),
             int(self.v_latency),
             bool(self.pipeline) and bool(self.k_split),
-            int(self.poly_exp2_cols) if self.k_split else 0,
+            int(self.poly_exp2_cols) if poly else 0,
             bool(self.store_tma),
         )
 
     def check_mask(self, mask: str) -> None:
         """Raise ValueError when this config cannot run ``mask`` (the persistent grid)."""
-        if self.persistent and mask != "none":
+        if not self.persistent or mask == "none":
+            return
+        if mask != "causal":
             raise ValueError(
-                f"persistent applies to mask='none' only (got mask={mask!r}): masked tiles "
-                "differ in length, and the persistent kernel walks the same key blocks for "
-                "every tile; use persistent=False"
+                f"persistent applies to mask='none' and 'causal' (got mask={mask!r}): window "
+                "tiles have no persistent kernel; use persistent=False"
+            )
+        if self.k_unroll > 1:
+            raise ValueError(
+                "k_unroll=2 is for the persistent grid without a mask; the causal persistent "
+                "grid takes one key block an iteration (set k_unroll=1)"
             )
 
-    def grid_constants(self, k_len: int) -> tuple:
-        """The persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH, PAIRED_K);
-        none for one CTA per tile."""
-        if not self.persistent:
+    def grid_constants(self, k_len: int, form: str = "persistent") -> tuple:
+        """The mask-free persistent kernel's extra compile-time arguments (EVEN_K, Q_PREFETCH,
+        PAIRED_K); none for the other kernel forms."""
+        if not self.persistent or form != "persistent":
             return ()
         even_k = k_len % self.tile_n == 0
         prefetch = even_k and bool(self.k_split)
@@ -1101,8 +1249,10 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``poly_exp2_cols`` (with ``k_split``: that many of each unmasked block's score columns take
     exp2 as an FMA polynomial instead of the MUFU unit; 0 or tile_n/2, /4, /8, /16);
     ``store_tma`` (False: the output is stored straight from registers, not through a TMA
-    store); ``persistent`` (``mask="none"`` only: one program per SM slot looping over the
-    tiles, the next tile's Q fetched during this one).
+    store); ``persistent`` (``mask="none"`` or ``"causal"``: one program per SM slot looping
+    over the tiles; without a mask the next tile's Q is fetched during this one, and causal
+    problems that are not whole square tiles run one CTA per tile, see
+    :meth:`LaunchConfig.kernel_form`).
     """
     return prepare(q, k, v, **kwargs)()
 
@@ -1117,19 +1267,21 @@ def _launch_args(
     mask: str,
     input_pos: int,
     window: int | None,
-) -> tuple[tuple[int, ...], tuple[Any, ...]]:
-    """Grid and argument tuple for one launch (shared by attention, the map and the tuner).
+) -> tuple[tuple[int, ...], tuple[Any, ...], str]:
+    """Grid, argument tuple and kernel form for one launch (shared by attention, the map and
+    the tuner).
 
     ``arrays`` = (q, k, v, out, lse, block_map, order), the last three None when not wanted;
-    ``dummies`` stand in for them (the kernel's signature always has all seven arrays).
+    ``dummies`` stand in for them (the kernel's signature always has all seven arrays). The
+    causal persistent grid takes one more array after them, its tile assignment.
     """
     q, k, v, out, lse, block_map, order = arrays
     dummy_f32, dummy_i32, dummy_i32_2d = dummies
     n_q_blocks = -(-p.q_len // config.tile_m)
     n_tiles = n_q_blocks * p.batch * p.heads
     grid = (n_tiles, 1, 1)
-    config.check_mask(mask)
-    if config.persistent:
+    form = config.kernel_form(mask, p.q_len, p.k_len, input_pos)
+    if form != "tile":
         # One program per SM slot: occupancy programs per SM when the config asks for more.
         slots = sm_count(_device_id(q, p.lib) or 0, p.lib) * (config.occupancy or 1)
         grid = (min(n_tiles, slots), 1, 1)
@@ -1141,6 +1293,14 @@ def _launch_args(
         if config.remap and mask != "none"
         else 0
     )
+    tiles: tuple[Any, ...] = ()
+    if form == "causal-persistent":
+        # The L2 group is the remap's, whether or not remap is on: the assignment needs one.
+        group = l2_group_size(p.batch * p.heads, p.k_len, p.head_dim, itemsize, p.group)
+        table = causal_tile_table(
+            p.batch * p.heads, n_q_blocks, grid[0], group, input_pos // config.tile_n
+        )
+        tiles = (_from_numpy(table, p.lib, q),)
     args = (
         q,
         k,
@@ -1149,15 +1309,38 @@ def _launch_args(
         lse if lse is not None else dummy_f32,
         block_map if block_map is not None else dummy_i32,
         order if order is not None else dummy_i32_2d,
+        *tiles,
         float(scale * LOG2E),
         int(input_pos),
         int(window) if window is not None else 0,
         p.group,
         remap_group,
-        *config.constants(mask, p.head_dim, lse is not None, block_map is not None),
-        *config.grid_constants(p.k_len),
+        *config.constants(mask, p.head_dim, lse is not None, block_map is not None, form),
+        *config.grid_constants(p.k_len, form),
     )
-    return grid, args
+    return grid, args, form
+
+
+@functools.lru_cache(maxsize=64)
+def causal_tile_table(
+    batch_heads: int, n_q_blocks: int, n_programs: int, group: int, diag_offset: int
+) -> np.ndarray:
+    """The causal persistent grid's ``Tiles`` argument: row p holds program p's tile count,
+    then ``bh * n_q_blocks + qb`` for each of its tiles in run order
+    (:func:`kernels.schedule.causal_tile_assignment`); read-only, cached per shape.
+
+    Both dimensions are padded to multiples of 16 (rows of no program, count 0): the JIT
+    specialises on whether a dimension divides by 16, and one shape class means one compile
+    for every problem size (as :func:`gpu_block_map` pads its arrays).
+    """
+    programs = causal_tile_assignment(batch_heads, n_q_blocks, n_programs, group, diag_offset)
+    pad = lambda n: -(-n // 16) * 16  # noqa: E731
+    table = np.zeros((pad(n_programs), pad(1 + max(len(t) for t in programs))), dtype=np.int32)
+    for p, tiles in enumerate(programs):
+        table[p, 0] = len(tiles)
+        table[p, 1 : 1 + len(tiles)] = [bh * n_q_blocks + qb for qb, bh in tiles]
+    table.flags.writeable = False
+    return table
 
 
 def _dummies(p: _Problem, like: Any) -> tuple[Any, Any, Any]:
@@ -1203,11 +1386,11 @@ def _prepare(
 
         return fill
     _check_arch(_device_id(q, p.lib) or 0)
-    grid, args = _launch_args(
+    grid, args, form = _launch_args(
         p, arrays, _dummies(p, q), config, scale=scale, mask=mask, input_pos=input_pos,
         window=window,
     )  # fmt: skip
-    kern = config.kernel()
+    kern = config.kernel(form)
     lib = p.lib
 
     def run() -> None:
@@ -1518,7 +1701,8 @@ TUNING_METHOD = 5
 # speeds makes older winners stale even where the search space reads the same. 2: the
 # persistent grid fetches Q in column halves (+1-5 %, h200-explore-q-split.md). 3: the
 # persistent grid can take key blocks in pairs (k_unroll, h200-explore-persistent-pairs.md).
-KERNEL_REVISION = 3
+# 4: the persistent grid runs aligned causal problems (h200-explore-causal-persistent.md).
+KERNEL_REVISION = 4
 
 
 def space_digest(configs: list[dict[str, Any]]) -> str:
@@ -1607,7 +1791,7 @@ def autotune(
     if p.q_len == 0 or p.k_len == 0:
         raise ValueError("autotune needs q_len >= 1 and k_len >= 1")
 
-    def launch_of(cfg: LaunchConfig) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+    def launch_of(cfg: LaunchConfig) -> tuple[tuple[int, ...], tuple[Any, ...], str]:
         arrays = (q, k, v, scratch, None, None, None)
         return _launch_args(
             p, arrays, dummies, cfg, scale=scale, mask=mask, input_pos=int(input_pos),
@@ -1628,8 +1812,8 @@ def autotune(
                 space,
                 stream,
                 lambda cfg: launch_of(cfg)[0],
-                # The grid form picks the kernel; hints_of adds the compiler hints to it.
-                lambda cfg: grid_kernel(cfg.persistent),
+                # The kernel form picks the kernel; hints_of adds the compiler hints to it.
+                lambda cfg: grid_kernel(cfg.kernel_form(mask, p.q_len, p.k_len, input_pos)),
                 lambda cfg: launch_of(cfg)[1],
                 hints_of,
                 quiet=quiet,
@@ -1926,7 +2110,7 @@ def compile_cubin(
     kv_heads = kv_heads or heads
     _check_mask(mask, 0, 1 if mask == "window" else None)
     config = LaunchConfig.of(knobs)
-    config.check_mask(mask)
+    form = config.kernel_form(mask, q_len, k_len)
     el = ct.float16 if dtype == "float16" else ct.bfloat16
     n_q_blocks = -(-q_len // config.tile_m)
     n_k_blocks = -(-k_len // config.tile_n)
@@ -1940,19 +2124,21 @@ def compile_cubin(
             ct.int32, (batch * heads, n_q_blocks, n_k_blocks) if with_map else (1, 1, 1)
         ),
         _array_constraint(ct.int32, (batch * heads, n_q_blocks) if with_map else (1, 1)),
+        # The causal persistent grid's tile assignment (padded to multiples of 16).
+        *([_array_constraint(ct.int32, (144, 32))] if form == "causal-persistent" else []),
         ScalarConstraint(ct.float32),
         ScalarConstraint(ct.int32),
         ScalarConstraint(ct.int32),
         ScalarConstraint(ct.int32),
         ScalarConstraint(ct.int32),
-        *config.constants(mask, head_dim, with_lse, with_map),
-        *config.grid_constants(k_len),
+        *config.constants(mask, head_dim, with_lse, with_map, form),
+        *config.grid_constants(k_len, form),
     ]
     sig = KernelSignature(params, CallingConvention.cutile_python_v2())
     buf = io.BytesIO()
     with _friendly_errors():
         export_kernel(
-            config.kernel(),
+            config.kernel(form),
             [sig],
             buf,
             gpu_code=arch,

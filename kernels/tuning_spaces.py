@@ -85,13 +85,16 @@ _SM90: tuple[Config, ...] = (
     _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=3, v_latency=6),
     _cfg(128, 128, num_ctas=2, occupancy=2, k_latency=4, v_latency=8),
     _cfg(128, 128, num_ctas=2, occupancy=2, poly_exp2_cols=16),
-    # Non-causal only: the persistent grid (one program per SM looping over the tiles, the next
-    # tile's Q fetched during this one, in column halves); against the same tile one CTA per
+    # The persistent grid (one program per SM looping over the tiles). Non-causal, the next
+    # tile's Q fetched during this one, in column halves; against the same tile one CTA per
     # tile, +12-13 % at N = 1024-2048, +6-7 % at 4096-8192 in one run
-    # (h200-explore-persistent-*.md, h200-explore-q-split.md).
+    # (h200-explore-persistent-*.md, h200-explore-q-split.md). Causal (aligned problems, the
+    # tiles assigned by work on the host): against the 2-CTA cluster +12 % at N = 1024, +7 %
+    # at 2048, +2 % at 4096, +1 % at 8192 in one run, 1.01-1.05x cuDNN
+    # (h200-explore-causal-persistent.md).
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
-    # The same with key blocks in pairs (two K and two V buffers): in two runs +3-4 % at
-    # N = 1024, +2-3 % at 2048, level at 4096, 3-5 % behind from 8192
+    # Non-causal only: the same with key blocks in pairs (two K and two V buffers): in two
+    # runs +3-4 % at N = 1024, +2-3 % at 2048, level at 4096, 3-5 % behind from 8192
     # (h200-explore-persistent-pairs.md).
     _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True, k_unroll=2),
 )
@@ -148,20 +151,24 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     Unknown architectures fall back to the smallest safe table (64x64 and friends). Tiles
     wider than the problem needs are kept: the tuner simply measures them. For head_dim 256 the
     score and accumulator tiles double, so tile_m is capped at 128 to keep register use sane.
-    ``mask=None`` gives the whole table. The persistent-grid entries are for ``mask="none"``
-    only (the kernel refuses masks), so masked problems never see them. Non-causal problems
-    get the 2-CTA clusters too: on the H200 they were level with the best other entry or up
-    to 3 % ahead at N = 2048 and trailed the 128-row tile by about 5 % at 4096-8192
-    (h200-explore-n2048-flip.md); since the persistent grid fetches Q in column halves they
-    trail it at every non-causal N (0.91-0.99x cuDNN against 0.98-1.08x,
-    h200-explore-q-split.md). The tuner's second stage ranks them as the benchmark does
+    ``mask=None`` gives the whole table. Window problems never see the persistent-grid
+    entries (it has no window kernel), causal ones only those with one key block an
+    iteration (``k_unroll=1``); on a causal problem that is not aligned
+    (:func:`kernels.schedule.causal_grid_aligned`) that entry runs one CTA per tile.
+    Non-causal problems get the 2-CTA clusters too: on the H200 they were level with the
+    best other entry or up to 3 % ahead at N = 2048 and trailed the 128-row tile by about
+    5 % at 4096-8192 (h200-explore-n2048-flip.md); since the persistent grid fetches Q in
+    column halves they trail it at every non-causal N (0.91-0.99x cuDNN against
+    0.98-1.08x, h200-explore-q-split.md). The tuner's second stage ranks them as the benchmark does
     (h200-tuner-consistency.md), so it takes them only where they win.
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
         table = _SM120 if arch.startswith("sm_12") else _SM80
-    if mask is not None and mask != "none":
+    if mask == "window":
         table = tuple(c for c in table if not c["persistent"])
+    elif mask == "causal":
+        table = tuple(c for c in table if c["k_unroll"] == 1)
     configs = [dict(c) for c in table]
     if head_dim >= 256:
         configs = [c for c in configs if c["tile_m"] * c["tile_n"] <= 128 * 64] or [

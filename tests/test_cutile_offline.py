@@ -78,6 +78,9 @@ PERSISTENT_128 = dict(
         dict(mask="none", tile_m=64, tile_n=64, persistent=True, q_len=256, head_dim=16),
         # Key blocks in pairs (two K and two V buffers), with LSE and the block map.
         dict(PERSISTENT_128, k_unroll=2, q_len=1024),
+        # The causal persistent grid (its tile assignment as an extra array), LSE and map.
+        dict(PERSISTENT_128, mask="causal", q_len=2048),
+        dict(mask="causal", tile_m=64, tile_n=64, persistent=True, dtype="bfloat16", head_dim=64),
     ],
     ids=[
         "causal-64x64-occ2",
@@ -87,6 +90,8 @@ PERSISTENT_128 = dict(
         "none-persistent-64x128-occ2-nosplit",
         "none-persistent-64x64-d16-prefetch",
         "none-persistent-128x128-pairs-lse-map",
+        "causal-persistent-128x128-ww8-lse-map",
+        "causal-persistent-64x64-bf16-d64",
     ],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
@@ -145,10 +150,12 @@ def test_validation_runs_before_compiling() -> None:
     # The polynomial columns must split tile_n into power-of-two parts.
     with pytest.raises(ValueError, match=r"poly_exp2_cols must be 0 or tile_n/2.*\(4, 8, 16, 32\)"):
         F.compile_cubin(tile_n=64, poly_exp2_cols=24)
-    # The persistent grid walks the same key blocks for every tile: no masks, and it is
-    # neither a cluster launch nor hand-pipelined.
-    with pytest.raises(ValueError, match=r"persistent applies to mask='none' only"):
-        F.compile_cubin(mask="causal", persistent=True)
+    # The persistent grid has no window kernel, takes causal key blocks one at a time, and
+    # is neither a cluster launch nor hand-pipelined.
+    with pytest.raises(ValueError, match=r"persistent applies to mask='none' and 'causal'"):
+        F.compile_cubin(mask="window", persistent=True)
+    with pytest.raises(ValueError, match=r"k_unroll=2 is for the persistent grid without a"):
+        F.compile_cubin(mask="causal", persistent=True, k_unroll=2, tile_m=128, tile_n=128)
     with pytest.raises(ValueError, match="persistent and num_ctas do not combine"):
         F.compile_cubin(mask="none", persistent=True, num_ctas=2, occupancy=2)
     with pytest.raises(ValueError, match="persistent and pipeline do not combine"):
@@ -293,14 +300,54 @@ def test_search_spaces_are_small_and_valid() -> None:
     # The 2-CTA clusters are tried with and without a mask (the tuner keeps them where they win).
     assert any(c["num_ctas"] == 2 for c in search_space("sm_90", 128, "none"))
     assert any(c["num_ctas"] == 2 for c in search_space("sm_90", 128, "causal"))
-    # The persistent grid takes no mask: only non-causal problems try it.
-    assert any(c["persistent"] for c in search_space("sm_90", 128, "none"))
-    for mask in ("causal", "window"):
-        assert not any(c["persistent"] for c in search_space("sm_90", 128, mask))
+    # The persistent grid: every form without a mask, one key block an iteration causal
+    # (the causal kernel has no pairs), none with a window (no window kernel).
+    assert any(c["k_unroll"] == 2 for c in search_space("sm_90", 128, "none"))
+    causal = search_space("sm_90", 128, "causal")
+    assert any(c["persistent"] for c in causal)
+    assert all(c["k_unroll"] == 1 for c in causal)
+    assert not any(c["persistent"] for c in search_space("sm_90", 128, "window"))
     assert len(search_space("sm_90", 128, "window")) == len(
         [c for c in SEARCH_SPACES["sm_90"] if not c["persistent"]]
     )
     assert search_space("sm_90", 128) == [dict(c) for c in SEARCH_SPACES["sm_90"]]
+
+
+def test_the_persistent_config_picks_its_kernel_by_problem() -> None:
+    # One config, the tuner's persistent entry: the mask-free persistent kernel, the causal
+    # one where the problem is whole tiles, and one CTA per tile where it is not (a winner
+    # cached for N = 2048 also serves N = 2000 from the same bucket).
+    config = F.LaunchConfig(tile_m=128, tile_n=128, num_worker_warps=8, persistent=True)
+    assert config.kernel_form("none", 2000, 2000) == "persistent"
+    assert config.kernel_form("causal", 2048, 2048) == "causal-persistent"
+    assert config.kernel_form("causal", 1024, 2048, input_pos=1024) == "causal-persistent"
+    assert config.kernel_form("causal", 2000, 2000) == "tile"  # ragged last q-block
+    assert config.kernel_form("causal", 1024, 2048, input_pos=1000) == "tile"  # mid-block
+    assert config.kernel_form("causal", 2048, 1024) == "tile"  # diagonal past k_len
+    rect = F.LaunchConfig(tile_m=64, tile_n=128, persistent=True)
+    assert rect.kernel_form("causal", 2048, 2048) == "tile"  # no single diagonal block
+    assert F.LaunchConfig(tile_m=128, tile_n=128).kernel_form("causal", 2048, 2048) == "tile"
+    with pytest.raises(ValueError, match="window tiles have no persistent kernel"):
+        config.kernel_form("window", 2048, 2048)
+    # The causal grid's single loop takes the polynomial even with the K-split off.
+    poly = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True, poly_exp2_cols=16,
+                          k_split=False)  # fmt: skip
+    assert poly.constants("causal", 128, False, False, "causal-persistent")[11] == 16
+    assert poly.constants("causal", 128, False, False, "tile")[11] == 0
+    assert poly.grid_constants(2048, "causal-persistent") == ()
+
+
+def test_causal_tile_table_rows() -> None:
+    # Row p: program p's tile count, then its tiles as bh * n_q + qb; every tile once.
+    table = F.causal_tile_table(6, 16, 5, 2, 1)
+    assert not table.flags.writeable  # cached: callers must not change it
+    counts = table[:, 0]
+    codes = np.concatenate([row[1 : 1 + n] for row, n in zip(table, counts, strict=True)])
+    assert sorted(codes.tolist()) == list(range(6 * 16))
+    # Padded to multiples of 16 (one JIT shape class for every problem): no program there.
+    assert table.shape == (16, 32) and 1 + counts.max() <= 32
+    assert (counts[5:] == 0).all() and (counts[:5] > 0).all()
+    assert F.causal_tile_table(6, 16, 5, 2, 1) is table
 
 
 def test_l2_group_size() -> None:

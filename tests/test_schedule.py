@@ -15,6 +15,8 @@ from kernels.schedule import (
     BlockKind,
     Schedule,
     block_map,
+    causal_grid_aligned,
+    causal_tile_assignment,
     cdiv,
     visible,
     visible_pairs,
@@ -259,3 +261,58 @@ def test_bytes_moved_is_sane(s: Schedule, head_dim: int) -> None:
 def test_bad_schedules_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         Schedule(**kwargs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tile=st.sampled_from([64, 128]),
+    q_blocks=st.integers(1, 9),
+    ip_blocks=st.integers(0, 3),
+    extra_keys=st.integers(0, 200),
+)
+def test_an_aligned_causal_problem_has_one_diagonal_block_per_q_block(
+    tile: int, q_blocks: int, ip_blocks: int, extra_keys: int
+) -> None:
+    # What the causal persistent kernel assumes of the problems it takes: whole unmasked key
+    # blocks, then exactly one masked block, the diagonal, at qb + input_pos / tile.
+    q_len, input_pos = q_blocks * tile, ip_blocks * tile
+    k_len = q_len + input_pos + extra_keys
+    assert causal_grid_aligned(q_len, k_len, tile, tile, input_pos)
+    s = Schedule(q_len, k_len, tile, tile, "causal", input_pos)
+    for qb, r in enumerate(s.k_ranges):
+        assert (r.lo, r.full_lo, r.full_hi, r.hi) == (0, 0, qb + ip_blocks, qb + ip_blocks + 1)
+
+
+def test_unaligned_causal_problems_are_told_apart() -> None:
+    assert not causal_grid_aligned(1000, 1000, 128, 128, 0)  # ragged last q-block
+    assert not causal_grid_aligned(1024, 2048, 128, 128, 1000)  # diagonal mid-block
+    assert not causal_grid_aligned(1024, 2000, 128, 128, 1024)  # diagonal past k_len
+    assert not causal_grid_aligned(1024, 1024, 64, 128, 0)  # a tall tile: two diagonals
+    assert not causal_grid_aligned(1024, 1024, 128, 128, -128)  # rows that see no key
+    assert not causal_grid_aligned(0, 0, 128, 128, 0)
+
+
+@pytest.mark.parametrize("n_q", [8, 16, 32, 64, 128])
+def test_causal_tile_assignment_runs_every_tile_once_and_evens_the_work(n_q: int) -> None:
+    # B*H = 128 on the H200's 132 SMs, N = 1024-16384 with 128-row tiles: a grid stride over
+    # the same tiles left some programs 20-60 % more work than the mean.
+    group = max(1, 32 * 8 // n_q)  # the L2 group of those sizes
+    programs = causal_tile_assignment(128, n_q, 132, group)
+    tiles = [t for p in programs for t in p]
+    assert sorted(tiles) == sorted((qb, bh) for qb in range(n_q) for bh in range(128))
+    work = [sum(qb + 1 for qb, _ in p) for p in programs]
+    assert max(work) <= 1.005 * (sum(work) / len(work)) + 1
+
+
+def test_causal_tile_assignment_keeps_l2_groups_together() -> None:
+    # The heavy three quarters run group after group: a program's tiles of batch·head group g
+    # all come before its tiles of group g + 1 (the light quarter goes last, in any group).
+    n_q, group = 16, 16
+    for program in causal_tile_assignment(128, n_q, 132, group, diag_offset=2):
+        heavy = [bh // group for qb, bh in program if qb >= n_q // 4]
+        assert heavy == sorted(heavy)
+        kinds = [qb >= n_q // 4 for qb, _ in program]
+        assert kinds == sorted(kinds, reverse=True)  # the heavy tiles first
+    # More programs than tiles: the extra ones get nothing, the others one tile each.
+    few = causal_tile_assignment(1, 2, 4, 1)
+    assert sorted(len(p) for p in few) == [0, 0, 1, 1]

@@ -211,6 +211,26 @@ def _cases() -> list[Case]:
         Case("none", 4096, 2048, 0, None, 4, 128, "bfloat16", 64, 128, False, True, True, 2, None,
              store_tma=False, persistent=True, k_unroll=2)
     )  # fmt: skip
+    # The causal persistent grid (aligned problems, tiles assigned by work on the host): 256
+    # tiles over the SMs (programs take several), a chunked prefill with keys past the last
+    # diagonal, a single tile, 64-row tiles in bf16 at head dim 64, plain stores, the
+    # polynomial on the diagonal's masked scores. Unaligned problems with persistent=True run
+    # one CTA per tile: a ragged q-block, an input_pos inside a block.
+    for q_len, k_len, ip, group, head_dim, dtype, tile, poly, stg in (
+        (4096, 4096, 0, 8, 128, "float16", 128, 16, True),
+        (1024, 2100, 1024, 4, 128, "bfloat16", 128, 32, True),
+        (128, 128, 0, 1, 128, "float16", 128, 0, False),
+        (2048, 2048, 0, 4, 64, "bfloat16", 64, 8, True),
+        (1024, 1088, 64, 8, 64, "float16", 64, 0, False),
+        (1000, 1000, 0, 4, 128, "float16", 128, 16, True),
+        (4097, 4134, 37, 1, 64, "bfloat16", 64, 8, True),
+    ):
+        hints = (None, 8) if tile == 128 else (2, None)
+        cases.append(
+            Case("causal", q_len, k_len, ip, None, group, head_dim, dtype, tile, tile,
+                 q_len != 1024, ip == 0, True, *hints, poly_exp2_cols=poly, store_tma=stg,
+                 persistent=True)
+        )  # fmt: skip
     # Rows that see no key at all (input_pos < 0): they must come out as zeros, not NaN.
     cases.append(
         Case("causal", 65, 30, -40, None, 1, 64, "float16", 64, 64, True, True, True, 2, None)
@@ -268,8 +288,9 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert {c.dtype for c in clusters} == set(DTYPES)
     assert {c.head_dim for c in clusters} == {64, 128}
     assert any(c.poly_exp2_cols for c in clusters) and not all(c.store_tma for c in clusters)
-    persistent = [c for c in CASES if c.persistent]
-    assert {c.q_len for c in persistent} >= set(NS) and {c.mask for c in persistent} == {"none"}
+    persistent = [c for c in CASES if c.persistent and c.mask == "none"]
+    assert {c.q_len for c in persistent} >= set(NS)
+    assert {c.mask for c in CASES if c.persistent} == {"none", "causal"}
     assert any(c.q_len % c.tile_n == 0 and c.k_split and c.group == 8 for c in persistent)
     prefetching = [
         c for c in persistent
@@ -288,6 +309,22 @@ def test_sample_covers_every_knob_and_n() -> None:
         for c in persistent if c.k_unroll == 2
     }  # fmt: skip
     assert paired == {False, True}
+    # The causal persistent grid: run (several tiles a program, input_pos > 0, both dtypes,
+    # head dims and tiles, the polynomial, plain stores) and fallen back to one CTA per tile.
+    causal = [c for c in CASES if c.persistent and c.mask == "causal"]
+    forms = {
+        c: F.LaunchConfig(tile_m=c.tile_m, tile_n=c.tile_n, persistent=True).kernel_form(
+            "causal", c.q_len, c.k_len, c.input_pos
+        )
+        for c in causal
+    }
+    run = [c for c in causal if forms[c] == "causal-persistent"]
+    assert {forms[c] for c in causal} == {"causal-persistent", "tile"}
+    assert any(c.q_len // c.tile_m * c.group > 132 for c in run)
+    assert any(c.input_pos > 0 and c.k_len > c.q_len + c.input_pos for c in run)
+    assert {c.dtype for c in run} == set(DTYPES) and {c.head_dim for c in run} == {64, 128}
+    assert {c.tile_m for c in run} == {64, 128} and not all(c.store_tma for c in run)
+    assert any(c.poly_exp2_cols for c in run) and {c.k_split for c in run} == {False, True}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -507,6 +544,39 @@ def test_persistent_block_map_equals_schedule(
         )
 
 
+@pytest.mark.parametrize(
+    ("q_len", "k_len", "input_pos", "tile", "hints"),
+    [
+        (4096, 4096, 0, 128, {"num_worker_warps": 8, "poly_exp2_cols": 16}),
+        (1024, 2100, 1024, 64, {"occupancy": 2}),
+        (64, 64, 0, 64, {}),
+    ],
+    ids=["4096-128-ww8", "prefill-64-occ2", "one-tile"],
+)
+def test_causal_persistent_block_map_and_order(
+    q_len: int, k_len: int, input_pos: int, tile: int, hints: dict
+) -> None:
+    # Batch 3, 2 heads: every tile computed once, the unmasked blocks and the one diagonal
+    # block as the schedule says, and each program ran the tiles the host assigned it, in
+    # that order (the kernel records lap * programs + program for each tile).
+    got = F.gpu_block_map(
+        q_len, k_len, tile, tile, "causal", input_pos, batch=3, heads=2, persistent=True,
+        **hints,
+    )  # fmt: skip
+    want = block_map(q_len, k_len, tile, tile, "causal", input_pos, None)
+    assert np.array_equal(got.map, want), (got.map, want)
+    assert (got.per_head <= 2).all()  # no block visited twice
+    n_q = q_len // tile
+    programs = min(6 * n_q, F.sm_count(0, "torch") * (hints.get("occupancy") or 1))
+    group = F.l2_group_size(6, k_len, 64, 2, 1)
+    table = F.causal_tile_table(6, n_q, programs, group, input_pos // tile)
+    expected = np.full((6, n_q), -1)
+    for p, row in enumerate(table):
+        for i, code in enumerate(row[1 : 1 + row[0]]):
+            expected[code // n_q, code % n_q] = i * programs + p
+    assert np.array_equal(got.launch_order, expected)
+
+
 @pytest.mark.parametrize("mask", ["none", "causal"])
 @pytest.mark.parametrize("remap", [False, True])
 def test_program_order_matches_schedule(mask: str, remap: bool) -> None:
@@ -553,8 +623,8 @@ def test_validation_messages() -> None:
         F.attention(q, k, v, tile_m=32)
     with pytest.raises(ValueError, match="num_worker_warps"):
         F.attention(q, k, v, num_worker_warps=16)
-    with pytest.raises(ValueError, match="persistent applies to mask='none' only"):
-        F.attention(q, k, v, mask="causal", persistent=True)
+    with pytest.raises(ValueError, match="persistent applies to mask='none' and 'causal'"):
+        F.attention(q, k, v, mask="window", window=8, persistent=True)
     with pytest.raises(ValueError, match="out must"):
         F.attention(q, k, v, out=torch.empty_like(q[:, :1]))
 
