@@ -124,6 +124,14 @@ def test_sweep_records_key_blocks_in_pairs(run_cli: RunCli, fast_args: list[str]
     assert "64×64 none k-split persistent k-unroll 2" in run_cli("runs").out
 
 
+def test_sweep_records_the_causal_persistent_grid(run_cli: RunCli, fast_args: list[str]) -> None:
+    args = ("--seq-lens", "64", "--mask", "causal", "--persistent", "--json")
+    [run] = json.loads(sweep(run_cli, fast_args, *args).out)["runs"]
+    assert run["config"]["persistent"] is True and run["config"]["mask"] == "causal"
+    assert run["status"] == "complete"
+    assert "64×64 causal persistent" in run_cli("runs").out
+
+
 def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
     result = sweep(run_cli, fast_args, "--seq-lens", "16", "--backends", "reference", "--json")
     data = json.loads(result.out)

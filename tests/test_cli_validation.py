@@ -99,7 +99,8 @@ SWEEP_BAD = [
     ("poly_exp2_cols", ["--k-split", "--tile-n", "64", "--poly-exp2-cols", "64"]),
     ("poly_exp2_cols", ["--poly-exp2-cols", "16"]),  # without --k-split
     ("poly-exp2-cols", ["--poly-exp2-cols", "lots"]),
-    ("persistent", ["--persistent", "--mask", "causal"]),
+    ("persistent", ["--persistent", "--mask", "window", "--window", "8"]),
+    ("k_unroll", ["--persistent", "--mask", "causal", "--k-unroll", "2"]),
     ("persistent", ["--persistent", "--cluster-ctas", "2"]),
     ("k_unroll", ["--k-unroll", "2"]),  # without --persistent
     ("k_unroll", ["--persistent", "--k-unroll", "3"]),

@@ -106,14 +106,15 @@ def test_cluster_ctas_take_a_power_of_two_up_to_16() -> None:
     )
 
 
-def test_persistent_grid_is_for_the_unmasked_kernel_without_clusters() -> None:
+def test_persistent_grid_is_for_no_mask_or_causal_without_clusters() -> None:
     grid = KernelConfig(tile_m=128, tile_n=128, k_split=True, num_worker_warps=8, persistent=True)
     assert grid.summary() == "128×128 none k-split 8 warps persistent"
     assert KernelConfig.from_dict(grid.to_dict()) == grid
     assert "persistent" not in KernelConfig().summary()
-    for mask, extra in (("causal", {}), ("window", {"window": 64})):
-        with pytest.raises(ConfigError, match=r"^persistent: .*mask none only \(got " + mask):
-            KernelConfig(mask=mask, persistent=True, **extra)
+    causal = KernelConfig(tile_m=128, tile_n=128, mask="causal", persistent=True)
+    assert causal.summary() == "128×128 causal persistent"
+    with pytest.raises(ConfigError, match=r"^persistent: .*mask none or causal \(got window\)"):
+        KernelConfig(mask="window", window=64, persistent=True)
     with pytest.raises(ConfigError, match=r"^persistent: .*does not run as clusters"):
         KernelConfig(num_ctas=2, occupancy=2, persistent=True)
     assert KernelConfig(num_ctas=1, persistent=True).persistent  # a cluster of one is no cluster
@@ -130,6 +131,8 @@ def test_key_blocks_in_pairs_are_for_the_persistent_grid() -> None:
     assert KernelConfig.from_dict(pairs.to_dict()) == pairs
     with pytest.raises(ConfigError, match=r"^k_unroll: .*persistent grid only"):
         KernelConfig(k_unroll=2)
+    with pytest.raises(ConfigError, match=r"^k_unroll: .*mask none only \(got causal\)"):
+        KernelConfig(mask="causal", persistent=True, k_unroll=2)
     for bad in (3, 0, True):
         with pytest.raises(ConfigError, match=r"^k_unroll: .*expected one of 1, 2"):
             KernelConfig(persistent=True, k_unroll=bad)

@@ -117,16 +117,17 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     k.add_argument(
         "--persistent",
         action="store_true",
-        help="cuTile, --mask none only: a persistent grid (one program per SM slot looping "
-        "over the tiles, the next tile's Q fetched during this one)",
+        help="cuTile, --mask none or causal: a persistent grid (one program per SM slot "
+        "looping over the tiles; causal problems that are not whole square tiles run one CTA "
+        "per tile)",
     )
     k.add_argument(
         "--k-unroll",
         type=int,
         default=1,
-        help="with --persistent: key blocks per iteration of its key loop, 1 or 2 (2 gives K "
-        "and V two shared-memory buffers each; applied where k_len is an even number of whole "
-        "key blocks and --k-split is on, else 1; default 1)",
+        help="with --persistent and --mask none: key blocks per iteration of its key loop, 1 "
+        "or 2 (2 gives K and V two shared-memory buffers each; applied where k_len is an even "
+        "number of whole key blocks and --k-split is on, else 1; default 1)",
     )
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", type=int, help="untimed launches before sampling")

@@ -161,13 +161,13 @@ class KernelConfig:
     # occupancy 2, a 2-CTA cluster splits the rows 64/64 and TMA multicasts K/V to both CTAs.
     # Last, so exported CSV columns keep the order they had before the knob existed.
     num_ctas: int | None = None
-    # The cuTile kernel's persistent grid (mask none only): one program per SM slot looping
-    # over the tiles, the next tile's Q fetched during this one. After num_ctas for the same
-    # reason.
+    # The cuTile kernel's persistent grid (mask none or causal): one program per SM slot
+    # looping over the tiles; causal problems that are not whole square tiles run one CTA per
+    # tile (kernels.schedule.causal_grid_aligned). After num_ctas for the same reason.
     persistent: bool = False
-    # Key blocks per iteration of the persistent grid's key loop: 2 gives K and V two
-    # shared-memory buffers each (the kernel falls back to 1 where the key blocks do not pair
-    # up). Last, after persistent, for the same reason.
+    # Key blocks per iteration of the persistent grid's key loop (mask none only): 2 gives K
+    # and V two shared-memory buffers each (the kernel falls back to 1 where the key blocks
+    # do not pair up). Last, after persistent, for the same reason.
     k_unroll: int = 1
 
     def __post_init__(self) -> None:
@@ -189,12 +189,12 @@ class KernelConfig:
             _check_choice("num_worker_warps", self.num_worker_warps, WORKER_WARPS)
         if self.num_ctas is not None:
             _check_choice("num_ctas", self.num_ctas, CLUSTER_CTAS)
-        if self.persistent and self.mask != "none":
+        if self.persistent and self.mask == "window":
             raise ConfigError(
                 "persistent",
                 True,
-                f"the persistent grid is for mask none only (got {self.mask}): masked "
-                "q-blocks differ in work; turn it off or use mask none",
+                "the persistent grid is for mask none or causal (got window): there is no "
+                "window kernel for it; turn it off or pick another mask",
             )
         if self.persistent and (self.num_ctas or 1) > 1:
             raise ConfigError(
@@ -210,6 +210,13 @@ class KernelConfig:
                 self.k_unroll,
                 "key blocks in pairs are for the persistent grid only; turn the persistent "
                 "grid on or take 1 block an iteration",
+            )
+        if self.k_unroll > 1 and self.mask != "none":
+            raise ConfigError(
+                "k_unroll",
+                self.k_unroll,
+                f"key blocks in pairs are for mask none only (got {self.mask}): the causal "
+                "persistent grid takes 1 block an iteration",
             )
         if self.poly_exp2_cols != 0 or isinstance(self.poly_exp2_cols, bool):
             _check_choice("poly_exp2_cols", self.poly_exp2_cols, poly_exp2_choices(self.tile_n))

@@ -129,9 +129,13 @@ def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: Contr
     stored = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True)
     form.load_run(problem, stored, (1024,), "reference", "persistent")
     assert form.persistent.isChecked() and form.spec().config == stored
-    # A mask greys the box out and takes it out of the config, as the window size is without
-    # the window mask; back to no mask, the tick is still there and in effect.
+    # Causal keeps it (the causal persistent grid); a window greys the box out and takes it
+    # out of the config, as the window size is without the window mask; back to no mask, the
+    # tick is still there and in effect.
     pick(form.mask, "causal")
+    assert form.persistent.isEnabled() and form.spec().config.persistent is True
+    assert form.spec().config.summary() == "128×128 causal k-split persistent"
+    pick(form.mask, "window")
     assert not form.persistent.isEnabled() and form.persistent.isChecked()
     assert form.spec().config.persistent is False
     pick(form.mask, "none")
@@ -159,12 +163,14 @@ def test_key_pairs_follow_the_persistent_box(qtbot: Any, form: ControlsPanel) ->
     config = form.spec().config
     assert (config.persistent, config.k_unroll) == (True, 2)
     assert config.summary().endswith("persistent k-unroll 2")
-    # Off again (or a mask, which takes the persistent grid out): kept, greyed, not in effect.
+    # Off again, or a mask (the causal persistent grid takes one block, a window none):
+    # kept, greyed, not in effect.
     form.persistent.click()
     assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
     form.persistent.click()
-    pick(form.mask, "causal")
-    assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    for mask in ("causal", "window"):
+        pick(form.mask, mask)
+        assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
     pick(form.mask, "none")
     assert form.spec().config.k_unroll == 2
     # A stored run's setting comes back, and a run without it resets the box.

@@ -194,8 +194,9 @@ class ControlsPanel(QWidget):
         self.persistent = self._check(
             "persistent",
             "Persistent grid",
-            "cuTile, mask none only (greyed out with a mask): one program per SM slot looping "
-            "over the tiles, the next tile's Q fetched during this one",
+            "cuTile, mask none or causal (greyed out with a window): one program per SM slot "
+            "looping over the tiles; causal problems that are not whole square tiles run one "
+            "CTA per tile",
         )
         flags = QWidget()
         flag_grid = QVBoxLayout(flags)
@@ -207,9 +208,10 @@ class ControlsPanel(QWidget):
             "k_unroll", [(str(n) if n == 1 else f"{n} (pairs)", n) for n in K_UNROLLS]
         )
         self.k_unroll.setToolTip(
-            "Persistent grid only (greyed out without it): key blocks per iteration of its key "
-            "loop; 2 gives K and V two shared-memory buffers each (the kernel takes 1 where "
-            "k_len is not an even number of whole key blocks or the K-loop split is off)"
+            "Persistent grid without a mask only (greyed out otherwise): key blocks per "
+            "iteration of its key loop; 2 gives K and V two shared-memory buffers each (the "
+            "kernel takes 1 where k_len is not an even number of whole key blocks or the "
+            "K-loop split is off)"
         )
 
         self.occupancy = self._spin("occupancy", 0, 1_000, 0, special="auto")
@@ -363,7 +365,7 @@ class ControlsPanel(QWidget):
             input_pos=input_pos,
         )
         occupancy = self.occupancy.value()
-        persistent = self.persistent.isChecked() and mask == "none"
+        persistent = self.persistent.isChecked() and mask != "window"
         config = KernelConfig(
             tile_m=self.tile_m.currentData(),
             tile_n=self.tile_n.currentData(),
@@ -378,7 +380,7 @@ class ControlsPanel(QWidget):
             poly_exp2_cols=self.poly_exp2_cols.currentData(),
             num_ctas=self.num_ctas.currentData(),
             persistent=persistent,
-            k_unroll=self.k_unroll.currentData() if persistent else 1,
+            k_unroll=self.k_unroll.currentData() if persistent and mask == "none" else 1,
         )
         return SweepSpec(
             problem=problem,
@@ -470,13 +472,18 @@ class ControlsPanel(QWidget):
         mask, has_offset = self._mask_choice()
         self.input_pos.setEnabled(has_offset)
         self.window.setEnabled(mask == "window")
-        # Like the window size: kept as ticked, but only in effect (and editable) without a mask.
-        self.persistent.setEnabled(mask == "none")
+        # Like the window size: kept as ticked, but only in effect (and editable) where the
+        # persistent grid runs: without a mask or causal.
+        self.persistent.setEnabled(mask != "window")
         self._on_persistent_changed()
 
     def _on_persistent_changed(self) -> None:
-        # Key blocks in pairs only mean something on the persistent grid: kept, greyed out.
-        self.k_unroll.setEnabled(self.persistent.isEnabled() and self.persistent.isChecked())
+        # Key blocks in pairs only mean something on the mask-free persistent grid: kept,
+        # greyed out.
+        mask, _ = self._mask_choice()
+        self.k_unroll.setEnabled(
+            mask == "none" and self.persistent.isEnabled() and self.persistent.isChecked()
+        )
 
     def _on_preset(self, index: int) -> None:
         value = self.seq_preset.itemData(index)
