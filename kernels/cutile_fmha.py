@@ -642,8 +642,8 @@ def fmha_fwd_causal_persistent_kernel(
 
     Each program runs the tiles the host assigned it (``Tiles``, from
     :func:`kernels.schedule.causal_tile_assignment`): causal tiles differ up to n_q-fold in
-    work, and with a fixed grid stride some programs got 20-60 % more than others (on the
-    H200 that ran at 0.69-0.94x cuDNN; bench/results/h200-explore-causal-persistent.md).
+    work, and with a fixed grid stride the busiest program got 8-67 % more than the mean
+    (on the H200 that ran at 0.69-0.94x cuDNN; bench/results/h200-explore-causal-persistent.md).
 
     One key loop over every block, the triangle applied under a branch taken on the
     diagonal only, whatever ``K_SPLIT`` says. The K-split form (the diagonal after the loop,
