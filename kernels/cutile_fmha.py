@@ -1011,7 +1011,8 @@ class LaunchConfig:
     the tiles; not with ``num_ctas`` or ``pipeline``, nor with ``mask="window"``. Without a
     mask the next tile's Q is fetched during this one; causal problems run it where they are
     aligned (:func:`kernels.schedule.causal_grid_aligned`, square tiles) and one CTA per tile
-    otherwise: see :meth:`kernel_form`);
+    otherwise: see :meth:`kernel_form`. The causal persistent grid runs one key loop and deals
+    its tiles out by work on the host, so ``k_split`` and ``remap`` do not change it);
     ``k_unroll`` (1 or 2; 2 with ``persistent`` only: the key loop takes two blocks an
     iteration, which gives K and V two shared-memory buffers each; applied where k_len is a
     whole, even number of key blocks and ``k_split`` is on, else the loop takes one block).

@@ -196,7 +196,8 @@ class ControlsPanel(QWidget):
             "Persistent grid",
             "cuTile, mask none or causal (greyed out with a window): one program per SM slot "
             "looping over the tiles; causal problems that are not whole square tiles run one "
-            "CTA per tile",
+            "CTA per tile. The causal grid runs one key loop and deals its tiles out by work, "
+            "so K-loop split and remap do not change it",
         )
         flags = QWidget()
         flag_grid = QVBoxLayout(flags)
