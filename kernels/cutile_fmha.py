@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import itertools
 import json
 import math
 import os
@@ -44,7 +43,7 @@ import cuda.tile as ct
 import numpy as np
 
 from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, K_UNROLLS, poly_exp2_choices
-from kernels.measure import balanced_order
+from kernels.measure import balanced_order, graph_median_ms, side_stream
 from kernels.schedule import MASK_MODES, causal_grid_aligned, causal_tile_assignment
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 
@@ -877,17 +876,6 @@ def _default_stream(lib: str) -> Any:
     import cupy
 
     return cupy.cuda.get_current_stream()
-
-
-def _side_stream(lib: str) -> Any:
-    """A new non-blocking stream of the caller's array library."""
-    if lib == "torch":
-        import torch
-
-        return torch.cuda.Stream()
-    import cupy
-
-    return cupy.cuda.Stream(non_blocking=True)
 
 
 def _synchronize(lib: str) -> None:
@@ -1947,12 +1935,15 @@ def _sustained_pick(
     runs = [_prepare(p, arrays, cfg, stream=None, **options) for cfg in finalists]
     # The side stream does not wait for the caller's: the inputs must be complete first.
     _synchronize(p.lib)
-    timer = _ReplayTimer(p.lib, _side_stream(p.lib))
+    stream = side_stream(p.lib)
     samples: list[list[float]] = [[] for _ in runs]
     for r in range(-1, SUSTAINED_ROUNDS):  # round -1 only warms the GPU up
         # A config inherits the clock its predecessor left: vary who goes before whom.
         for i in balanced_order(len(runs), max(r, 0)):
-            us = timer.graph_median_ms(runs[i], SUSTAINED_TARGET_MS, SUSTAINED_REPLAYS) * 1e3
+            ms = graph_median_ms(
+                runs[i], p.lib, SUSTAINED_TARGET_MS, SUSTAINED_REPLAYS, stream=stream
+            )
+            us = ms * 1e3
             if r >= 0:
                 samples[i].append(us)
     medians = [statistics.median(s) for s in samples]
@@ -1962,86 +1953,6 @@ def _sustained_pick(
         for c, us in zip(finalists, medians, strict=True)
     }
     return finalists[best], table
-
-
-class _ReplayTimer:
-    """CUDA graphs of back-to-back launches, and CUDA-event timing, on a torch or CuPy stream."""
-
-    def __init__(self, lib: str, stream: Any) -> None:
-        self.lib = lib
-        self.stream = stream
-
-    def _event(self) -> Any:
-        if self.lib == "torch":
-            import torch
-
-            return torch.cuda.Event(enable_timing=True)
-        import cupy
-
-        return cupy.cuda.Event()
-
-    def _elapsed_ms(self, start: Any, end: Any) -> float:
-        if self.lib == "torch":
-            return float(start.elapsed_time(end))
-        import cupy
-
-        return float(cupy.cuda.get_elapsed_time(start, end))
-
-    def _on_stream(self) -> Any:
-        """A context in which the library's current stream is ``self.stream``."""
-        if self.lib == "torch":
-            import torch
-
-            return torch.cuda.stream(self.stream)
-        return self.stream  # a CuPy stream is its own context manager
-
-    def graph_median_ms(self, run: Callable[[], None], target_ms: float, replays: int) -> float:
-        """Milliseconds per call of ``run``, timed as triton's do_bench_cudagraph times: one
-        call, five timed back to back to size a graph of about ``target_ms``, the graph
-        captured, then ``replays`` replays with a sync after each; their median over the
-        graph's call count."""
-        self.each_ms(run, 1)
-        per_call_ms = sum(self.each_ms(run, 5)) / 5
-        count = max(1, min(1000, int(target_ms / max(per_call_ms, 1e-3))))
-        graph = self.capture(run, count)
-        per_replay = [self.each_ms(graph, 1)[0] for _ in range(replays)]
-        return statistics.median(per_replay) / count
-
-    def each_ms(self, launch: Callable[[], None], n: int) -> list[float]:
-        """Milliseconds of each of ``n`` calls of ``launch`` queued back to back (an event
-        between calls, one synchronisation at the end)."""
-        events = [self._event() for _ in range(n + 1)]
-        with self._on_stream():
-            events[0].record(self.stream)
-            for event in events[1:]:
-                launch()
-                event.record(self.stream)
-        events[-1].synchronize()
-        return [self._elapsed_ms(a, b) for a, b in itertools.pairwise(events)]
-
-    def capture(self, run: Callable[[], None], count: int) -> Callable[[], None]:
-        """``count`` calls of ``run`` captured once in a CUDA graph; returns its replay on the
-        current stream (``each_ms`` makes that ``self.stream``)."""
-        if self.lib == "torch":
-            import torch
-
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):  # its own side stream is current while capturing
-                for _ in range(count):
-                    run()
-            return graph.replay
-        import cupy
-
-        side = cupy.cuda.Stream(non_blocking=True)
-        with side:
-            side.begin_capture()
-            try:
-                for _ in range(count):
-                    run()
-            finally:
-                cgraph = side.end_capture()
-        cgraph.upload(self.stream)
-        return lambda: cgraph.launch(cupy.cuda.get_current_stream())
 
 
 def tuned_kwargs(config: dict[str, Any]) -> dict[str, Any]:

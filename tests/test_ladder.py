@@ -89,9 +89,12 @@ def test_ladder_cli_prints_the_table_and_exports_the_group(tmp_path, capsys, fas
 def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path, capsys):
     from workbench.cli import build_parser, timing_from_args
 
-    args = build_parser().parse_args(["sweep", "--cuda-graph", "--flush-l2", "--min-time", "0.1"])
+    args = build_parser().parse_args(
+        ["sweep", "--no-graph", "--flush-l2", "--min-time", "0.1", "--rounds", "6"]
+    )
     settings = timing_from_args(args, TimingSettings())
-    assert settings.cuda_graph and settings.flush_l2 and settings.min_time_s == 0.1
+    assert not settings.graph and settings.flush_l2 and settings.min_time_s == 0.1
+    assert settings.rounds == 6
     db = tmp_path / "runs.db"
     assert main(["sweep", "--db", str(db), "--min-time", "nan"]) == 2
     assert "min_time_s" in capsys.readouterr().err

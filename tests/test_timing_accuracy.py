@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
 
 import numpy as np
 import pytest
@@ -11,7 +11,13 @@ from kernels.reference import flash_attention
 from workbench.accuracy import MAX_ROWS, MAX_SLICES, TOLERANCE, check_output, sample_indices
 from workbench.backends.base import host_inputs, round_to_dtype
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import Timer, TimingSettings, TimingStats, measure
+from workbench.timing import (
+    CpuSampler,
+    TimingSettings,
+    TimingStats,
+    measure,
+    measure_interleaved,
+)
 
 
 def test_stats_summarise_the_raw_samples(rng: np.random.Generator) -> None:
@@ -28,40 +34,87 @@ def test_stats_summarise_the_raw_samples(rng: np.random.Generator) -> None:
         TimingStats(())
 
 
-class FakeTimer(Timer):
-    """Each call 'takes' the next value from a list, in milliseconds."""
+class ListSampler:
+    """A sampler whose turns 'take' values from a list, ``per_turn`` at a time."""
 
-    def __init__(self, values: list[float]) -> None:
+    def __init__(self, values: list[float], per_turn: int = 1, method: str = "graph") -> None:
         self.values = list(values)
+        self.per_turn = per_turn
+        self.method = method
+        self.turns = 0
 
-    def time_ms(self, fn: Callable[[], object]) -> float:
-        fn()
-        return self.values.pop(0)
+    def turn(self) -> list[float]:
+        self.turns += 1
+        taken, self.values = self.values[: self.per_turn], self.values[self.per_turn :]
+        return taken
 
 
-def test_measure_warms_up_untimed_and_honours_the_counts() -> None:
+def test_measure_takes_turns_until_the_counts_are_met() -> None:
     calls, between = [], []
+
+    def launch() -> None:
+        calls.append(1)
+
     stats = measure(
-        lambda: calls.append(1),
+        CpuSampler(launch, between=lambda: between.append(1)),
         TimingSettings(warmup=3, min_samples=5, min_time_s=0.0),
-        between=lambda: between.append(1),
     )
-    assert stats.count == 5
-    assert len(calls) == 3 + 5  # warm-up launches are made but not sampled
+    assert stats.count == 5 and stats.method == "cpu"
+    assert len(calls) == 5  # warm-up is the backend's (open_point), not the sampler's
     assert len(between) == 5  # the between-hook (an L2 flush) runs before every sample
     capped = measure(
-        lambda: None, TimingSettings(warmup=0, min_samples=1, max_samples=7, min_time_s=60)
+        CpuSampler(lambda: None),
+        TimingSettings(warmup=0, min_samples=1, max_samples=7, min_time_s=60),
     )
     assert capped.count == 7  # max_samples stops a min_time that would take a minute
 
 
-def test_measure_keeps_the_timer_values() -> None:
-    values = [5.0, 1.0, 3.0, 2.0, 4.0]
-    stats = measure(
-        lambda: None, TimingSettings(warmup=0, min_samples=5, min_time_s=0), FakeTimer(values)
-    )
-    assert stats.samples_ms == tuple(values)
-    assert stats.median_ms == 3.0 and stats.min_ms == 1.0
+def test_measure_keeps_the_sampler_values_and_method() -> None:
+    values = [5.0, 1.0, 3.0, 2.0, 4.0, 9.0]
+    sampler = ListSampler(values, per_turn=2, method="events")
+    stats = measure(sampler, TimingSettings(warmup=0, min_samples=5, min_time_s=0))
+    assert stats.samples_ms == tuple(values)  # three whole turns: 5 samples need the third
+    assert stats.method == "events"
+    assert stats.median_ms == 3.5 and stats.min_ms == 1.0
+
+
+def test_interleaved_rounds_are_balanced_and_every_sampler_gets_enough() -> None:
+    order: list[int] = []
+
+    class Recording(ListSampler):
+        def __init__(self, index: int) -> None:
+            super().__init__([float(index + 1)] * 1000, per_turn=3)
+            self.index = index
+
+        def turn(self) -> list[float]:
+            order.append(self.index)
+            return super().turn()
+
+    samplers = [Recording(i) for i in range(4)]
+    settings = [
+        TimingSettings(warmup=0, min_samples=s, min_time_s=0, rounds=4) for s in (3, 3, 12, 3)
+    ]
+    stats = measure_interleaved(samplers, settings)
+    warm, timed = order[:4], order[4:]
+    assert sorted(warm) == [0, 1, 2, 3]  # one untimed round first
+    assert len(timed) == 4 * 4  # 12 samples at 3 a turn need four rounds, and four is the floor
+    # Balanced: over the four rounds each sampler runs right after each other one equally often.
+    follows = {}
+    for r in range(4):
+        row = timed[4 * r : 4 * r + 4]
+        assert sorted(row) == [0, 1, 2, 3]  # everyone once per round
+        for a, b in itertools.pairwise(row):
+            follows[(a, b)] = follows.get((a, b), 0) + 1
+    assert len(follows) == 12 and set(follows.values()) == {1}
+    assert [s.count for s in stats] == [12, 12, 12, 12]
+    assert [s.median_ms for s in stats] == [1.0, 2.0, 3.0, 4.0]  # nobody's samples mixed up
+
+
+def test_cpu_samplers_get_no_warm_round() -> None:
+    sampler = ListSampler([2.0] * 10, method="cpu")
+    stats = measure_interleaved([sampler], [TimingSettings(warmup=0, min_samples=2, min_time_s=0)])
+    assert stats[0].samples_ms == (2.0,) * 4  # rounds=4 by default; no turn thrown away
+    assert sampler.turns == 4
 
 
 @pytest.mark.parametrize(
@@ -71,6 +124,7 @@ def test_measure_keeps_the_timer_values() -> None:
         (dict(min_samples=0), "samples"),
         (dict(min_samples=10, max_samples=5), "max_samples"),
         (dict(min_time_s=-1.0), "min_time_s"),
+        (dict(rounds=0), "rounds"),
     ],
 )
 def test_bad_timing_settings(kwargs: dict, field: str) -> None:

@@ -62,9 +62,17 @@ def _add_json(parser: argparse.ArgumentParser) -> None:
 
 def _add_gpu_timing(group: Any) -> None:
     group.add_argument(
-        "--cuda-graph",
+        "--no-graph",
         action="store_true",
-        help="GPU: time CUDA-graph replays, which hides host launch overhead at small N",
+        help="GPU: time plain launches with CUDA events instead of replaying CUDA graphs "
+        "(the default where a backend's launch can be captured; host launch overhead then "
+        "shows at small N)",
+    )
+    group.add_argument(
+        "--rounds",
+        type=int,
+        help="groups (--backends): at least this many interleaved timing rounds per length "
+        "(default 4)",
     )
     group.add_argument(
         "--flush-l2", action="store_true", help="GPU: overwrite the L2 cache before each sample"
@@ -298,32 +306,60 @@ def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:
         changes["max_samples"] = max(backend_default.max_samples, args.samples)
     if args.min_time is not None:
         changes["min_time_s"] = args.min_time
-    if args.cuda_graph:
-        changes["cuda_graph"] = True
+    if args.no_graph:
+        changes["graph"] = False
+    if args.rounds is not None:
+        changes["rounds"] = args.rounds
     if args.flush_l2:
         changes["flush_l2"] = True
     return dataclasses.replace(backend_default, **changes)
 
 
-def _progress(event: Any) -> None:
-    from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
+class _Progress:
+    """Prints the core's events on stderr: a line per point; in a group, a line per length
+    with every backend's result, since the backends of a length are timed together."""
 
-    if isinstance(event, RunStarted):
-        print(f"run {event.run_id}: {event.total} point(s)", file=sys.stderr)
-    elif isinstance(event, PointStarted):
-        print(f"  [{event.index + 1}/{event.total}] N={event.seq_len} …", file=sys.stderr, end="")
-        sys.stderr.flush()
-    elif isinstance(event, PointFinished):
-        p = event.point
-        left = event.elapsed_s / (event.index + 1) * (event.total - event.index - 1)
-        print(
-            f" {p.latency_ms:.3f} ms, {p.tflops:.3f} TFLOP/s, rel err {_fmt(p.rel_err, '.1e')}"
-            f" (about {left:.0f} s left)",
-            file=sys.stderr,
-        )
-    elif isinstance(event, RunFinished):
-        tail = f": {event.error.splitlines()[0]}" if event.error else ""
-        print(f"run {event.run_id} {event.status}{tail}", file=sys.stderr)
+    def __init__(self) -> None:
+        self.group: dict[int, str] = {}  # run id -> backend, inside a group
+        self.pending: list[str] = []
+
+    def __call__(self, event: Any) -> None:
+        from workbench.jobs import GroupStarted
+        from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
+
+        if isinstance(event, GroupStarted):
+            self.group = dict(zip(event.run_ids, event.backends))
+            runs = ", ".join(f"{b} #{r}" for b, r in zip(event.backends, event.run_ids))
+            _say(f"group {event.group_id}: {runs}; {event.total} point(s), timed interleaved")
+        elif isinstance(event, RunStarted):
+            if not self.group:
+                _say(f"run {event.run_id}: {event.total} point(s)")
+        elif isinstance(event, PointStarted):
+            if self.group:
+                if not self.pending:
+                    _say(f"  N={event.seq_len} …")
+                self.pending.append(self.group[event.run_id])
+            else:
+                _say(f"  [{event.index + 1}/{event.total}] N={event.seq_len} …", end="")
+        elif isinstance(event, PointFinished):
+            p = event.point
+            result = (
+                f"{p.latency_ms:.3f} ms, {p.tflops:.3f} TFLOP/s, rel err {_fmt(p.rel_err, '.1e')}"
+            )
+            if self.group:
+                self.pending.clear()
+                _say(f"    {self.group[event.run_id]:12} {result}")
+            else:
+                left = event.elapsed_s / (event.index + 1) * (event.total - event.index - 1)
+                _say(f" {result} (about {left:.0f} s left)")
+        elif isinstance(event, RunFinished):
+            tail = f": {event.error.splitlines()[0]}" if event.error else ""
+            _say(f"run {event.run_id} {event.status}{tail}")
+
+
+def _say(text: str, end: str = "\n") -> None:
+    print(text, file=sys.stderr, end=end)
+    sys.stderr.flush()
 
 
 # --- commands -----------------------------------------------------------------------------------
@@ -331,95 +367,66 @@ def _progress(event: Any) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from workbench.backends import get_backend
-    from workbench.runner import RunFinished, preflight, run_sweep
+    from workbench.runner import preflight, run_sweep
 
     names = [b.strip() for b in args.backends.split(",")] if args.backends else [args.backend]
+    if len([n for n in names if n]) != 1:
+        return _sweep_group(args, names)  # refuses an empty or repeated list before writing
     names = [n for n in names if n]
-    if not names or len(set(names)) != len(names):
-        raise UsageError("--backends: expected distinct backend names, e.g. reference,cutile")
-    if args.seed is None and len(names) > 1:
-        # Several backends must see the same inputs: draw one seed for the whole group.
-        import secrets
+    spec = spec_from_args(args, names[0])
+    backend = get_backend(names[0])
+    preflight(spec, backend)  # refuse before anything is written
+    timing = timing_from_args(args, backend.default_timing())
+    with _open_store(args.db) as store:
+        events = run_sweep(spec, store, timing=timing, backend=backend)
+        return _finish_sweep(args, store, events)
 
-        args.seed = secrets.randbits(32)
-    specs = [spec_from_args(args, name) for name in names]
-    backends = [get_backend(name) for name in names]
-    if len(names) == 1:
-        preflight(specs[0], backends[0])  # refuse before anything is written
-    else:
-        specs, backends = _fit_group(specs, backends)
+
+def _sweep_group(args: argparse.Namespace, names: list[str]) -> int:
+    """Several backends on the same inputs, timed interleaved, as one group (workbench.jobs)."""
+    from workbench.backends import get_backend
+    from workbench.jobs import group_specs, plan_group, run_group
+
+    backends = []
+    for name in names:
+        if name.strip():
+            backends.append(get_backend(name.strip()))  # an unknown name is refused here
+    specs = group_specs(spec_from_args(args, "reference"), names)
+    plan, backends = plan_group(specs, backends, label=args.label)
+    for skip in plan.skipped:
+        print(f"note: {skip.backend} skips N={skip.seq_len}: {skip.reason}", file=sys.stderr)
     timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
-    store = _open_store(args.db)
-    try:
-        group_id = None
-        if len(names) > 1:
-            group_id = store.create_group(
-                "backends", args.label or f"{', '.join(names)}", {"backends": names}
-            )
-        results = []
-        worst = EXIT_OK
-        for spec, backend, timing in zip(specs, backends, timings):
-            finished = None
-            for event in run_sweep(
-                spec,
-                store,
-                timing=timing,
-                backend=backend,
-                group_id=group_id,
-                step=spec.backend if group_id is not None else None,
-            ):
-                _progress(event)
-                if isinstance(event, RunFinished):
-                    finished = event
-            assert finished is not None
-            if finished.status != "complete":
+    with _open_store(args.db) as store:
+        events = run_group(plan, store, backends=backends, timings=timings)
+        return _finish_sweep(args, store, events)
+
+
+def _finish_sweep(args: argparse.Namespace, store: Store, events: Any) -> int:
+    """Print the events; then the run ids (or JSON). Exit 1 if any run did not complete."""
+    from workbench.jobs import GroupStarted
+    from workbench.runner import RunFinished
+
+    group_id = None
+    results, worst = [], EXIT_OK
+    progress = _Progress()
+    for event in events:
+        progress(event)
+        if isinstance(event, GroupStarted):
+            group_id = event.group_id
+        if isinstance(event, RunFinished):
+            results.append(event.run_id)
+            if event.status != "complete":
                 worst = EXIT_FAILED
-            results.append(finished.run_id)
-        if args.json:
-            _emit_json(
-                {
-                    "group_id": group_id,
-                    "runs": [
-                        {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
-                        for r in results
-                    ],
-                }
-            )
-        else:
-            for run_id in results:
-                print(run_id)
-        return worst
-    finally:
-        store.close()
-
-
-def _fit_group(specs: list[SweepSpec], backends: list[Any]) -> tuple[list[SweepSpec], list[Any]]:
-    """In a group, a backend that cannot run some lengths (naive attention whose N×N scores do
-    not fit) runs the lengths it can; the others are named on stderr. An unavailable backend
-    or a bad knob still refuses the whole group before anything is written."""
-    import dataclasses
-
-    from workbench.runner import preflight
-
-    kept_specs, kept_backends = [], []
-    for spec, backend in zip(specs, backends):
-        fits, refused = [], []
-        for n in spec.seq_lens:
-            try:
-                preflight(dataclasses.replace(spec, seq_lens=(n,)), backend)
-                fits.append(n)
-            except ConfigError as exc:
-                if exc.field != "q_len":  # only a size refusal is per length
-                    raise
-                refused.append((n, exc))
-        for n, exc in refused:
-            print(f"note: {spec.backend} skips N={n}: {exc.allowed}", file=sys.stderr)
-        if fits:
-            kept_specs.append(dataclasses.replace(spec, seq_lens=tuple(fits)))
-            kept_backends.append(backend)
-    if not kept_specs:
-        raise UsageError("no backend of the group can run any of these sequence lengths")
-    return kept_specs, kept_backends
+    if args.json:
+        runs = [
+            {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
+            for r in sorted(results)
+        ]
+        _emit_json({"group_id": group_id, "runs": runs})
+    else:
+        for run_id in sorted(results):
+            print(run_id)
+    return worst
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -687,6 +694,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         )
         print(f"ladder group {group_id}: {len(ladder.steps)} steps", file=sys.stderr)
         worst = EXIT_OK
+        progress = _Progress()
         for event in events:
             if isinstance(event, StepStarted):
                 print(
@@ -695,7 +703,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 continue
-            _progress(event)
+            progress(event)
             if isinstance(event, RunFinished) and event.status != "complete":
                 worst = EXIT_FAILED
         table = ladder_table(store, group_id)

@@ -1,18 +1,29 @@
-"""The timing harness every backend shares.
+"""The timing harness every backend shares, for one run and for interleaved groups.
 
-Warm-up (and compilation) stay outside the timed region; samples are taken one launch at a
-time until both a minimum count and a minimum time are reached; the raw samples are kept and the
-summary is median, p20, p80 and min. The clock is the backend's: ``perf_counter`` around a
-synchronous call on the CPU, CUDA events on a GPU.
+A backend hands over a *sampler*: something that yields samples (milliseconds per call) a turn
+at a time. GPU backends use :class:`kernels.measure.LaunchSampler`, the project's one GPU timing
+procedure (CUDA-graph replay where the launch can be captured, CUDA events otherwise; the tuner
+and the benchmark use it too); the CPU reference uses :class:`CpuSampler`. Warm-up and
+compilation stay outside the timed region. :func:`measure` takes turns until a minimum count and
+a minimum time are both reached; :func:`measure_interleaved` does the same for several samplers
+at once, in rounds whose order is balanced (each sampler follows each other equally often), so
+no backend inherits a better or worse GPU clock than another. Raw samples are kept; the summary
+is median, p20, p80 and min.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
+
+from kernels.measure import balanced_order
+
+# Methods a point's timing can come from (stored with the point).
+TIMER_METHODS = ("graph", "events", "cpu")
 
 
 @dataclass(frozen=True)
@@ -20,10 +31,11 @@ class TimingSettings:
     warmup: int = 3  # untimed launches after the first (compiling) one
     min_samples: int = 10
     max_samples: int = 1000
-    min_time_s: float = 0.25  # keep sampling until this much time has been measured
+    min_time_s: float = 0.25  # keep sampling until this much time has been spent timing
     max_time_s: float = 30.0  # ...but stop after this much, whatever min_samples says
-    flush_l2: bool = False  # GPU: overwrite L2 between samples
-    cuda_graph: bool = False  # GPU: time graph replays instead of plain launches
+    flush_l2: bool = False  # GPU: overwrite L2 before every sample
+    graph: bool = True  # GPU: replay CUDA graphs where the launch can be captured
+    rounds: int = 4  # groups: at least this many interleaved rounds per length
 
     def __post_init__(self) -> None:
         from workbench.config import ConfigError
@@ -39,13 +51,17 @@ class TimingSettings:
         # `not x >= 0` also refuses NaN, which compares false with everything.
         if not self.min_time_s >= 0 or not self.max_time_s > 0:
             raise ConfigError("min_time_s", self.min_time_s, "expected a time >= 0 seconds")
+        if self.rounds < 1:
+            raise ConfigError("rounds", self.rounds, "expected at least 1")
 
 
 @dataclass(frozen=True)
 class TimingStats:
-    """Raw samples in milliseconds and the summary the store keeps."""
+    """Raw samples in milliseconds, how they were taken, and the summary the store keeps."""
 
     samples_ms: tuple[float, ...] = field(repr=False)
+    method: str = "cpu"  # one of TIMER_METHODS
+    note: str | None = None  # why a GPU launch fell back from graphs to events
 
     def __post_init__(self) -> None:
         if not self.samples_ms:
@@ -75,48 +91,90 @@ class TimingStats:
         return float(min(self.samples_ms))
 
 
-class Timer:
-    """Times calls of ``fn`` in milliseconds. The CPU timer: each call is synchronous."""
+class Sampler(Protocol):
+    """Yields samples a turn at a time; ``method`` says which clock took them."""
 
-    batch = 1  # samples taken per round before the stopping rule is checked
+    method: str
 
-    def time_ms(self, fn: Callable[[], object]) -> float:
-        start = time.perf_counter()
-        fn()
-        return (time.perf_counter() - start) * 1e3
+    def turn(self) -> list[float]: ...
 
-    def time_many(
-        self, fn: Callable[[], object], count: int, between: Callable[[], object] | None
-    ) -> list[float]:
+
+class CpuSampler:
+    """Wall-clock time of synchronous calls, ``per_turn`` of them a turn."""
+
+    method = "cpu"
+
+    def __init__(
+        self,
+        fn: Callable[[], object],
+        *,
+        between: Callable[[], object] | None = None,
+        per_turn: int = 1,
+    ) -> None:
+        self.fn = fn
+        self.between = between
+        self.per_turn = per_turn
+
+    def turn(self) -> list[float]:
         samples = []
-        for _ in range(count):
-            if between is not None:
-                between()
-            samples.append(self.time_ms(fn))
+        for _ in range(self.per_turn):
+            if self.between is not None:
+                self.between()
+            start = time.perf_counter()
+            self.fn()
+            samples.append((time.perf_counter() - start) * 1e3)
         return samples
 
 
-def measure(
-    fn: Callable[[], object],
-    settings: TimingSettings,
-    timer: Timer | None = None,
-    *,
-    between: Callable[[], object] | None = None,
-) -> TimingStats:
-    """Warm up, then sample ``fn`` until ``min_samples`` and ``min_time_s`` are both met.
+def _stats(sampler: Sampler, samples: list[float]) -> TimingStats:
+    return TimingStats(tuple(samples), sampler.method, getattr(sampler, "fallback_reason", None))
 
-    ``between`` runs untimed before every sample (an L2 flush, say).
-    """
-    timer = timer or Timer()
-    for _ in range(settings.warmup):
-        fn()
-    samples: list[float] = []
+
+def measure(sampler: Sampler, settings: TimingSettings) -> TimingStats:
+    """Take turns of ``sampler`` until ``min_samples`` and ``min_time_s`` are both met (or a
+    cap is reached). Warm-up is the caller's: it knows how to launch untimed."""
+    return measure_interleaved([sampler], [settings], rounds=1, warm_round=False)[0]
+
+
+def measure_interleaved(
+    samplers: Sequence[Sampler],
+    settings: Sequence[TimingSettings],
+    *,
+    rounds: int | None = None,
+    warm_round: bool = True,
+) -> list[TimingStats]:
+    """Time several samplers in rounds: each round gives every sampler one turn, in the order
+    :func:`~kernels.measure.balanced_order` gives for that round. Rounds go on until every
+    sampler has its ``min_samples`` and ``min_time_s`` and at least ``rounds`` rounds have run
+    (default: the largest ``settings.rounds``), or until any cap is reached.
+
+    ``warm_round``: one untimed round first, so the first timed turn finds the GPU as warm as
+    the later ones (skipped for CPU samplers, whose turns can take seconds)."""
+    if len(samplers) != len(settings) or not samplers:
+        raise ValueError("measure_interleaved needs one settings per sampler, at least one")
+    count = len(samplers)
+    min_rounds = rounds if rounds is not None else max(s.rounds for s in settings)
+    if warm_round:
+        for i in balanced_order(count, 0):
+            if samplers[i].method != "cpu":
+                samplers[i].turn()
+    samples: list[list[float]] = [[] for _ in samplers]
+    spent = [0.0] * count
     started = time.perf_counter()
+    round_index = 0
     while True:
-        count = min(timer.batch, settings.max_samples - len(samples))
-        samples.extend(timer.time_many(fn, count, between))
-        elapsed = time.perf_counter() - started
-        enough = len(samples) >= settings.min_samples and elapsed >= settings.min_time_s
-        if enough or len(samples) >= settings.max_samples or elapsed >= settings.max_time_s:
+        for i in balanced_order(count, round_index):
+            begun = time.perf_counter()
+            samples[i].extend(samplers[i].turn())
+            spent[i] += time.perf_counter() - begun
+        round_index += 1
+        enough = round_index >= min_rounds and all(
+            len(samples[i]) >= s.min_samples and spent[i] >= s.min_time_s
+            for i, s in enumerate(settings)
+        )
+        capped = any(len(samples[i]) >= s.max_samples for i, s in enumerate(settings)) or any(
+            time.perf_counter() - started >= s.max_time_s * count for s in settings
+        )
+        if enough or capped:
             break
-    return TimingStats(tuple(samples))
+    return [_stats(sampler, taken) for sampler, taken in zip(samplers, samples)]

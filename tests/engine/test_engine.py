@@ -155,30 +155,3 @@ def test_a_config_refusal_survives_the_trip_between_processes():
         error.allowed,
         str(error),
     )
-
-
-class _BatchCountingTimer:
-    """A fake device timer: records how measure() asks for samples."""
-
-    batch = 4
-
-    def __init__(self):
-        self.requests = []
-
-    def time_many(self, fn, count, between):
-        self.requests.append(count)
-        for _ in range(count):
-            fn()
-        return [1.0 + 0.1 * i for i in range(count)]
-
-
-def test_device_timers_are_asked_for_samples_in_batches_up_to_the_cap():
-    from workbench.timing import measure
-
-    calls = []
-    timer = _BatchCountingTimer()
-    settings = TimingSettings(warmup=2, min_samples=9, max_samples=10, min_time_s=0.0)
-    stats = measure(lambda: calls.append(1), settings, timer)
-    assert timer.requests == [4, 4, 2]  # batches until min_samples, never past max_samples
-    assert stats.count == 10
-    assert len(calls) == 2 + 10  # warm-up launches are not timed

@@ -151,7 +151,7 @@ def test_graph_replay_and_l2_flush_time_the_same_kernel(name):
     graphed = backend.measure_point(
         problem,
         config,
-        TimingSettings(warmup=2, min_samples=5, min_time_s=0.0, cuda_graph=True, flush_l2=True),
+        TimingSettings(warmup=2, min_samples=5, min_time_s=0.0, graph=True, flush_l2=True),
         np.random.default_rng(),
     )
     assert graphed.accuracy.passed

@@ -28,10 +28,11 @@ _REGISTRY = {
     "cutile": "workbench.backends.cutile:CutileBackend",
     "torch-flash": "workbench.backends.torch_sdpa:TorchFlashBackend",
     "torch-cudnn": "workbench.backends.torch_sdpa:TorchCudnnBackend",
+    "fa4": "workbench.backends.fa4:FlashAttention4Backend",
     "naive": "workbench.backends.naive:NaiveCupyBackend",
 }
 # These touch the GPU: by default they run in the supervised engine process.
-GPU_BACKENDS = frozenset({"cutile", "torch-flash", "torch-cudnn", "naive"})
+GPU_BACKENDS = frozenset({"cutile", "torch-flash", "torch-cudnn", "fa4", "naive"})
 BACKEND_NAMES = tuple(_REGISTRY)
 
 

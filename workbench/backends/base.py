@@ -19,7 +19,7 @@ import numpy as np
 from kernels.schedule import BlockKind, Schedule
 from workbench.accuracy import AccuracyReport, check_output
 from workbench.config import KernelConfig, Problem
-from workbench.timing import Timer, TimingSettings, TimingStats, measure
+from workbench.timing import CpuSampler, Sampler, TimingSettings, TimingStats, measure
 
 
 class BackendError(RuntimeError):
@@ -174,8 +174,9 @@ class Backend(ABC):
         """Fill the prepared launch's output buffer with NaN (when it reuses one), so that the
         checked launch proves it wrote every element."""
 
-    def timer(self) -> Timer:
-        return Timer()
+    def sampler(self, launch: Callable[[], Any], settings: TimingSettings) -> Sampler:
+        """How this backend's launches are timed (see :mod:`workbench.timing`)."""
+        return CpuSampler(launch, between=self.between_samples(settings))
 
     def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
         return None
@@ -184,6 +185,8 @@ class Backend(ABC):
         return schedule_for(problem, config).block_map
 
     def peak_memory_bytes(self) -> int | None:
+        """Bytes in use at the peak since :meth:`reset_peak_memory`, less what was in use
+        then (other backends of a group hold their own inputs)."""
         return None
 
     def reset_peak_memory(self) -> None:  # noqa: B027 - optional hook
@@ -192,13 +195,15 @@ class Backend(ABC):
     def release(self) -> None:  # noqa: B027 - optional hook
         """Free what a point left behind (device memory pools)."""
 
-    def measure_point(
+    def open_point(
         self,
         problem: Problem,
         config: KernelConfig,
         settings: TimingSettings,
         rng: np.random.Generator,
-    ) -> PointResult:
+    ) -> OpenPoint:
+        """Everything before the timed region: fresh inputs, compile (timed apart), one
+        poisoned launch checked against float64, the warm-up, and the sampler."""
         self.check_supported(problem, config)
         try:
             self.reset_peak_memory()
@@ -215,18 +220,57 @@ class Backend(ABC):
             q, k, v = (self.host_view(x) for x in inputs)
             accuracy = check_output(q, k, v, self.host_view(checked_out), problem, config, rng)
             del checked_out
+            for _ in range(settings.warmup):
+                launch()
+            self.synchronize()
+            sampler = self.sampler(launch, settings)
+        except BaseException:
+            self.release()
+            raise
+        return OpenPoint(problem, config, inputs, sampler, compile_s, accuracy)
 
-            timing = measure(launch, settings, self.timer(), between=self.between_samples(settings))
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        """After the timed region: peak memory, the block map, and the point's result."""
+        try:
             peak = self.peak_memory_bytes()
-            grid = self.block_map(problem, config)
+            grid = self.block_map(opened.problem, opened.config)
         finally:
+            opened.inputs = ()
             self.release()
         return PointResult(
-            problem=problem,
+            problem=opened.problem,
             timing=timing,
-            compile_s=compile_s,
-            accuracy=accuracy,
+            compile_s=opened.compile_s,
+            accuracy=opened.accuracy,
             block_map=np.asarray(grid, dtype=np.int8),
-            flops=problem_flops(problem, config),
+            flops=problem_flops(opened.problem, opened.config),
             peak_mem_bytes=peak,
+            extra={"timer": timing.method, **({"timer_note": timing.note} if timing.note else {})},
         )
+
+    def measure_point(
+        self,
+        problem: Problem,
+        config: KernelConfig,
+        settings: TimingSettings,
+        rng: np.random.Generator,
+    ) -> PointResult:
+        opened = self.open_point(problem, config, settings, rng)
+        try:
+            timing = measure(opened.sampler, settings)
+        except BaseException:
+            self.release()
+            raise
+        return self.close_point(opened, timing)
+
+
+@dataclass
+class OpenPoint:
+    """A point ready to be timed: what :meth:`Backend.open_point` made."""
+
+    problem: Problem
+    config: KernelConfig
+    inputs: tuple[Any, ...] = field(repr=False)
+    sampler: Sampler = field(repr=False)
+    compile_s: float
+    accuracy: AccuracyReport

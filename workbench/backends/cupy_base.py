@@ -1,4 +1,4 @@
-"""What the CuPy-based GPU backends (cuTile, naive) share: device memory, CUDA-event timing,
+"""What the CuPy-based GPU backends (cuTile, naive) share: device memory, the GPU sampler,
 L2 flushing, peak memory from CuPy's pool, and host views of device arrays."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 from workbench.backends.base import Backend
 from workbench.backends.gpu import (
-    CupyEventTimer,
     HostView,
     cupy_free_bytes,
     cupy_l2_flusher,
     gpu_machine_info,
+    launch_sampler,
 )
-from workbench.timing import Timer, TimingSettings
+from workbench.timing import Sampler, TimingSettings
 
 
 class CupyBackend(Backend):
@@ -32,22 +32,24 @@ class CupyBackend(Backend):
 
         cupy.cuda.Device().synchronize()
 
-    def timer(self) -> Timer:
-        return CupyEventTimer()
+    lib = "cupy"  # the array library of this backend's inputs (what its launches run on)
 
-    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
-        return cupy_l2_flusher() if settings.flush_l2 else None
+    def sampler(self, launch: Callable[[], Any], settings: TimingSettings) -> Sampler:
+        return launch_sampler(launch, self.lib, settings, cupy_l2_flusher)
 
     def reset_peak_memory(self) -> None:
         import cupy
 
-        cupy.get_default_memory_pool().free_all_blocks()
+        pool = cupy.get_default_memory_pool()
+        pool.free_all_blocks()
+        self._baseline_bytes = int(pool.used_bytes())
 
     def peak_memory_bytes(self) -> int | None:
         import cupy
 
         # The pool keeps every block it handed out, so its size after the launches is the peak.
-        return int(cupy.get_default_memory_pool().total_bytes())
+        total = int(cupy.get_default_memory_pool().total_bytes())
+        return max(total - getattr(self, "_baseline_bytes", 0), 0)
 
     def release(self) -> None:
         import cupy

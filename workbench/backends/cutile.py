@@ -7,22 +7,23 @@ point comes from the instrumented kernel, run with the same tiles and knobs as t
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from workbench.backends.base import Availability, schedule_for
+from workbench.backends.base import Availability, OpenPoint, PointResult, schedule_for
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import (
     as_kernel_dtype,
     cuda_home_problem,
     cupy_device,
-    cupy_graph_launch,
     device_inputs,
 )
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import TimingSettings
+from workbench.timing import TimingSettings, TimingStats
 
 KERNEL_TILES = (64, 128, 256)
 KERNEL_HEAD_DIMS = (64, 128, 256)
@@ -55,7 +56,8 @@ class CutileBackend(CupyBackend):
         self._out: Any = None
         self._kwargs: dict[str, Any] = {}
         self._tuning: dict[str, Any] | None = None
-        self._settings: TimingSettings | None = None
+        self._tune_s = 0.0
+        self._map_s = 0.0
 
     def availability(self) -> Availability:
         try:
@@ -106,7 +108,11 @@ class CutileBackend(CupyBackend):
                     )
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
-        return tuple(as_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
+        inputs = tuple(as_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
+        # bfloat16 comes as torch tensors (CuPy has none): the launches then run on torch's
+        # current stream, and the sampler must time that stream.
+        self.lib = "torch" if type(inputs[0]).__module__.startswith("torch") else "cupy"
+        return inputs
 
     def _launch_kwargs(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
@@ -117,7 +123,9 @@ class CutileBackend(CupyBackend):
             "input_pos": problem.input_pos,
             "window": config.window,
         }
+        self._tune_s = 0.0
         if config.autotune:
+            started = time.perf_counter()
             chosen = fmha.autotune(
                 *inputs,
                 **common,
@@ -126,6 +134,7 @@ class CutileBackend(CupyBackend):
                 remap=config.remap,
             )
             self._tuning = chosen.get("_tuning")
+            self._tune_s = time.perf_counter() - started
             return {**common, **fmha.tuned_kwargs(chosen)}
         self._tuning = None
         return {
@@ -155,12 +164,7 @@ class CutileBackend(CupyBackend):
         # Validate, pick the kernel variant and build the argument tuple once, so the timed
         # loop pays for the launch alone: attention() re-checks its inputs and allocates its
         # dummy arrays on every call, host time that shows at N = 1024 (about 100 us a launch).
-        launch = fmha.prepare(q, k, v, out=out, **kwargs)
-
-        if self._settings is not None and self._settings.cuda_graph:
-            launch()  # compile before capture: compilation cannot happen inside a graph
-            return cupy_graph_launch(launch)
-        return launch
+        return fmha.prepare(q, k, v, out=out, **kwargs)
 
     def poison_output(self) -> None:
         if self._out is not None:
@@ -170,6 +174,7 @@ class CutileBackend(CupyBackend):
         """From the instrumented kernel, with the tiles and knobs that were timed."""
         fmha = _kernel_module()
         knobs = _knobs(self._kwargs)
+        started = time.perf_counter()
         recorded = fmha.gpu_block_map(
             problem.q_len,
             problem.k_len,
@@ -186,15 +191,19 @@ class CutileBackend(CupyBackend):
             lib="cupy",
             **knobs,
         )
+        self._map_s = time.perf_counter() - started
         return recorded.map
 
     def release(self) -> None:
         self._out = None
         super().release()
 
-    def measure_point(self, problem, config, settings, rng):  # type: ignore[no-untyped-def]
-        self._settings = settings
-        result = super().measure_point(problem, config, settings, rng)
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        # The tuner's search ran inside prepare(); it is not compilation, so compile times of
+        # tuned and hand-set runs compare (the search's time is kept as tune_s).
+        compile_s = max(opened.compile_s - self._tune_s, 0.0)
+        result = dataclasses.replace(super().close_point(opened, timing), compile_s=compile_s)
+        problem, config = opened.problem, opened.config
         kw = self._kwargs
         tiled = KernelConfig(
             tile_m=kw["tile_m"], tile_n=kw["tile_n"], mask=config.mask, window=config.window
@@ -202,6 +211,8 @@ class CutileBackend(CupyBackend):
         expected = schedule_for(problem, tiled).block_map
         result.extra.update(
             launch=_knobs(kw),
+            tune_s=round(self._tune_s, 3),
+            block_map_s=round(self._map_s, 3),
             block_map_matches_schedule=bool(np.array_equal(result.block_map, expected)),
         )
         if self._tuning is not None:

@@ -1,4 +1,4 @@
-"""What the GPU backends share: detection that never raises, CUDA-event timing, L2 flushing,
+"""What the GPU backends share: detection that never raises, the GPU sampler, L2 flushing,
 peak memory and the machine's metadata.
 
 Nothing here imports CuPy or torch at module import; each function imports what it needs, so
@@ -16,7 +16,7 @@ from typing import Any
 
 from workbench.backends.base import Availability, BackendError
 from workbench.machine import package_version
-from workbench.timing import Timer
+from workbench.timing import TimingSettings
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # several times any current L2 (H200: 60 MB)
 
@@ -87,66 +87,17 @@ def cuda_home_problem() -> str | None:
     )
 
 
-class _EventTimer(Timer):
-    """Device time of each launch, between two CUDA events on the launching stream.
+def launch_sampler(
+    launch: Callable[[], Any],
+    lib: str,
+    settings: TimingSettings,
+    flusher: Callable[[], Callable[[], object]],
+) -> Any:
+    """The project's one GPU timing procedure for ``launch`` (see kernels.measure)."""
+    from kernels.measure import LaunchSampler
 
-    Launches are queued in batches with one synchronisation per batch, as triton's do_bench
-    does: synchronising after every launch would leave the GPU idle while the host prepares
-    the next one, and that host time would land inside the next sample. One untimed lead
-    launch starts each batch so the first timed one also finds the queue busy.
-    """
-
-    batch = 10
-
-    def _event_pair(self) -> tuple[Any, Any]:
-        raise NotImplementedError
-
-    def _elapsed_ms(self, start: Any, end: Any) -> float:
-        raise NotImplementedError
-
-    def time_ms(self, fn: Callable[[], object]) -> float:
-        return self.time_many(fn, 1, None)[0]
-
-    def time_many(
-        self, fn: Callable[[], object], count: int, between: Callable[[], object] | None
-    ) -> list[float]:
-        pairs = [self._event_pair() for _ in range(count)]
-        fn()  # the lead launch
-        for start, end in pairs:
-            if between is not None:
-                between()
-            start.record()
-            fn()
-            end.record()
-        pairs[-1][1].synchronize()
-        return [self._elapsed_ms(start, end) for start, end in pairs]
-
-
-class CupyEventTimer(_EventTimer):
-    def __init__(self) -> None:
-        import cupy
-
-        self._cupy = cupy
-
-    def _event_pair(self) -> tuple[Any, Any]:
-        return self._cupy.cuda.Event(), self._cupy.cuda.Event()
-
-    def _elapsed_ms(self, start: Any, end: Any) -> float:
-        return float(self._cupy.cuda.get_elapsed_time(start, end))
-
-
-class TorchEventTimer(_EventTimer):
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-
-    def _event_pair(self) -> tuple[Any, Any]:
-        make = self._torch.cuda.Event
-        return make(enable_timing=True), make(enable_timing=True)
-
-    def _elapsed_ms(self, start: Any, end: Any) -> float:
-        return float(start.elapsed_time(end))
+    between = flusher() if settings.flush_l2 else None
+    return LaunchSampler(launch, lib, graph=settings.graph, between=between)
 
 
 def cupy_l2_flusher() -> Callable[[], object]:
@@ -161,50 +112,6 @@ def torch_l2_flusher() -> Callable[[], object]:
 
     scratch = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     return scratch.zero_
-
-
-def cupy_graph_launch(launch: Callable[[], Any]) -> Callable[[], Any]:
-    """Capture ``launch`` once in a CUDA graph on a side stream and return its replay."""
-    import cupy
-
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        launch()  # warm: anything lazily initialised must not happen during capture
-        stream.synchronize()
-        stream.begin_capture()
-        try:
-            result = launch()
-        finally:
-            graph = stream.end_capture()
-    graph.upload(stream)
-    # A replay goes to the caller's stream, which CUDA does not order after an upload issued on
-    # another stream; wait for the upload so the first replay cannot overlap it.
-    stream.synchronize()
-
-    def replay() -> Any:
-        graph.launch(cupy.cuda.get_current_stream())
-        return result
-
-    return replay
-
-
-def torch_graph_launch(launch: Callable[[], Any]) -> Callable[[], Any]:
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        launch()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = launch()
-
-    def replay() -> Any:
-        graph.replay()
-        return result
-
-    return replay
 
 
 def cupy_free_bytes() -> int | None:

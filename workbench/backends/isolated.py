@@ -89,3 +89,48 @@ class IsolatedBackend(Backend):
 
     def prepare(self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]) -> Any:
         raise NotImplementedError("the real backend prepares in the engine child")
+
+
+def child_group_point(
+    names: list[str],
+    problems: list[Problem],
+    configs: list[KernelConfig],
+    timings: list[TimingSettings],
+    seed: np.random.SeedSequence,
+) -> tuple[list[Any], bool]:
+    """In the engine child: one length of a group, interleaved (see workbench.jobs). Also
+    says whether a fault that may have poisoned this CUDA context happened."""
+    from workbench.jobs import interleaved_point
+
+    faults: list[BaseException] = []
+    backends = [_in_child(name) for name in names]
+    outcomes = interleaved_point(backends, problems, configs, timings, seed, faults)
+    return outcomes, bool(faults)
+
+
+def group_in_engine(
+    backends: list[Backend],
+    problems: list[Problem],
+    configs: list[KernelConfig],
+    timings: list[TimingSettings],
+    seed: np.random.SeedSequence,
+) -> list[Any]:
+    """One length of a group for backends that run in the engine: one engine call, so they
+    are interleaved there. A crash of the child fails every one of them with its error."""
+    from workbench.engine import EngineFailure
+
+    engines = {id(b.engine) for b in backends if isinstance(b, IsolatedBackend)}
+    if len(engines) != 1:
+        raise BackendError("the GPU backends of a group must share one engine")
+    engine = backends[0].engine  # type: ignore[attr-defined]
+    names = [b.name for b in backends]
+    try:
+        outcomes, faulted = engine.call(
+            "workbench.backends.isolated:child_group_point",
+            names, problems, configs, timings, seed,
+        )  # fmt: skip
+    except EngineFailure as exc:
+        return [f"EngineFailure: {exc}"] * len(backends)
+    if faulted:
+        engine.close()  # its CUDA context may be poisoned: the next call starts a fresh child
+    return outcomes

@@ -9,28 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import numpy as np
-
-from workbench.backends.base import Availability, Backend
-from workbench.backends.gpu import (
-    HostView,
-    TorchEventTimer,
-    as_torch,
-    device_inputs,
-    gpu_machine_info,
-    torch_device,
-    torch_graph_launch,
-    torch_l2_flusher,
-)
+from workbench.backends.base import Availability
+from workbench.backends.gpu import torch_device
+from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import Timer, TimingSettings
 
 
-class TorchSdpaBackend(Backend):
+class TorchSdpaBackend(TorchBackend):
     sdpa_backend: ClassVar[str]  # name of a torch.nn.attention.SDPBackend member
-
-    def __init__(self) -> None:
-        self._settings: TimingSettings | None = None
 
     def availability(self) -> Availability:
         status = torch_device()
@@ -42,33 +28,10 @@ class TorchSdpaBackend(Backend):
             return Availability(False, "torch was built without cuDNN")
         return Availability(True, f"torch SDPA {self.description} on {status.reason}")
 
-    def default_timing(self) -> TimingSettings:
-        return TimingSettings(warmup=5, min_samples=30, min_time_s=0.5)
-
-    def memory_capacity(self) -> int | None:
-        import torch
-
-        free, _total = torch.cuda.mem_get_info()
-        return int(free)
-
-    def machine_info(self) -> dict[str, Any]:
-        return gpu_machine_info()
-
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
         if config.mask == "window":
             raise ConfigError("mask", "window", f"{self.name} has no sliding-window mask")
-
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
-        return tuple(as_torch(x, problem.dtype) for x in device_inputs(problem, rng))
-
-    def host_view(self, tensor: Any) -> Any:
-        return HostView(tensor)
-
-    def synchronize(self) -> None:
-        import torch
-
-        torch.cuda.synchronize()
 
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
@@ -105,36 +68,8 @@ class TorchSdpaBackend(Backend):
                     q, k, v, attn_mask=attn_mask, is_causal=is_causal
                 )
 
-        settings = self._settings
-        if settings is not None and settings.cuda_graph:
-            return torch_graph_launch(launch)
         torch.cuda.synchronize()
         return launch
-
-    def timer(self) -> Timer:
-        return TorchEventTimer()
-
-    def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:
-        return torch_l2_flusher() if settings.flush_l2 else None
-
-    def reset_peak_memory(self) -> None:
-        import torch
-
-        torch.cuda.reset_peak_memory_stats()
-
-    def peak_memory_bytes(self) -> int | None:
-        import torch
-
-        return int(torch.cuda.max_memory_allocated())
-
-    def release(self) -> None:
-        import torch
-
-        torch.cuda.empty_cache()
-
-    def measure_point(self, problem, config, settings, rng):  # type: ignore[no-untyped-def]
-        self._settings = settings  # prepare() needs to know about graph replay
-        return super().measure_point(problem, config, settings, rng)
 
 
 class TorchFlashBackend(TorchSdpaBackend):

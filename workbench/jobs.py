@@ -1,0 +1,310 @@
+"""Group sweeps: several backends on the same inputs, timed interleaved, stored as one group.
+
+The CLI's ``--backends`` and the window's backend list both run through :func:`plan_group` and
+:func:`run_group`. At each sequence length every backend of the group gets the same fresh
+inputs (one seed per length for the whole group), is compiled and checked against float64, and
+then all of them are timed together in rounds whose order is balanced
+(:func:`workbench.timing.measure_interleaved`), so none inherits a better or worse GPU clock
+than another. Each backend's points go to its own run; the runs share a group, and Compare
+opens the group as one unit.
+
+GPU backends run in the supervised engine child, so their group point is one engine call and
+they are interleaved there; a CPU backend in the same group is interleaved with the other CPU
+backends in this process (the two sets are timed one after the other).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.backends import Backend, get_backend
+from workbench.backends.base import BackendError, PointResult
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.machine import host_info
+from workbench.runner import (
+    Event,
+    PointFinished,
+    PointStarted,
+    RunFinished,
+    RunStarted,
+    preflight,
+)
+from workbench.store import Store
+from workbench.timing import TimingSettings, measure_interleaved
+
+GROUP_KIND = "backends"
+
+
+@dataclass(frozen=True)
+class GroupStarted:
+    """The group and its runs are stored; their points follow. The first event of a group."""
+
+    group_id: int
+    run_ids: tuple[int, ...]
+    backends: tuple[str, ...]
+    total: int  # points over all the group's runs
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A length one backend of the group cannot run (naive attention's N×N scores)."""
+
+    backend: str
+    seq_len: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """What a group will run, checked: one spec per backend (same problem, seed and label)."""
+
+    specs: tuple[SweepSpec, ...]
+    skipped: tuple[Skipped, ...] = ()
+    label: str = ""
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(spec.backend for spec in self.specs)
+
+    @property
+    def total(self) -> int:
+        return sum(len(spec.seq_lens) for spec in self.specs)
+
+
+class GroupError(ConfigError):
+    """A group that cannot run at all (no backend, duplicates, nothing fits)."""
+
+
+def group_specs(spec: SweepSpec, backends: Sequence[str]) -> list[SweepSpec]:
+    """``spec`` once per backend, with one seed for all of them (drawn when ``spec`` has
+    none), so every backend sees the same inputs."""
+    names = [name.strip() for name in backends if name.strip()]
+    if not names:
+        raise GroupError("backends", list(backends), "expected at least one backend name")
+    if len(set(names)) != len(names):
+        raise GroupError("backends", names, "expected distinct backend names")
+    seed = spec.seed if spec.seed is not None else secrets.randbits(32)
+    return [dataclasses.replace(spec, backend=name, seed=seed) for name in names]
+
+
+def plan_group(
+    specs: Sequence[SweepSpec],
+    backends: Sequence[Backend] | None = None,
+    *,
+    label: str = "",
+) -> tuple[GroupPlan, list[Backend]]:
+    """Check a group before anything is written.
+
+    An unavailable backend or a bad knob refuses the whole group (raises, like a single
+    sweep); a length that one backend cannot fit (naive attention whose N×N scores do not
+    fit) is left out for that backend alone and listed in ``skipped``.
+    """
+    backends = list(backends) if backends is not None else [get_backend(s.backend) for s in specs]
+    kept_specs, kept_backends, skipped = [], [], []
+    for spec, backend in zip(specs, backends, strict=True):
+        fits = []
+        for n in spec.seq_lens:
+            try:
+                preflight(dataclasses.replace(spec, seq_lens=(n,)), backend)
+                fits.append(n)
+            except ConfigError as exc:
+                if exc.field != "q_len":  # only a size refusal is per length
+                    raise
+                skipped.append(Skipped(spec.backend, n, exc.allowed))
+        if fits:
+            kept_specs.append(dataclasses.replace(spec, seq_lens=tuple(fits)))
+            kept_backends.append(backend)
+    if not kept_specs:
+        raise GroupError(
+            "seq_lens",
+            list(specs[0].seq_lens) if specs else [],
+            "no backend of the group can run any of these sequence lengths",
+        )
+    return GroupPlan(tuple(kept_specs), tuple(skipped), label), kept_backends
+
+
+def run_group(
+    plan: GroupPlan,
+    store: Store,
+    *,
+    backends: Sequence[Backend] | None = None,
+    timings: Sequence[TimingSettings] | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> Iterator[Event | GroupStarted]:
+    """Store the group and one run per backend, then measure; returns the event stream.
+
+    ``timings``: one per backend (default: each backend's own); a group's rounds are at least
+    the largest ``rounds`` of them."""
+    backends = (
+        list(backends) if backends is not None else [get_backend(s.backend) for s in plan.specs]
+    )
+    timings = list(timings) if timings is not None else [b.default_timing() for b in backends]
+    names = list(plan.backends)
+    group_id = store.create_group(
+        GROUP_KIND,
+        plan.label or ", ".join(names),
+        {"backends": names, "seed": plan.specs[0].seed, "order": "balanced interleaved rounds"},
+    )
+    run_ids = []
+    for spec, backend in zip(plan.specs, backends, strict=True):
+        machine = {**host_info(), **backend.machine_info()}
+        labelled = dataclasses.replace(spec, label=plan.label or spec.label)
+        run_ids.append(store.create_run(labelled, machine, group_id=group_id, step=spec.backend))
+    return _measure_group(plan, store, backends, timings, group_id, run_ids, cancel)
+
+
+def _measure_group(
+    plan: GroupPlan,
+    store: Store,
+    backends: list[Backend],
+    timings: list[TimingSettings],
+    group_id: int,
+    run_ids: list[int],
+    cancel: Callable[[], bool] | None,
+) -> Iterator[Event | GroupStarted]:
+    specs = plan.specs
+    yield GroupStarted(group_id, tuple(run_ids), plan.backends, plan.total)
+    for spec, run_id in zip(specs, run_ids, strict=True):
+        yield RunStarted(run_id, len(spec.seq_lens))
+    lengths = sorted({n for spec in specs for n in spec.seq_lens})
+    seeds = dict(zip(lengths, np.random.SeedSequence(specs[0].seed).spawn(len(lengths))))
+    status = {i: "complete" for i in range(len(specs))}
+    errors: dict[int, str | None] = {i: None for i in range(len(specs))}
+    active = set(range(len(specs)))
+    done = [0] * len(specs)
+    started = time.perf_counter()
+
+    def finish(i: int) -> RunFinished:
+        active.discard(i)
+        store.finish_run(run_ids[i], status[i], errors[i])
+        return RunFinished(run_ids[i], status[i], errors[i])
+
+    try:
+        for n in lengths:
+            if cancel is not None and cancel():
+                for i in sorted(active):
+                    status[i] = "cancelled"
+                break
+            members = [i for i in sorted(active) if n in specs[i].seq_lens]
+            if not members:
+                continue
+            for i in members:
+                yield PointStarted(run_ids[i], done[i], len(specs[i].seq_lens), n)
+            outcomes = measure_group_point(
+                [backends[i] for i in members],
+                [specs[i].problem.with_seq_len(n) for i in members],
+                [specs[i].config for i in members],
+                [timings[i] for i in members],
+                seeds[n],
+            )
+            for i, outcome in zip(members, outcomes, strict=True):
+                if isinstance(outcome, str):
+                    status[i], errors[i] = "failed", outcome
+                    yield finish(i)
+                    continue
+                point = store.add_point(run_ids[i], outcome)
+                done[i] += 1
+                elapsed = time.perf_counter() - started
+                yield PointFinished(run_ids[i], done[i] - 1, len(specs[i].seq_lens), point, elapsed)
+                if not outcome.accuracy.passed:
+                    status[i] = "failed"
+                    errors[i] = (
+                        f"wrong result at N={n}: relative error {outcome.accuracy.rel_err:.3g} "
+                        f"against float64 exceeds {outcome.accuracy.tolerance:g}"
+                    )
+                    yield finish(i)
+    except (KeyboardInterrupt, GeneratorExit):
+        for i in sorted(active):
+            status[i], errors[i] = "cancelled", "stopped before the group finished"
+            finish(i)
+        raise
+    for i in sorted(active):
+        yield finish(i)
+
+
+# --- one length of a group ------------------------------------------------------------------
+
+
+Outcome = PointResult | str  # a result, or the error that ended this backend's run
+
+
+def measure_group_point(
+    backends: Sequence[Backend],
+    problems: Sequence[Problem],
+    configs: Sequence[KernelConfig],
+    timings: Sequence[TimingSettings],
+    seed: np.random.SeedSequence,
+) -> list[Outcome]:
+    """One length for several backends: the same inputs, timed interleaved.
+
+    Backends that run in the GPU engine are measured there in one call; the others here."""
+    from workbench.backends.isolated import IsolatedBackend, group_in_engine
+
+    outcomes: list[Outcome | None] = [None] * len(backends)
+    engine_members = [i for i, b in enumerate(backends) if isinstance(b, IsolatedBackend)]
+    local_members = [i for i in range(len(backends)) if i not in engine_members]
+    for members, measure in (
+        (engine_members, group_in_engine),
+        (local_members, interleaved_point),
+    ):
+        if not members:
+            continue
+        results = measure(
+            [backends[i] for i in members],
+            [problems[i] for i in members],
+            [configs[i] for i in members],
+            [timings[i] for i in members],
+            seed,
+        )
+        for i, result in zip(members, results, strict=True):
+            outcomes[i] = result
+    return [o for o in outcomes if o is not None]
+
+
+def interleaved_point(
+    backends: Sequence[Backend],
+    problems: Sequence[Problem],
+    configs: Sequence[KernelConfig],
+    timings: Sequence[TimingSettings],
+    seed: np.random.SeedSequence,
+    faults: list[BaseException] | None = None,
+) -> list[Outcome]:
+    """Open every backend's point (inputs from the same seed, compile, check), time them
+    together in balanced rounds, close them. A backend that fails to open is reported by its
+    error and left out of the timing; a refusal of one never stops the others. Errors that
+    are not refusals (a CUDA fault may have poisoned the context) are also put in ``faults``."""
+    opened: list[Any] = []
+    outcomes: list[Outcome | None] = []
+    for backend, problem, config, timing in zip(backends, problems, configs, timings, strict=True):
+        try:
+            point = backend.open_point(problem, config, timing, np.random.default_rng(seed))
+            opened.append((backend, point, timing))
+            outcomes.append(None)
+        except (ConfigError, BackendError, MemoryError, RuntimeError, OSError, ValueError) as exc:
+            outcomes.append(f"{type(exc).__name__}: {exc}")
+            if faults is not None and not isinstance(exc, (ConfigError, BackendError)):
+                faults.append(exc)
+    if not opened:
+        return [o if o is not None else "nothing was measured" for o in outcomes]
+    try:
+        stats = measure_interleaved([p.sampler for _, p, _ in opened], [t for _, _, t in opened])
+    except Exception as exc:
+        if faults is not None:
+            faults.append(exc)
+        for backend, _, _ in opened:
+            backend.release()
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
+        return [o if o is not None else error for o in outcomes]
+    results = iter(
+        backend.close_point(point, timing)
+        for (backend, point, _), timing in zip(opened, stats, strict=True)
+    )
+    return [o if o is not None else next(results) for o in outcomes]
