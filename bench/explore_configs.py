@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_fmha import (  # noqa: E402
+from bench.clock_sampler import ClockSampler, nvml_reader  # noqa: E402
+from bench.explore_lib import (  # noqa: E402
     _variant_key,
     add_shape_args,
     check_rows,
@@ -49,7 +50,6 @@ from bench.bench_fmha import (  # noqa: E402
     time_fn,
     timed_rounds,
 )
-from bench.clock_sampler import ClockSampler, nvml_reader  # noqa: E402
 
 # A config whose output differs from float64 by more than this (fp16 kernels land near 3e-4)
 # is reported as wrong and not timed.

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_fmha import add_shape_args, config_label, sdpa  # noqa: E402
+from bench.explore_lib import add_shape_args, config_label, sdpa  # noqa: E402
 
 # The configs the sm_90 autotuner picks for N = 2048 (64x128, two CTAs per SM) and from 4096 up
 # (128x128, 8 worker warps, polynomial exp2).

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_fmha import (  # noqa: E402
+from bench.explore_lib import (  # noqa: E402
     add_shape_args,
     compile_job,
     config_label,

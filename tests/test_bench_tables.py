@@ -38,7 +38,7 @@ def test_tuner_table_marks_each_runs_pick_beside_the_benchmark_time() -> None:
 
 
 def test_timed_rounds_gives_every_backend_one_sample_per_round_in_a_balanced_order() -> None:
-    from bench.bench_fmha import timed_rounds
+    from bench.explore_lib import timed_rounds
 
     calls: list[str] = []
 
@@ -63,7 +63,7 @@ def test_timed_rounds_gives_every_backend_one_sample_per_round_in_a_balanced_ord
 
 
 def test_compile_jobs_drop_unset_knobs_and_match_the_benchmarks_leave_out_key() -> None:
-    from bench.bench_fmha import _variant_key, compile_job
+    from bench.explore_lib import _variant_key, compile_job
 
     config = {"tile_m": 128, "tile_n": 128, "occupancy": None, "num_worker_warps": 8,
               "persistent": True}  # fmt: skip
@@ -195,8 +195,8 @@ def test_explore_table_adds_the_clock_section_when_clocks_were_sampled() -> None
 
 
 def test_explore_keeps_each_turns_time_span_for_the_clock_readings() -> None:
-    from bench.bench_fmha import timed_rounds
     from bench.explore_configs import _windowed
+    from bench.explore_lib import timed_rounds
 
     windows: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
     got = timed_rounds(
@@ -218,7 +218,7 @@ def test_explore_keeps_each_turns_time_span_for_the_clock_readings() -> None:
 def test_every_tuning_table_entry_has_a_label_of_its_own() -> None:
     # Explore and benchmark tables key their columns by label: two configs under one label
     # would be merged, e.g. the persistent grid with and without key blocks in pairs.
-    from bench.bench_fmha import config_label
+    from bench.explore_lib import config_label
     from kernels.tuning_spaces import SEARCH_SPACES
 
     for arch, table in SEARCH_SPACES.items():
@@ -226,3 +226,24 @@ def test_every_tuning_table_entry_has_a_label_of_its_own() -> None:
         assert len(set(labels)) == len(labels), arch
     pairs = [c for c in SEARCH_SPACES["sm_90"] if c["k_unroll"] == 2]
     assert pairs and all(config_label(c).endswith("pers u2") for c in pairs)
+
+
+def test_the_benchmark_preset_stores_its_groups_and_writes_the_generated_table(tmp_path, capsys):
+    """bench_fmha.py is a preset over the workbench: its results are groups in a database,
+    and its markdown is `report`'s; a backend this machine lacks is left out with a note."""
+    from bench.bench_fmha import main
+    from workbench.report import build_report, markdown
+    from workbench.store import Store
+
+    db, table = tmp_path / "bench.db", tmp_path / "bench.md"
+    argv = ["--db", str(db), "--ns", "32,64", "--masks", "causal,none", "--batch", "1"]
+    argv += ["--heads", "1", "--dim", "32", "--rounds", "1", "--backends", "reference,fa4"]
+    assert main([*argv, "--markdown", str(table)]) == 0
+    assert "note: fa4 left out: " in capsys.readouterr().err
+    with Store(db) as store:
+        groups = store.groups()
+        assert [g["label"] for g in reversed(groups)] == ["benchmark causal", "benchmark none"]
+        runs = [store.group_runs(g["id"]) for g in reversed(groups)]
+        assert [[r.config.mask for r in rs] for rs in runs] == [["causal"], ["none"]]
+        assert all(r.config.autotune and r.config.fast_math for rs in runs for r in rs)
+        assert table.read_text() == markdown(build_report(store, [1, 2]))

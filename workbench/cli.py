@@ -225,6 +225,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     _add_json(p)
 
+    p = sub.add_parser(
+        "report",
+        help="performance table of stored groups: TFLOP/s and one backend's speed-up over the "
+        "others (what the README publishes)",
+    )
+    p.add_argument(
+        "--group", type=int, action="append", required=True, help="a group id (repeatable)"
+    )
+    p.add_argument(
+        "--subject", help="the backend whose speed-up is shown (default: cutile, if present)"
+    )
+    p.add_argument("--markdown", action="store_true", help="a markdown table with its method")
+    p.add_argument(
+        "--readme",
+        metavar="FILE",
+        help="replace the generated table between the markers in FILE (e.g. README.md)",
+    )
+    _add_db(p)
+    _add_json(p)
+
     p = sub.add_parser("backends", help="which backends this machine can run, and why not")
     _add_json(p)
     return parser
@@ -482,6 +502,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  problem  {_problem_summary(run)}")
         print(f"  config   {run.config.summary()}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
+        if points:
+            print(f"  compile  {_compile_summary(points)}")
         rows = [
             [
                 str(p.seq_len),
@@ -514,6 +536,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         if rows:
             print(_table(rows, header))
     return EXIT_OK
+
+
+def _compile_summary(points: Sequence[Any]) -> str:
+    """Compile time of a run in all, and what else was kept apart from it."""
+    total = sum(p.compile_s for p in points)
+    tune = sum((p.extra or {}).get("tune_s", 0.0) for p in points)
+    maps = sum((p.extra or {}).get("block_map_s", 0.0) for p in points)
+    timers = sorted({(p.extra or {}).get("timer", "?") for p in points})
+    extra = f", autotune {tune:.1f} s" if tune else ""
+    extra += f", block maps {maps:.1f} s" if maps else ""
+    return f"{total:.1f} s in all ({len(points)} point(s){extra}); timer {', '.join(timers)}"
 
 
 def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
@@ -736,6 +769,49 @@ def format_ladder(table: dict[str, Any]) -> str:
     return _table(rows, header)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.report import build_report, markdown, replace_readme_section
+
+    with _open_store(args.db) as store:
+        report = build_report(store, args.group, args.subject)
+    if args.json:
+        _emit_json(report)
+        return EXIT_OK
+    if args.readme:
+        path = Path(args.readme)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--readme: cannot read {path}: {exc.strerror or exc}") from exc
+        path.write_text(replace_readme_section(text, markdown(report)), encoding="utf-8")
+        print(f"updated the performance table in {path}", file=sys.stderr)
+        return EXIT_OK
+    if args.markdown:
+        sys.stdout.write(markdown(report))
+        return EXIT_OK
+    subject = report["subject"]
+    backends = list(dict.fromkeys(b for g in report["groups"] for b in g["backends"]))
+    peers = [b for b in backends if b != subject]
+    header = ["mask", "N", *[f"{b} TFLOP/s" for b in backends], *[f"× {b}" for b in peers]]
+    rows = [
+        [
+            r["mask"],
+            str(r["seq_len"]),
+            *[_fmt(r["tflops"].get(b), ".1f") for b in backends],
+            *[
+                _fmt(r["speedup"].get(b), ".3f") + ("×" if r["speedup"].get(b) else "")
+                for b in peers
+            ],
+        ]
+        for r in report["rows"]
+    ]
+    print(_table(rows, header))
+    print(f"× {subject}'s speed-up over the peer (peer latency / {subject} latency)")
+    return EXIT_OK
+
+
 def cmd_backends(args: argparse.Namespace) -> int:
     from workbench.backends import backend_statuses
 
@@ -768,6 +844,7 @@ COMMANDS = {
     "export": cmd_export,
     "blockmap": cmd_blockmap,
     "ladder": cmd_ladder,
+    "report": cmd_report,
     "backends": cmd_backends,
 }
 

@@ -28,11 +28,13 @@ def _torch_ok() -> bool:
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("mask", ["none", "causal", "window"])
-@pytest.mark.parametrize("name", ["cutile", "torch-flash", "torch-cudnn", "naive"])
+@pytest.mark.parametrize("name", ["cutile", "torch-flash", "torch-cudnn", "fa4", "naive"])
 def test_each_backend_gives_the_float64_answer_on_a_ragged_gqa_problem(name, mask, dtype):
     if name.startswith("torch") and not _torch_ok():
         pytest.skip("torch with CUDA is not installed")
     backend = get_backend(name, isolated=False)
+    if not backend.availability().available:
+        pytest.skip(backend.availability().reason)
     problem = Problem(
         batch=2, heads=4, kv_heads=2, q_len=300, k_len=317, head_dim=64, dtype=dtype, input_pos=17
     )
@@ -100,9 +102,9 @@ def test_workbench_median_matches_triton_do_bench_within_3_percent():
     launch()
     cupy.cuda.Device().synchronize()
     settings = TimingSettings(warmup=10, min_samples=100, min_time_s=1.0)
-    ours = measure(launch, settings, backend.timer()).median_ms
+    ours = measure(backend.sampler(launch, settings), settings).median_ms
     theirs = triton_testing.do_bench(launch, warmup=100, rep=1000, return_mode="median")
-    ours_again = measure(launch, settings, backend.timer()).median_ms
+    ours_again = measure(backend.sampler(launch, settings), settings).median_ms
     print(f"fidelity: workbench {ours:.4f} ms, again {ours_again:.4f} ms, do_bench {theirs:.4f} ms")
     assert abs(ours - theirs) / theirs < 0.03
     assert abs(ours - ours_again) / ours_again < 0.02
@@ -147,7 +149,8 @@ def test_graph_replay_and_l2_flush_time_the_same_kernel(name):
     backend = get_backend(name, isolated=False)
     problem = Problem(batch=2, heads=16, q_len=2048, k_len=2048, head_dim=128)
     config = KernelConfig(mask="causal")
-    plain = backend.measure_point(problem, config, QUICK, np.random.default_rng())
+    events = TimingSettings(warmup=2, min_samples=5, min_time_s=0.0, graph=False)
+    plain = backend.measure_point(problem, config, events, np.random.default_rng())
     graphed = backend.measure_point(
         problem,
         config,
@@ -155,5 +158,48 @@ def test_graph_replay_and_l2_flush_time_the_same_kernel(name):
         np.random.default_rng(),
     )
     assert graphed.accuracy.passed
+    # Each point says which timer took it; both backends' launches can be captured.
+    assert (plain.extra["timer"], graphed.extra["timer"]) == ("events", "graph")
     # Same kernel: within a factor that launch overhead and a cold L2 cannot exceed.
     assert 0.5 < graphed.timing.median_ms / plain.timing.median_ms < 1.5
+
+
+def test_a_group_times_every_backend_on_the_same_inputs_in_the_engine(tmp_path):
+    """The window's and the CLI's group: one run per backend, same inputs, graph-timed."""
+    from workbench.jobs import GroupStarted, group_specs, plan_group, run_group
+
+    names = ["cutile", "torch-cudnn", "naive"] if _torch_ok() else ["cutile", "naive"]
+    problem = Problem(batch=2, heads=8, head_dim=64)
+    config = KernelConfig(mask="causal", fast_math=True, k_split=True, remap=True)
+    spec = SweepSpec(
+        problem, (512, 1024), config, seed=int(np.random.SeedSequence().entropy % 2**31)
+    )
+    print(f"group seed {spec.seed}")
+    with Store(tmp_path / "runs.db") as store:
+        plan, backends = plan_group(group_specs(spec, names))
+        events = list(run_group(plan, store, backends=backends, timings=[QUICK] * len(names)))
+        started = events[0]
+        assert isinstance(started, GroupStarted) and started.backends == tuple(names)
+        finished = [e for e in events if type(e).__name__ == "RunFinished"]
+        assert [e.status for e in finished] == ["complete"] * len(names), finished
+        runs = store.group_runs(started.group_id)
+        assert sorted(r.backend for r in runs) == sorted(names)
+        for run in runs:
+            points = store.points(run.id)
+            assert [p.seq_len for p in points] == [512, 1024]
+            assert all(p.rel_err < 1e-2 for p in points)
+            assert {p.extra["timer"] for p in points} <= {"graph", "events"}
+        # The same inputs: every backend's output is the same answer, so their errors against
+        # float64 are of one size (cuTile and cuDNN within a few times of each other).
+        errs = [store.points(r.id)[0].rel_err for r in runs]
+        assert max(errs) < 20 * min(errs), errs
+
+
+def test_fa4_refuses_a_causal_offset_it_would_align_differently():
+    backend = get_backend("fa4", isolated=False)
+    if not backend.availability().available:
+        pytest.skip(backend.availability().reason)
+    problem = Problem(heads=2, q_len=256, k_len=512, head_dim=64, input_pos=0)
+    with pytest.raises(ConfigError) as info:
+        backend.check_supported(problem, KernelConfig(mask="causal"))
+    assert info.value.field == "input_pos"

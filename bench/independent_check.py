@@ -1,0 +1,151 @@
+"""An independent check of the workbench's timer: the same launches, timed by triton.
+
+    python bench/independent_check.py --db bench/results/h200.db --groups 1,2 \
+        --json bench/results/h200-independent.json --markdown bench/results/h200-independent.md
+
+For each length of each stored group: the same problem, the same inputs (the group's seed),
+the same launch (cuTile's launch config as the point recorded it, so autotuning is not redone;
+the peers as their backends prepare them), timed by ``triton.testing.do_bench_cudagraph`` in
+interleaved rounds in a balanced order; then the subject's speed-up over each peer is set
+beside the one the workbench stored, with their difference in percent. Nothing here shares
+code with the workbench's sampler (kernels.measure), which is the point: a different timer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from kernels.measure import balanced_order  # noqa: E402
+from workbench.report import read_group, speedup  # noqa: E402
+from workbench.store import Store  # noqa: E402
+
+
+def _launch(name: str, run: Any, point: Any, problem: Any, rng: np.random.Generator) -> Any:
+    """A launch of backend ``name`` on torch tensors (triton captures on torch's streams)."""
+    import torch
+
+    from workbench.backends import get_backend
+    from workbench.backends.gpu import as_torch, device_inputs
+
+    if name == "cutile":
+        from kernels import cutile_fmha
+
+        q, k, v = (as_torch(x, problem.dtype) for x in device_inputs(problem, rng))
+        out = torch.empty_like(q)
+        cfg = run.config
+        launch = cutile_fmha.prepare(
+            q, k, v, out=out, mask=cfg.mask, input_pos=problem.input_pos, window=cfg.window,
+            **point.extra["launch"],
+        )  # fmt: skip
+    else:
+        backend = get_backend(name, isolated=False)
+        launch = backend.prepare(problem, run.config, backend.make_inputs(problem, rng))
+    for _ in range(3):
+        launch()
+    torch.cuda.synchronize()
+    return launch
+
+
+def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list[dict[str, Any]]:
+    import torch
+    import triton.testing
+
+    group = read_group(store, group_id)
+    seed = store.group(group_id)["spec"].get("seed")
+    subject = "cutile" if "cutile" in group.backends else group.backends[0]
+    runs = {r.backend: r for r in group.runs}
+    seeds = dict(
+        zip(group.seq_lens, np.random.SeedSequence(seed).spawn(len(group.seq_lens)))
+    )
+    rows = []
+    for n in group.seq_lens:
+        names = [b for b in group.backends if n in group.points[b]]
+        problem = runs[names[0]].problem.with_seq_len(n)
+        launches = {
+            b: _launch(b, runs[b], group.points[b][n], problem, np.random.default_rng(seeds[n]))
+            for b in names
+        }
+        times: dict[str, list[float]] = {b: [] for b in names}
+        for r in range(-1, rounds):  # round -1 warms the GPU up, untimed
+            for i in balanced_order(len(names), max(r, 0)):
+                ms = triton.testing.do_bench_cudagraph(
+                    launches[names[i]], rep=rep_ms, return_mode="median"
+                )
+                if r >= 0:
+                    times[names[i]].append(float(ms))
+        median = {b: statistics.median(t) for b, t in times.items()}
+        row: dict[str, Any] = {"group": group_id, "mask": group.mask, "seq_len": n}
+        row["independent_ms"] = median
+        row["workbench_ms"] = {b: group.points[b][n].latency_ms for b in names}
+        for peer in (b for b in names if b != subject):
+            ours = speedup(group.points[subject].get(n), group.points[peer].get(n))
+            theirs = median[peer] / median[subject] if subject in median else None
+            row[f"{subject}/{peer}"] = {
+                "workbench": ours,
+                "independent": theirs,
+                "diff_pct": 100 * (ours / theirs - 1) if ours and theirs else None,
+            }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del launches
+        torch.cuda.empty_cache()
+    return rows
+
+
+def to_markdown(rows: list[dict[str, Any]]) -> str:
+    pairs = sorted({k for r in rows for k in r if "/" in k})
+    header = ["mask", "N"] + [f"{p} {w}" for p in pairs for w in ("workbench", "triton", "Δ %")]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        cells = [r["mask"], str(r["seq_len"])]
+        for p in pairs:
+            c = r.get(p) or {}
+            cells += [
+                f"{c['workbench']:.3f}×" if c.get("workbench") else "–",
+                f"{c['independent']:.3f}×" if c.get("independent") else "–",
+                f"{c['diff_pct']:+.2f}" if c.get("diff_pct") is not None else "–",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    diffs = [abs(r[p]["diff_pct"]) for r in rows for p in pairs if r.get(p, {}).get("diff_pct")]
+    if diffs:
+        lines += ["", f"Largest difference: {max(diffs):.2f} % over {len(diffs)} ratios."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--groups", required=True, help="comma-separated group ids")
+    ap.add_argument("--rounds", type=int, default=8, help="interleaved rounds per length")
+    ap.add_argument("--rep-ms", type=float, default=15.0, help="do_bench_cudagraph's rep")
+    ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--markdown", metavar="FILE")
+    args = ap.parse_args(argv)
+    with Store(args.db) as store:
+        rows = [
+            row
+            for g in (int(x) for x in args.groups.split(","))
+            for row in check_group(store, g, args.rounds, args.rep_ms)
+        ]
+    table = to_markdown(rows)
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(table, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Performance tables generated from stored groups (`fmha-workbench report`), and the README's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests import cpu_peers
+from workbench.report import README_BEGIN, README_END, build_report, markdown
+from workbench.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _second_cpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu_peers.register(monkeypatch)
+
+
+@pytest.fixture
+def group_db(run_cli, fast_args, db_path: Path) -> Path:
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    print(f"group seed {seed}")
+    result = run_cli(
+        "sweep", *fast_args, "--seq-lens", "16,32", "--backends", f"reference,{cpu_peers.NAME}",
+        "--mask", "causal", "--seed", str(seed),
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    return db_path
+
+
+def test_report_gives_the_subjects_speedup_as_peer_over_subject_latency(group_db: Path) -> None:
+    with Store(group_db) as store:
+        report = build_report(store, [1], subject=cpu_peers.NAME)
+        runs = {r.backend: {p.seq_len: p for p in store.points(r.id)} for r in store.group_runs(1)}
+    assert [r["seq_len"] for r in report["rows"]] == [16, 32]
+    for row in report["rows"]:
+        n = row["seq_len"]
+        expected = runs["reference"][n].latency_ms / runs[cpu_peers.NAME][n].latency_ms
+        assert row["speedup"]["reference"] == pytest.approx(expected)
+        assert row["tflops"]["reference"] == pytest.approx(runs["reference"][n].tflops)
+        assert row["mask"] == "causal"
+    text = markdown(report)
+    assert "| mask | N | reference-b TFLOP/s | reference TFLOP/s | × reference |" in text
+    assert "timer: wall clock around synchronous calls" in text
+    assert "groups 1: every backend on the same inputs" in text
+
+
+def test_report_cli_refuses_a_subject_the_group_does_not_have(run_cli, group_db: Path) -> None:
+    result = run_cli("report", "--group", "1", "--subject", "cutile")
+    assert result.code == 2
+    assert result.err_lines == [
+        "error: group 1 has no 'cutile' run (it has reference, reference-b)"
+    ]
+    missing = run_cli("report", "--group", "9")
+    assert missing.code == 2 and "group 9" in missing.err
+
+
+def test_report_rewrites_only_the_marked_table_of_a_readme(run_cli, group_db, tmp_path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\nBefore.\n\n{README_BEGIN}\nold table\n{README_END}\n\nAfter.\n")
+    result = run_cli("report", "--group", "1", "--readme", str(readme))
+    assert result.code == 0, result.err
+    text = readme.read_text()
+    assert text.startswith("# Title\n\nBefore.\n\n") and text.endswith(f"{README_END}\n\nAfter.\n")
+    assert "old table" not in text and "| causal | 16 |" in text
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers here\n")
+    refused = run_cli("report", "--group", "1", "--readme", str(plain))
+    assert refused.code == 2 and "markers" in refused.err
+    assert plain.read_text() == "no markers here\n"
