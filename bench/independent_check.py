@@ -65,9 +65,7 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
     seed = store.group(group_id)["spec"].get("seed")
     subject = "cutile" if "cutile" in group.backends else group.backends[0]
     runs = {r.backend: r for r in group.runs}
-    seeds = dict(
-        zip(group.seq_lens, np.random.SeedSequence(seed).spawn(len(group.seq_lens)))
-    )
+    seeds = dict(zip(group.seq_lens, np.random.SeedSequence(seed).spawn(len(group.seq_lens))))
     rows = []
     for n in group.seq_lens:
         names = [b for b in group.backends if n in group.points[b]]
@@ -103,6 +101,37 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
     return rows
 
 
+def repeat_rows(store: Store, pairs: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Two group sweeps of the same problem run back to back: each point's latency in the
+    second against the first, per backend, in percent."""
+    rows = []
+    for first, second in pairs:
+        a, b = read_group(store, first), read_group(store, second)
+        for backend in a.backends:
+            for n in a.seq_lens:
+                pa, pb = a.points[backend].get(n), b.points.get(backend, {}).get(n)
+                if pa and pb:
+                    diff = 100 * (pb.latency_ms / pa.latency_ms - 1)
+                    rows.append({"groups": [first, second], "mask": a.mask, "backend": backend,
+                                 "seq_len": n, "first_ms": pa.latency_ms,
+                                 "second_ms": pb.latency_ms, "diff_pct": diff})  # fmt: skip
+    return rows
+
+
+def repeat_markdown(rows: list[dict[str, Any]]) -> str:
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    keys = sorted({(r["mask"], r["seq_len"]) for r in rows})
+    by = {(r["mask"], r["seq_len"], r["backend"]): r["diff_pct"] for r in rows}
+    lines = ["| mask | N | " + " | ".join(f"{b} Δ %" for b in backends) + " |"]
+    lines.append("|" + "---|" * (2 + len(backends)))
+    for mask, n in keys:
+        cells = [f"{by[(mask, n, b)]:+.2f}" if (mask, n, b) in by else "–" for b in backends]
+        lines.append(f"| {mask} | {n} | " + " | ".join(cells) + " |")
+    worst = max(abs(r["diff_pct"]) for r in rows)
+    lines += ["", f"Largest difference: {worst:.2f} % over {len(rows)} points."]
+    return "\n".join(lines) + "\n"
+
+
 def to_markdown(rows: list[dict[str, Any]]) -> str:
     pairs = sorted({k for r in rows for k in r if "/" in k})
     header = ["mask", "N"] + [f"{p} {w}" for p in pairs for w in ("workbench", "triton", "Δ %")]
@@ -129,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", required=True, help="comma-separated group ids")
     ap.add_argument("--rounds", type=int, default=8, help="interleaved rounds per length")
     ap.add_argument("--rep-ms", type=float, default=15.0, help="do_bench_cudagraph's rep")
+    ap.add_argument(
+        "--repeat-of",
+        help="FIRST:SECOND[,…] pairs of groups run back to back: their points' agreement",
+    )
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--markdown", metavar="FILE")
     args = ap.parse_args(argv)
@@ -138,10 +171,17 @@ def main(argv: list[str] | None = None) -> int:
             for g in (int(x) for x in args.groups.split(","))
             for row in check_group(store, g, args.rounds, args.rep_ms)
         ]
-    table = to_markdown(rows)
+        pairs = [
+            tuple(int(g) for g in p.split(":")) for p in (args.repeat_of or "").split(",") if p
+        ]
+        repeats = repeat_rows(store, pairs)  # type: ignore[arg-type]
+    table = "## The same launches timed by triton\n\n" + to_markdown(rows)
+    if repeats:
+        table += "\n## Two group sweeps back to back\n\n" + repeat_markdown(repeats)
     print(table)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        data = {"independent": rows, "repeat": repeats}
+        Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
     if args.markdown:
         Path(args.markdown).write_text(table, encoding="utf-8")
     return 0

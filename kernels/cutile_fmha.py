@@ -1861,17 +1861,14 @@ def autotune(
 
 
 # How many of the search's fastest configs are timed again under sustained load, and how: in a
-# turn, a config gets the benchmark's timing procedure (triton's do_bench_cudagraph: a few
-# launches from Python to size a CUDA graph of about SUSTAINED_TARGET_MS of launches, the graph
-# captured afresh, then SUSTAINED_REPLAYS replays with a sync after each, their median); the
-# configs take turns over SUSTAINED_ROUNDS rounds in a balanced order
-# (kernels.measure.balanced_order: each follows each other one equally often) after one
-# untimed round, and the lowest median over the rounds wins.
-# Why the benchmark's procedure to the letter: two near variants of it -- graphs captured once
-# and replayed from the caller's stream, in a few long turns or in many one-replay turns after
-# a 1.5 s heat-up -- ranked the 64x128 tile ahead of the 2-CTA cluster at N = 2048 in three or
-# four runs of four, by 1-6 %, where the benchmark measured the cluster 3-7 % ahead
-# (bench/results/h200-tuner-consistency.md).
+# turn, a config gets one graph turn of the project's timing procedure (kernels.measure's
+# LaunchSampler, which times as triton's do_bench_cudagraph does: a few launches to size a CUDA
+# graph of about SUSTAINED_TARGET_MS of launches, the graph captured afresh, then
+# SUSTAINED_REPLAYS replays with a sync after each, their median); the configs take turns over
+# SUSTAINED_ROUNDS rounds in a balanced order (each follows each other one equally often) after
+# one untimed round, and the lowest median over the rounds wins. The workbench and the benchmark
+# time with the same sampler, so the tuner ranks configs as they are then measured
+# (bench/results/h200-tuner-consistency.md has why near variants of it ranked differently).
 SUSTAINED_FINALISTS = 4
 SUSTAINED_TARGET_MS = 15.0
 SUSTAINED_REPLAYS = 10

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# One device call: the FMHA benchmark, then the GPU tests, logs under $OUT.
+# One device call: the FMHA benchmark (a group sweep per mask into $OUT/bench.db), then the
+# kernel's GPU tests, logs under $OUT.
 #   source .gpuhost/activate.sh .gpuhost && bash scripts/gpu_check.sh [tests|bench|all] [bench flags]
 #   ... gpu_check.sh profile [bench/profile_kernels.py flags]: Nsight Compute report of one launch
 #   of the cuTile kernel and of cuDNN per problem ($OUT/prof.ncu-rep, its details as text).
-# e.g. a smoke run:  bash scripts/gpu_check.sh all --ns 1024,4096 --rounds 1
+# e.g. a smoke run:  bash scripts/gpu_check.sh all --ns 1k,4k --rounds 2
 # BENCH_TIMEOUT / TEST_TIMEOUT (seconds) cap each part so a hung kernel cannot eat the call;
-# the benchmark writes its JSON/markdown after every problem, pytest prints what it finished.
+# the benchmark commits every point as it is measured, pytest prints what it finished.
 # The GPU tests run under pytest-xdist: compiles serialise inside one process, so parallel
 # processes are what makes the ~70 kernel variants compile in reasonable time.
 set -uo pipefail
@@ -27,7 +28,7 @@ py=python3
 rc=0
 if [[ $mode == bench || $mode == all ]]; then
   echo "== benchmark"
-  timeout -s INT -k 10 "${BENCH_TIMEOUT:-1800}" $py bench/bench_fmha.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.txt"
+  timeout -s INT -k 10 "${BENCH_TIMEOUT:-1800}" $py bench/bench_fmha.py --db "$OUT/bench.db" --markdown "$OUT/bench.md" "$@" 2>&1 | tee "$OUT/bench.txt"
   rc=${PIPESTATUS[0]}
   echo "bench exit code $rc"
 fi
