@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from kernels.schedule import MASK_MODES, BlockKind
@@ -26,7 +27,7 @@ from workbench.config import (
     SweepSpec,
     parse_seq_lens,
 )
-from workbench.store import RunRecord, Store, StoreError
+from workbench.store import RunRecord, Store, StoreError, default_db_path
 from workbench.tuned import tuned_labels
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -50,9 +51,14 @@ def _ints(text: str) -> list[int]:
         ) from None
 
 
+DB_HELP = "database file (default: $FMHA_WORKBENCH_DB, else runs.db in your data directory)"
+
+
 def _add_db(parser: argparse.ArgumentParser) -> None:
+    # Its own dest, and absent unless given: a subcommand's default must not overwrite a --db
+    # written before the command (argparse lets a subparser's defaults win).
     parser.add_argument(
-        "--db", metavar="PATH", help="database file (default: runs.db in your data directory)"
+        "--db", metavar="PATH", dest="command_db", default=argparse.SUPPRESS, help=DB_HELP
     )
 
 
@@ -143,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile and tune a cuTile FlashAttention kernel. With no command, "
         "opens the desktop workbench.",
     )
-    _add_db(parser)
+    parser.add_argument("--db", metavar="PATH", help=DB_HELP)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     p = sub.add_parser("gui", help="open the desktop workbench (the default)")
@@ -237,10 +243,27 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _open_store(db: str | None) -> Store:
+def _db_of(args: argparse.Namespace) -> str | None:
+    """The one database path of the command line: ``--db`` before or after the command (the
+    same path twice is fine, two different ones are refused), else None (the store's default,
+    which honours ``FMHA_WORKBENCH_DB``)."""
+    before, after = getattr(args, "db", None), getattr(args, "command_db", None)
+    if before and after and Path(before).expanduser() != Path(after).expanduser():
+        raise UsageError(f"--db given twice with different paths ({before!r} and {after!r})")
+    return after or before
+
+
+def _open_store(db: str | None, *, create: bool = True) -> Store:
     """The store, with anything the user must know about opening it (a damaged file set aside,
-    a newer schema opened read-only) said on stderr."""
-    store = Store(db)
+    a newer schema opened read-only) said on stderr. A command that only reads passes
+    ``create=False``: a mistyped path is refused rather than made into an empty database."""
+    path = Path(db).expanduser() if db else default_db_path()
+    if not create and not path.exists():
+        raise UsageError(
+            f"no run database at {path}; check the path, or start one with "
+            f"`fmha-workbench sweep --db {path}`"
+        )
+    store = Store(path)
     if store.notice:
         print(f"note: {store.notice}", file=sys.stderr)
     return store
@@ -349,7 +372,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         specs, backends = _fit_group(specs, backends)
     timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
-    store = _open_store(args.db)
+    store = _open_store(_db_of(args))
     try:
         group_id = None
         if len(names) > 1:
@@ -423,7 +446,7 @@ def _fit_group(specs: list[SweepSpec], backends: list[Any]) -> tuple[list[SweepS
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         runs = store.runs(search=args.search, limit=args.limit)
         if args.json:
             _emit_json([r.to_dict() for r in runs])
@@ -462,7 +485,7 @@ def _problem_summary(run: RunRecord) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         run = store.run(args.run)
         points = store.points(run.id)
         if args.json:
@@ -546,7 +569,7 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs)
         if args.group is not None:
             run_ids += [r.id for r in store.group_runs(args.group)]
@@ -582,7 +605,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs or [])
         if args.group is not None:
             run_ids += [r.id for r in store.group_runs(args.group)]
@@ -673,7 +696,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     )
     backend = get_backend(args.backend)
     timing = timing_from_args(args, backend.default_timing())  # refused before the db opens
-    store = _open_store(args.db)
+    store = _open_store(_db_of(args))
     try:
         group_id, events = run_ladder(
             ladder,
@@ -723,7 +746,7 @@ def format_ladder(table: dict[str, Any]) -> str:
             base = f" {cell['vs_baseline']:.2f}×base" if cell["vs_previous"] else ""
             if cell["vs_previous"] is None:
                 base = ""
-            row.append(f"{cell['tflops']:.3g} TF/s{prev}{base}")
+            row.append(f"{cell['tflops']:.3g} TFLOP/s{prev}{base}")
         rows.append(row)
     return _table(rows, header)
 
@@ -748,7 +771,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
             f"the desktop workbench cannot start ({exc}); install it with "
             "`pip install fmha-workbench` or use a subcommand (see --help)"
         ) from exc
-    return gui_main(args.db)
+    return gui_main(_db_of(args))
 
 
 COMMANDS = {
@@ -764,6 +787,14 @@ COMMANDS = {
 }
 
 
+def _cli_wording(exc: ConfigError) -> str:
+    """The core's refusal in the words of this command line: a missing value names the flag
+    that gives it ("window: None is not allowed" tells a user nothing)."""
+    if exc.field == "window" and exc.value is None:
+        return "mask 'window' needs --window W (each query sees the W most recent keys)"
+    return str(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.backends.base import BackendError
@@ -775,7 +806,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigError, UnknownBackend, BackendError, StoreError) as exc:
+    except ConfigError as exc:
+        print(f"error: {_cli_wording(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (UnknownBackend, BackendError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
