@@ -91,6 +91,9 @@ SWEEP_BAD = [
     ("worker_warps", ["--worker-warps", "3"]),
     ("worker_warps", ["--worker-warps", "0"]),
     ("worker_warps", ["--worker-warps", "64"]),
+    ("worker_warps", ["--worker-warps", "16"]),  # offered once, then refused by the kernel
+    ("worker_warps", ["--worker-warps", "1"]),
+    ("worker_warps", ["--backend", "cutile", "--worker-warps", "32"]),
     ("num_ctas", ["--cluster-ctas", "3"]),
     ("num_ctas", ["--cluster-ctas", "0"]),
     ("num_ctas", ["--cluster-ctas", "32"]),

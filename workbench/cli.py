@@ -21,6 +21,7 @@ from workbench.config import (
     DTYPES,
     HEAD_DIMS,
     TILE_SIZES,
+    WORKER_WARPS,
     ConfigError,
     KernelConfig,
     Problem,
@@ -106,7 +107,12 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     k.add_argument("--remap", action="store_true", help="program-id remapping (heavy first)")
     k.add_argument("--autotune", action="store_true", help="let the backend pick tiles and hints")
     k.add_argument("--occupancy", type=int, help="target CTAs per SM hint (1-32)")
-    k.add_argument("--worker-warps", type=int, help="num_worker_warps hint (power of two)")
+    k.add_argument(
+        "--worker-warps",
+        type=int,
+        help=f"num_worker_warps hint: {' or '.join(map(str, WORKER_WARPS))} (what the cuTile "
+        "kernel takes)",
+    )
     k.add_argument(
         "--cluster-ctas",
         type=int,

@@ -165,7 +165,7 @@ class RunRecord:
             status=row["status"],
             backend=row["backend"],
             problem=Problem.from_dict(json.loads(row["problem"])),
-            config=KernelConfig.from_dict(json.loads(row["config"])),
+            config=KernelConfig.as_stored(json.loads(row["config"])),
             seq_lens=tuple(json.loads(row["seq_lens"])),
             machine=json.loads(row["machine"] or "{}"),
             created_at=row["created_at"],
