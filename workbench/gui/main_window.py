@@ -342,7 +342,9 @@ class MainWindow(QMainWindow):
             # The ladder's steps bring their own mask (causal); the form's offset goes with its
             # "causal with offset" choice only, not with a sliding window.
             problem = dataclasses.replace(problem, input_pos=0, k_len=problem.q_len)
-        job = LadderJob(ladder, problem, spec.seq_lens, spec.backend, spec.label)
+        # The ladder's own label, not the form's: that one names a sweep, left from the last.
+        label = self.ladder.label_edit.text().strip()
+        job = LadderJob(ladder, problem, spec.seq_lens, spec.backend, label)
         self._ladder_job = job
         self._ladder_group = None
         self._ladder_step = (0, len(ladder.steps), "")
