@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
-from workbench.compare import compare_cell
+from workbench.compare import compare_cell, problem_differences
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -566,6 +566,7 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
         rows.append(entry)
     return {
         "base": base,
+        "differences": problem_differences(runs),
         "runs": [
             {"id": r.id, "label": r.label, "backend": r.backend, "config": r.config.summary()}
             for r in runs
@@ -589,6 +590,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return EXIT_OK
         for r in data["runs"]:
             print(f"run {r['id']}: {r['backend']}  {r['config']}  {r['label']}")
+        if data["differences"]:
+            print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         header = ["N"]
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
@@ -606,7 +609,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     row.append(f"{speedup:.3f}×{mark}" if speedup else "-")
             rows.append(row)
         print(_table(rows, header))
-        print("~ within the runs' own noise (p20-p80 half-spreads added, at least 1 %)")
+        if any(cell.endswith(" ~") for row in rows for cell in row):
+            print("~ within the runs' own noise (p20-p80 half-spreads added, at least 1 %)")
     return EXIT_OK
 
 

@@ -123,6 +123,8 @@ def seed_run(
     step: str | None = None,
     autotune: bool = False,
     launches: dict[int, dict[str, Any]] | None = None,
+    heads: int = 2,
+    backend: str = "reference",
 ) -> int:
     """A stored run with chosen timings, written through the store's own API.
 
@@ -139,9 +141,9 @@ def seed_run(
     from workbench.config import KernelConfig, Problem, SweepSpec
     from workbench.timing import TimingStats
 
-    problem = Problem(batch=1, heads=2, head_dim=32)
+    problem = Problem(batch=1, heads=heads, head_dim=32)
     config = KernelConfig(tile_m=32, tile_n=32, mask=mask, autotune=autotune)
-    spec = SweepSpec(problem, seq_lens, config, label=label)
+    spec = SweepSpec(problem, seq_lens, config, backend=backend, label=label)
     run_id = store.create_run(
         spec,
         machine if machine is not None else {"hostname": "here"},
