@@ -468,7 +468,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 r.status,
                 _seq_summary(r.seq_lens),
                 _problem_summary(r),
-                r.config.summary(),
+                r.config.summary_for(r.backend),
                 r.label,
             ]
             for r in runs
@@ -502,7 +502,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
         print(f"  backend  {run.backend}   machine {where}")
         print(f"  problem  {_problem_summary(run)}")
-        print(f"  config   {run.config.summary()}")
+        print(f"  config   {run.config.summary_for(run.backend)}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
         rows = [
             [
@@ -568,7 +568,12 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
         "base": base,
         "differences": problem_differences(runs),
         "runs": [
-            {"id": r.id, "label": r.label, "backend": r.backend, "config": r.config.summary()}
+            {
+                "id": r.id,
+                "label": r.label,
+                "backend": r.backend,
+                "config": r.config.summary_for(r.backend),
+            }
             for r in runs
         ],
         "points": rows,

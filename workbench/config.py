@@ -29,6 +29,13 @@ MAX_SEQ_LEN = 1 << 20
 MAX_ELEMENTS = (1 << 31) - 1
 
 
+# Peer backends run the problem and its mask with their own tiling: the project kernel's tile
+# sizes, flags and hints mean nothing for them, so their runs show the mask alone.
+MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "naive"})
+MASK_FIELDS = ("mask", "window")
+NOT_APPLICABLE = "—"
+
+
 class ConfigError(ValueError):
     """A bad value at the boundary: ``field`` names it so a UI can mark it."""
 
@@ -234,11 +241,28 @@ class KernelConfig:
     def causal(self) -> bool:
         return self.mask in ("causal", "window")
 
+    def mask_summary(self) -> str:
+        """``none``, ``causal`` or ``window 256``."""
+        return f"window {self.window}" if self.mask == "window" else self.mask
+
+    def summary_for(self, backend: str) -> str:
+        """:meth:`summary` where the backend has these knobs; the mask alone where it has not
+        (a torch-cudnn run never used 64×64 tiles or autotune)."""
+        if backend in MASK_ONLY_BACKENDS:
+            return f"{self.mask_summary()} · kernel knobs {NOT_APPLICABLE}"
+        return self.summary()
+
+    def fields_for(self, backend: str) -> dict[str, Any]:
+        """:meth:`to_dict`, with None for each knob the backend does not have (an empty cell in
+        the CSV); the mask and window always apply."""
+        data = self.to_dict()
+        if backend in MASK_ONLY_BACKENDS:
+            data = {k: (v if k in MASK_FIELDS else None) for k, v in data.items()}
+        return data
+
     def summary(self) -> str:
         """Short human description, e.g. ``128×64 causal ftz split remap``."""
-        parts = [f"{self.tile_m}×{self.tile_n}", self.mask]
-        if self.mask == "window":
-            parts[-1] = f"window {self.window}"
+        parts = [f"{self.tile_m}×{self.tile_n}", self.mask_summary()]
         flags = [
             ("fast-math", self.fast_math),
             ("k-split", self.k_split),

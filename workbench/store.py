@@ -637,7 +637,7 @@ class Store:
                 "head_dim": run.problem.head_dim,
                 "dtype": run.problem.dtype,
                 "input_pos": run.problem.input_pos,
-                **{f"config_{k}": v for k, v in run.config.to_dict().items()},
+                **{f"config_{k}": v for k, v in run.config.fields_for(run.backend).items()},
                 "gpu": run.machine.get("gpu_name", ""),
                 "hostname": run.machine.get("hostname", ""),
                 "git_commit": run.machine.get("git_commit", ""),

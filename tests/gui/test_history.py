@@ -392,3 +392,19 @@ def test_open_ladder_shows_the_ladder_a_run_belongs_to(
         select(label)
         assert not button.isEnabled()
     assert history.model.row_of(lone) is not None
+
+
+def test_a_peer_backends_run_shows_its_mask_not_the_forms_tile_config(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    """Issue 25, item 7: a torch-cudnn run showed "32×32 causal" in History's Config column."""
+    from workbench.gui.history import COL_CONFIG
+
+    with Store(db_path) as store:
+        ours = seed_run(store, label="ours", mask="causal")
+        peer = seed_run(store, label="cudnn", mask="causal", backend="torch-cudnn")
+    window = make_window()
+    model = window.history.model
+    peer_text = model.index(model.row_of(peer), COL_CONFIG).data()
+    assert "causal · kernel knobs —" in peer_text and "32×32" not in peer_text
+    assert "32×32 causal" in model.index(model.row_of(ours), COL_CONFIG).data()

@@ -178,10 +178,8 @@ class HeatmapPanel(QWidget):
             self.title.setText("No run selected")
             self._show_message(self._empty_text)
             return
-        cfg = run.config
-        self.title.setText(
-            f"#{run.id} {run.label or '(no label)'} · {run.backend} · {cfg.summary()}"
-        )
+        config = run.config.summary_for(run.backend)
+        self.title.setText(f"#{run.id} {run.label or '(no label)'} · {run.backend} · {config}")
         self._on_seq_len_changed()
 
     def select_seq_len(self, seq_len: int) -> None:

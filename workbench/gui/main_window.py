@@ -612,7 +612,9 @@ class MainWindow(QMainWindow):
     @staticmethod
     def _series_name(run: Any) -> str:
         return (
-            f"#{run.id} {run.label}".strip() if run.label else f"#{run.id} {run.config.summary()}"
+            f"#{run.id} {run.label}".strip()
+            if run.label
+            else f"#{run.id} {run.config.summary_for(run.backend)}"
         )
 
     @Slot(int)
