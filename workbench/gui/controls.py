@@ -271,7 +271,10 @@ class ControlsPanel(QWidget):
         self.run_button.clicked.connect(self.runRequested)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setObjectName("cancel_button")
-        self.cancel_button.setToolTip("Stop after the current point; the run is kept as cancelled")
+        self.cancel_button.setToolTip(
+            "Stop now (the point in progress is dropped); the run is kept as cancelled with the "
+            "points that finished"
+        )
         self.cancel_button.clicked.connect(self.cancelRequested)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)

@@ -199,8 +199,8 @@ class LadderPanel(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setObjectName("ladder_cancel")
         self.cancel_button.setToolTip(
-            "Stop after the current point; the step's run is kept as cancelled and the steps "
-            "after it are not run"
+            "Stop now (the point in progress is dropped); the step's run is kept as cancelled "
+            "and the steps after it are not run"
         )
         self.cancel_button.clicked.connect(self.cancelRequested)
         self.label_edit = QLineEdit()

@@ -198,9 +198,7 @@ class MainWindow(QMainWindow):
         run_menu = self.menuBar().addMenu("&Run")
         self.run_action = self._action(run_menu, "&Run sweep", self.start_run, "Ctrl+R")
         self.run_ladder_action = self._action(run_menu, "Run &ladder", self.start_ladder, "Ctrl+L")
-        self.cancel_action = self._action(
-            run_menu, "&Cancel after this point", self.cancel_run, "Esc"
-        )
+        self.cancel_action = self._action(run_menu, "&Cancel the run", self.cancel_run, "Esc")
         self.cancel_action.setEnabled(False)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About", self._on_about)
@@ -390,7 +388,7 @@ class MainWindow(QMainWindow):
     def cancel_run(self) -> None:
         if self._worker is not None and not self._worker.cancel_requested:
             self._worker.request_cancel()
-            self.progress_label.setText("Cancelling after the current point…")
+            self.progress_label.setText("Cancelling…")
             self.controls.cancel_button.setEnabled(False)
             self.ladder.cancel_button.setEnabled(False)
 
@@ -755,7 +753,7 @@ class MainWindow(QMainWindow):
             answer = QMessageBox.question(
                 self,
                 f"A {what} is running",
-                f"Stop the {what} after the current point and quit? The points measured so far "
+                f"Stop the {what} now and quit? The points finished so far "
                 "are kept and the run is stored as cancelled.",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
                 QMessageBox.StandardButton.No,
