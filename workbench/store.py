@@ -52,14 +52,22 @@ class RunNotFound(StoreError):
         super().__init__(f"run {run_id} does not exist (see `fmha-workbench runs`)")
 
 
-def default_db_path() -> Path:
-    """``$FMHA_WORKBENCH_DB``, else runs.db in the user's data directory."""
+def env_db_path() -> Path | None:
+    """``$FMHA_WORKBENCH_DB`` when set: it chooses the database for the CLI and the window."""
     override = os.environ.get("FMHA_WORKBENCH_DB")
-    if override:
-        return Path(override).expanduser()
+    return Path(override).expanduser() if override else None
+
+
+def data_dir_db_path() -> Path:
+    """runs.db in the user's data directory, the place a first start creates."""
     from platformdirs import user_data_dir
 
     return Path(user_data_dir(APP_NAME, appauthor=False)) / "runs.db"
+
+
+def default_db_path() -> Path:
+    """``$FMHA_WORKBENCH_DB``, else runs.db in the user's data directory."""
+    return env_db_path() or data_dir_db_path()
 
 
 def utc_now() -> str:

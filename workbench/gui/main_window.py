@@ -44,7 +44,13 @@ from workbench.gui.worker import (
     format_duration,
     start_in_thread,
 )
-from workbench.store import Store, StoreError, default_db_path
+from workbench.store import (
+    Store,
+    StoreError,
+    data_dir_db_path,
+    default_db_path,
+    env_db_path,
+)
 from workbench.tuned import tuned_labels
 
 GUI_BUSY_TIMEOUT_S = 0.25
@@ -111,7 +117,9 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._restore_settings()
 
-        path = Path(db_path) if db_path else self._saved_db_path() or default_db_path()
+        # As for the CLI: a path given, else $FMHA_WORKBENCH_DB, then the last one used.
+        path = Path(db_path) if db_path else env_db_path() or self._saved_db_path()
+        path = path or default_db_path()
         self.open_database(path, show_errors=False)
 
         if probe_backends:
@@ -219,6 +227,12 @@ class MainWindow(QMainWindow):
                 "Database", "Wait for the running sweep to finish before switching databases."
             )
             return False
+        path = Path(path).expanduser()
+        if not path.parent.exists() and path != data_dir_db_path() and not self._may_create(path):
+            self._show_status(f"No database opened: {path.parent} does not exist")
+            if self.store is None:
+                self._set_store(None, path)
+            return False
         try:
             # A short busy timeout: this store writes from the GUI thread (relabel, delete), and
             # the store's retries with backoff already wait out a writer's brief commit.
@@ -243,6 +257,19 @@ class MainWindow(QMainWindow):
             self._pending_notice = store.notice
             QTimer.singleShot(0, self._show_pending_notice)
         return True
+
+    def _may_create(self, path: Path) -> bool:
+        """Ask before making folders for a database (a mistyped path would otherwise leave
+        them behind); the data directory of a first start is made without asking."""
+        answer = QMessageBox.question(
+            self,
+            "Create a run database?",
+            f"The folder {path.parent} does not exist.\n\nCreate it and a new, empty run "
+            f"database {path.name} in it?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
 
     def _set_store(self, store: Store | None, path: Path) -> None:
         self.history.set_store(store)
