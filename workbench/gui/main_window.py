@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QProgressBar,
-    QScrollArea,
     QSplitter,
     QTabWidget,
 )
@@ -54,6 +53,7 @@ from workbench.store import (
 from workbench.tuned import tuned_labels
 
 GUI_BUSY_TIMEOUT_S = 0.25
+MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
 # A ladder's preflight error naming one of these is the form's to mark; any other field is a
@@ -130,11 +130,6 @@ class MainWindow(QMainWindow):
         self.controls = ControlsPanel()
         self.controls.runRequested.connect(self.start_run)
         self.controls.cancelRequested.connect(self.cancel_run)
-        controls_scroll = QScrollArea()
-        controls_scroll.setWidgetResizable(True)
-        controls_scroll.setWidget(self.controls)
-        controls_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        controls_scroll.setMinimumWidth(self.controls.sizeHint().width() + 24)
 
         self.plots = PlotsPanel()
         self.heatmap = HeatmapPanel(self._load_block_map)
@@ -167,7 +162,7 @@ class MainWindow(QMainWindow):
         self.right_split.setStretchFactor(1, 2)
         self.main_split = QSplitter(Qt.Orientation.Horizontal)
         self.main_split.setObjectName("main_split")
-        self.main_split.addWidget(controls_scroll)
+        self.main_split.addWidget(self.controls)
         self.main_split.addWidget(self.right_split)
         self.main_split.setStretchFactor(1, 1)
         self.main_split.setCollapsible(0, False)
@@ -176,6 +171,13 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.machine_label = QLabel("Probing backends…")
         self.machine_label.setObjectName("machine_label")
+        # A bounded, separated label: a long status message (a damaged database's) used to run
+        # straight into the backend line; the full line is the tooltip.
+        self.machine_label.setMaximumWidth(MACHINE_LABEL_WIDTH)
+        self.machine_label.setStyleSheet(
+            "QLabel#machine_label { border-left: 1px solid #b0b0b0; padding-left: 10px; "
+            "margin-left: 12px; color: #333; }"
+        )
         self.progress_label = QLabel()
         self.progress_label.setObjectName("progress_label")
         self.progress = QProgressBar()
@@ -189,6 +191,9 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.machine_label)
         self.resize(1440, 900)
+        # Initial shares (saved ones win): left to the size hints, History got 2.5 rows at
+        # 1440×900. The splitter keeps the proportion when the window is resized.
+        self.right_split.setSizes([520, 380])
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -289,7 +294,8 @@ class MainWindow(QMainWindow):
     def _show_pending_notice(self) -> None:
         notice, self._pending_notice = self._pending_notice, None
         if notice:
-            self._show_status(notice.splitlines()[0])
+            # The first sentence in the status bar (the dialog has all of it).
+            self._show_status(notice.splitlines()[0].split("; ")[0])
             self._warn("Database", notice)
 
     def choose_database(self) -> None:
@@ -325,9 +331,11 @@ class MainWindow(QMainWindow):
         self.backend_statuses = dict(statuses)
         if statuses:
             self.controls.set_backend_statuses(statuses)
-        self.machine_label.setText(summary)
+        metrics = self.machine_label.fontMetrics()
+        room = MACHINE_LABEL_WIDTH - 24  # the label's border, padding and margin
+        self.machine_label.setText(metrics.elidedText(summary, Qt.TextElideMode.ElideRight, room))
         self.machine_label.setToolTip(
-            "\n".join(f"{name}: {s.reason}" for name, s in statuses.items())
+            "\n".join([summary, ""] + [f"{name}: {s.reason}" for name, s in statuses.items()])
         )
 
     # ---- running --------------------------------------------------------------------------------
