@@ -9,10 +9,12 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,18 @@ if TYPE_CHECKING:
 
 VENV_BIN = Path(sys.executable).parent
 REAL_STDERR_FD = pytest.StashKey[int]()
+SEED_ENV = "FMHA_WORKBENCH_TEST_SEED"
+SESSION_SEED = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"the random seed of the test inputs, to replay a failure (also ${SEED_ENV}); "
+        "default: a fresh one, printed in the header",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +49,39 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs, fd 2 is pytest's capture file, and what the hang guard writes there would be lost
     # when it ends the process.
     config.stash[REAL_STDERR_FD] = os.dup(2)
+    seed = config.getoption("--seed")
+    if seed is None and os.environ.get(SEED_ENV, "").strip():
+        seed = int(os.environ[SEED_ENV])
+    config.stash[SESSION_SEED] = seed if seed is not None else secrets.randbits(32)
+
+
+def _replay_hint(config: pytest.Config) -> str:
+    seed = config.stash[SESSION_SEED]
+    return f"random seed {seed}: replay with --seed {seed} (or {SEED_ENV}={seed})"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return _replay_hint(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed:
+        # In the failure's own output, so a CI log excerpt carries what replays it.
+        report.sections.append(("random seed", _replay_hint(item.config)))
+    return report
+
+
+def seed_of_test(request: pytest.FixtureRequest) -> int:
+    """This test's seed: the session's, mixed with the test's id, so one test replays alone
+    (``--seed S path::test``) with the inputs it had in the whole run."""
+    session_seed = request.config.stash[SESSION_SEED]
+    return int(
+        np.random.SeedSequence(
+            [session_seed, zlib.crc32(request.node.nodeid.encode())]
+        ).generate_state(1)[0]
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -53,9 +100,10 @@ def hang_guard(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def rng() -> np.random.Generator:
-    """Fresh random inputs every run (never a fixed seed, never zeros)."""
-    return np.random.default_rng()
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    """Fresh random inputs every run (never zeros), from the printed session seed: a failure
+    replays with ``--seed``."""
+    return np.random.default_rng(seed_of_test(request))
 
 
 @pytest.fixture
@@ -197,9 +245,16 @@ def _measure_point(
 
 
 @pytest.fixture
-def measure() -> Callable[..., PointResult]:
-    """``measure(problem, config[, rng])``: a real reference-backend point, measured quickly."""
-    return _measure_point
+def measure(rng: np.random.Generator) -> Callable[..., PointResult]:
+    """``measure(problem, config[, rng])``: a real reference-backend point, measured quickly,
+    on inputs from the test's seeded generator unless given one."""
+
+    def run(
+        problem: Problem, config: KernelConfig, own: np.random.Generator | None = None
+    ) -> PointResult:
+        return _measure_point(problem, config, own or rng)
+
+    return run
 
 
 @pytest.fixture

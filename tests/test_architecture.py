@@ -128,3 +128,12 @@ def test_import_linter_contracts_hold() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 kept, 0 broken" in done.stdout
+
+
+def test_the_license_is_an_spdx_string_and_the_build_takes_it() -> None:
+    """setuptools 77+ deprecates project.license as a table (setup.sh printed the warning
+    three times); the SPDX string needs at least that setuptools at build time."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert data["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in data["build-system"]["requires"]

@@ -139,7 +139,8 @@ def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) 
     assert [r["backend"] for r in data["runs"]] == ["reference"]
 
 
-def test_runs_lists_newest_first(run_cli: RunCli, fast_args: list[str]) -> None:
+def test_runs_lists_newest_first(run_cli: RunCli, fast_args: list[str], db_path: Path) -> None:
+    Store(db_path).close()  # an empty database (a missing one is refused)
     empty = run_cli("runs")
     assert empty.code == 0 and "no runs yet" in empty.out
     assert json.loads(run_cli("runs", "--json").out) == []
@@ -301,7 +302,10 @@ def test_export_csv(run_cli: RunCli, fast_args: list[str], tmp_path: Path) -> No
     assert len(read_csv(to_stdout.out)) == 3
 
 
-def test_export_of_an_empty_database_writes_the_header(run_cli: RunCli, tmp_path: Path) -> None:
+def test_export_of_an_empty_database_writes_the_header(
+    run_cli: RunCli, tmp_path: Path, db_path: Path
+) -> None:
+    Store(db_path).close()
     target = tmp_path / "empty.csv"
     assert run_cli("export", "--csv", str(target)).code == 0
     header = next(csv.reader(io.StringIO(target.read_text())))

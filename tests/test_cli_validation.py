@@ -91,6 +91,9 @@ SWEEP_BAD = [
     ("worker_warps", ["--worker-warps", "3"]),
     ("worker_warps", ["--worker-warps", "0"]),
     ("worker_warps", ["--worker-warps", "64"]),
+    ("worker_warps", ["--worker-warps", "16"]),  # offered once, then refused by the kernel
+    ("worker_warps", ["--worker-warps", "1"]),
+    ("worker_warps", ["--backend", "cutile", "--worker-warps", "32"]),
     ("num_ctas", ["--cluster-ctas", "3"]),
     ("num_ctas", ["--cluster-ctas", "0"]),
     ("num_ctas", ["--cluster-ctas", "32"]),
@@ -202,7 +205,12 @@ def test_bad_values_for_other_commands_are_refused(
     assert not (tmp_path / "out.csv").exists()  # a refused export touches no file
 
 
-def test_export_to_an_unwritable_place_is_refused(run_cli: RunCli, tmp_path: Path) -> None:
+def test_export_to_an_unwritable_place_is_refused(
+    run_cli: RunCli, tmp_path: Path, db_path: Path
+) -> None:
+    from workbench.store import Store
+
+    Store(db_path).close()
     result = run_cli("export", "--csv", str(tmp_path / "no" / "such" / "dir" / "x.csv"))
     assert result.code == 2
     assert len(result.err_lines) == 1 and "x.csv" in result.err

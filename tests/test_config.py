@@ -11,6 +11,7 @@ from workbench.config import (
     HEAD_DIMS,
     MAX_SEQ_LEN,
     TILE_SIZES,
+    WORKER_WARPS,
     ConfigError,
     KernelConfig,
     Problem,
@@ -161,7 +162,7 @@ BAD_CONFIG = {
     "autotune": st.sampled_from([1, None]),
     "mask": st.text(max_size=10).filter(lambda t: t not in ("none", "causal", "window")),
     "occupancy": st.one_of(st.integers(max_value=0), st.integers(33, 1000), st.just(True)),
-    "num_worker_warps": st.integers(-3, 100).filter(lambda w: w not in (1, 2, 4, 8, 16, 32)),
+    "num_worker_warps": st.integers(-3, 100).filter(lambda w: w not in WORKER_WARPS),
     # the default 64-column key tile allows 4, 8, 16, 32 (and 0, off)
     "poly_exp2_cols": st.one_of(
         st.integers(-5, 300).filter(lambda c: c not in (0, 4, 8, 16, 32)), st.just(True)

@@ -99,3 +99,18 @@ def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path,
     assert main(["sweep", "--db", str(db), "--min-time", "nan"]) == 2
     assert "min_time_s" in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_the_cli_ladder_labels_each_run_by_its_step_after_the_ladder_label(tmp_path):
+    """Issue 25, item 5: every step's run carried the one --label; now the step names it."""
+    db = tmp_path / "runs.db"
+    argv = ["ladder", "--db", str(db), "--seq-lens", "64", "--heads", "1", "--head-dim", "32"]
+    argv += ["--warmup", "0", "--samples", "1", "--min-time", "0"]
+    steps = [s.name for s in load_ladder().steps]
+    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--label", "mine", "--json"]) == 0
+    with Store(db) as store:
+        first, second = (g["id"] for g in reversed(store.groups("ladder")))
+        assert [r.label for r in store.group_runs(first)] == steps
+        assert [r.label for r in store.group_runs(second)] == [f"mine · {s}" for s in steps]
+        assert store.group(second)["label"] == "mine"

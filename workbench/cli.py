@@ -11,22 +11,24 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
-from workbench.compare import compare_cell
+from workbench.compare import compare_cell, problem_differences
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
     TILE_SIZES,
+    WORKER_WARPS,
     ConfigError,
     KernelConfig,
     Problem,
     SweepSpec,
     parse_seq_lens,
 )
-from workbench.store import RunRecord, Store, StoreError
+from workbench.store import RunRecord, Store, StoreError, default_db_path
 from workbench.tuned import tuned_labels
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -50,9 +52,14 @@ def _ints(text: str) -> list[int]:
         ) from None
 
 
+DB_HELP = "database file (default: $FMHA_WORKBENCH_DB, else runs.db in your data directory)"
+
+
 def _add_db(parser: argparse.ArgumentParser) -> None:
+    # Its own dest, and absent unless given: a subcommand's default must not overwrite a --db
+    # written before the command (argparse lets a subparser's defaults win).
     parser.add_argument(
-        "--db", metavar="PATH", help="database file (default: runs.db in your data directory)"
+        "--db", metavar="PATH", dest="command_db", default=argparse.SUPPRESS, help=DB_HELP
     )
 
 
@@ -108,7 +115,12 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     k.add_argument("--remap", action="store_true", help="program-id remapping (heavy first)")
     k.add_argument("--autotune", action="store_true", help="let the backend pick tiles and hints")
     k.add_argument("--occupancy", type=int, help="target CTAs per SM hint (1-32)")
-    k.add_argument("--worker-warps", type=int, help="num_worker_warps hint (power of two)")
+    k.add_argument(
+        "--worker-warps",
+        type=int,
+        help=f"num_worker_warps hint: {' or '.join(map(str, WORKER_WARPS))} (what the cuTile "
+        "kernel takes)",
+    )
     k.add_argument(
         "--cluster-ctas",
         type=int,
@@ -151,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile and tune a cuTile FlashAttention kernel. With no command, "
         "opens the desktop workbench.",
     )
-    _add_db(parser)
+    parser.add_argument("--db", metavar="PATH", help=DB_HELP)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     p = sub.add_parser("gui", help="open the desktop workbench (the default)")
@@ -265,10 +277,27 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _open_store(db: str | None) -> Store:
+def _db_of(args: argparse.Namespace) -> str | None:
+    """The one database path of the command line: ``--db`` before or after the command (the
+    same path twice is fine, two different ones are refused), else None (the store's default,
+    which honours ``FMHA_WORKBENCH_DB``)."""
+    before, after = getattr(args, "db", None), getattr(args, "command_db", None)
+    if before and after and Path(before).expanduser() != Path(after).expanduser():
+        raise UsageError(f"--db given twice with different paths ({before!r} and {after!r})")
+    return after or before
+
+
+def _open_store(db: str | None, *, create: bool = True) -> Store:
     """The store, with anything the user must know about opening it (a damaged file set aside,
-    a newer schema opened read-only) said on stderr."""
-    store = Store(db)
+    a newer schema opened read-only) said on stderr. A command that only reads passes
+    ``create=False``: a mistyped path is refused rather than made into an empty database."""
+    path = Path(db).expanduser() if db else default_db_path()
+    if not create and not path.exists():
+        raise UsageError(
+            f"no run database at {path}; check the path, or start one with "
+            f"`fmha-workbench sweep --db {path}`"
+        )
+    store = Store(path)
     if store.notice:
         print(f"note: {store.notice}", file=sys.stderr)
     return store
@@ -397,7 +426,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     backend = get_backend(names[0])
     preflight(spec, backend)  # refuse before anything is written
     timing = timing_from_args(args, backend.default_timing())
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args)) as store:
         events = run_sweep(spec, store, timing=timing, backend=backend)
         return _finish_sweep(args, store, events)
 
@@ -416,7 +445,7 @@ def _sweep_group(args: argparse.Namespace, names: list[str]) -> int:
     for skip in plan.skipped:
         print(f"note: {skip.backend} skips N={skip.seq_len}: {skip.reason}", file=sys.stderr)
     timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args)) as store:
         events = run_group(plan, store, backends=backends, timings=timings)
         return _finish_sweep(args, store, events)
 
@@ -450,7 +479,7 @@ def _finish_sweep(args: argparse.Namespace, store: Store, events: Any) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         runs = store.runs(search=args.search, limit=args.limit)
         if args.json:
             _emit_json([r.to_dict() for r in runs])
@@ -466,7 +495,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 r.status,
                 _seq_summary(r.seq_lens),
                 _problem_summary(r),
-                r.config.summary(),
+                r.config.summary_for(r.backend),
                 r.label,
             ]
             for r in runs
@@ -489,7 +518,7 @@ def _problem_summary(run: RunRecord) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         run = store.run(args.run)
         points = store.points(run.id)
         if args.json:
@@ -500,7 +529,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
         print(f"  backend  {run.backend}   machine {where}")
         print(f"  problem  {_problem_summary(run)}")
-        print(f"  config   {run.config.summary()}")
+        print(f"  config   {run.config.summary_for(run.backend)}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
         if points:
             print(f"  compile  {_compile_summary(points)}")
@@ -577,8 +606,14 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
         rows.append(entry)
     return {
         "base": base,
+        "differences": problem_differences(runs),
         "runs": [
-            {"id": r.id, "label": r.label, "backend": r.backend, "config": r.config.summary()}
+            {
+                "id": r.id,
+                "label": r.label,
+                "backend": r.backend,
+                "config": r.config.summary_for(r.backend),
+            }
             for r in runs
         ],
         "points": rows,
@@ -586,7 +621,7 @@ def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs)
         if args.group is not None:
             run_ids += [r.id for r in store.group_runs(args.group)]
@@ -600,6 +635,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return EXIT_OK
         for r in data["runs"]:
             print(f"run {r['id']}: {r['backend']}  {r['config']}  {r['label']}")
+        if data["differences"]:
+            print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         header = ["N"]
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
@@ -617,12 +654,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     row.append(f"{speedup:.3f}×{mark}" if speedup else "-")
             rows.append(row)
         print(_table(rows, header))
-        print("~ within the runs' own noise (p20-p80 half-spreads added, at least 1 %)")
+        if any(cell.endswith(" ~") for row in rows for cell in row):
+            print("~ within the runs' own noise (p20-p80 half-spreads added, at least 1 %)")
     return EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs or [])
         if args.group is not None:
             run_ids += [r.id for r in store.group_runs(args.group)]
@@ -713,7 +751,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     )
     backend = get_backend(args.backend)
     timing = timing_from_args(args, backend.default_timing())  # refused before the db opens
-    store = _open_store(args.db)
+    store = _open_store(_db_of(args))
     try:
         group_id, events = run_ladder(
             ladder,
@@ -764,7 +802,7 @@ def format_ladder(table: dict[str, Any]) -> str:
             base = f" {cell['vs_baseline']:.2f}×base" if cell["vs_previous"] else ""
             if cell["vs_previous"] is None:
                 base = ""
-            row.append(f"{cell['tflops']:.3g} TF/s{prev}{base}")
+            row.append(f"{cell['tflops']:.3g} TFLOP/s{prev}{base}")
         rows.append(row)
     return _table(rows, header)
 
@@ -774,7 +812,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from workbench.report import build_report, markdown, replace_readme_section
 
-    with _open_store(args.db) as store:
+    with _open_store(_db_of(args), create=False) as store:
         report = build_report(store, args.group, args.subject)
     if args.json:
         _emit_json(report)
@@ -832,7 +870,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
             f"the desktop workbench cannot start ({exc}); install it with "
             "`pip install fmha-workbench` or use a subcommand (see --help)"
         ) from exc
-    return gui_main(args.db)
+    return gui_main(_db_of(args))
 
 
 COMMANDS = {
@@ -849,6 +887,14 @@ COMMANDS = {
 }
 
 
+def _cli_wording(exc: ConfigError) -> str:
+    """The core's refusal in the words of this command line: a missing value names the flag
+    that gives it ("window: None is not allowed" tells a user nothing)."""
+    if exc.field == "window" and exc.value is None:
+        return "mask 'window' needs --window W (each query sees the W most recent keys)"
+    return str(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.backends.base import BackendError
@@ -860,7 +906,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigError, UnknownBackend, BackendError, StoreError) as exc:
+    except ConfigError as exc:
+        print(f"error: {_cli_wording(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (UnknownBackend, BackendError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -60,3 +60,26 @@ def compare_table(
             )
         rows.append((n, cells))
     return rows
+
+
+# What makes two runs different problems (the kernel knobs are what a comparison is about).
+PROBLEM_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "dtype", "input_pos")
+MASK_FIELDS = ("mask", "window")
+
+
+def problem_differences(runs: Sequence[Any]) -> list[str]:
+    """One phrase per field in which the runs' problems differ, e.g. ``heads: #1 2, #2 4``;
+    empty when they all solve the same problem (a latency ratio then means something)."""
+    differences = []
+    fields = [("problem", name) for name in PROBLEM_FIELDS]
+    fields += [("config", name) for name in MASK_FIELDS]
+    # kv_heads follows heads unless a run is grouped-query: then it is a field of its own.
+    grouped = any(run.problem.kv_heads != run.problem.heads for run in runs)
+    for part, name in fields:
+        if name == "kv_heads" and not grouped:
+            continue
+        values = [getattr(getattr(run, part), name) for run in runs]
+        if len(set(values)) > 1:
+            shown = ", ".join(f"#{run.id} {value}" for run, value in zip(runs, values))
+            differences.append(f"{name}: {shown}")
+    return differences

@@ -21,10 +21,19 @@ DTYPES = ("float16", "bfloat16")
 DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
 TILE_SIZES = (16, 32, 64, 128, 256)
 HEAD_DIMS = (32, 64, 128, 256)
-WORKER_WARPS = (1, 2, 4, 8, 16, 32)
+# The worker-warp counts the cuTile kernel runs (kernels.cutile_fmha.WORKER_WARPS: tileiras 13.4
+# takes 4 and 8, other powers of two need CTK 13.5); the other backends ignore the hint.
+WORKER_WARPS = (4, 8)
 MAX_SEQ_LEN = 1 << 20
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1
+
+
+# Peer backends run the problem and its mask with their own tiling: the project kernel's tile
+# sizes, flags and hints mean nothing for them, so their runs show the mask alone.
+MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "naive"})
+MASK_FIELDS = ("mask", "window")
+NOT_APPLICABLE = "—"
 
 
 class ConfigError(ValueError):
@@ -232,11 +241,28 @@ class KernelConfig:
     def causal(self) -> bool:
         return self.mask in ("causal", "window")
 
+    def mask_summary(self) -> str:
+        """``none``, ``causal`` or ``window 256``."""
+        return f"window {self.window}" if self.mask == "window" else self.mask
+
+    def summary_for(self, backend: str) -> str:
+        """:meth:`summary` where the backend has these knobs; the mask alone where it has not
+        (a torch-cudnn run never used 64×64 tiles or autotune)."""
+        if backend in MASK_ONLY_BACKENDS:
+            return f"{self.mask_summary()} · kernel knobs {NOT_APPLICABLE}"
+        return self.summary()
+
+    def fields_for(self, backend: str) -> dict[str, Any]:
+        """:meth:`to_dict`, with None for each knob the backend does not have (an empty cell in
+        the CSV); the mask and window always apply."""
+        data = self.to_dict()
+        if backend in MASK_ONLY_BACKENDS:
+            data = {k: (v if k in MASK_FIELDS else None) for k, v in data.items()}
+        return data
+
     def summary(self) -> str:
         """Short human description, e.g. ``128×64 causal ftz split remap``."""
-        parts = [f"{self.tile_m}×{self.tile_n}", self.mask]
-        if self.mask == "window":
-            parts[-1] = f"window {self.window}"
+        parts = [f"{self.tile_m}×{self.tile_n}", self.mask_summary()]
         flags = [
             ("fast-math", self.fast_math),
             ("k-split", self.k_split),
@@ -260,6 +286,19 @@ class KernelConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> KernelConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def as_stored(cls, data: Mapping[str, Any]) -> KernelConfig:
+        """A stored run's config as it was written, even where this version refuses a value
+        (worker warps 16 once passed), so the history still shows and exports that run."""
+        try:
+            return cls.from_dict(data)
+        except ConfigError:
+            config = cls()
+            for f in dataclasses.fields(cls):
+                if f.name in data:
+                    object.__setattr__(config, f.name, data[f.name])
+            return config
 
 
 def hint_words(

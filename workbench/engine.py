@@ -145,6 +145,13 @@ class Engine:
             f"the GPU engine process died (exit code {code}); it will be restarted for the next run"
         )
 
+    def kill(self) -> None:
+        """End the child now, from any thread (the user cancelled a long point): the call
+        waiting on it raises EngineFailure, and the next call starts a fresh child."""
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
+
     def close(self) -> None:
         self._stop(kill=False)
 

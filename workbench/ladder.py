@@ -90,6 +90,12 @@ def load_ladder(
     )
 
 
+def step_label(label: str, step: LadderStep) -> str:
+    """A step's run label: the step's name, after the ladder's label when one was given, so
+    seven runs never share one name."""
+    return f"{label} · {step.name}" if label else step.name
+
+
 def run_ladder(
     ladder: Ladder,
     problem: Problem,
@@ -106,7 +112,7 @@ def run_ladder(
     seed = secrets.randbits(32) if seed is None else seed
     backend = get_backend(backend_name)
     specs = [
-        SweepSpec(problem, seq_lens, step.config, backend_name, label or step.name, seed)
+        SweepSpec(problem, seq_lens, step.config, backend_name, step_label(label, step), seed)
         for step in ladder.steps
     ]
     for spec in specs:

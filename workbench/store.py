@@ -52,14 +52,22 @@ class RunNotFound(StoreError):
         super().__init__(f"run {run_id} does not exist (see `fmha-workbench runs`)")
 
 
-def default_db_path() -> Path:
-    """``$FMHA_WORKBENCH_DB``, else runs.db in the user's data directory."""
+def env_db_path() -> Path | None:
+    """``$FMHA_WORKBENCH_DB`` when set: it chooses the database for the CLI and the window."""
     override = os.environ.get("FMHA_WORKBENCH_DB")
-    if override:
-        return Path(override).expanduser()
+    return Path(override).expanduser() if override else None
+
+
+def data_dir_db_path() -> Path:
+    """runs.db in the user's data directory, the place a first start creates."""
     from platformdirs import user_data_dir
 
     return Path(user_data_dir(APP_NAME, appauthor=False)) / "runs.db"
+
+
+def default_db_path() -> Path:
+    """``$FMHA_WORKBENCH_DB``, else runs.db in the user's data directory."""
+    return env_db_path() or data_dir_db_path()
 
 
 def utc_now() -> str:
@@ -165,7 +173,7 @@ class RunRecord:
             status=row["status"],
             backend=row["backend"],
             problem=Problem.from_dict(json.loads(row["problem"])),
-            config=KernelConfig.from_dict(json.loads(row["config"])),
+            config=KernelConfig.as_stored(json.loads(row["config"])),
             seq_lens=tuple(json.loads(row["seq_lens"])),
             machine=json.loads(row["machine"] or "{}"),
             created_at=row["created_at"],
@@ -637,7 +645,7 @@ class Store:
                 "head_dim": run.problem.head_dim,
                 "dtype": run.problem.dtype,
                 "input_pos": run.problem.input_pos,
-                **{f"config_{k}": v for k, v in run.config.to_dict().items()},
+                **{f"config_{k}": v for k, v in run.config.fields_for(run.backend).items()},
                 "gpu": run.machine.get("gpu_name", ""),
                 "hostname": run.machine.get("hostname", ""),
                 "git_commit": run.machine.get("git_commit", ""),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from typing import Any
 
@@ -10,6 +11,25 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QComboBox, QLineEdit, QSpinBox
 
 RUN_TIMEOUT_MS = 60_000
+# A user-facing time bound (the window shows within 2 s, no stall over 250 ms) is what the app
+# promises on a desktop; as an exact assertion on a loaded 2-core CI box it flakes. Tests assert
+# the bound times this slack and print the measurement against the bound itself;
+# FMHA_WORKBENCH_STRICT_TIMING=1 (a benchmark run on a quiet machine) asserts the bound.
+TIME_SLACK = float(os.environ.get("FMHA_WORKBENCH_TIME_SLACK", "4"))
+
+
+def assert_within(measured_s: float, user_bound_s: float, what: str) -> None:
+    """``what`` took ``measured_s``: within ``user_bound_s`` × TIME_SLACK (the bound itself
+    under FMHA_WORKBENCH_STRICT_TIMING=1); the measurement is printed either way."""
+    strict = os.environ.get("FMHA_WORKBENCH_STRICT_TIMING", "") not in ("", "0")
+    limit = user_bound_s if strict else user_bound_s * TIME_SLACK
+    verdict = "within" if measured_s <= user_bound_s else "OVER"
+    bound_ms = f"{user_bound_s * 1e3:.0f} ms"
+    print(f"benchmark: {what}: {measured_s * 1e3:.0f} ms ({verdict} the {bound_ms} bound)")
+    assert measured_s < limit, (
+        f"{what} took {measured_s * 1e3:.0f} ms; the user-facing bound is "
+        f"{user_bound_s * 1e3:.0f} ms, the test's limit {limit * 1e3:.0f} ms"
+    )
 
 
 def type_into(qtbot: Any, widget: QLineEdit | QSpinBox, text: str) -> None:
@@ -123,6 +143,8 @@ def seed_run(
     step: str | None = None,
     autotune: bool = False,
     launches: dict[int, dict[str, Any]] | None = None,
+    heads: int = 2,
+    backend: str = "reference",
 ) -> int:
     """A stored run with chosen timings, written through the store's own API.
 
@@ -139,9 +161,9 @@ def seed_run(
     from workbench.config import KernelConfig, Problem, SweepSpec
     from workbench.timing import TimingStats
 
-    problem = Problem(batch=1, heads=2, head_dim=32)
+    problem = Problem(batch=1, heads=heads, head_dim=32)
     config = KernelConfig(tile_m=32, tile_n=32, mask=mask, autotune=autotune)
-    spec = SweepSpec(problem, seq_lens, config, label=label)
+    spec = SweepSpec(problem, seq_lens, config, backend=backend, label=label)
     run_id = store.create_run(
         spec,
         machine if machine is not None else {"hostname": "here"},

@@ -124,3 +124,27 @@ def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
     qtbot.waitUntil(lambda: panel.baseline_id == base)
     assert panel.cell_text(0, 3) == "+50.0 %"
     assert panel.table.item(0, 3).background().color() == SLOWER
+
+
+def test_a_banner_says_when_the_compared_runs_solve_different_problems(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    """Issue 25, item 6: H=2 against H=4, or causal against window, compared silently."""
+    with Store(db_path) as store:
+        two = seed_run(store, label="h2", heads=2)
+        four = seed_run(store, label="h4", heads=4)
+        also_two = seed_run(store, label="h2 again", heads=2)
+        causal = seed_run(store, label="causal", heads=2, mask="causal")
+    window = make_window()
+    window.tabs.setCurrentWidget(window.compare)
+    panel = window.compare
+    window.history.select_runs([two, four])
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 2)
+    assert panel.banner.isVisible()
+    assert f"heads: #{two} 2, #{four} 4" in panel.banner.text()
+    window.history.select_runs([two, causal])
+    qtbot.waitUntil(lambda: "mask" in panel.banner.text())
+    assert f"mask: #{two} none, #{causal} causal" in panel.banner.text()
+    window.history.select_runs([two, also_two])
+    qtbot.waitUntil(lambda: not panel.banner.isVisible())
+    assert panel.table.rowCount() == 2

@@ -242,3 +242,22 @@ def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
     assert form.num_ctas.toolTip() == str(refused.value)
     pick(form.num_ctas, 1)
     assert form.invalid_fields() == [] and "CTAs per cluster" in form.num_ctas.toolTip()
+
+
+def test_every_worker_warp_count_the_form_offers_runs_on_the_cutile_kernel(
+    qtbot: Any, form: ControlsPanel
+) -> None:
+    """Issue 25, item 3: the form offered 1, 2, 16 and 32, which the kernel refused after the
+    run was written. Each entry goes through the cuTile backend's check and the kernel's own
+    LaunchConfig, as the form's spec."""
+    fmha = pytest.importorskip("kernels.cutile_fmha", reason="cuda-tile is not installed")
+    from workbench.backends.cutile import CutileBackend
+
+    offered = [form.num_worker_warps.itemData(i) for i in range(form.num_worker_warps.count())]
+    assert offered == [None, *fmha.WORKER_WARPS]
+    for index in range(len(offered)):
+        form.num_worker_warps.setCurrentIndex(index)
+        spec = form.spec()
+        for problem in spec.problems():
+            CutileBackend().check_supported(problem, spec.config)
+        fmha.LaunchConfig(num_worker_warps=spec.config.num_worker_warps)

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from gui_helpers import (
+    TIME_SLACK,
     StallMeter,
+    assert_within,
     clone_runs,
     row_rect_center,
     run_and_wait,
@@ -55,7 +57,7 @@ def test_5000_runs_open_fast_and_scroll_lazily(qtbot: Any, make_window: Any, db_
     started = time.perf_counter()
     window = make_window()
     shown = time.perf_counter() - started
-    assert shown < 2.0, f"the window took {shown:.2f} s to show with 5,000 runs"
+    assert_within(shown, 2.0, "showing the window with 5,000 runs")
     model = window.history.model
     assert model.rowCount() == RunsModel.PAGE  # only the first page was read
     assert window.history.count_label.text() == "5,000 runs"
@@ -79,10 +81,9 @@ def test_5000_runs_open_fast_and_scroll_lazily(qtbot: Any, make_window: Any, db_
     # Each page fetch must stay cheap: a fetch that read the whole table, or rendered every
     # row, stalls on every page (about 25 of them). On a busy 2-core CI machine the OS alone
     # can cost one gap of 100-150 ms now and then (seen 1 run in 8), so one such gap passes.
-    slow = [gap for _, gap in meter.long_gaps if gap >= 0.100]
-    assert len(slow) <= 1 and meter.worst_s < 0.250, (
-        f"scrolling stalled: gaps over 100 ms {slow}, worst {meter.worst_s * 1e3:.0f} ms"
-    )
+    slow = [gap for _, gap in meter.long_gaps if gap >= 0.100 * TIME_SLACK]
+    assert len(slow) <= 1, f"scrolling stalled: gaps {slow}"
+    assert_within(meter.worst_s, 0.250, "the longest event-loop gap while paging")
 
 
 def test_filter_narrows_the_table(qtbot: Any, make_window: Any, db_path: Path) -> None:
@@ -392,3 +393,19 @@ def test_open_ladder_shows_the_ladder_a_run_belongs_to(
         select(label)
         assert not button.isEnabled()
     assert history.model.row_of(lone) is not None
+
+
+def test_a_peer_backends_run_shows_its_mask_not_the_forms_tile_config(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    """Issue 25, item 7: a torch-cudnn run showed "32×32 causal" in History's Config column."""
+    from workbench.gui.history import COL_CONFIG
+
+    with Store(db_path) as store:
+        ours = seed_run(store, label="ours", mask="causal")
+        peer = seed_run(store, label="cudnn", mask="causal", backend="torch-cudnn")
+    window = make_window()
+    model = window.history.model
+    peer_text = model.index(model.row_of(peer), COL_CONFIG).data()
+    assert "causal · kernel knobs —" in peer_text and "32×32" not in peer_text
+    assert "32×32 causal" in model.index(model.row_of(ours), COL_CONFIG).data()

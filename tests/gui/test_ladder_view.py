@@ -428,3 +428,23 @@ def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
     with Store(db_path) as store:
         (group,) = store.groups("ladder")
         assert group["runs"] == 7 and group["label"] == "w"
+
+
+def test_the_windows_ladder_names_its_runs_by_step_not_by_the_forms_leftover_label(
+    qtbot: Any, window: Any
+) -> None:
+    """Issue 25, item 5: all seven runs were labelled "cancel me", the form's Label field."""
+    small_ladder_form(qtbot, window, seq_lens="64")
+    type_into(qtbot, window.controls.label, "cancel me")
+    panel = window.ladder
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    first = panel.group_id()
+    assert [r.label for r in window.store.group_runs(first)] == STEPS
+
+    type_into(qtbot, panel.label_edit, "h200 try")
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    second = panel.group_id()
+    assert second != first
+    assert [r.label for r in window.store.group_runs(second)] == [f"h200 try · {s}" for s in STEPS]

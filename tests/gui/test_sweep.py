@@ -11,7 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gui_helpers import StallMeter, click_run, pick, run_and_wait, small_problem, type_into
+from gui_helpers import (
+    StallMeter,
+    assert_within,
+    click_run,
+    pick,
+    run_and_wait,
+    small_problem,
+    type_into,
+)
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QMessageBox
 
@@ -155,10 +163,8 @@ def test_event_loop_never_stalls_during_a_sweep(qtbot: Any, window: Any) -> None
     assert len(window.store.points(run_id)) == 5
     # The measurement means something only if the sweep ran for a while.
     assert meter.ticks > 20, f"only {meter.ticks} ticks in {elapsed:.2f} s"
-    assert meter.worst_s < 0.100, (
-        f"the event loop stalled for {meter.worst_s * 1e3:.0f} ms; gaps over 40 ms "
-        f"(start s, length s): {meter.long_gaps}"
-    )
+    print(f"gaps over 40 ms (start s, length s): {meter.long_gaps}")
+    assert_within(meter.worst_s, 0.100, "the longest event-loop gap during a sweep")
 
 
 @pytest.fixture

@@ -127,3 +127,21 @@ def test_durations_read_naturally() -> None:
     assert format_duration(125) == "2 min 05 s"
     assert format_duration(3780) == "1 h 03 min"
     assert format_duration(-1) == "0 s"
+
+
+def test_a_user_facing_time_bound_is_a_generous_limit_unless_strict(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a loaded 2-core CI box a 250 ms bound flaked as an assertion: it is now the bound
+    times TIME_SLACK, with the measurement printed; strict timing asserts the bound itself."""
+    from gui_helpers import TIME_SLACK, assert_within
+
+    assert TIME_SLACK >= 2
+    monkeypatch.delenv("FMHA_WORKBENCH_STRICT_TIMING", raising=False)
+    assert_within(0.3, 0.25, "a slow gap")  # over the bound, within the limit
+    assert "OVER the 250 ms bound" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="user-facing bound is 250 ms"):
+        assert_within(0.25 * TIME_SLACK + 0.01, 0.25, "a stall")
+    monkeypatch.setenv("FMHA_WORKBENCH_STRICT_TIMING", "1")
+    with pytest.raises(AssertionError):
+        assert_within(0.3, 0.25, "a slow gap")

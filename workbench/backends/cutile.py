@@ -100,6 +100,11 @@ class CutileBackend(CupyBackend):
             raise ConfigError(
                 "head_dim", problem.head_dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}"
             )
+        warps = _kernel_module().WORKER_WARPS
+        if config.num_worker_warps is not None and config.num_worker_warps not in warps:
+            raise ConfigError(
+                "num_worker_warps", config.num_worker_warps, f"the cuTile kernel takes {warps}"
+            )
         if not config.autotune:
             for name in ("tile_m", "tile_n"):
                 if getattr(config, name) not in KERNEL_TILES:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.compare import MIN_NOISE_PCT, Cell, compare_table
+from workbench.compare import MIN_NOISE_PCT, Cell, compare_table, problem_differences
 from workbench.gui.colors import run_color
 
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
@@ -55,6 +55,15 @@ class ComparePanel(QWidget):
         top.addWidget(QLabel("Baseline"))
         top.addWidget(self.baseline, 1)
 
+        # Above the table, where a ratio between different problems would be misread.
+        self.banner = QLabel()
+        self.banner.setObjectName("compare_banner")
+        self.banner.setWordWrap(True)
+        self.banner.setStyleSheet(
+            "background: #fff3cd; color: #5c4400; border: 1px solid #e0c060; padding: 4px;"
+        )
+        self.banner.hide()
+
         self.table = QTableWidget()
         self.table.setObjectName("compare_table")
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -64,6 +73,7 @@ class ComparePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
+        layout.addWidget(self.banner)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.hint)
         self.set_runs([], {})
@@ -115,6 +125,15 @@ class ComparePanel(QWidget):
     # ---- table ----------------------------------------------------------------------------------
     def _rebuild(self) -> None:
         self.table.clear()
+        ordered = sorted(self._runs, key=lambda run: run.id)
+        differences = problem_differences(ordered) if len(ordered) >= 2 else []
+        self.banner.setText(
+            "Careful: these runs solve different problems, so their latencies do not compare "
+            "like for like. " + "; ".join(differences) + "."
+            if differences
+            else ""
+        )
+        self.banner.setVisible(bool(differences))
         if len(self._runs) < 2 or self._pinned is None:
             self.rows = []
             self.table.setRowCount(0)

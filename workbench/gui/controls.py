@@ -18,11 +18,13 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -84,11 +86,27 @@ class ControlsPanel(QWidget):
         self._wanted_backend: str | None = None
         self._can_run = True  # False while e.g. the database is read-only
 
+        # The problem and kernel groups scroll; Run and Cancel stay below them, always in view
+        # (at 1024×700 they were below the fold of one long scrolling form).
+        form = QWidget()
+        form.setObjectName("form_groups")
+        groups = QVBoxLayout(form)
+        groups.setContentsMargins(0, 0, 0, 0)
+        groups.addWidget(self._build_problem_group())
+        groups.addWidget(self._build_kernel_group())
+        groups.addStretch(1)
+        self.form_scroll = QScrollArea()
+        self.form_scroll.setObjectName("form_scroll")
+        self.form_scroll.setWidgetResizable(True)
+        self.form_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.form_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.form_scroll.setWidget(form)
+        scrollbar = self.form_scroll.verticalScrollBar().sizeHint().width()
+        self.form_scroll.setMinimumWidth(form.sizeHint().width() + scrollbar + 4)
         outer = QVBoxLayout(self)
-        outer.addWidget(self._build_problem_group())
-        outer.addWidget(self._build_kernel_group())
+        outer.setContentsMargins(4, 4, 4, 4)
+        outer.addWidget(self.form_scroll, 1)
         outer.addWidget(self._build_run_group())
-        outer.addStretch(1)
 
         self._on_mask_changed()
         self.set_running(False)
@@ -271,7 +289,10 @@ class ControlsPanel(QWidget):
         self.run_button.clicked.connect(self.runRequested)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setObjectName("cancel_button")
-        self.cancel_button.setToolTip("Stop after the current point; the run is kept as cancelled")
+        self.cancel_button.setToolTip(
+            "Stop now (the point in progress is dropped); the run is kept as cancelled with the "
+            "points that finished"
+        )
         self.cancel_button.clicked.connect(self.cancelRequested)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)

@@ -14,9 +14,17 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QStackedWidget,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from kernels.schedule import BlockKind, cdiv
 
@@ -66,6 +74,16 @@ def format_flops(value: float) -> str:
         if value >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value:.3g} FLOP"
+
+
+def block_tick_step(blocks: int, most_ticks: int = 10) -> int:
+    """A whole-block tick step from 1, 2, 5, 10, 20, 50, … giving at most ``most_ticks``."""
+    scale = 1
+    while True:
+        for step in (scale, 2 * scale, 5 * scale):
+            if blocks <= step * most_ticks:
+                return step
+        scale *= 10
 
 
 class HeatmapPanel(QWidget):
@@ -120,6 +138,16 @@ class HeatmapPanel(QWidget):
         self.image.setLookupTable(lut)
         self.plot.addItem(self.image)
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        # Without a map there are no blocks to put on axes: a sentence instead of an empty
+        # plot whose default range reads "(x0.001)" from -400 to 400.
+        self.empty_label = QLabel()
+        self.empty_label.setObjectName("heatmap_empty")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setStyleSheet("color: #555; background: white; font-size: 13px;")
+        self.view_stack = QStackedWidget()
+        self.view_stack.addWidget(self.empty_label)
+        self.view_stack.addWidget(self.canvas)
 
         legend = QHBoxLayout()
         self.count_labels: dict[str, QLabel] = {}
@@ -142,7 +170,7 @@ class HeatmapPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
-        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.view_stack, 1)
         layout.addLayout(legend)
         layout.addWidget(self.summary)
         self.facts: MapFacts | None = None
@@ -178,10 +206,8 @@ class HeatmapPanel(QWidget):
             self.title.setText("No run selected")
             self._show_message(self._empty_text)
             return
-        cfg = run.config
-        self.title.setText(
-            f"#{run.id} {run.label or '(no label)'} · {run.backend} · {cfg.summary()}"
-        )
+        config = run.config.summary_for(run.backend)
+        self.title.setText(f"#{run.id} {run.label or '(no label)'} · {run.backend} · {config}")
         self._on_seq_len_changed()
 
     def select_seq_len(self, seq_len: int) -> None:
@@ -212,6 +238,8 @@ class HeatmapPanel(QWidget):
         self._grid = None
         self.facts = None
         self.image.clear()
+        self.empty_label.setText(text)
+        self.view_stack.setCurrentWidget(self.empty_label)
         for name, label in self.count_labels.items():
             label.setText(f"{name}: –")
         self.summary.setText(text)
@@ -245,6 +273,11 @@ class HeatmapPanel(QWidget):
         self.image.setImage(grid.astype(np.uint8), levels=(0, 3), autoLevels=False)
         self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
         self.plot.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.02)
+        # Whole blocks only: pyqtgraph's own spacing puts ticks at half blocks on small maps.
+        for name, count in (("bottom", cols), ("left", rows)):
+            step = block_tick_step(count)
+            self.plot.getAxis(name).setTickSpacing(step, step)
+        self.view_stack.setCurrentWidget(self.canvas)
         self._tiles = self._tiles_for(grid, seq_len)
         run = self._run
         tm, tn = self._tiles or (run.config.tile_m, run.config.tile_n)

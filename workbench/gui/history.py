@@ -76,7 +76,8 @@ def problem_summary(run: Any) -> str:
     p = run.problem
     heads = f"H{p.heads}" if p.kv_heads == p.heads else f"H{p.heads}/{p.kv_heads}"
     offset = f" pos+{p.input_pos}" if p.input_pos else ""
-    return f"B{p.batch} {heads} D{p.head_dim} {p.dtype}{offset} · {run.config.summary()}"
+    config = run.config.summary_for(run.backend)
+    return f"B{p.batch} {heads} D{p.head_dim} {p.dtype}{offset} · {config}"
 
 
 def ask_csv_path(parent: QWidget, title: str, start: Path) -> Path | None:

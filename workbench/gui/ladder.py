@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -198,10 +199,17 @@ class LadderPanel(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setObjectName("ladder_cancel")
         self.cancel_button.setToolTip(
-            "Stop after the current point; the step's run is kept as cancelled and the steps "
-            "after it are not run"
+            "Stop now (the point in progress is dropped); the step's run is kept as cancelled "
+            "and the steps after it are not run"
         )
         self.cancel_button.clicked.connect(self.cancelRequested)
+        self.label_edit = QLineEdit()
+        self.label_edit.setObjectName("ladder_label")
+        self.label_edit.setPlaceholderText("label (optional)")
+        self.label_edit.setToolTip(
+            "A name for the next ladder; each step's run is labelled with it and the step name "
+            "(the step name alone when empty)"
+        )
         self.export_button = QPushButton("Export CSV…")
         self.export_button.setObjectName("ladder_export")
         self.export_button.setToolTip("Every point of this ladder's runs, one row each")
@@ -216,7 +224,7 @@ class LadderPanel(QWidget):
         second = QHBoxLayout()
         second.addWidget(QLabel("Colour against"))
         second.addWidget(self.basis)
-        second.addStretch(1)
+        second.addWidget(self.label_edit, 1)
         second.addWidget(self.export_button)
 
         self.info = QLabel()

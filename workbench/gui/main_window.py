@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QProgressBar,
-    QScrollArea,
     QSplitter,
     QTabWidget,
 )
@@ -44,10 +43,17 @@ from workbench.gui.worker import (
     format_duration,
     start_in_thread,
 )
-from workbench.store import Store, StoreError, default_db_path
+from workbench.store import (
+    Store,
+    StoreError,
+    data_dir_db_path,
+    default_db_path,
+    env_db_path,
+)
 from workbench.tuned import tuned_labels
 
 GUI_BUSY_TIMEOUT_S = 0.25
+MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
 # A ladder's preflight error naming one of these is the form's to mark; any other field is a
@@ -111,7 +117,9 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._restore_settings()
 
-        path = Path(db_path) if db_path else self._saved_db_path() or default_db_path()
+        # As for the CLI: a path given, else $FMHA_WORKBENCH_DB, then the last one used.
+        path = Path(db_path) if db_path else env_db_path() or self._saved_db_path()
+        path = path or default_db_path()
         self.open_database(path, show_errors=False)
 
         if probe_backends:
@@ -122,11 +130,6 @@ class MainWindow(QMainWindow):
         self.controls = ControlsPanel()
         self.controls.runRequested.connect(self.start_run)
         self.controls.cancelRequested.connect(self.cancel_run)
-        controls_scroll = QScrollArea()
-        controls_scroll.setWidgetResizable(True)
-        controls_scroll.setWidget(self.controls)
-        controls_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        controls_scroll.setMinimumWidth(self.controls.sizeHint().width() + 24)
 
         self.plots = PlotsPanel()
         self.heatmap = HeatmapPanel(self._load_block_map)
@@ -159,7 +162,7 @@ class MainWindow(QMainWindow):
         self.right_split.setStretchFactor(1, 2)
         self.main_split = QSplitter(Qt.Orientation.Horizontal)
         self.main_split.setObjectName("main_split")
-        self.main_split.addWidget(controls_scroll)
+        self.main_split.addWidget(self.controls)
         self.main_split.addWidget(self.right_split)
         self.main_split.setStretchFactor(1, 1)
         self.main_split.setCollapsible(0, False)
@@ -168,6 +171,13 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.machine_label = QLabel("Probing backends…")
         self.machine_label.setObjectName("machine_label")
+        # A bounded, separated label: a long status message (a damaged database's) used to run
+        # straight into the backend line; the full line is the tooltip.
+        self.machine_label.setMaximumWidth(MACHINE_LABEL_WIDTH)
+        self.machine_label.setStyleSheet(
+            "QLabel#machine_label { border-left: 1px solid #b0b0b0; padding-left: 10px; "
+            "margin-left: 12px; color: #333; }"
+        )
         self.progress_label = QLabel()
         self.progress_label.setObjectName("progress_label")
         self.progress = QProgressBar()
@@ -181,6 +191,9 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.machine_label)
         self.resize(1440, 900)
+        # Initial shares (saved ones win): left to the size hints, History got 2.5 rows at
+        # 1440×900. The splitter keeps the proportion when the window is resized.
+        self.right_split.setSizes([520, 380])
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
@@ -198,9 +211,7 @@ class MainWindow(QMainWindow):
         run_menu = self.menuBar().addMenu("&Run")
         self.run_action = self._action(run_menu, "&Run sweep", self.start_run, "Ctrl+R")
         self.run_ladder_action = self._action(run_menu, "Run &ladder", self.start_ladder, "Ctrl+L")
-        self.cancel_action = self._action(
-            run_menu, "&Cancel after this point", self.cancel_run, "Esc"
-        )
+        self.cancel_action = self._action(run_menu, "&Cancel the run", self.cancel_run, "Esc")
         self.cancel_action.setEnabled(False)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About", self._on_about)
@@ -220,6 +231,12 @@ class MainWindow(QMainWindow):
             self._warn(
                 "Database", "Wait for the running sweep to finish before switching databases."
             )
+            return False
+        path = Path(path).expanduser()
+        if not path.parent.exists() and path != data_dir_db_path() and not self._may_create(path):
+            self._show_status(f"No database opened: {path.parent} does not exist")
+            if self.store is None:
+                self._set_store(None, path)
             return False
         try:
             # A short busy timeout: this store writes from the GUI thread (relabel, delete), and
@@ -246,6 +263,19 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self._show_pending_notice)
         return True
 
+    def _may_create(self, path: Path) -> bool:
+        """Ask before making folders for a database (a mistyped path would otherwise leave
+        them behind); the data directory of a first start is made without asking."""
+        answer = QMessageBox.question(
+            self,
+            "Create a run database?",
+            f"The folder {path.parent} does not exist.\n\nCreate it and a new, empty run "
+            f"database {path.name} in it?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
     def _set_store(self, store: Store | None, path: Path) -> None:
         self.history.set_store(store)
         self.heatmap.set_run(None)
@@ -264,7 +294,8 @@ class MainWindow(QMainWindow):
     def _show_pending_notice(self) -> None:
         notice, self._pending_notice = self._pending_notice, None
         if notice:
-            self._show_status(notice.splitlines()[0])
+            # The first sentence in the status bar (the dialog has all of it).
+            self._show_status(notice.splitlines()[0].split("; ")[0])
             self._warn("Database", notice)
 
     def choose_database(self) -> None:
@@ -300,9 +331,11 @@ class MainWindow(QMainWindow):
         self.backend_statuses = dict(statuses)
         if statuses:
             self.controls.set_backend_statuses(statuses)
-        self.machine_label.setText(summary)
+        metrics = self.machine_label.fontMetrics()
+        room = MACHINE_LABEL_WIDTH - 24  # the label's border, padding and margin
+        self.machine_label.setText(metrics.elidedText(summary, Qt.TextElideMode.ElideRight, room))
         self.machine_label.setToolTip(
-            "\n".join(f"{name}: {s.reason}" for name, s in statuses.items())
+            "\n".join([summary, ""] + [f"{name}: {s.reason}" for name, s in statuses.items()])
         )
 
     # ---- running --------------------------------------------------------------------------------
@@ -342,7 +375,9 @@ class MainWindow(QMainWindow):
             # The ladder's steps bring their own mask (causal); the form's offset goes with its
             # "causal with offset" choice only, not with a sliding window.
             problem = dataclasses.replace(problem, input_pos=0, k_len=problem.q_len)
-        job = LadderJob(ladder, problem, spec.seq_lens, spec.backend, spec.label)
+        # The ladder's own label, not the form's: that one names a sweep, left from the last.
+        label = self.ladder.label_edit.text().strip()
+        job = LadderJob(ladder, problem, spec.seq_lens, spec.backend, label)
         self._ladder_job = job
         self._ladder_group = None
         self._ladder_step = (0, len(ladder.steps), "")
@@ -388,7 +423,7 @@ class MainWindow(QMainWindow):
     def cancel_run(self) -> None:
         if self._worker is not None and not self._worker.cancel_requested:
             self._worker.request_cancel()
-            self.progress_label.setText("Cancelling after the current point…")
+            self.progress_label.setText("Cancelling…")
             self.controls.cancel_button.setEnabled(False)
             self.ladder.cancel_button.setEnabled(False)
 
@@ -610,7 +645,9 @@ class MainWindow(QMainWindow):
     @staticmethod
     def _series_name(run: Any) -> str:
         return (
-            f"#{run.id} {run.label}".strip() if run.label else f"#{run.id} {run.config.summary()}"
+            f"#{run.id} {run.label}".strip()
+            if run.label
+            else f"#{run.id} {run.config.summary_for(run.backend)}"
         )
 
     @Slot(int)
@@ -751,7 +788,7 @@ class MainWindow(QMainWindow):
             answer = QMessageBox.question(
                 self,
                 f"A {what} is running",
-                f"Stop the {what} after the current point and quit? The points measured so far "
+                f"Stop the {what} now and quit? The points finished so far "
                 "are kept and the run is stored as cancelled.",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
                 QMessageBox.StandardButton.No,

@@ -111,9 +111,15 @@ class PlotsPanel(QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
         self.latency_plot = self._make_plot("Latency", "median latency", "ms")
-        self.tflops_plot = self._make_plot("Throughput", "TFLOP/s", "")
+        self.tflops_plot = self._make_plot("Throughput", "TFLOP/s", "", inner_legend=False)
         self.canvas.addItem(self.latency_plot, row=0, col=0)
         self.canvas.addItem(self.tflops_plot, row=0, col=1)
+        # Below the plot, not on it: throughput flattens out at the top and the legend's
+        # corner covered the curve. The latency curve rises away from its top-left legend.
+        self.tflops_plot.legend = pg.LegendItem(
+            labelTextColor="#222", colCount=2, brush=pg.mkBrush(255, 255, 255, 220)
+        )
+        self.canvas.addItem(self.tflops_plot.legend, row=1, col=1)
         self.tflops_plot.setXLink(self.latency_plot)
 
         self.log_latency = QCheckBox("Log latency axis")
@@ -151,7 +157,9 @@ class PlotsPanel(QWidget):
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.cursor_seq_len: int | None = None
 
-    def _make_plot(self, title: str, y_label: str, y_units: str) -> pg.PlotItem:
+    def _make_plot(
+        self, title: str, y_label: str, y_units: str, *, inner_legend: bool = True
+    ) -> pg.PlotItem:
         plot = pg.PlotItem(
             axisItems={
                 "bottom": Log2Axis(orientation="bottom"),
@@ -168,7 +176,10 @@ class PlotsPanel(QWidget):
             axis.setTextPen(pg.mkPen("#222"))
         # Latency-only units prefixes would turn "ms" into "kms"; plain numbers read better.
         plot.getAxis("left").enableAutoSIPrefix(False)
-        plot.addLegend(offset=(8, 8), labelTextColor="#222", brush=pg.mkBrush(255, 255, 255, 220))
+        if inner_legend:
+            plot.addLegend(
+                offset=(8, 8), labelTextColor="#222", brush=pg.mkBrush(255, 255, 255, 220)
+            )
         plot.setMouseEnabled(x=True, y=True)
         return plot
 
@@ -301,6 +312,9 @@ class PlotsPanel(QWidget):
         self._refresh_readout()
 
     def _refresh_readout(self) -> None:
+        lengths = {p.seq_len for s in self._series.values() for p in s.points}
+        if self.cursor_seq_len not in lengths:
+            self.cursor_seq_len = None  # the runs now shown have no point there: not stale
         n = self.cursor_seq_len
         for line in self._cursor_lines:
             line.setVisible(n is not None)

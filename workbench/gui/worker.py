@@ -80,13 +80,38 @@ class SweepWorker(QObject):
         self._context = multiprocessing.get_context("spawn")
         self._child_cancel = self._context.Event()
         self.child_pid: int | None = None
+        self._process: multiprocessing.process.BaseProcess | None = None
         self._run_id: int | None = None
         self._finished = False
+        # Runs of this job started and not yet finished: what a cancel that ends the computing
+        # process leaves to be stored as cancelled (a group job may have several at once).
+        self._in_flight: set[int] = set()
+        self._stopped_runs: set[int] = set()  # in flight when the computing process was ended
+        if in_child is None:
+            in_child = computes_in_process(spec.backend)
+        self._in_child = in_child
+        # Is there a process to end on cancel: the sweep child, or the GPU engine's child?
+        self._ends_process = in_child or not computes_in_process(spec.backend)
 
     def request_cancel(self) -> None:
-        """Ask the runner to stop after the current point (safe to call from any thread)."""
+        """Stop the job now (safe to call from any thread): the process computing the current
+        point is ended (the sweep child, or the GPU engine's child, which restarts on its next
+        call), and every run of the job still in flight is stored as cancelled with the points
+        it finished. Where the point computes in this process (tests), it stops after it."""
         self._cancel.set()
         self._child_cancel.set()
+        if not self._ends_process:
+            return
+        self._stopped_runs |= self._in_flight
+        if self._in_child:
+            process = self._process
+            if process is not None:
+                with contextlib.suppress(Exception):
+                    process.kill()
+        else:
+            from workbench.backends.isolated import shared_engine
+
+            shared_engine().kill()
 
     @property
     def cancel_requested(self) -> bool:
@@ -95,10 +120,7 @@ class SweepWorker(QObject):
     @Slot()
     def run(self) -> None:
         try:
-            in_child = self._in_child
-            if in_child is None:
-                in_child = computes_in_process(self._spec.backend)
-            if in_child:
+            if self._in_child:
                 self._run_in_child()
             else:
                 self._run_here()
@@ -116,6 +138,9 @@ class SweepWorker(QObject):
         if isinstance(event, RunStarted):
             self._run_id = event.run_id
             self._finished = False  # a ladder starts one run per step
+            self._in_flight.add(event.run_id)
+            if self._cancel.is_set() and self._ends_process:
+                self._stopped_runs.add(event.run_id)  # started as the cancel came
             self.runStarted.emit(event.run_id, event.total)
         elif isinstance(event, PointStarted):
             self.pointStarted.emit(event.run_id, event.index, event.total, event.seq_len)
@@ -123,11 +148,34 @@ class SweepWorker(QObject):
             self.pointFinished.emit(event)
         elif isinstance(event, RunFinished):
             self._finished = True
+            self._in_flight.discard(event.run_id)
+            if event.run_id in self._stopped_runs:
+                # The runner saw its engine ended under it and stored the run failed.
+                self._store_cancelled([event.run_id])
+                return
             self.runFinished.emit(event.run_id, event.status, event.error or "")
         elif isinstance(event, LadderStarted):
             self.ladderStarted.emit(event.group_id, event.steps)
         elif isinstance(event, StepStarted):
             self.stepStarted.emit(event.index, event.total, event.step.name)
+
+    def _store_cancelled(self, run_ids: list[int]) -> None:
+        """Store runs whose computing process the cancel ended as cancelled, points kept."""
+        from workbench.store import Store
+
+        error = "cancelled by the user; the points finished before that are kept"
+        try:
+            # Opening the store may first mark a run of the ended sweep child failed
+            # ("interrupted"); a cancel is what ended it, so it is overwritten.
+            with Store(self._db_path) as store:
+                for run_id in run_ids:
+                    store.finish_run(run_id, "cancelled", error)
+        except Exception as exc:
+            error += f" (it could not be stored as cancelled: {exc})"
+        for run_id in run_ids:
+            self._stopped_runs.discard(run_id)
+            self._in_flight.discard(run_id)
+            self.runFinished.emit(run_id, "cancelled", "")
 
     def _run_here(self) -> None:
         from workbench.config import ConfigError
@@ -160,6 +208,9 @@ class SweepWorker(QObject):
         process.start()
         sender.close()  # only the child writes; EOF then means the child is gone
         self.child_pid = process.pid
+        self._process = process
+        if self._cancel.is_set():  # cancelled while the child was starting
+            process.kill()
         try:
             while True:
                 try:
@@ -186,7 +237,9 @@ class SweepWorker(QObject):
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)
-        if self._run_id is not None and not self._finished:
+        if self._stopped_runs:
+            self._store_cancelled(sorted(self._stopped_runs))
+        elif self._run_id is not None and not self._finished:
             self._child_died(process.exitcode)
 
     def _child_died(self, exitcode: int | None) -> None:
