@@ -25,6 +25,7 @@ from workbench.config import (
 )
 
 fmha = pytest.importorskip("kernels.cutile_fmha", reason="cuda-tile is not installed")
+from workbench.backends.cutile import launch_knobs  # noqa: E402  (after the skip)
 
 
 def offered_configs() -> Iterator[KernelConfig]:
@@ -50,21 +51,7 @@ def offered_configs() -> Iterator[KernelConfig]:
 
 def launch_config_of(config: KernelConfig) -> Any:
     """The kernel's own LaunchConfig for a workbench config (what cutile.prepare launches)."""
-    launch = fmha.LaunchConfig.of(
-        {
-            "tile_m": config.tile_m,
-            "tile_n": config.tile_n,
-            "fast_math": config.fast_math,
-            "k_split": config.k_split,
-            "remap": config.remap,
-            "occupancy": config.occupancy,
-            "num_worker_warps": config.num_worker_warps,
-            "num_ctas": config.num_ctas,
-            "poly_exp2_cols": config.poly_exp2_cols,
-            "persistent": config.persistent,
-            "k_unroll": config.k_unroll,
-        }
-    )
+    launch = fmha.LaunchConfig.of(launch_knobs(config))
     launch.check_mask(config.mask)
     return launch
 

@@ -42,6 +42,23 @@ def _knobs(launch_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in launch_kwargs.items() if k not in ("mask", "input_pos", "window")}
 
 
+def launch_knobs(config: KernelConfig) -> dict[str, Any]:
+    """The kernel's launch knobs (LaunchConfig fields) that a hand-set workbench config sets."""
+    return {
+        "tile_m": config.tile_m,
+        "tile_n": config.tile_n,
+        "fast_math": config.fast_math,
+        "k_split": config.k_split,
+        "remap": config.remap,
+        "occupancy": config.occupancy,
+        "num_worker_warps": config.num_worker_warps,
+        "num_ctas": config.num_ctas,
+        "poly_exp2_cols": config.poly_exp2_cols,
+        "persistent": config.persistent,
+        "k_unroll": config.k_unroll,
+    }
+
+
 def _kernel_module() -> Any:
     from kernels import cutile_fmha
 
@@ -142,20 +159,7 @@ class CutileBackend(CupyBackend):
             self._tune_s = time.perf_counter() - started
             return {**common, **fmha.tuned_kwargs(chosen)}
         self._tuning = None
-        return {
-            **common,
-            "tile_m": config.tile_m,
-            "tile_n": config.tile_n,
-            "fast_math": config.fast_math,
-            "k_split": config.k_split,
-            "remap": config.remap,
-            "occupancy": config.occupancy,
-            "num_worker_warps": config.num_worker_warps,
-            "num_ctas": config.num_ctas,
-            "poly_exp2_cols": config.poly_exp2_cols,
-            "persistent": config.persistent,
-            "k_unroll": config.k_unroll,
-        }
+        return {**common, **launch_knobs(config)}
 
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
