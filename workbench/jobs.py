@@ -367,3 +367,14 @@ def run_group_job(
     plan, backends = plan_group_job(job)
     timings = [timing] * len(backends) if timing is not None else None
     return run_group(plan, store, backends=backends, timings=timings, cancel=cancel)
+
+
+def job_for(spec: SweepSpec, backends: Sequence[str]) -> SweepSpec | GroupJob:
+    """What the window runs for the ticked ``backends``: one name is a plain sweep on it,
+    several are a group of them (on ``spec``'s problem, lengths and config)."""
+    names = [name.strip() for name in backends if name.strip()]
+    if not names:
+        raise GroupError("backends", [], "tick at least one backend")
+    if len(names) == 1:
+        return dataclasses.replace(spec, backend=names[0])
+    return GroupJob(spec, tuple(names), spec.label)
