@@ -1,7 +1,8 @@
 """Background work for the window: the sweep worker, the backend probe, and the time-left estimate.
 
-The sweep worker runs either job of :mod:`workbench.gui.sweep_child`: one sweep (a SweepSpec) or a
-ladder (a LadderJob: one run per step in one group), on the same two paths.
+The sweep worker runs any job of :mod:`workbench.gui.sweep_child`: one sweep (a SweepSpec), a
+ladder (a LadderJob: one run per step in one group) or a group sweep (a GroupJob: one run per
+backend in one group), on the same two paths.
 
 Both workers are QObjects moved to their own QThread. Their signals must be connected to *bound
 methods of QObjects living in the GUI thread* (design.md trap: a lambda or plain function as the
@@ -42,6 +43,12 @@ def computes_in_process(backend: str) -> bool:
     return backend not in getattr(backends, "GPU_BACKENDS", frozenset())
 
 
+def job_backends(job: Any) -> tuple[str, ...]:
+    """The backends a job computes on: a group's members, else its one backend."""
+    names = getattr(job, "backends", None)
+    return tuple(names) if isinstance(names, tuple) else (job.backend,)
+
+
 class SweepWorker(QObject):
     """Runs one sweep or one ladder for the window: in a child process, or in this worker thread.
 
@@ -52,6 +59,7 @@ class SweepWorker(QObject):
     """
 
     ladderStarted = Signal(int, int)  # group_id, steps (a ladder job only, before its steps)
+    groupStarted = Signal(int, object, int)  # group_id, run ids, total points (a GroupJob only)
     stepStarted = Signal(int, int, str)  # step index, steps, step name (a ladder job only)
     runStarted = Signal(int, int)  # run_id, total points
     pointStarted = Signal(int, int, int, int)  # run_id, index, total, seq_len
@@ -82,6 +90,7 @@ class SweepWorker(QObject):
         self.child_pid: int | None = None
         self._run_id: int | None = None
         self._finished = False
+        self._open_runs: dict[int, None] = {}  # started, not finished (a group has several)
 
     def request_cancel(self) -> None:
         """Ask the runner to stop after the current point (safe to call from any thread)."""
@@ -97,7 +106,8 @@ class SweepWorker(QObject):
         try:
             in_child = self._in_child
             if in_child is None:
-                in_child = computes_in_process(self._spec.backend)
+                # A group computes in a child if any member would compute here.
+                in_child = any(computes_in_process(b) for b in job_backends(self._spec))
             if in_child:
                 self._run_in_child()
             else:
@@ -110,10 +120,12 @@ class SweepWorker(QObject):
     def _emit_event(self, event: Any) -> None:
         # Imported here so importing the GUI does not pull in the runner and its backends
         # before the window shows.
+        from workbench.jobs import GroupStarted
         from workbench.ladder import StepStarted
         from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
 
         if isinstance(event, RunStarted):
+            self._open_runs[event.run_id] = None
             self._run_id = event.run_id
             self._finished = False  # a ladder starts one run per step
             self.runStarted.emit(event.run_id, event.total)
@@ -122,8 +134,11 @@ class SweepWorker(QObject):
         elif isinstance(event, PointFinished):
             self.pointFinished.emit(event)
         elif isinstance(event, RunFinished):
+            self._open_runs.pop(event.run_id, None)
             self._finished = True
             self.runFinished.emit(event.run_id, event.status, event.error or "")
+        elif isinstance(event, GroupStarted):
+            self.groupStarted.emit(event.group_id, list(event.run_ids), event.total)
         elif isinstance(event, LadderStarted):
             self.ladderStarted.emit(event.group_id, event.steps)
         elif isinstance(event, StepStarted):
@@ -186,7 +201,8 @@ class SweepWorker(QObject):
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)
-        if self._run_id is not None and not self._finished:
+        for run_id in list(self._open_runs):  # a group's runs may all be open
+            self._run_id = run_id
             self._child_died(process.exitcode)
 
     def _child_died(self, exitcode: int | None) -> None:
