@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         self.history.selectionChangedIds.connect(self._on_selection)
         self.history.loadRequested.connect(self._on_load_requested)
         self.history.ladderRequested.connect(self.open_ladder)
+        self.history.groupCompareRequested.connect(self.open_group_compare)
         self.history.relabelled.connect(self._on_relabelled)
         self.history.runsDeleted.connect(self._on_runs_deleted)
         self.history.message.connect(self._show_status)
@@ -674,6 +675,27 @@ class MainWindow(QMainWindow):
         """Bring the Ladder tab forward on stored ladder ``group_id`` (from History)."""
         self.ladder.show_group(group_id)
         self.tabs.setCurrentWidget(self.ladder)
+
+    @Slot(int)
+    def open_group_compare(self, group_id: int) -> None:
+        """Select every run of stored group ``group_id`` and show them in Compare (one unit:
+        the first run, the group's first backend, is the baseline until another is picked)."""
+        if self.store is None:
+            return
+        try:
+            ids = [r.id for r in self.store.group_runs(group_id)]
+        except (StoreError, OSError) as exc:
+            self._show_status(str(exc))
+            return
+        model = self.history.model
+        while any(model.row_of(i) is None for i in ids) and model.canFetchMore():
+            model.fetchMore()  # an older group may lie past the loaded pages
+        self.history.select_runs(ids)
+        self._on_selection(self.history.selected_ids())  # now, not after the burst timer
+        if ids:
+            self.compare.pin_baseline(ids[0])
+        self.tabs.setCurrentWidget(self.compare)
+        self._show_status(f"Comparing group #{group_id}: {len(ids)} runs")
 
     def _on_load_requested(self, run_id: int) -> None:
         runs = self._runs_for([run_id])
