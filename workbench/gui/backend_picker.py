@@ -150,6 +150,7 @@ class BackendPicker(QListWidget):
 
     def _fit_height(self) -> None:
         # Compact: exactly the rows, no empty list area and no scroll bar for a handful.
+        # Before the first show the style may report rows shorter than the text.
         rows = max(self.count(), 1)
-        row = self.sizeHintForRow(0) if self.count() else self.fontMetrics().height() + 4
+        row = max(self.sizeHintForRow(0) if self.count() else 0, self.fontMetrics().height() + 4)
         self.setFixedHeight(rows * row + 2 * self.frameWidth() + 2)
