@@ -31,10 +31,24 @@ class Flaky(ReferenceBackend):
         return Availability(True, "test backend: available")
 
 
+class SmallOnly(ReferenceBackend):
+    """Fits N <= 64 only (like naive attention's N×N scores): the group skips longer N."""
+
+    name = "small-only"
+
+    def check_supported(self, problem: Any, config: Any) -> None:
+        from workbench.config import ConfigError
+
+        if problem.q_len > 64:
+            raise ConfigError("q_len", problem.q_len, "this test backend fits N <= 64 only")
+        super().check_supported(problem, config)
+
+
 def register(monkeypatch: Any) -> None:
     import workbench.backends as backends
 
     monkeypatch.setitem(backends._REGISTRY, "reference-b", f"{__name__}:SecondReference")
     monkeypatch.setitem(backends._REGISTRY, "flaky", f"{__name__}:Flaky")
+    monkeypatch.setitem(backends._REGISTRY, "small-only", f"{__name__}:SmallOnly")
     monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
     monkeypatch.setattr(Flaky, "gone", None)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from gui_backends import Flaky, register
 from gui_helpers import click_run, small_problem, tick_backends
+from PySide6.QtCore import Qt
 
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
@@ -131,3 +132,49 @@ def test_the_sweep_process_refuses_a_group_before_writing(qtbot: Any, db_path: A
     assert [field for field, _ in got] == ["backends"] and "nope" in got[0][1]
     with Store(db_path) as store:
         assert store.count_runs() == 0 and store.groups() == []
+
+
+@pytest.mark.usefixtures("slow_open")
+def test_cancel_stops_every_run_of_the_group(qtbot: Any, group_window: Any) -> None:
+    window = group_window
+    small_problem(qtbot, window, seq_lens="64,128,256,512", mask="none")
+    tick_backends(qtbot, window.controls, ["reference", "reference-b"])
+    click_run(qtbot, window)
+    qtbot.waitUntil(lambda: window.progress.value() >= 2, timeout=30_000)
+    qtbot.mouseClick(window.controls.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    (stored,) = window.store.groups("backends")
+    runs = window.store.group_runs(stored["id"])
+    assert [r.status for r in runs] == ["cancelled", "cancelled"]
+    assert all(1 <= len(window.store.points(r.id)) < 4 for r in runs)
+    assert "cancelled" in window.statusBar().currentMessage()
+
+
+def test_a_length_one_backend_cannot_fit_is_skipped_and_said(qtbot: Any, group_window: Any) -> None:
+    window = group_window
+    small_problem(qtbot, window, seq_lens="64,128", mask="none")
+    tick_backends(qtbot, window.controls, ["reference", "small-only"])
+    messages: list[str] = []
+    window.statusBar().messageChanged.connect(messages.append)
+    click_run(qtbot, window)
+    assert window.progress.maximum() == 4  # before the plan: every backend at every length
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    (stored,) = window.store.groups("backends")
+    runs = window.store.group_runs(stored["id"])
+    assert [(r.backend, r.seq_lens) for r in runs] == [
+        ("reference", (64, 128)),
+        ("small-only", (64,)),
+    ]
+    assert window.progress.maximum() == 3  # the plan's points, set by GroupStarted
+    assert any("small-only skips N = 128" in m for m in messages), messages
+
+
+def test_the_ladder_runs_on_one_backend_only(qtbot: Any, group_window: Any) -> None:
+    window = group_window
+    small_problem(qtbot, window, seq_lens="64")
+    tick_backends(qtbot, window.controls, ["reference", "reference-b"])
+    window.run_ladder_action.trigger()
+    assert not window.is_running()
+    assert window.controls.invalid_fields() == ["backends"]
+    assert "one backend" in window.controls.error_label.text()
+    assert window.store.count_runs() == 0

@@ -441,7 +441,21 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, total)
         self.history.refresh(keep_selection=False)
         self.history.select_runs(list(run_ids))
-        self._show_status(f"Group #{group_id}: {len(run_ids)} runs, {total} points")
+        self._show_status(
+            f"Group #{group_id}: {len(run_ids)} runs, {total} points{self._group_skips(run_ids)}"
+        )
+
+    def _group_skips(self, run_ids: list[int]) -> str:
+        """The lengths the core left out for a backend that cannot fit them, as a note."""
+        if self._group is None:
+            return ""
+        wanted = set(self._group.job.spec.seq_lens)
+        notes = []
+        for run in self._runs_for(list(run_ids)):
+            missing = sorted(wanted - set(run.seq_lens))
+            if missing:
+                notes.append(f"{run.backend} skips N = {', '.join(f'{n:,}' for n in missing)}")
+        return f" ({'; '.join(notes)}: too large for it)" if notes else ""
 
     @Slot(int, int)
     def _on_run_started(self, run_id: int, total: int) -> None:
