@@ -58,9 +58,9 @@ def job_events(job: Any, store: Any, cancel: Callable[[], bool], timing: Any) ->
 
     Raises the core's ConfigError (or BackendUnavailable) before anything is written.
     """
-    if type(job).__name__ == "GroupJob":  # not imported for a plain sweep: it loads the core
-        from workbench.jobs import run_group_job
+    from workbench.jobs import GroupJob, run_group_job  # the core, once a job runs
 
+    if isinstance(job, GroupJob):
         yield from run_group_job(job, store, timing=timing, cancel=cancel)
         return
     if isinstance(job, LadderJob):

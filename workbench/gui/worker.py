@@ -89,7 +89,6 @@ class SweepWorker(QObject):
         self._child_cancel = self._context.Event()
         self.child_pid: int | None = None
         self._run_id: int | None = None
-        self._finished = False
         self._open_runs: dict[int, None] = {}  # started, not finished (a group has several)
 
     def request_cancel(self) -> None:
@@ -127,7 +126,6 @@ class SweepWorker(QObject):
         if isinstance(event, RunStarted):
             self._open_runs[event.run_id] = None
             self._run_id = event.run_id
-            self._finished = False  # a ladder starts one run per step
             self.runStarted.emit(event.run_id, event.total)
         elif isinstance(event, PointStarted):
             self.pointStarted.emit(event.run_id, event.index, event.total, event.seq_len)
@@ -135,7 +133,6 @@ class SweepWorker(QObject):
             self.pointFinished.emit(event)
         elif isinstance(event, RunFinished):
             self._open_runs.pop(event.run_id, None)
-            self._finished = True
             self.runFinished.emit(event.run_id, event.status, event.error or "")
         elif isinstance(event, GroupStarted):
             self.groupStarted.emit(event.group_id, list(event.run_ids), event.total)
@@ -227,7 +224,6 @@ class SweepWorker(QObject):
                     store.finish_run(self._run_id, "failed", error)
         except Exception as exc:
             error += f" (and it could not be marked failed: {exc})"
-        self._finished = True
         self.runFinished.emit(self._run_id, "failed", error)
 
 
