@@ -103,14 +103,6 @@ class BackendPicker(QListWidget):
             self.blockSignals(False)
             self.changed.emit()
 
-    def toggle(self, name: str) -> None:
-        """What clicking a row's check box does (nothing on a disabled row)."""
-        item = self._item(name)
-        if item is None or not self.is_enabled(name):
-            return
-        checked = item.checkState() == Qt.CheckState.Checked
-        item.setCheckState(Qt.CheckState.Unchecked if checked else Qt.CheckState.Checked)
-
     def is_enabled(self, name: str) -> bool:
         item = self._item(name)
         return item is not None and bool(item.flags() & Qt.ItemFlag.ItemIsEnabled)

@@ -1,4 +1,4 @@
-"""The sweep form: problem shape, kernel knobs, backend, label, Run and Cancel.
+"""The sweep form: problem shape, kernel knobs, backends (several: a group), label, Run, Cancel.
 
 The form only collects values. Validation is the core's: :meth:`ControlsPanel.spec` builds the
 core's frozen dataclasses and lets their :class:`~workbench.config.ConfigError` propagate, and the

@@ -385,9 +385,11 @@ class MainWindow(QMainWindow):
         worker.runFinished.connect(self._on_run_finished)
         worker.rejected.connect(self._on_rejected)
         worker.crashed.connect(self._on_crashed)
+        # Before the thread starts: a job refused at once (a backend gone since the probe) can
+        # emit done before a later connect, and the window would wait for it for ever.
+        worker.done.connect(self._on_worker_done)
         self._worker = worker
         self._thread = start_in_thread(worker, self)
-        worker.done.connect(self._on_worker_done)
         self._set_running_ui(True)
         self.progress.setRange(0, len(all_points))
         self.progress.setValue(0)
