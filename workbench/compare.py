@@ -1,5 +1,10 @@
 """Compare runs point by point: Δ% against a baseline, and whether it beats the runs' noise.
 
+One convention for the window and the CLI: "speed-up ×" is the baseline's latency over the run's
+(above 1: the run is faster), and Δ % is the run's latency change against the baseline (negative:
+faster). Both are printed by :func:`format_speedup` / :func:`format_delta`, a speed-up within the
+noise marked with "~".
+
 A difference counts only when it is larger than the noise the runs themselves show: the
 half-widths of their p20–p80 bands, relative to their medians, added (two bands that do not overlap
 differ by at least that much), with a floor of MIN_NOISE_PCT because a handful of samples
@@ -8,6 +13,7 @@ understates run-to-run noise. The GUI colours only such differences; the CLI mar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +29,34 @@ class Cell:
     delta_pct: float | None  # None for the baseline itself or when the baseline lacks the length
     noise_pct: float | None
     significant: bool
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline latency / this run's latency (the same number as ``delta_pct``)."""
+        if self.delta_pct is None or self.delta_pct <= -100.0:
+            return None
+        return 100.0 / (100.0 + self.delta_pct)
+
+    def speedup_band(self) -> tuple[float, float] | None:
+        """The speed-ups within the noise of this one: the latency ratio ± ``noise_pct``, as
+        speed-ups. The band holds 1 exactly when the difference is not significant."""
+        if self.delta_pct is None or self.noise_pct is None:
+            return None
+        ratio, noise = 1.0 + self.delta_pct / 100.0, self.noise_pct / 100.0
+        low = 1.0 / (ratio + noise)
+        high = 1.0 / (ratio - noise) if ratio > noise else math.inf
+        return low, high
+
+
+def format_speedup(speedup: float | None, significant: bool) -> str:
+    """``1.234×``, with `` ~`` when the difference is within the runs' noise; ``-`` for none."""
+    if not speedup:
+        return "-"
+    return f"{speedup:.3f}×{'' if significant else ' ~'}"
+
+
+def format_delta(delta_pct: float | None) -> str:
+    return "-" if delta_pct is None else f"{delta_pct:+.1f} %"
 
 
 def relative_spread_pct(point: Any) -> float:

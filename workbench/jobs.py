@@ -308,3 +308,73 @@ def interleaved_point(
         for (backend, point, _), timing in zip(opened, stats, strict=True)
     )
     return [o if o is not None else next(results) for o in outcomes]
+
+
+# --- a group as one job (the window's) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """A group sweep as one picklable job: the form's sweep and the backends to run it on.
+
+    ``spec.backend`` is ignored; every name in ``backends`` gets the same problem, lengths,
+    config and seed (:func:`group_specs`). The names are checked here, so a job that cannot
+    be a group is never built; whether the backends can run is :func:`plan_group_job`'s
+    question, asked where the job runs."""
+
+    spec: SweepSpec
+    backends: tuple[str, ...]
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        names = tuple(name.strip() for name in self.backends)
+        if len(names) < 2:
+            raise GroupError("backends", list(names), "expected at least two backends for a group")
+        if len(set(names)) != len(names):
+            raise GroupError("backends", list(names), "expected distinct backend names")
+        object.__setattr__(self, "backends", names)
+
+
+def plan_group_job(job: GroupJob) -> tuple[GroupPlan, list[Backend]]:
+    """:func:`plan_group` for a job, with every refusal a ConfigError naming ``backends``
+    (an unknown or unavailable backend) or the knob at fault, before anything is written."""
+    from workbench.backends import UnknownBackend
+
+    backends = []
+    for name in job.backends:
+        try:
+            backend = get_backend(name)
+        except UnknownBackend as exc:
+            raise GroupError("backends", name, str(exc)) from None
+        status = backend.availability()
+        if not status.available:
+            raise GroupError("backends", name, f"{name} is not available: {status.reason}")
+        backends.append(backend)
+    specs = group_specs(job.spec, job.backends)
+    return plan_group(specs, backends, label=job.label or job.spec.label)
+
+
+def run_group_job(
+    job: GroupJob,
+    store: Store,
+    *,
+    timing: TimingSettings | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> Iterator[Event | GroupStarted]:
+    """Plan ``job`` (raising before anything is written), then :func:`run_group` it.
+
+    ``timing`` overrides every backend's own timing (tests use tiny settings)."""
+    plan, backends = plan_group_job(job)
+    timings = [timing] * len(backends) if timing is not None else None
+    return run_group(plan, store, backends=backends, timings=timings, cancel=cancel)
+
+
+def job_for(spec: SweepSpec, backends: Sequence[str]) -> SweepSpec | GroupJob:
+    """What the window runs for the ticked ``backends``: one name is a plain sweep on it,
+    several are a group of them (on ``spec``'s problem, lengths and config)."""
+    names = [name.strip() for name in backends if name.strip()]
+    if not names:
+        raise GroupError("backends", [], "tick at least one backend")
+    if len(names) == 1:
+        return dataclasses.replace(spec, backend=names[0])
+    return GroupJob(spec, tuple(names), spec.label)

@@ -51,6 +51,28 @@ def pick(combo: QComboBox, data: Any) -> None:
     combo.activated.emit(index)
 
 
+def tick_backends(qtbot: Any, controls: Any, names: list[str]) -> None:
+    """Tick exactly ``names`` in the backend picker by clicking rows' check boxes, as a user."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
+
+    picker = controls.backends
+    for row in range(picker.count()):
+        item = picker.item(row)
+        name = item.data(Qt.ItemDataRole.UserRole)
+        if (item.checkState() == Qt.CheckState.Checked) == (name in names):
+            continue
+        picker.scrollToItem(item)
+        option = QStyleOptionViewItem()
+        picker.initViewItemOption(option)
+        option.rect = picker.visualItemRect(item)
+        option.features |= QStyleOptionViewItem.ViewItemFeature.HasCheckIndicator
+        box = picker.style().subElementRect(
+            QStyle.SubElement.SE_ItemViewItemCheckIndicator, option, picker
+        )
+        qtbot.mouseClick(picker.viewport(), Qt.MouseButton.LeftButton, pos=box.center())
+    assert picker.checked() == [n for n in picker.names() if n in names], picker.checked()
+
+
 def small_problem(
     qtbot: Any,
     window: Any,

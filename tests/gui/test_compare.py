@@ -78,15 +78,22 @@ def test_compare_table_for_selected_runs(
     qtbot.waitUntil(lambda: panel.table.rowCount() == 3)
     assert panel.baseline_id == base  # the oldest selected run, until one is pinned
     headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
-    assert headers == ["N", f"#{base} base (baseline) ms", f"#{slow} slow ms", "Δ %"]
-    # N = 64: 1.5 ms against 1.0 ms is +50 %, far beyond the floor: red.
-    assert [panel.cell_text(0, c) for c in range(4)] == ["64", "1", "1.5", "+50.0 %"]
+    assert headers == [
+        "N",
+        f"#{base} base (baseline) ms",
+        f"#{slow} slow ms",
+        "Δ %",
+        "speed-up ×",
+    ]
+    # N = 64: 1.5 ms against 1.0 ms is +50 %, far beyond the floor: red; 1/1.5 the speed-up.
+    assert [panel.cell_text(0, c) for c in range(5)] == ["64", "1", "1.5", "+50.0 %", "0.667×"]
     assert panel.table.item(0, 3).background().color() == SLOWER
     # N = 128: 1.0 against 2.0 is −50 %: green.
-    assert panel.cell_text(1, 3) == "-50.0 %"
+    assert panel.cell_text(1, 3) == "-50.0 %" and panel.cell_text(1, 4) == "2.000×"
     assert panel.table.item(1, 3).background().color() == FASTER
     # N = 256: the slow run has no point there.
     assert panel.cell_text(2, 2) == "–" and panel.cell_text(2, 3) == "–"
+    assert panel.cell_text(2, 4) == "–"
     # The runs come from different machines: say so.
     assert "different machines" in panel.hint.text() and "NVIDIA H200" in panel.hint.text()
 
@@ -102,6 +109,7 @@ def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
     # +0 % at 64 with a ±20 % spread, +0.75 % at 128 under the 1 % floor: not coloured.
     assert panel.cell_text(0, 3) == "+0.0 %" and not panel.cell_colored(0, 3)
     assert panel.cell_text(1, 3) == "+0.8 %" and not panel.cell_colored(1, 3)
+    assert panel.cell_text(1, 4) == "0.993× ~"  # within the noise: marked as the CLI does
     assert "within the noise threshold" in panel.table.item(1, 3).toolTip()
 
     # Pin the noisy run as the baseline from the picker: the signs flip.
@@ -113,7 +121,7 @@ def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
 
     # Adding a run to the selection keeps the pinned baseline.
     window.history.select_runs([noisy, base, slow])
-    qtbot.waitUntil(lambda: panel.table.columnCount() == 6)
+    qtbot.waitUntil(lambda: panel.table.columnCount() == 8)
     assert panel.baseline_id == noisy
     assert panel.table.horizontalHeaderItem(1).text().startswith(f"#{noisy}")
     # The plots overlay all three.

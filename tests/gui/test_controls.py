@@ -100,17 +100,18 @@ def test_offset_and_window_fields_follow_the_mask(form: ControlsPanel) -> None:
 
 
 def test_saved_backend_is_chosen_once_the_probe_says_it_works(form: ControlsPanel) -> None:
-    form.apply_state({"backend": "torch-cudnn"})
-    assert form.backend.currentData() == "reference"  # not probed yet
+    form.apply_state({"backend": "torch-cudnn"})  # settings saved before the list of backends
+    assert form.backends.checked() == ["reference"]  # not probed yet
     statuses = {
         "reference": Availability(True, "cpu"),
         "torch-cudnn": Availability(True, "cuDNN 9 on NVIDIA H200"),
     }
     form.set_backend_statuses(statuses)
-    assert form.backend.currentData() == "torch-cudnn"
+    assert form.backends.checked() == ["torch-cudnn"]
+    assert form.spec().backend == "torch-cudnn"
     # A later probe in which it is gone falls back to the reference, with the reason shown.
     form.set_backend_statuses({**statuses, "torch-cudnn": Availability(False, "no GPU")})
-    assert form.backend.currentData() == "reference"
+    assert form.backends.checked() == ["reference"]
     assert not form.backend_enabled("torch-cudnn")
     assert form.backend_tooltip("torch-cudnn") == "no GPU"
 
@@ -261,3 +262,51 @@ def test_every_worker_warp_count_the_form_offers_runs_on_the_cutile_kernel(
         for problem in spec.problems():
             CutileBackend().check_supported(problem, spec.config)
         fmha.LaunchConfig(num_worker_warps=spec.config.num_worker_warps)
+
+
+FA4_REASON = (
+    "flash-attn-4 is not installed: pip install 'fmha-workbench[fa4]' (flash-attn-4 4.0.0b36)"
+)
+
+
+def test_backend_list_ticks_several_and_greys_out_the_unavailable(
+    qtbot: Any, form: ControlsPanel
+) -> None:
+    from gui_helpers import tick_backends
+
+    from workbench.jobs import GroupJob
+
+    form.set_backend_statuses(
+        {
+            "reference": Availability(True, "cpu"),
+            "torch-cudnn": Availability(True, "cuDNN 9 on NVIDIA H200"),
+            "fa4": Availability(False, FA4_REASON),
+        }
+    )
+    assert not form.backend_enabled("fa4") and form.backend_tooltip("fa4") == FA4_REASON
+    # A click on the disabled row's box does nothing.
+    tick_backends(qtbot, form, ["reference"])
+    with pytest.raises(AssertionError):
+        tick_backends(qtbot, form, ["reference", "fa4"])
+    assert form.backends.checked() == ["reference"]
+    assert not isinstance(form.job(), GroupJob) and form.job().backend == "reference"
+
+    tick_backends(qtbot, form, ["reference", "torch-cudnn"])
+    job = form.job()
+    assert isinstance(job, GroupJob) and job.backends == ("reference", "torch-cudnn")
+    assert job.spec == form.spec()
+    # The ticks are saved and restored as a list.
+    saved = form.state()
+    assert saved["backends"] == ["reference", "torch-cudnn"]
+    tick_backends(qtbot, form, ["torch-cudnn"])
+    form.apply_state(saved)
+    assert form.backends.checked() == ["reference", "torch-cudnn"]
+
+    # Nothing ticked: the core refuses and the form marks the list.
+    tick_backends(qtbot, form, [])
+    with pytest.raises(ConfigError) as refused:
+        form.job()
+    form.mark_error(refused.value.field, str(refused.value))
+    assert form.invalid_fields() == ["backends"]
+    tick_backends(qtbot, form, ["reference"])  # acting on the mark clears it
+    assert form.invalid_fields() == []

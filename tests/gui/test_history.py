@@ -354,6 +354,7 @@ def test_context_menu_offers_the_same_actions(
         ("Delete…", True),
         ("Export CSV…", True),
         ("Open ladder", False),  # a run that is not a ladder step
+        ("Compare group", False),  # nor in any group
     ]
     assert window.store.run(first).label == "from the menu"
 

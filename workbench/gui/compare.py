@@ -1,4 +1,8 @@
-"""Side-by-side latency of two or more runs, as Δ% against a pinned baseline.
+"""Side-by-side latency of two or more runs, as Δ% and speed-up × against a pinned baseline.
+
+The table gives each run's latency, its Δ % (latency change; negative is faster) and its
+speed-up × (baseline latency / its latency, marked "~" within the noise), the same numbers and
+text as the CLI's ``compare``; the chart below draws the speed-ups per N with their noise bands.
 
 A difference is coloured only when it is larger than the noise the runs themselves show: the
 half-widths of their p20–p80 bands, relative to their medians, added (two bands that do not overlap
@@ -20,21 +24,31 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from workbench.compare import MIN_NOISE_PCT, Cell, compare_table, problem_differences
+from workbench.compare import (
+    MIN_NOISE_PCT,
+    Cell,
+    compare_table,
+    format_delta,
+    format_speedup,
+    problem_differences,
+)
 from workbench.gui.colors import run_color
+from workbench.gui.compare_chart import CompareChart
 
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
 SLOWER = QColor("#ffcdd2")  # red: higher latency
 
 
 class ComparePanel(QWidget):
-    """Baseline picker, the Δ% table, and a warning when runs come from different machines."""
+    """Baseline picker, the Δ% / speed-up table, the speed-up chart, and a warning when runs
+    come from different machines."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,11 +84,19 @@ class ComparePanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 
+        self.chart = CompareChart()
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.setObjectName("compare_split")
+        self.split.addWidget(self.table)
+        self.split.addWidget(self.chart)
+        self.split.setStretchFactor(0, 1)
+        self.split.setStretchFactor(1, 1)
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.banner)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(self.split, 1)
         layout.addWidget(self.hint)
         self.set_runs([], {})
 
@@ -138,14 +160,18 @@ class ComparePanel(QWidget):
             self.rows = []
             self.table.setRowCount(0)
             self.table.setColumnCount(0)
-            self.hint.setText("Select two or more runs in History to compare them.")
+            self.chart.set_rows([], [], {})
+            self.hint.setText(
+                "Select two or more runs in History to compare them (or a run of a group, "
+                "then Compare group)."
+            )
             return
         others = [r for r in self._runs if r.id != self._pinned]
         base = next(r for r in self._runs if r.id == self._pinned)
         self.rows = compare_table(self._pinned, self._points)
         headers = ["N", f"{self._name(base)} (baseline) ms"]
         for run in others:
-            headers += [f"{self._name(run)} ms", "Δ %"]
+            headers += [f"{self._name(run)} ms", "Δ %", "speed-up ×"]
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
         self.table.setRowCount(len(self.rows))
@@ -154,13 +180,15 @@ class ComparePanel(QWidget):
             self.table.setItem(r, 1, self._latency_item(cells.get(base.id)))
             for i, run in enumerate(others):
                 cell = cells.get(run.id)
-                self.table.setItem(r, 2 + 2 * i, self._latency_item(cell))
-                self.table.setItem(r, 3 + 2 * i, self._delta_item(cell))
+                self.table.setItem(r, 2 + 3 * i, self._latency_item(cell))
+                self.table.setItem(r, 3 + 3 * i, self._delta_item(cell))
+                self.table.setItem(r, 4 + 3 * i, self._speedup_item(cell))
         # Colour-code column headers with their run's colour, so the table matches the plots.
-        for col, run in [(1, base)] + [(2 + 2 * i, run) for i, run in enumerate(others)]:
+        for col, run in [(1, base)] + [(2 + 3 * i, run) for i, run in enumerate(others)]:
             header = self.table.horizontalHeaderItem(col)
             if header is not None:
                 header.setForeground(QBrush(run_color(run.id)))
+        self.chart.set_rows(self.rows, others, {r.id: self._name(r) for r in others})
         self.hint.setText(self._hint_text())
 
     @staticmethod
@@ -176,7 +204,7 @@ class ComparePanel(QWidget):
     def _delta_item(self, cell: Cell | None) -> QTableWidgetItem:
         if cell is None or cell.delta_pct is None:
             return self._item("–")
-        item = self._item(f"{cell.delta_pct:+.1f} %")
+        item = self._item(format_delta(cell.delta_pct))
         assert cell.noise_pct is not None
         if cell.significant:
             item.setBackground(QBrush(FASTER if cell.delta_pct < 0 else SLOWER))
@@ -188,11 +216,19 @@ class ComparePanel(QWidget):
             item.setToolTip(f"within the noise threshold of ±{cell.noise_pct:.1f} %")
         return item
 
+    def _speedup_item(self, cell: Cell | None) -> QTableWidgetItem:
+        if cell is None or cell.speedup is None:
+            return self._item("–")
+        item = self._item(format_speedup(cell.speedup, cell.significant))
+        item.setToolTip("baseline latency / this run's latency: above 1 is faster")
+        return item
+
     def _hint_text(self) -> str:
         text = (
-            "Δ % is latency against the baseline (negative = faster). It is coloured only beyond "
-            "the noise threshold: the runs' p20–p80 half-spreads added, at least "
-            f"{MIN_NOISE_PCT:g} %."
+            "Δ % is latency against the baseline (negative = faster); speed-up × is the "
+            "baseline's latency over the run's (above 1 = faster, ~ within the noise). Δ % is "
+            "coloured only beyond the noise threshold: the runs' p20–p80 half-spreads added, at "
+            f"least {MIN_NOISE_PCT:g} %."
         )
         machines = {
             (r.machine.get("gpu_name") or "CPU", r.machine.get("hostname") or "?")

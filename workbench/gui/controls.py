@@ -1,4 +1,4 @@
-"""The sweep form: problem shape, kernel knobs, backend, label, Run and Cancel.
+"""The sweep form: problem shape, kernel knobs, backends (several: a group), label, Run, Cancel.
 
 The form only collects values. Validation is the core's: :meth:`ControlsPanel.spec` builds the
 core's frozen dataclasses and lets their :class:`~workbench.config.ConfigError` propagate, and the
@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -44,6 +43,7 @@ from workbench.config import (
     parse_seq_lens,
     poly_exp2_choices,
 )
+from workbench.gui.backend_picker import BackendPicker
 
 # (shown text, mask value, whether the causal offset applies)
 MASK_CHOICES: tuple[tuple[str, str, bool], ...] = (
@@ -65,7 +65,7 @@ SEQ_PRESETS: tuple[tuple[str, str], ...] = (
 DEFAULT_BACKENDS = ("reference",)
 
 # Fields the core may name that the form shows elsewhere: a length error is a seq-length error.
-_FIELD_ALIASES = {"q_len": "seq_lens", "k_len": "seq_lens"}
+_FIELD_ALIASES = {"q_len": "seq_lens", "k_len": "seq_lens", "backend": "backends"}
 
 # The red frame an invalid field gets; a dynamic property keeps the style in one place.
 _INVALID_STYLE = '*[invalid="true"] { border: 1px solid #d62728; background: #fdecea; }'
@@ -82,8 +82,6 @@ class ControlsPanel(QWidget):
         self.setStyleSheet(_INVALID_STYLE)
         self._fields: dict[str, QWidget] = {}
         self._tooltips: dict[str, str] = {}
-        # The backend the saved settings ask for; applied once probing says it is usable.
-        self._wanted_backend: str | None = None
         self._can_run = True  # False while e.g. the database is read-only
 
         # The problem and kernel groups scroll; Run and Cancel stay below them, always in view
@@ -274,10 +272,10 @@ class ControlsPanel(QWidget):
     def _build_run_group(self) -> QGroupBox:
         group = QGroupBox("Run")
         form = QFormLayout(group)
-        self.backend = QComboBox()
-        self.backend.currentIndexChanged.connect(self._on_edited)
-        self._register("backend", self.backend)
-        self.set_backend_names(DEFAULT_BACKENDS)
+        # Ticks the saved settings ask for are applied once probing says they are usable.
+        self.backends = BackendPicker(DEFAULT_BACKENDS)
+        self.backends.changed.connect(self._on_edited)
+        self._register("backends", self.backends)
         self.label = QLineEdit()
         self.label.setPlaceholderText("e.g. causal 128×64 remap")
         self.label.textEdited.connect(self._on_edited)
@@ -304,7 +302,7 @@ class ControlsPanel(QWidget):
         self.error_label.setStyleSheet("color: #b71c1c;")
         self.error_label.hide()
 
-        form.addRow("Backend", self.backend)
+        form.addRow("Backends", self.backends)
         form.addRow("Label", self.label)
         form.addRow(buttons)
         form.addRow(self.error_label)
@@ -313,54 +311,17 @@ class ControlsPanel(QWidget):
     # ---- backends -------------------------------------------------------------------------------
     def set_backend_names(self, names: tuple[str, ...] | list[str]) -> None:
         """Fill the picker; every entry but 'reference' stays disabled until statuses arrive."""
-        current = self.backend.currentData()
-        self.backend.blockSignals(True)
-        self.backend.clear()
-        for name in names:
-            self.backend.addItem(name, name)
-        self.backend.blockSignals(False)
-        for i, name in enumerate(names):
-            if name != "reference":
-                self._set_backend_item(i, False, "Checking whether this backend is available…")
-        self._select_backend(current if current in names else "reference")
+        self.backends.set_names(names)
 
     def set_backend_statuses(self, statuses: Mapping[str, Any]) -> None:
         """Enable available backends; a disabled entry's tooltip says why it is unavailable."""
-        names = list(statuses)
-        if [self.backend.itemData(i) for i in range(self.backend.count())] != names:
-            self.set_backend_names(names)
-        for i, name in enumerate(names):
-            status = statuses[name]
-            tip = status.reason or ("available" if status.available else "unavailable")
-            self._set_backend_item(i, bool(status.available), tip)
-        wanted, self._wanted_backend = self._wanted_backend, None
-        if wanted in statuses and statuses[wanted].available:
-            self._select_backend(wanted)
-        current = self.backend.currentData()
-        if current not in statuses or not statuses[current].available:
-            self._select_backend("reference")
-
-    def _set_backend_item(self, index: int, enabled: bool, tip: str) -> None:
-        model = self.backend.model()
-        assert isinstance(model, QStandardItemModel)
-        item = model.item(index)
-        item.setEnabled(enabled)
-        item.setToolTip(tip)
-
-    def _select_backend(self, name: str) -> None:
-        index = self.backend.findData(name)
-        if index >= 0:
-            self.backend.setCurrentIndex(index)
+        self.backends.set_statuses(statuses)
 
     def backend_enabled(self, name: str) -> bool:
-        index = self.backend.findData(name)
-        model = self.backend.model()
-        assert isinstance(model, QStandardItemModel)
-        return index >= 0 and model.item(index).isEnabled()
+        return self.backends.is_enabled(name)
 
     def backend_tooltip(self, name: str) -> str:
-        index = self.backend.findData(name)
-        return self.backend.itemData(index, Qt.ItemDataRole.ToolTipRole) or ""
+        return self.backends.tooltip(name)
 
     # ---- reading the form -----------------------------------------------------------------------
     def _mask_choice(self) -> tuple[str, bool]:
@@ -408,9 +369,16 @@ class ControlsPanel(QWidget):
             problem=problem,
             seq_lens=seq_lens,
             config=config,
-            backend=self.backend.currentData() or "reference",
+            backend=(self.backends.checked() or ["reference"])[0],
             label=self.label.text().strip(),
         )
+
+    def job(self) -> Any:
+        """What Run runs: the sweep for one ticked backend, a GroupJob for several (the core
+        decides, :func:`workbench.jobs.job_for`). Raises the core's ConfigError."""
+        from workbench.jobs import job_for  # the core's job module, only once Run is pressed
+
+        return job_for(self.spec(), self.backends.checked())
 
     def load_run(
         self,
@@ -447,7 +415,7 @@ class ControlsPanel(QWidget):
                 "num_ctas": config.num_ctas,
                 "persistent": config.persistent,
                 "k_unroll": config.k_unroll,
-                "backend": backend,
+                "backends": [backend],
                 "label": label,
             }
         )
@@ -537,10 +505,14 @@ class ControlsPanel(QWidget):
                 out[name] = widget.isChecked()
             elif isinstance(widget, QLineEdit):
                 out[name] = widget.text()
+            elif isinstance(widget, BackendPicker):
+                out[name] = widget.checked()
         return out
 
     def apply_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state` output; unknown keys and stale values are ignored, not fatal."""
+        if "backend" in state and "backends" not in state:
+            state = {**state, "backends": [state["backend"]]}  # settings of one backend
         for name, value in state.items():
             widget = self._fields.get(name)
             try:
@@ -548,17 +520,15 @@ class ControlsPanel(QWidget):
                     widget.setValue(int(value))
                 elif isinstance(widget, QComboBox):
                     index = widget.findData(value)
-                    if name == "backend":
-                        # Backends become selectable only once probed; remember the wish.
-                        self._wanted_backend = str(value)
-                        if index >= 0 and self.backend_enabled(str(value)):
-                            widget.setCurrentIndex(index)
-                    elif index >= 0:
+                    if index >= 0:
                         widget.setCurrentIndex(index)
                 elif isinstance(widget, QCheckBox):
                     widget.setChecked(bool(value))
                 elif isinstance(widget, QLineEdit):
                     widget.setText(str(value))
+                elif isinstance(widget, BackendPicker) and isinstance(value, list):
+                    # Backends become tickable only once probed; the picker keeps the wish.
+                    widget.set_checked([str(v) for v in value])
             except (TypeError, ValueError):
                 continue  # a settings file from another version; keep the default
         self._on_mask_changed()

@@ -295,6 +295,7 @@ class HistoryPanel(QWidget):
     selectionChangedIds = Signal(list)  # run ids, in table order
     loadRequested = Signal(int)  # put this run's settings into the form
     ladderRequested = Signal(int)  # show this ladder group in the Ladder tab
+    groupCompareRequested = Signal(int)  # compare every run of this group
     runsDeleted = Signal(list)
     relabelled = Signal(list)
     message = Signal(str)  # a line for the status bar
@@ -366,6 +367,10 @@ class HistoryPanel(QWidget):
         self.ladder_button = QPushButton("Open ladder")
         self.ladder_button.setToolTip("Show the ladder the selected run is a step of")
         self.ladder_button.clicked.connect(self._on_open_ladder)
+        self.group_button = QPushButton("Compare group")
+        self.group_button.setObjectName("compare_group_button")
+        self.group_button.setToolTip("Compare every run of the group the selected runs are in")
+        self.group_button.clicked.connect(self._on_compare_group)
 
         top = QHBoxLayout()
         top.addWidget(self.filter, 1)
@@ -373,6 +378,7 @@ class HistoryPanel(QWidget):
         # Beside the filter, which can give up width: one more button in the row below would
         # widen the whole window's minimum size.
         top.addWidget(self.ladder_button)
+        top.addWidget(self.group_button)
         buttons = QHBoxLayout()
         for button in (
             self.load_button,
@@ -457,6 +463,7 @@ class HistoryPanel(QWidget):
         self.delete_button.setEnabled(count >= 1 and writable)
         self.export_button.setEnabled(self.store is not None)
         self.ladder_button.setEnabled(self.selected_ladder() is not None)
+        self.group_button.setEnabled(self.selected_group() is not None)
 
     def selected_ladder(self) -> int | None:
         """The ladder group of the one selected run, or None (no run, several, or no ladder)."""
@@ -471,6 +478,19 @@ class HistoryPanel(QWidget):
         except Exception:  # a group deleted meanwhile, or a store error: no ladder to open
             return None
         return run.group_id if kind == "ladder" else None
+
+    def selected_group(self) -> int | None:
+        """The group every selected run belongs to, or None (no selection, no group, mixed)."""
+        groups = {
+            self.model.run_at(index.row()).group_id
+            for index in self.table.selectionModel().selectedRows()
+        }
+        return groups.pop() if len(groups) == 1 and None not in groups else None
+
+    def _on_compare_group(self) -> None:
+        group_id = self.selected_group()
+        if group_id is not None:
+            self.groupCompareRequested.emit(group_id)
 
     def _update_count(self, *_: Any) -> None:
         total = self.model.total()
@@ -555,6 +575,7 @@ class HistoryPanel(QWidget):
             ("Delete…", self.delete_selected, self.delete_button),
             ("Export CSV…", self._on_export_clicked, self.export_button),
             ("Open ladder", self._on_open_ladder, self.ladder_button),
+            ("Compare group", self._on_compare_group, self.group_button),
         ):
             action = QAction(text, menu)
             action.setEnabled(button.isEnabled())

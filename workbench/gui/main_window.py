@@ -31,6 +31,7 @@ from workbench.config import ConfigError, SweepSpec
 from workbench.gui import _pyside_fix
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
+from workbench.gui.group_run import GroupProgress
 from workbench.gui.heatmap import HeatmapPanel
 from workbench.gui.history import HistoryPanel, ask_csv_path
 from workbench.gui.ladder import LadderPanel
@@ -109,6 +110,7 @@ class MainWindow(QMainWindow):
         self._ladder_step: tuple[int, int, str] = (0, 0, "")
         self._ladder_points = 0
         self._ladder_ended: list[tuple[str, str]] = []  # (status, what) per finished step
+        self._group: GroupProgress | None = None  # the running group sweep, if any
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
 
@@ -150,6 +152,7 @@ class MainWindow(QMainWindow):
         self.history.selectionChangedIds.connect(self._on_selection)
         self.history.loadRequested.connect(self._on_load_requested)
         self.history.ladderRequested.connect(self.open_ladder)
+        self.history.groupCompareRequested.connect(self.open_group_compare)
         self.history.relabelled.connect(self._on_relabelled)
         self.history.runsDeleted.connect(self._on_runs_deleted)
         self.history.message.connect(self._show_status)
@@ -342,8 +345,9 @@ class MainWindow(QMainWindow):
     def is_running(self) -> bool:
         return self._worker is not None
 
-    def _spec_to_run(self, title: str) -> SweepSpec | None:
-        """The form's validated spec, or None after telling the user why nothing can run."""
+    def _spec_to_run(self, title: str, *, job: bool = False) -> Any:
+        """The form's validated spec (or with ``job`` its job: a sweep or a group), or None
+        after telling the user why nothing can run."""
         if self.is_running():
             return None
         self.controls.clear_errors()
@@ -351,21 +355,33 @@ class MainWindow(QMainWindow):
             self._warn(title, "No writable run database is open (File › Open database…).")
             return None
         try:
-            return self.controls.spec()
+            return self.controls.job() if job else self.controls.spec()
         except ConfigError as exc:
             self.controls.mark_error(exc.field, str(exc))
             self._show_status(str(exc))
             return None
 
     def start_run(self) -> None:
-        spec = self._spec_to_run("Run")
-        if spec is not None:
-            self._start_worker(spec, spec.seq_lens)
+        job = self._spec_to_run("Run", job=True)
+        if isinstance(job, SweepSpec):
+            self._start_worker(job, job.seq_lens)
+        elif job is not None:
+            self._start_group(job)
+
+    def _start_group(self, job: Any) -> None:
+        """Run a group sweep (several ticked backends): one run per backend in one group."""
+        self._group = GroupProgress.for_job(job)
+        self._start_worker(job, self._group.points_in_order())
 
     def start_ladder(self) -> None:
         """Run the built-in ladder on the form's problem, lengths and backend (the Ladder tab)."""
         spec = self._spec_to_run("Ladder")
         if spec is None:
+            return
+        if len(self.controls.backends.checked()) > 1:
+            message = "backends: the ladder runs on one backend; tick just one"
+            self.controls.mark_error("backends", message)
+            self._show_status(message)
             return
         from workbench.ladder import load_ladder  # the core, only once a ladder is asked for
 
@@ -396,6 +412,7 @@ class MainWindow(QMainWindow):
         self._live_run_id = None
         worker = SweepWorker(job, self.store.path, self.timing, in_child=self.sweep_in_child)
         worker.ladderStarted.connect(self._on_ladder_started)
+        worker.groupStarted.connect(self._on_group_started)
         worker.stepStarted.connect(self._on_step_started)
         worker.runStarted.connect(self._on_run_started)
         worker.pointStarted.connect(self._on_point_started)
@@ -403,9 +420,11 @@ class MainWindow(QMainWindow):
         worker.runFinished.connect(self._on_run_finished)
         worker.rejected.connect(self._on_rejected)
         worker.crashed.connect(self._on_crashed)
+        # Before the thread starts: a job refused at once (a backend gone since the probe) can
+        # emit done before a later connect, and the window would wait for it for ever.
+        worker.done.connect(self._on_worker_done)
         self._worker = worker
         self._thread = start_in_thread(worker, self)
-        worker.done.connect(self._on_worker_done)
         self._set_running_ui(True)
         self.progress.setRange(0, len(all_points))
         self.progress.setValue(0)
@@ -439,6 +458,8 @@ class MainWindow(QMainWindow):
         self.progress_label.setText(f"{self._step_prefix()}starting…")
 
     def _step_prefix(self) -> str:
+        if self._group is not None and self._group.group_id is not None:
+            return f"Group #{self._group.group_id} · "
         if self._ladder_job is None:
             return ""
         index, total, name = self._ladder_step
@@ -448,10 +469,37 @@ class MainWindow(QMainWindow):
         """Points measured by the ladder's earlier steps (0 for a sweep)."""
         return self._ladder_step[0] * self._ladder_points if self._ladder_job is not None else 0
 
+    @Slot(int, object, int)
+    def _on_group_started(self, group_id: int, run_ids: list[int], total: int) -> None:
+        """The group and its runs are stored: show them all live, count all their points."""
+        if self._group is None:
+            return
+        self._group.started(group_id, run_ids, total)
+        self.progress.setRange(0, total)
+        self.history.refresh(keep_selection=False)
+        self.history.select_runs(list(run_ids))
+        self._show_status(
+            f"Group #{group_id}: {len(run_ids)} runs, {total} points{self._group_skips(run_ids)}"
+        )
+
+    def _group_skips(self, run_ids: list[int]) -> str:
+        """The lengths the core left out for a backend that cannot fit them, as a note."""
+        if self._group is None:
+            return ""
+        wanted = set(self._group.job.spec.seq_lens)
+        notes = []
+        for run in self._runs_for(list(run_ids)):
+            missing = sorted(wanted - set(run.seq_lens))
+            if missing:
+                notes.append(f"{run.backend} skips N = {', '.join(f'{n:,}' for n in missing)}")
+        return f" ({'; '.join(notes)}: too large for it)" if notes else ""
+
     @Slot(int, int)
     def _on_run_started(self, run_id: int, total: int) -> None:
         self._live_run_id = run_id
         self.last_run_id = run_id
+        if self._group is not None:
+            return  # GroupStarted selected every run of the group; their clocks are one
         self._last_elapsed = 0.0  # each run's elapsed_s counts from its own start
         self.history.refresh(keep_selection=False)
         self.history.select_runs([run_id])
@@ -473,7 +521,11 @@ class MainWindow(QMainWindow):
             self._time_left.add(event.point.seq_len, event.elapsed_s - self._last_elapsed)
         self._last_elapsed = event.elapsed_s
         self._points_done = event.index + 1
-        self.progress.setValue(self._progress_offset() + event.index + 1)
+        if self._group is not None:
+            self._group.done += 1
+            self.progress.setValue(self._group.done)
+        else:
+            self.progress.setValue(self._progress_offset() + event.index + 1)
         left = self._time_left.seconds_left() if self._time_left else None
         eta = f" · about {format_duration(left)} left" if left else ""
         self.progress_label.setText(
@@ -489,6 +541,11 @@ class MainWindow(QMainWindow):
     def _on_run_finished(self, run_id: int, status: str, error: str) -> None:
         self.history.refresh_run(run_id)
         self._refresh_run_views(run_id)
+        if self._group is not None:
+            # One message for the whole group when it ends, not a dialog per failed run.
+            self._group.ended[run_id] = (status, error)
+            self._show_status(f"Group #{self._group.group_id}: run #{run_id} {status}")
+            return
         if self._ladder_job is not None:
             # One message for the whole ladder when it ends, not a dialog per failed step.
             index, total, name = self._ladder_step
@@ -545,6 +602,22 @@ class MainWindow(QMainWindow):
         self.progress_label.hide()
         if self._ladder_job is not None:
             self._ladder_done(cancelled)
+        if self._group is not None:
+            self._group_done(cancelled)
+
+    def _group_done(self, cancelled: bool) -> None:
+        group, self._group = self._group, None
+        if group is None or group.group_id is None:
+            return  # refused before anything was stored; _on_rejected or _on_crashed said why
+        self.history.refresh(keep_selection=False)
+        self.history.select_runs(list(group.run_ids))
+        line, failed = group.summary(cancelled)
+        self._show_status(line)
+        if failed:
+            self._error(
+                "Group run failed",
+                f"{line}; each run is kept with the points it measured.\n\n" + "\n".join(failed),
+            )
 
     def _ladder_done(self, cancelled: bool) -> None:
         job, group_id, ended = self._ladder_job, self._ladder_group, self._ladder_ended
@@ -655,6 +728,27 @@ class MainWindow(QMainWindow):
         """Bring the Ladder tab forward on stored ladder ``group_id`` (from History)."""
         self.ladder.show_group(group_id)
         self.tabs.setCurrentWidget(self.ladder)
+
+    @Slot(int)
+    def open_group_compare(self, group_id: int) -> None:
+        """Select every run of stored group ``group_id`` and show them in Compare (one unit:
+        the first run, the group's first backend, is the baseline until another is picked)."""
+        if self.store is None:
+            return
+        try:
+            ids = [r.id for r in self.store.group_runs(group_id)]
+        except (StoreError, OSError) as exc:
+            self._show_status(str(exc))
+            return
+        model = self.history.model
+        while any(model.row_of(i) is None for i in ids) and model.canFetchMore():
+            model.fetchMore()  # an older group may lie past the loaded pages
+        self.history.select_runs(ids)
+        self._on_selection(self.history.selected_ids())  # now, not after the burst timer
+        if ids:
+            self.compare.pin_baseline(ids[0])
+        self.tabs.setCurrentWidget(self.compare)
+        self._show_status(f"Comparing group #{group_id}: {len(ids)} runs")
 
     def _on_load_requested(self, run_id: int) -> None:
         runs = self._runs_for([run_id])

@@ -7,8 +7,9 @@ event loop stalled for up to 300 ms. GPU backends already run in the core's supe
 process, so for them the worker thread calls ``run_sweep`` itself and keeps the engine (and its
 compile cache) alive across runs.
 
-A job is a :class:`~workbench.config.SweepSpec` (one run) or a :class:`LadderJob` (one run per
-ladder step, in one group); :func:`job_events` turns either into the core's events, so the worker
+A job is a :class:`~workbench.config.SweepSpec` (one run), a :class:`LadderJob` (one run per
+ladder step, in one group) or a :class:`~workbench.jobs.GroupJob` (one run per backend, in one
+group, timed interleaved); :func:`job_events` turns each into the core's events, so the worker
 thread and the child share one path.
 
 Messages on the pipe, child to parent, each a tuple:
@@ -52,10 +53,16 @@ class LadderStarted:
 
 
 def job_events(job: Any, store: Any, cancel: Callable[[], bool], timing: Any) -> Iterator[Any]:
-    """The core's events for ``job``: a sweep's, or LadderStarted then every step's.
+    """The core's events for ``job``: a sweep's, LadderStarted then every step's, or a
+    group's (GroupStarted, then its runs' events).
 
     Raises the core's ConfigError (or BackendUnavailable) before anything is written.
     """
+    from workbench.jobs import GroupJob, run_group_job  # the core, once a job runs
+
+    if isinstance(job, GroupJob):
+        yield from run_group_job(job, store, timing=timing, cancel=cancel)
+        return
     if isinstance(job, LadderJob):
         from workbench.ladder import run_ladder
 

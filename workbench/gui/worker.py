@@ -42,6 +42,12 @@ def computes_in_process(backend: str) -> bool:
     return backend not in getattr(backends, "GPU_BACKENDS", frozenset())
 
 
+def job_backends(job: Any) -> tuple[str, ...]:
+    """The backends a job computes on: a group's members, else its one backend."""
+    names = getattr(job, "backends", None)
+    return tuple(names) if isinstance(names, tuple) else (job.backend,)
+
+
 class SweepWorker(QObject):
     """Runs one sweep or one ladder for the window: in a child process, or in this worker thread.
 
@@ -52,6 +58,7 @@ class SweepWorker(QObject):
     """
 
     ladderStarted = Signal(int, int)  # group_id, steps (a ladder job only, before its steps)
+    groupStarted = Signal(int, object, int)  # group_id, run ids, total points (a GroupJob only)
     stepStarted = Signal(int, int, str)  # step index, steps, step name (a ladder job only)
     runStarted = Signal(int, int)  # run_id, total points
     pointStarted = Signal(int, int, int, int)  # run_id, index, total, seq_len
@@ -82,16 +89,17 @@ class SweepWorker(QObject):
         self.child_pid: int | None = None
         self._process: multiprocessing.process.BaseProcess | None = None
         self._run_id: int | None = None
-        self._finished = False
         # Runs of this job started and not yet finished: what a cancel that ends the computing
         # process leaves to be stored as cancelled (a group job may have several at once).
         self._in_flight: set[int] = set()
         self._stopped_runs: set[int] = set()  # in flight when the computing process was ended
+        backends = job_backends(spec)
         if in_child is None:
-            in_child = computes_in_process(spec.backend)
+            # A group computes in a child if any member would compute here.
+            in_child = any(computes_in_process(b) for b in backends)
         self._in_child = in_child
         # Is there a process to end on cancel: the sweep child, or the GPU engine's child?
-        self._ends_process = in_child or not computes_in_process(spec.backend)
+        self._ends_process = in_child or not any(computes_in_process(b) for b in backends)
 
     def request_cancel(self) -> None:
         """Stop the job now (safe to call from any thread): the process computing the current
@@ -132,12 +140,12 @@ class SweepWorker(QObject):
     def _emit_event(self, event: Any) -> None:
         # Imported here so importing the GUI does not pull in the runner and its backends
         # before the window shows.
+        from workbench.jobs import GroupStarted
         from workbench.ladder import StepStarted
         from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
 
         if isinstance(event, RunStarted):
             self._run_id = event.run_id
-            self._finished = False  # a ladder starts one run per step
             self._in_flight.add(event.run_id)
             if self._cancel.is_set() and self._ends_process:
                 self._stopped_runs.add(event.run_id)  # started as the cancel came
@@ -147,13 +155,14 @@ class SweepWorker(QObject):
         elif isinstance(event, PointFinished):
             self.pointFinished.emit(event)
         elif isinstance(event, RunFinished):
-            self._finished = True
             self._in_flight.discard(event.run_id)
             if event.run_id in self._stopped_runs:
                 # The runner saw its engine ended under it and stored the run failed.
                 self._store_cancelled([event.run_id])
                 return
             self.runFinished.emit(event.run_id, event.status, event.error or "")
+        elif isinstance(event, GroupStarted):
+            self.groupStarted.emit(event.group_id, list(event.run_ids), event.total)
         elif isinstance(event, LadderStarted):
             self.ladderStarted.emit(event.group_id, event.steps)
         elif isinstance(event, StepStarted):
@@ -239,10 +248,10 @@ class SweepWorker(QObject):
                 process.join(timeout=5)
         if self._stopped_runs:
             self._store_cancelled(sorted(self._stopped_runs))
-        elif self._run_id is not None and not self._finished:
-            self._child_died(process.exitcode)
+        for run_id in sorted(self._in_flight):  # a group's runs may all be open
+            self._child_died(run_id, process.exitcode)
 
-    def _child_died(self, exitcode: int | None) -> None:
+    def _child_died(self, run_id: int, exitcode: int | None) -> None:
         """The child stopped mid-run: keep the run as failed with what it measured."""
         from workbench.store import Store
 
@@ -255,17 +264,16 @@ class SweepWorker(QObject):
             f"the sweep process stopped unexpectedly ({how}); "
             "the points measured before that are kept"
         )
-        assert self._run_id is not None
         try:
             # Opening the store may already mark the run failed ("interrupted"): its owner
             # process is gone. Either way it ends failed, with the points it measured.
             with Store(self._db_path) as store:
-                if store.run(self._run_id).status == "running":
-                    store.finish_run(self._run_id, "failed", error)
+                if store.run(run_id).status == "running":
+                    store.finish_run(run_id, "failed", error)
         except Exception as exc:
             error += f" (and it could not be marked failed: {exc})"
-        self._finished = True
-        self.runFinished.emit(self._run_id, "failed", error)
+        self._in_flight.discard(run_id)
+        self.runFinished.emit(run_id, "failed", error)
 
 
 class ProbeWorker(QObject):

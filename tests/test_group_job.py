@@ -1,0 +1,91 @@
+"""GroupJob: the window's group sweep as one job, planned and refused in the core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import workbench.backends as backends
+from workbench.backends.base import Availability
+from workbench.backends.reference import ReferenceBackend
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.jobs import GroupJob, GroupStarted, run_group_job
+from workbench.runner import PointFinished, RunFinished
+from workbench.store import Store
+from workbench.timing import TimingSettings
+
+QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
+
+
+class SecondReference(ReferenceBackend):
+    """A second CPU backend for groups (test-only)."""
+
+    name = "reference-b"
+
+
+class GoneBackend(ReferenceBackend):
+    name = "gone"
+
+    def availability(self) -> Availability:
+        return Availability(False, "no such device: install the driver")
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(backends._REGISTRY, "reference-b", f"{__name__}:SecondReference")
+    monkeypatch.setitem(backends._REGISTRY, "gone", f"{__name__}:GoneBackend")
+    monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
+
+
+def spec(**kwargs: Any) -> SweepSpec:
+    return SweepSpec(
+        Problem(batch=1, heads=1, head_dim=32),
+        (64, 128),
+        KernelConfig(tile_m=32, tile_n=32),
+        **kwargs,
+    )
+
+
+def test_a_group_job_needs_two_distinct_backends() -> None:
+    with pytest.raises(ConfigError) as one:
+        GroupJob(spec(), ("reference",))
+    assert one.value.field == "backends"
+    with pytest.raises(ConfigError, match="distinct"):
+        GroupJob(spec(), ("reference", " reference"))
+    assert GroupJob(spec(), (" reference", "naive")).backends == ("reference", "naive")
+
+
+@pytest.mark.usefixtures("registry")
+@pytest.mark.parametrize("name", ["gone", "nope"])
+def test_an_unavailable_or_unknown_member_refuses_the_job_before_writing(
+    tmp_path: Any, name: str
+) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        with pytest.raises(ConfigError) as refused:
+            list(run_group_job(GroupJob(spec(), ("reference", name)), store, timing=QUICK))
+        assert refused.value.field == "backends" and refused.value.value == name
+        assert store.count_runs() == 0 and store.groups() == []
+    if name == "gone":
+        assert "install the driver" in str(refused.value)
+
+
+@pytest.mark.usefixtures("registry")
+def test_a_group_job_runs_one_run_per_backend_on_the_same_inputs(tmp_path: Any) -> None:
+    job = GroupJob(spec(label="pair"), ("reference", "reference-b"))
+    with Store(tmp_path / "runs.db") as store:
+        events = list(run_group_job(job, store, timing=QUICK))
+        started = events[0]
+        assert isinstance(started, GroupStarted) and started.total == 4
+        assert started.backends == ("reference", "reference-b")
+        finished = [e for e in events if isinstance(e, RunFinished)]
+        assert [e.status for e in finished] == ["complete", "complete"]
+        assert len([e for e in events if isinstance(e, PointFinished)]) == 4
+        runs = store.group_runs(started.group_id)
+        assert [r.backend for r in runs] == ["reference", "reference-b"]
+        assert {r.label for r in runs} == {"pair"}
+        assert isinstance(store.group(started.group_id)["spec"]["seed"], int)
+        # Same inputs, same arithmetic: the two CPU backends' errors agree exactly.
+        a, b = (store.points(r.id) for r in runs)
+        assert [p.seq_len for p in a] == [p.seq_len for p in b] == [64, 128]
+        assert [p.max_abs_err for p in a] == [p.max_abs_err for p in b]

@@ -1,0 +1,145 @@
+"""Compare as a picture: each run's speed-up over the baseline against sequence length.
+
+x is log2 N (labelled as N, like the Plots tab), y is the speed-up × (baseline latency / run
+latency, the CLI's ``speedup_vs_base``), with a dashed line at 1. Around each curve its noise
+band (:meth:`workbench.compare.Cell.speedup_band`): the band covers 1 exactly where the table
+marks the difference "~", within the runs' own noise.
+
+Items are created once per run and updated with ``setData``. The band's edge curves get a
+transparent pen: FillBetweenItem draws nothing for curves plotted with ``pen=None`` (design.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from workbench.compare import Cell
+from workbench.gui.colors import run_color, with_alpha
+from workbench.gui.plots import Log2Axis
+
+_INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
+
+
+@dataclass
+class _Curve:
+    line: pg.PlotDataItem
+    low: pg.PlotCurveItem
+    high: pg.PlotCurveItem
+    band: pg.FillBetweenItem
+
+
+class CompareChart(QWidget):
+    """Speed-up against the baseline per N, one curve and band per non-baseline run."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot_widget = pg.PlotWidget(axisItems={"bottom": Log2Axis(orientation="bottom")})
+        self.plot_widget.setObjectName("compare_chart")
+        self.plot_widget.setBackground("w")
+        plot = self.plot_widget.getPlotItem()
+        plot.showGrid(x=True, y=True, alpha=0.25)
+        plot.setLabel("bottom", "sequence length N")
+        plot.setLabel("left", "speed-up × vs baseline")
+        plot.setMenuEnabled(False)
+        self.legend = plot.addLegend(offset=(10, 10))
+        # Created once; the baseline's own level: above it faster, below slower.
+        self.unity = pg.InfiniteLine(
+            pos=1.0, angle=0, pen=pg.mkPen("#555555", width=1, style=Qt.PenStyle.DashLine)
+        )
+        plot.addItem(self.unity)
+        self._curves: dict[int, _Curve] = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot_widget)
+
+    @property
+    def plot(self) -> pg.PlotItem:
+        return self.plot_widget.getPlotItem()
+
+    def set_rows(
+        self,
+        rows: Sequence[tuple[int, dict[int, Cell]]],
+        others: Sequence[Any],
+        names: dict[int, str],
+    ) -> None:
+        """``rows`` from :func:`workbench.compare.compare_table`; ``others`` the non-baseline
+        runs (RunRecord) to draw; ``names`` their legend text."""
+        keep = {run.id for run in others}
+        for run_id in [r for r in self._curves if r not in keep]:
+            self._remove(run_id)
+        for run in others:
+            xs, ys, lows, highs = [], [], [], []
+            for n, cells in rows:
+                cell = cells.get(run.id)
+                band = cell.speedup_band() if cell is not None else None
+                if cell is None or cell.speedup is None or band is None:
+                    continue
+                xs.append(math.log2(n))
+                ys.append(cell.speedup)
+                lows.append(band[0])
+                highs.append(band[1])
+            self._draw(run.id, names.get(run.id, f"#{run.id}"), xs, ys, lows, highs)
+
+    def _draw(
+        self,
+        run_id: int,
+        name: str,
+        xs: list[float],
+        ys: list[float],
+        lows: list[float],
+        highs: list[float],
+    ) -> None:
+        x = np.asarray(xs, dtype=float)
+        y = np.asarray(ys, dtype=float)
+        # A band open above (a noise as large as the latency ratio) is drawn to the top of
+        # the curves, not to infinity.
+        cap = 2.0 * max(float(y.max()) if y.size else 1.0, 1.0)
+        low = np.asarray(lows, dtype=float)
+        high = np.minimum(np.asarray(highs, dtype=float), cap)
+        curve = self._curves.get(run_id)
+        color = run_color(run_id)
+        if curve is None:
+            line = pg.PlotDataItem(
+                pen=pg.mkPen(color, width=2), symbol="o", symbolSize=6, symbolBrush=color
+            )
+            low_item = pg.PlotCurveItem(pen=_INVISIBLE_PEN)
+            high_item = pg.PlotCurveItem(pen=_INVISIBLE_PEN)
+            band = pg.FillBetweenItem(low_item, high_item, brush=pg.mkBrush(with_alpha(color, 50)))
+            for item in (band, low_item, high_item):
+                self.plot.addItem(item)
+            self.plot.addItem(line)
+            curve = self._curves[run_id] = _Curve(line, low_item, high_item, band)
+        curve.line.setData(x, y)
+        curve.low.setData(x, low)
+        curve.high.setData(x, high)
+        self.legend.removeItem(curve.line)
+        self.legend.addItem(curve.line, name)
+
+    def _remove(self, run_id: int) -> None:
+        curve = self._curves.pop(run_id)
+        self.legend.removeItem(curve.line)
+        for item in (curve.line, curve.low, curve.high, curve.band):
+            self.plot.removeItem(item)
+
+    # ---- for tests and the window ---------------------------------------------------------------
+    def run_ids(self) -> list[int]:
+        return list(self._curves)
+
+    def curve_data(self, run_id: int) -> tuple[np.ndarray, np.ndarray]:
+        x, y = self._curves[run_id].line.getOriginalDataset()
+        return np.asarray(x), np.asarray(y)
+
+    def band_data(self, run_id: int) -> tuple[np.ndarray, np.ndarray]:
+        curve = self._curves[run_id]
+        return np.asarray(curve.low.getData()[1]), np.asarray(curve.high.getData()[1])
+
+    def legend_names(self) -> list[str]:
+        return [label.text for _, label in self.legend.items]
