@@ -41,6 +41,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq-lens", default="256-4k", help="as the form takes it: 1k-16k")
     parser.add_argument("--tile", type=int, default=None, help="tile M and N (default: form's)")
     parser.add_argument("--autotune", action="store_true")
+    for knob in ("fast-math", "k-split", "remap"):
+        parser.add_argument(f"--{knob}", action="store_true", help=f"tick the form's {knob}")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="interleaved timing rounds per length (default: the backends' own, 4); the GPU "
+        "backends' other timing defaults are kept",
+    )
     parser.add_argument("--masks", default="causal,none", help="comma-separated: causal,none")
     parser.add_argument("--label", default="", help="label of every run (default: the mask)")
     parser.add_argument("--out", type=Path, default=Path("window-group-shots"))
@@ -89,6 +97,9 @@ def _fill_form(window: Any, args: argparse.Namespace) -> None:
         _pick(c.tile_m, args.tile, "tile")
         _pick(c.tile_n, args.tile, "tile")
     c.autotune.setChecked(args.autotune)
+    c.fast_math.setChecked(args.fast_math)
+    c.k_split.setChecked(args.k_split)
+    c.remap.setChecked(args.remap)
 
 
 def _tick(window: Any, names: list[str]) -> str | None:
@@ -135,7 +146,13 @@ def main(argv: list[str] | None = None, *, sweep_in_child: bool | None = None) -
     configure_application(app)
     scratch = tempfile.TemporaryDirectory(prefix="window-group-")
     settings = QSettings(str(Path(scratch.name) / "settings.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(args.db, settings=settings)
+    timing = None
+    if args.rounds is not None:
+        from workbench.timing import TimingSettings
+
+        # What every GPU backend times with by default, with the rounds asked for.
+        timing = TimingSettings(warmup=5, min_samples=30, min_time_s=0.5, rounds=args.rounds)
+    window = MainWindow(args.db, settings=settings, timing=timing)
     window.sweep_in_child = sweep_in_child
     window.resize(width, height)
     window.show()
