@@ -25,20 +25,23 @@ SHAPE=(--batch 4 --heads 32 --head-dim 128 --dtype float16)
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
   python3 -m workbench backends
-} 2>&1 | tee "$OUT/machine.txt"
+} 2>&1
+# At most 8 files come back from a device call: scratch goes to /tmp, results to $OUT.
+SCRATCH=$(mktemp -d)
 
 echo "== 1. the window"
 timeout "${WINDOW_TIMEOUT:-300}" python3 scripts/window_group.py --db "$DB" --backends "$BACKENDS" \
   "${SHAPE[@]}" --seq-lens "$SEQ" --autotune --fast-math --k-split --remap --rounds "$ROUNDS" \
-  --masks causal,none --label "window" --out "$OUT" > "$OUT/window.json"
-echo "window exit $?: $(cat "$OUT/window.json")"
-groups=$(python3 -c 'import json,sys; print(" ".join(f"--group {g}" for g in json.load(open(sys.argv[1]))["groups"].values()))' "$OUT/window.json")
-ids=$(python3 -c 'import json,sys; print(",".join(str(g) for g in json.load(open(sys.argv[1]))["groups"].values()))' "$OUT/window.json")
+  --masks causal,none --label "window" --out "$SCRATCH" > "$SCRATCH/window.json"
+echo "window exit $?: $(cat "$SCRATCH/window.json")"
+cp "$SCRATCH"/compare-*.png "$SCRATCH"/window-none.png "$OUT"/ 2>/dev/null
+groups=$(python3 -c 'import json,sys; print(" ".join(f"--group {g}" for g in json.load(open(sys.argv[1]))["groups"].values()))' "$SCRATCH/window.json")
+ids=$(python3 -c 'import json,sys; print(",".join(str(g) for g in json.load(open(sys.argv[1]))["groups"].values()))' "$SCRATCH/window.json")
 
 echo "== 2. the same groups again, back to back"
 timeout "${REPEAT_TIMEOUT:-200}" python3 bench/bench_fmha.py --db "$DB" --ns "$SEQ" --rounds "$ROUNDS" \
-  --backends "$BACKENDS" --label repeat > "$OUT/repeat.txt" 2>&1
-echo "repeat exit $?"; tail -3 "$OUT/repeat.txt"
+  --backends "$BACKENDS" --label repeat > "$SCRATCH/repeat.txt" 2>&1
+echo "repeat exit $?"; tail -3 "$SCRATCH/repeat.txt"
 repeat=$(python3 -c 'import sys; a=[int(x) for x in sys.argv[1].split(",")]; print(",".join(f"{g}:{g+len(a)}" for g in a))' "$ids")
 
 echo "== 3. the same launches timed by triton"
