@@ -54,6 +54,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("window-group-shots"))
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per group")
     parser.add_argument("--size", default="1600x1000", help="window size, WIDTHxHEIGHT")
+    parser.add_argument(
+        "--show",
+        metavar="MASK=GROUP,…",
+        help="run nothing: open these stored groups in Compare and save the screenshots "
+        "(e.g. causal=1,none=2)",
+    )
     return parser.parse_args(argv)
 
 
@@ -165,9 +171,24 @@ def main(argv: list[str] | None = None, *, sweep_in_child: bool | None = None) -
         scratch.cleanup()
 
 
+def _screenshots(
+    app: Any, window: Any, args: argparse.Namespace, ids: dict[str, int], grouped: bool
+) -> None:
+    """Open each group (or run) in Compare and save the window and the Compare tab."""
+    for mask, ident in ids.items():
+        _show_compare(app, window, ident, grouped)
+        window.grab().save(str(args.out / f"window-{mask}.png"))
+        window.compare.grab().save(str(args.out / f"compare-{mask}.png"))
+
+
 def _drive(
     app: Any, window: Any, args: argparse.Namespace, names: list[str], masks: list[str]
 ) -> int:
+    if args.show:
+        args.out.mkdir(parents=True, exist_ok=True)
+        shown = dict(item.split("=") for item in args.show.split(","))
+        _screenshots(app, window, args, {m: int(g) for m, g in shown.items()}, grouped=True)
+        return 0
     if window.store is None or window.store.read_only:
         _say(f"cannot write to {args.db}")
         return 1
@@ -207,10 +228,7 @@ def _drive(
             if run.status != "complete":
                 _say(f"{mask}: run #{run.id} ({run.backend}) {run.status}: {run.error or ''}")
                 worst = 1
-    for mask, ident in ids.items():
-        _show_compare(app, window, ident, grouped)
-        window.grab().save(str(args.out / f"window-{mask}.png"))
-        window.compare.grab().save(str(args.out / f"compare-{mask}.png"))
+    _screenshots(app, window, args, ids, grouped)
     print(json.dumps({"groups" if grouped else "runs": ids}), flush=True)
     return worst
 

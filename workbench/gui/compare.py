@@ -142,7 +142,11 @@ class ComparePanel(QWidget):
 
     @staticmethod
     def _name(run: Any) -> str:
-        return f"#{run.id} {run.label}".strip()
+        """``#id backend label``: a group's runs share their label, so the backend tells them
+        apart (left out where the label already names it)."""
+        label = run.label or ""
+        backend = "" if run.backend in label else run.backend
+        return " ".join(part for part in (f"#{run.id}", backend, label) if part)
 
     # ---- table ----------------------------------------------------------------------------------
     def _rebuild(self) -> None:
