@@ -15,7 +15,8 @@ occupancy hint, with no spill. Nothing is timed: this says what *can* run, not w
 Results go to ``--out``.json (one record per compile, rewritten after each one, so an
 interrupted run keeps what it did and a rerun skips it) and ``--out``.md (a summary per
 architecture). ``--skip-failed`` does not compile an entry at further combinations once it has
-failed at one for that architecture (it is out of the table either way); the markdown says
+failed at one for that architecture and head dim (it is out of the table there either way,
+and at D = 64/128 out of it altogether); the markdown says
 which combinations each entry was compiled at. Run it by hand whenever a table changes; the
 CPU test ``tests/test_arch_tables_offline.py`` compiles one entry per table in CI.
 """
@@ -104,6 +105,13 @@ _DATACENTER = (
     _cfg(128, 64, num_worker_warps=8),
     _cfg(128, 128, num_worker_warps=8),
     _cfg(128, 128, num_ctas=2, num_worker_warps=8),
+    # Second round: the persistent grid without the polynomial (with it, it spilled at
+    # mask none), on the tiles that fitted in the first.
+    _cfg(128, 128, num_worker_warps=8, persistent=True),
+    _cfg(128, 64, num_worker_warps=8, persistent=True),
+    _cfg(64, 128, occupancy=2, persistent=True),
+    _cfg(128, 128, occupancy=2, persistent=True),
+    _cfg(64, 64, persistent=True),
 )
 CANDIDATES: dict[str, tuple[dict[str, Any], ...]] = {
     "sm_120": _CONSUMER,
@@ -235,11 +243,13 @@ def save(path: Path, results: dict[str, dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
-def failed_entries(results: dict[str, dict[str, Any]]) -> set[tuple[str, str]]:
-    return {
-        (r["arch"], json.dumps(r["config"], sort_keys=True)) for r in results.values()
-        if r["problems"]
-    }  # fmt: skip
+def _entry_key(r: dict[str, Any]) -> tuple[str, int, str]:
+    return (r["arch"], r["head_dim"], json.dumps(r["config"], sort_keys=True))
+
+
+def failed_entries(results: dict[str, dict[str, Any]]) -> set[tuple[str, int, str]]:
+    """(arch, head dim, config) of every entry that failed at some point there."""
+    return {_entry_key(r) for r in results.values() if r["problems"]}
 
 
 def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -248,7 +258,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     todo = [j for j in plan(args) if job_key(j) not in results]
     if args.skip_failed:
         bad = failed_entries(results)
-        todo = [j for j in todo if (j["arch"], json.dumps(j["config"], sort_keys=True)) not in bad]
+        todo = [j for j in todo if _entry_key(j) not in bad]
     # Clusters compile slowest (minutes each on 2 cores): the rest first, so a cut-short run
     # has covered the most entries.
     todo.sort(key=lambda j: (args.archs.index(j["arch"]), (j["config"]["num_ctas"] or 1) > 1))
@@ -328,58 +338,71 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             f"Compiled at {len(points)} points: dtypes {', '.join(dts)}; head dims "
             f"{', '.join(map(str, dims))}; masks {', '.join(masks)}; {len(rows)} compiles."
         )
-        out += [
-            "",
-            "| entry | in table | source | points fit / compiled | REG | STACK B | SHARED KB "
-            "| threads | why not |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        by_cfg: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in rows:
-            by_cfg[json.dumps(r["config"], sort_keys=True)].append(r)
-        order = sorted(by_cfg, key=lambda k: (k not in shipped, by_cfg[k][0]["label"]))
-        kept = dropped = 0
-        for key in order:
-            rs = by_cfg[key]
-            ok = [r for r in rs if not r["problems"]]
-            res = [r["resources"] for r in rs if r.get("resources")]
-            sources = sorted({s for r in rs for s in r["sources"]} - {"table"})
-            why: dict[str, list[str]] = defaultdict(list)
-            for r in rs:
-                for p in r["problems"]:
-                    short = p.split(" (")[0] if "spill" in p else p
-                    if "stack" in short:
-                        short = "stack (spill)"
-                    elif "local" in short:
-                        short = "local memory (spill)"
-                    elif "shared memory" in short:
-                        short = "shared memory > per-block limit"
-                    why[short].append(f"{_DT[r['dtype']]} d{r['head_dim']} {r['mask']}")
-            why_text = "; ".join(
-                f"{k} ({len(v)}: {', '.join(sorted(v)[:3])}{'…' if len(v) > 3 else ''})"
-                for k, v in why.items()
-            )
-            in_table = key in shipped
-            if in_table:
-                kept += 1
-            else:
-                dropped += 1
+        groups = (
+            ("Head dims up to 128", [r for r in rows if r["head_dim"] < 256], shipped),
+            (
+                "Head dim 256 (its own space on Blackwell)",
+                [r for r in rows if r["head_dim"] >= 256],
+                {json.dumps(c, sort_keys=True) for c in search_space(arch, 256)},
+            ),
+        )
+        for title, group, shipped in groups:
+            if not group:
+                continue
+            out += ["", f"### {title}"]
+            out += [
+                "",
+                "| entry | in table | source | points fit / compiled | REG | STACK B | SHARED KB "
+                "| threads | why not |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            by_cfg: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for r in group:
+                by_cfg[json.dumps(r["config"], sort_keys=True)].append(r)
+            order = sorted(by_cfg, key=lambda k: (k not in shipped, by_cfg[k][0]["label"]))
+            kept = dropped = 0
+            for key in order:
+                rs = by_cfg[key]
+                ok = [r for r in rs if not r["problems"]]
+                res = [r["resources"] for r in rs if r.get("resources")]
+                sources = sorted({s for r in rs for s in r["sources"]} - {"table"})
+                why: dict[str, list[str]] = defaultdict(list)
+                for r in rs:
+                    for p in r["problems"]:
+                        short = p.split(" (")[0] if "spill" in p else p
+                        if "stack" in short:
+                            short = "stack (spill)"
+                        elif "local" in short:
+                            short = "local memory (spill)"
+                        elif "shared memory" in short:
+                            short = "shared memory > per-block limit"
+                        why[short].append(f"{_DT[r['dtype']]} d{r['head_dim']} {r['mask']}")
+                why_text = "; ".join(
+                    f"{k} ({len(v)}: {', '.join(sorted(v)[:3])}{'…' if len(v) > 3 else ''})"
+                    for k, v in why.items()
+                )
+                in_table = key in shipped
+                if in_table:
+                    kept += 1
+                else:
+                    dropped += 1
 
-            def span(field: str, rs: list[dict[str, int]] = res) -> str:
-                vals = [x[field] for x in rs]
-                if not vals:
-                    return "-"
-                lo, hi = min(vals), max(vals)
-                if field == "shared":
-                    return _kb(lo) if lo == hi else f"{_kb(lo)}–{_kb(hi)}"
-                return str(lo) if lo == hi else f"{lo}–{hi}"
+                def span(field: str, rs: list[dict[str, int]] = res) -> str:
+                    vals = [x[field] for x in rs]
+                    if not vals:
+                        return "-"
+                    lo, hi = min(vals), max(vals)
+                    if field == "shared":
+                        return _kb(lo) if lo == hi else f"{_kb(lo)}–{_kb(hi)}"
+                    return str(lo) if lo == hi else f"{lo}–{hi}"
 
-            out.append(
-                f"| {rs[0]['label']} | {'yes' if in_table else 'no'} | "
-                f"{', '.join(sources) or '-'} | {len(ok)} / {len(rs)} | {span('registers')} | "
-                f"{span('stack')} | {span('shared')} | {span('threads')} | {why_text or '-'} |"
-            )
-        out += ["", f"{kept} entries in the shipped table, {dropped} compiled and left out."]
+                out.append(
+                    f"| {rs[0]['label']} | {'yes' if in_table else 'no'} | "
+                    f"{', '.join(sources) or '-'} | {len(ok)} / {len(rs)} | {span('registers')} | "
+                    f"{span('stack')} | {span('shared')} | {span('threads')} | "
+                    f"{why_text or ('-' if in_table else 'fits; not chosen (docs/blackwell.md)')} |"
+                )
+            out += ["", f"{kept} entries in the shipped space, {dropped} compiled and left out."]
     return "\n".join(out) + "\n"
 
 
@@ -404,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="compile processes (default 1)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per compile")
     p.add_argument("--skip-failed", action="store_true",
-                   help="skip an entry on an arch once it failed at any point there")  # fmt: skip
+                   help="skip an entry on an arch and head dim once it failed there")  # fmt: skip
     p.add_argument("--render", action="store_true", help="only rewrite the markdown")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="path without suffix")
     args = p.parse_args(argv)
