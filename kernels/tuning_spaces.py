@@ -21,8 +21,8 @@ Provenance (keep it honest when editing):
   stack or local memory (no spill), shared memory within the per-block limit (227 KB sm_100,
   99 KB sm_120), registers x threads within the 64K register file, and the SM able to keep
   as many blocks as the occupancy hint asks (``kernels.cubin_resources.check_fit``). sm_121
-  shares sm_120's table and sm_103 has sm_100's less one entry; those two were compiled at
-  fp16, D = 128, every mask only (the report lists the points). Head dim 256 has a space of
+  shares sm_120's table and sm_103 has sm_100's less one entry; both were compiled at the
+  same points (sm_121's numbers equal sm_120's at every one). Head dim 256 has a space of
   its own (``_D256_SPACES``). **Nothing was timed on Blackwell hardware**: the tuner picks
   among entries that can run, not among entries known to be fast there. ``sm_110`` keeps the
   sm_100 table unchecked. ``tests/test_arch_tables_offline.py`` recompiles one entry of each
@@ -141,9 +141,9 @@ _SM100: tuple[Config, ...] = (
     _cfg(128, 128, num_ctas=2, occupancy=2, poly_exp2_cols=16),
 )
 
-# sm_103 (B300 class), compiled at fp16, D = 128, every mask only: the sm_100 table less 64x64
-# at occupancy 2, which there takes 113.3 KB a block with a window (97.3 KB on sm_100), so two
-# blocks and their reserves do not fit the 228 KB SM. Every other entry fitted at those points.
+# sm_103 (B300 class), compiled at the same points as sm_100: the sm_100 table less 64x64 at
+# occupancy 2, which there takes 113.3 KB a block with a window at fp16 D = 128 (97.3 KB on
+# sm_100), so two blocks and their reserves do not fit the 228 KB SM. Every other entry fits.
 _SM103: tuple[Config, ...] = tuple(c for c in _SM100 if c != _cfg(64, 64, occupancy=2))
 
 # Blackwell consumer (sm_120/121: 99 KB shared memory per block, 100 KB per SM, 1536 threads
