@@ -49,7 +49,8 @@ def _require(ok: bool, why: str) -> None:
 
 # One entry per table, (arch, dtype, head dim, mask, config): the table's heaviest kind of entry
 # (the one nearest its limits), a different dtype, mask and form on each, so between them the
-# plain tile, worker warps, the polynomial exp2 and the persistent grid are all compiled.
+# plain tile, worker warps, the polynomial exp2, a cluster and the persistent grid are all
+# compiled.
 REPRESENTATIVE = [
     # Hopper (reference; the H200 table): the benchmark's persistent entry.
     (
@@ -64,6 +65,8 @@ REPRESENTATIVE = [
     # Blackwell consumer (99 KB per block): 128x64, 8 worker warps, the polynomial.
     ("sm_120", "float16", 128, "window", _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=16)),
     ("sm_121", "bfloat16", 64, "causal", _cfg(64, 64, occupancy=1)),
+    # sm_103's own table (sm_100's less one): the 2-CTA cluster with the polynomial.
+    ("sm_103", "float16", 128, "none", _cfg(128, 128, num_ctas=2, occupancy=2, poly_exp2_cols=16)),
 ]
 
 
