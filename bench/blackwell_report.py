@@ -42,7 +42,7 @@ from kernels.knobs import DEFAULT_LOAD_LATENCIES  # noqa: E402
 from kernels.tuning_spaces import _cfg, search_space  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "blackwell-offline"
-ARCHS = ("sm_120", "sm_100", "sm_90", "sm_103", "sm_121")
+ARCHS = ("sm_120", "sm_121", "sm_100", "sm_103", "sm_90")
 HEAD_DIMS = (128, 64, 256)
 DTYPES = ("float16", "bfloat16")
 MASKS = ("none", "causal", "window")
