@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import workbench.ladder as ladder_module
 from workbench.cli import main
 from workbench.config import ConfigError, Problem
 from workbench.ladder import ladder_table, load_ladder, run_ladder
@@ -13,6 +14,13 @@ from workbench.store import Store
 from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _no_local_gpu(monkeypatch):
+    # The default preset follows the local GPU; these tests pin it to "none found" (Hopper's,
+    # the measured one) so they read the same on any machine. Tests of the choice pass arch.
+    monkeypatch.setattr(ladder_module, "local_gpu_arch", lambda: None)
 
 
 def test_the_built_in_ladder_climbs_one_knob_per_step():
@@ -114,3 +122,80 @@ def test_the_cli_ladder_labels_each_run_by_its_step_after_the_ladder_label(tmp_p
         assert [r.label for r in store.group_runs(first)] == steps
         assert [r.label for r in store.group_runs(second)] == [f"mine · {s}" for s in steps]
         assert store.group(second)["label"] == "mine"
+
+
+BLACKWELL_STEPS = [
+    "baseline 64x64", "256x128 tiles", "+ fast math", "+ K-loop split", "+ remap", "autotuned",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["sm_100", "sm_103", "sm_120", "sm_121"])
+def test_blackwell_runs_the_published_ladder_without_the_hopper_rescue(arch):
+    ladder = load_ladder(arch=arch)
+    assert ladder.preset == "ladder-blackwell.json" and "Blackwell" in ladder.name
+    assert arch in ladder.archs
+    assert [s.name for s in ladder.steps] == BLACKWELL_STEPS
+    configs = [s.config for s in ladder.steps]
+    assert all(c.num_worker_warps is None for c in configs)
+    assert [(c.tile_m, c.tile_n) for c in configs[:2]] == [(64, 64), (256, 128)]
+    assert [c.fast_math for c in configs[1:3]] == [False, True]
+    assert [c.k_split for c in configs[2:4]] == [False, True]
+    assert [c.remap for c in configs[3:5]] == [False, True]
+    assert configs[-1].autotune and all(c.mask == "causal" for c in configs)
+    assert ladder.published["total"] == load_ladder(arch="sm_90").published["total"]
+
+
+def test_hopper_keeps_its_worker_warp_step_and_is_the_default_without_a_gpu(monkeypatch):
+    hopper = load_ladder(arch="sm_90")
+    assert hopper.preset == "ladder.json" and "Hopper" in hopper.name
+    assert any(s.config.num_worker_warps == 8 for s in hopper.steps) and len(hopper.steps) == 7
+    # No GPU found, or one no preset names (Ampere): Hopper's, the ladder measured here.
+    assert load_ladder().preset == "ladder.json"
+    assert load_ladder(arch="sm_89").preset == "ladder.json"
+    # A local Blackwell GPU picks Blackwell's without being told.
+    monkeypatch.setattr(ladder_module, "local_gpu_arch", lambda: "sm_120")
+    assert load_ladder().preset == "ladder-blackwell.json"
+    assert load_ladder(arch="sm_90").preset == "ladder.json"  # an explicit arch wins
+
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, body):
+    tool = tmp_path / "bin" / "nvidia-smi"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n" + body + "\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tool.parent))
+
+
+@pytest.mark.parametrize(
+    ("body", "arch"),
+    [
+        ('echo "12.0"', "sm_120"),
+        ('echo " 10.0"', "sm_100"),
+        ('[ "$2" = 1 ] && echo 9.0', "sm_90"),  # CUDA_VISIBLE_DEVICES=1,0: asks for GPU 1
+        ("echo 'No devices were found'; exit 6", None),
+        ("echo garbage", None),
+    ],
+)
+def test_local_gpu_arch_reads_nvidia_smi(tmp_path, monkeypatch, body, arch):
+    monkeypatch.undo()  # the real detector, not the autouse stand-in
+    _fake_nvidia_smi(tmp_path, monkeypatch, body)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0" if "$2" in body else "0")
+    assert ladder_module.local_gpu_arch() == arch
+
+
+def test_local_gpu_arch_without_nvidia_smi_is_none(tmp_path, monkeypatch):
+    monkeypatch.undo()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert ladder_module.local_gpu_arch() is None
+
+
+def test_the_group_remembers_which_preset_ran(tmp_path):
+    store = Store(tmp_path / "runs.db")
+    ladder = load_ladder(arch="sm_120")
+    problem = Problem(batch=1, heads=1, head_dim=32)
+    group_id, events = run_ladder(ladder, problem, (64,), "reference", store, timing=QUICK)
+    list(events)
+    spec = store.group(group_id)["spec"]
+    assert spec["preset"] == "ladder-blackwell.json"
+    assert spec["ladder"] == "tile-optimization ladder, Blackwell"
+    assert "sm_120" in spec["archs"] and spec["steps"] == BLACKWELL_STEPS

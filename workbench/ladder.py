@@ -1,16 +1,25 @@
 """The optimization ladder: one preset experiment, each step one change on the previous one.
 
-Steps are data (``workbench/presets/ladder.json``, or a user's own file in the same shape), so a
-user can edit a step or add one. A ladder is stored as a group of runs, one run per step, all
-on the same inputs (one seed), and :func:`ladder_table` turns the group into speed-ups against
-the previous step and against the baseline.
+Steps are data (a preset in ``workbench/presets/``, or a user's own file in the same shape), so
+a user can edit a step or add one. There is one preset per architecture family: Hopper's
+(``ladder.json``, sm_90) adds the worker-warp rescue that sm_90 needs for the large tiles;
+Blackwell's (``ladder-blackwell.json``) is the published study's ladder as it ran it (baseline,
+256x128, fast math, K split, remap, autotune). Without a file, :func:`load_ladder` picks the
+preset whose ``archs`` list the local GPU (read with ``nvidia-smi``, so no CUDA context is made
+in the caller); with no GPU, or one no preset lists, it takes Hopper's, the one measured here.
+A ladder is stored as a group of runs, one run per step, all on the same inputs (one seed),
+with the preset's name, and :func:`ladder_table` turns the group into speed-ups against the
+previous step and against the baseline.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import secrets
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -35,6 +44,45 @@ class Ladder:
     name: str
     steps: tuple[LadderStep, ...]
     published: dict[str, str]
+    preset: str = ""  # the preset's file name, or the user's path
+    archs: tuple[str, ...] = ()  # the architectures the preset is for ((): not said)
+
+
+DEFAULT_PRESET = "ladder.json"
+PRESETS = ("ladder.json", "ladder-blackwell.json")
+
+
+def _preset_text(name: str) -> str:
+    return resources.files("workbench.presets").joinpath(name).read_text("utf-8")
+
+
+def local_gpu_arch() -> str | None:
+    """``sm_XY`` of the first visible GPU, from ``nvidia-smi`` (no CUDA context), or None."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    index = first if first.isdigit() else "0"
+    try:
+        out = subprocess.run(
+            [tool, "-i", index, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=15,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    major, _, minor = out.stdout.strip().partition(".")
+    if out.returncode != 0 or not (major.isdigit() and minor.isdigit()):
+        return None
+    return f"sm_{major}{minor}"
+
+
+def preset_for_arch(arch: str | None) -> str:
+    """The built-in preset for ``arch``: the one whose ``archs`` list it, else Hopper's."""
+    if arch:
+        for name in PRESETS:
+            if arch in json.loads(_preset_text(name)).get("archs", []):
+                return name
+    return DEFAULT_PRESET
 
 
 @dataclass(frozen=True)
@@ -45,22 +93,28 @@ class StepStarted:
 
 
 def load_ladder(
-    path: str | Path | None = None, *, mask: str | None = None, window: int | None = None
+    path: str | Path | None = None,
+    *,
+    mask: str | None = None,
+    window: int | None = None,
+    arch: str | None = None,
 ) -> Ladder:
-    """Read a ladder file (the built-in preset by default) and build each step's config.
+    """Read a ladder file (by default the built-in preset for ``arch``, or for the local GPU
+    when ``arch`` is None: :func:`preset_for_arch`) and build each step's config.
 
     Each step's ``changes`` apply on top of the previous step's config; a bad key or value is a
     ConfigError that names the step.
     """
     if path is None:
-        text = resources.files("workbench.presets").joinpath("ladder.json").read_text("utf-8")
-        source = "the built-in ladder"
+        preset = preset_for_arch(arch or local_gpu_arch())
+        text = _preset_text(preset)
+        source = f"the built-in ladder {preset}"
     else:
         try:
             text = Path(path).read_text("utf-8")
         except OSError as exc:
             raise ConfigError("steps", str(path), f"a readable JSON file ({exc.strerror})") from exc
-        source = str(path)
+        source = preset = str(path)
     try:
         data = json.loads(text)
         raw_steps = data["steps"]
@@ -86,7 +140,11 @@ def load_ladder(
             ) from exc
         steps.append(LadderStep(name, current))
     return Ladder(
-        str(data.get("name", "ladder")), tuple(steps), dict(data.get("published_blackwell", {}))
+        str(data.get("name", "ladder")),
+        tuple(steps),
+        dict(data.get("published_blackwell", {})),
+        preset=preset,
+        archs=tuple(str(a) for a in data.get("archs", [])),
     )
 
 
@@ -125,6 +183,10 @@ def run_ladder(
             # Each step's knobs, so a view can name a step that never ran (cancelled, failed).
             "configs": [s.config.summary() for s in ladder.steps],
             "published": ladder.published,
+            # Which preset ran, so the view can say so (a Hopper ladder is not Blackwell's).
+            "preset": ladder.preset,
+            "ladder": ladder.name,
+            "archs": list(ladder.archs),
         },
     )
 

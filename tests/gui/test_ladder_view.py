@@ -27,6 +27,7 @@ from workbench.gui.ladder import (
     MISSING,
     NOT_RUN,
     VERDICT_ROLE,
+    ladder_preset_text,
     speedup_verdict,
 )
 from workbench.gui.sweep_child import LadderJob
@@ -37,7 +38,17 @@ from workbench.timing import TimingSettings
 
 pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = [s.name for s in load_ladder().steps]
+STEPS = [s.name for s in load_ladder(arch="sm_90").steps]
+
+
+@pytest.fixture(autouse=True)
+def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The window's ladder is the local GPU's preset: pinned to "no GPU" (Hopper's) here.
+    import workbench.ladder
+
+    monkeypatch.setattr(workbench.ladder, "local_gpu_arch", lambda: None)
+
+
 H200_LADDER_DB = ROOT / "bench" / "results" / "h200-workbench-ladder.db"
 FAST = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
 
@@ -141,6 +152,10 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     panel.set_basis("vs_baseline")
     check_colours(panel, "vs_baseline")
     assert "against the baseline" in panel.info.text()
+    # Which preset ran: the Hopper ladder (no GPU here), by name, file and architecture.
+    assert "preset: tile-optimization ladder, Hopper (ladder.json, for sm_90)" in (
+        panel.info.text()
+    )
 
     # The chart: × baseline per step, one line per length, with a legend.
     assert panel.legend_names() == ["N = 64", "N = 128"]
@@ -448,3 +463,13 @@ def test_the_windows_ladder_names_its_runs_by_step_not_by_the_forms_leftover_lab
     second = panel.group_id()
     assert second != first
     assert [r.label for r in window.store.group_runs(second)] == [f"h200 try · {s}" for s in STEPS]
+
+
+def test_the_preset_line_names_the_ladder_its_file_and_archs() -> None:
+    spec = {"ladder": "tile-optimization ladder, Blackwell", "preset": "ladder-blackwell.json",
+            "archs": ["sm_100", "sm_120"]}  # fmt: skip
+    assert ladder_preset_text(spec) == (
+        "preset: tile-optimization ladder, Blackwell (ladder-blackwell.json, for sm_100/sm_120)"
+    )
+    assert ladder_preset_text({"preset": "/home/me/steps.json"}) == "preset: /home/me/steps.json"
+    assert ladder_preset_text({"steps": ["a"]}) == ""  # stored before presets were recorded

@@ -100,13 +100,18 @@ class CutileBackend(CupyBackend):
             )
         import cupy
 
-        major = cupy.cuda.runtime.getDeviceProperties(0)["major"]
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        major = props["major"]
         if major < 8:
             return Availability(
                 False, f"{device.reason} is older than cuTile supports (sm_80 or newer)"
             )
+        from kernels.tuning_spaces import table_status
+
+        # The device line names the architecture already, e.g. "NVIDIA H200 (sm_90)".
+        status = table_status(f"sm_{major}{props['minor']}")
         note = f"; note: {trap}" if trap else ""
-        return Availability(True, f"cuTile on {device.reason}, {version}{note}")
+        return Availability(True, f"cuTile on {device.reason}, {status}, {version}{note}")
 
     def default_timing(self) -> TimingSettings:
         return TimingSettings(warmup=5, min_samples=30, min_time_s=0.5)

@@ -107,6 +107,18 @@ class LadderData:
         return out
 
 
+def ladder_preset_text(spec: dict[str, Any]) -> str:
+    """Which preset a stored ladder ran, e.g. ``preset: tile-optimization ladder, Blackwell
+    (ladder-blackwell.json, for sm_100/sm_120...)``; "" for ladders stored before presets."""
+    name = spec.get("ladder") or ""
+    preset = spec.get("preset") or ""
+    if not (name or preset):
+        return ""
+    archs = spec.get("archs") or []
+    detail = ", ".join(x for x in (preset, f"for {'/'.join(archs)}" if archs else "") if x)
+    return f"preset: {name or preset}" + (f" ({detail})" if detail and name else "")
+
+
 def read_ladder(store: Any, group_id: int, *, live: bool = False) -> LadderData:
     """The group's steps, runs and cells from the store (through the core's ladder_table)."""
     from workbench.ladder import ladder_table
@@ -433,7 +445,11 @@ class LadderPanel(QWidget):
         parts.append(
             f"{len(data.rows)} steps: " + ", ".join(f"{n} {status}" for status, n in counts.items())
         )
-        total = ((data.group.get("spec") or {}).get("published") or {}).get("total")
+        spec = data.group.get("spec") or {}
+        preset = ladder_preset_text(spec)
+        if preset:
+            parts.append(preset)
+        total = (spec.get("published") or {}).get("total")
         if total:
             parts.append(f"published on Blackwell: {total}")
         key = self.basis.currentData()
