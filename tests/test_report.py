@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,17 @@ def test_report_rewrites_only_the_marked_table_of_a_readme(run_cli, group_db, tm
     refused = run_cli("report", "--group", "1", "--readme", str(plain))
     assert refused.code == 2 and "markers" in refused.err
     assert plain.read_text() == "no markers here\n"
+
+
+def test_the_readme_performance_table_is_generated_from_the_committed_database() -> None:
+    """What the README publishes is exactly what `report` makes of bench/results/h200.db."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"fmha-workbench report --db (\S+)((?: --group \d+)+) --readme", readme)
+    assert command, "the README names the report command that generates its table"
+    db = ROOT / command.group(1)
+    groups = [int(g) for g in re.findall(r"--group (\d+)", command.group(2))]
+    with Store(db) as store:
+        table = markdown(build_report(store, groups))
+    start = readme.index(README_BEGIN) + len(README_BEGIN)
+    end = readme.index(README_END)
+    assert readme[start:end].strip() == table.strip()

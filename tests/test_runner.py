@@ -175,3 +175,19 @@ def test_a_tree_without_git_takes_its_commit_from_the_environment(monkeypatch, t
         assert machine.git_commit() == "abc123def456"
     finally:
         machine.git_commit.cache_clear()
+
+
+def test_a_named_commit_wins_over_an_older_checkout_the_tree_was_copied_with(monkeypatch):
+    """A GPU host's copy of the tree can carry an older .git: the commit the caller names is
+    the one the runs record, not that checkout's HEAD marked dirty."""
+    import workbench.machine as machine
+
+    monkeypatch.setenv("FMHA_WORKBENCH_COMMIT", "9f6d6e4")
+    machine.git_commit.cache_clear()
+    try:
+        assert machine.git_commit() == "9f6d6e4"
+        monkeypatch.delenv("FMHA_WORKBENCH_COMMIT")
+        machine.git_commit.cache_clear()
+        assert machine.git_commit() != "9f6d6e4"  # this checkout's own HEAD
+    finally:
+        machine.git_commit.cache_clear()

@@ -21,11 +21,15 @@ def package_version(name: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def git_commit() -> str | None:
-    """The commit of the checkout this package runs from, else ``$FMHA_WORKBENCH_COMMIT``
-    (a copied tree without .git, such as a GPU host's), else None (an installed wheel)."""
+    """``$FMHA_WORKBENCH_COMMIT`` when set (a copied tree, such as a GPU host's, whose .git may
+    be an older one), else the commit of the checkout this package runs from, else None (an
+    installed wheel)."""
+    named = os.environ.get("FMHA_WORKBENCH_COMMIT")
+    if named:
+        return named
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
-        return os.environ.get("FMHA_WORKBENCH_COMMIT") or None
+        return None
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
