@@ -28,7 +28,7 @@ def stored_run(db: Path, backend: str, measure: Callable[..., Any]) -> int:
     return run_id
 
 
-@pytest.mark.parametrize("backend", ["torch-cudnn", "torch-flash", "naive"])
+@pytest.mark.parametrize("backend", ["torch-cudnn", "torch-flash", "fa4", "naive"])
 def test_peer_runs_show_the_mask_and_no_kernel_knobs(
     backend: str, db_path: Path, measure: Callable[..., Any], run_cli: Callable[..., Any]
 ) -> None:
@@ -54,3 +54,12 @@ def test_the_project_kernels_runs_keep_their_full_config(
     assert "64×64 causal autotune occ 2" in row
     (record,) = csv.DictReader(io.StringIO(run_cli("export", "--csv", "-").out))
     assert record["config_tile_m"] == "64" and record["config_autotune"] == "True"
+
+
+def test_every_peer_backend_is_shown_without_the_kernels_knobs() -> None:
+    """A peer added to the registry cannot be forgotten here: only the project kernel (and the
+    reference, which walks its schedule) take the kernel's tiles and knobs."""
+    from workbench.backends import BACKEND_NAMES
+    from workbench.config import MASK_ONLY_BACKENDS
+
+    assert set(BACKEND_NAMES) - {"cutile", "reference"} == MASK_ONLY_BACKENDS

@@ -31,7 +31,7 @@ MAX_ELEMENTS = (1 << 31) - 1
 
 # Peer backends run the problem and its mask with their own tiling: the project kernel's tile
 # sizes, flags and hints mean nothing for them, so their runs show the mask alone.
-MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "naive"})
+MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "fa4", "naive"})
 MASK_FIELDS = ("mask", "window")
 NOT_APPLICABLE = "—"
 
