@@ -1,39 +1,64 @@
-"""A second CPU backend, for tests of groups: the reference kernel under another name.
+"""Test-only CPU backends for group sweeps, registered by fixtures (never in product code).
 
 Groups need distinct backends, and the only product backend that runs without a GPU is the
-reference, so tests register this one (never the product) through :func:`register`."""
+reference, so tests register these through :func:`register` (in this process only: a window
+that uses them runs its sweep in the worker thread, ``window.sweep_in_child = False``).
+"""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+from workbench.backends.base import Availability
 from workbench.backends.reference import ReferenceBackend
 
 NAME = "reference-b"
 
 
 class SecondReference(ReferenceBackend):
+    """The NumPy reference under a second name: a CPU peer for a group."""
+
     name = NAME
-    description = "the NumPy reference again, as a stand-in peer in tests"
+    description = "NumPy reference again (test-only second CPU backend)"
 
 
 class UnavailablePeer(ReferenceBackend):
     name = "missing-peer"
 
-    def availability(self):  # type: ignore[no-untyped-def]
-        from workbench.backends import Availability
-
+    def availability(self) -> Availability:
         return Availability(False, "missing-peer is not installed: pip install missing-peer")
 
 
-def register(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``reference-b`` and ``missing-peer`` backend names for the rest of the test."""
+class Flaky(ReferenceBackend):
+    """Available until ``Flaky.gone`` says otherwise (a GPU lost between probe and Run)."""
+
+    name = "flaky"
+    gone: str | None = None
+
+    def availability(self) -> Availability:
+        if Flaky.gone:
+            return Availability(False, Flaky.gone)
+        return Availability(True, "test backend: available")
+
+
+class SmallOnly(ReferenceBackend):
+    """Fits N <= 64 only (like naive attention's N×N scores): the group skips longer N."""
+
+    name = "small-only"
+
+    def check_supported(self, problem: Any, config: Any) -> None:
+        from workbench.config import ConfigError
+
+        if problem.q_len > 64:
+            raise ConfigError("q_len", problem.q_len, "this test backend fits N <= 64 only")
+        super().check_supported(problem, config)
+
+
+def register(monkeypatch: Any) -> None:
+    """Make the backends above backend names for the rest of the test."""
     import workbench.backends as backends
 
-    registry = {
-        **backends._REGISTRY,
-        NAME: "tests.cpu_peers:SecondReference",
-        "missing-peer": "tests.cpu_peers:UnavailablePeer",
-    }
-    monkeypatch.setattr(backends, "_REGISTRY", registry)
-    monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(registry))
+    for cls in (SecondReference, UnavailablePeer, Flaky, SmallOnly):
+        monkeypatch.setitem(backends._REGISTRY, cls.name, f"{__name__}:{cls.__name__}")
+    monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
+    monkeypatch.setattr(Flaky, "gone", None)

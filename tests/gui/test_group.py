@@ -6,10 +6,10 @@ import time
 from typing import Any
 
 import pytest
-from gui_backends import Flaky, register
 from gui_helpers import click_run, small_problem, tick_backends
 from PySide6.QtCore import Qt
 
+from tests.cpu_peers import Flaky, register
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gui_backends import register
 from PySide6.QtGui import QImage
 
+from tests.cpu_peers import register
 from workbench.store import Store
 
 pytestmark = pytest.mark.gui
