@@ -35,7 +35,7 @@ def configure_application(app: QApplication) -> None:
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("FMHA Workbench")
-    # Row-major images read like the attention matrix (row = q-block); see design.md.
+    # Row-major images read like the attention matrix (row = q-block); see docs/design.md.
     pg.setConfigOptions(
         imageAxisOrder="row-major", antialias=True, background="w", foreground="#222"
     )

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 from workbench.gui.colors import run_color, with_alpha
 
 # A fully transparent pen: FillBetweenItem draws nothing for curves plotted with pen=None
-# (design.md trap), so the band's edge curves get this instead.
+# (docs/design.md trap), so the band's edge curves get this instead.
 _INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
 
 
