@@ -31,6 +31,7 @@ from kernels.measure import LaunchSampler, balanced_order  # noqa: E402
 
 T = TypeVar("T")  # what one measurement returns
 
+
 def add_shape_args(ap: argparse.ArgumentParser, ns: str) -> None:
     """--ns, --masks, --batch, --heads, --dim: the problem options of the side scripts
     (explore_configs.py, profile_kernels.py), with the benchmark's shape as the default."""

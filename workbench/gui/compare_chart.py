@@ -6,7 +6,8 @@ band (:meth:`workbench.compare.Cell.speedup_band`): the band covers 1 exactly wh
 marks the difference "~", within the runs' own noise.
 
 Items are created once per run and updated with ``setData``. The band's edge curves get a
-transparent pen: FillBetweenItem draws nothing for curves plotted with ``pen=None`` (docs/design.md).
+transparent pen: FillBetweenItem draws nothing for curves plotted with ``pen=None``
+(docs/design.md).
 """
 
 from __future__ import annotations

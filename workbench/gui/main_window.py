@@ -3,8 +3,8 @@ the ladder view.
 
 It owns the GUI thread's Store (reading, relabelling, deleting) and starts one SweepWorker per run;
 the worker opens its own Store on the same file. Every worker signal lands on a bound method of
-this window (docs/design.md trap: never a lambda). Views are refreshed from the store, the one source of
-truth, whenever the selection changes or a point arrives.
+this window (docs/design.md trap: never a lambda). Views are refreshed from the store, the one
+source of truth, whenever the selection changes or a point arrives.
 """
 
 from __future__ import annotations

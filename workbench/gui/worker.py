@@ -4,8 +4,8 @@ The sweep worker runs either job of :mod:`workbench.gui.sweep_child`: one sweep 
 ladder (a LadderJob: one run per step in one group), on the same two paths.
 
 Both workers are QObjects moved to their own QThread. Their signals must be connected to *bound
-methods of QObjects living in the GUI thread* (docs/design.md trap: a lambda or plain function as the
-slot would run in the worker thread, even with a queued connection). The runner is the core's
+methods of QObjects living in the GUI thread* (docs/design.md trap: a lambda or plain function as
+the slot would run in the worker thread, even with a queued connection). The runner is the core's
 plain generator; the worker only turns its events into signals and its cancel flag into a
 callable, so nothing here decides anything about measuring.
 
