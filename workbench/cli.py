@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
-from workbench.compare import compare_cell, problem_differences
+from workbench.compare import compare_cell, format_delta, format_speedup, problem_differences
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -641,7 +641,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
             if r["id"] != data["base"]:
-                header.append(f"#{r['id']} vs #{data['base']}")
+                header += ["Δ %", f"#{r['id']} vs #{data['base']}"]
         rows = []
         for entry in data["points"]:
             row = [str(entry["seq_len"])]
@@ -649,9 +649,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 cell = entry["runs"][str(r["id"])]
                 row.append(_fmt(cell["latency_ms"], ".4f"))
                 if r["id"] != data["base"]:
-                    speedup = cell["speedup_vs_base"]
-                    mark = "" if cell["significant"] else " ~"
-                    row.append(f"{speedup:.3f}×{mark}" if speedup else "-")
+                    # The window's Compare tab prints the same two numbers the same way.
+                    row.append(format_delta(cell["delta_pct"]))
+                    row.append(format_speedup(cell["speedup_vs_base"], cell["significant"]))
             rows.append(row)
         print(_table(rows, header))
         if any(cell.endswith(" ~") for row in rows for cell in row):

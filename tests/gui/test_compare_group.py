@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +159,11 @@ def test_window_and_cli_print_the_same_speed_up_and_delta(
     for r, n in enumerate((64, 128, 256)):
         cli_line = lines[str(n)]
         for run_id in (faster, level):
+            delta = panel.cell_text(r, ms_column(panel, run_id) + 1)
             shown = panel.cell_text(r, ms_column(panel, run_id) + 2)
-            assert shown in cli_line, (shown, cli_line)
+            # The CLI's table prints the window's Δ % and speed-up ×, side by side.
+            side_by_side = re.escape(delta) + r"\s+" + re.escape(shown)
+            assert re.search(side_by_side, cli_line), (delta, shown, cli_line)
     import json
 
     assert cli_main(["compare", "--group", str(gid), "--db", str(window.store.path), "--json"]) == 0
