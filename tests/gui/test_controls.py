@@ -310,3 +310,36 @@ def test_backend_list_ticks_several_and_greys_out_the_unavailable(
     assert form.invalid_fields() == ["backends"]
     tick_backends(qtbot, form, ["reference"])  # acting on the mark clears it
     assert form.invalid_fields() == []
+
+
+def test_with_cutile_ticked_the_form_offers_only_the_tiles_and_head_dims_it_runs(
+    qtbot: Any, form: ControlsPanel
+) -> None:
+    """Issue 25, item 3: tiles 16 and 32 and head dim 32 were offered with cuTile ticked and
+    refused at Run. Now they are greyed out, saying why; every value still offered runs."""
+    pytest.importorskip("kernels.cutile_fmha", reason="cuda-tile is not installed")
+    from gui_helpers import tick_backends
+
+    from workbench.backends.cutile import CutileBackend
+
+    form.set_backend_statuses(
+        {"reference": Availability(True, "cpu"), "cutile": Availability(True, "H200")}
+    )
+    tick_backends(qtbot, form, ["reference"])
+    assert form.offered("tile_m") == [16, 32, 64, 128, 256]  # the reference runs them all
+    assert form.offered("head_dim") == [32, 64, 128, 256]
+    tick_backends(qtbot, form, ["reference", "cutile"])
+    assert form.offered("tile_m") == form.offered("tile_n") == [64, 128, 256]
+    assert form.offered("head_dim") == [64, 128, 256]
+    row = form.tile_m.findData(32)
+    assert form.tile_m.model().item(row).toolTip() == "cutile takes 64, 128, 256"
+    for tile in form.offered("tile_m"):
+        for head_dim in form.offered("head_dim"):
+            form.tile_m.setCurrentIndex(form.tile_m.findData(tile))
+            form.tile_n.setCurrentIndex(form.tile_n.findData(tile))
+            form.head_dim.setCurrentIndex(form.head_dim.findData(head_dim))
+            spec = form.spec()
+            for problem in spec.problems():
+                CutileBackend().check_supported(problem, spec.config)
+    tick_backends(qtbot, form, ["reference"])
+    assert form.offered("tile_m") == [16, 32, 64, 128, 256]  # unticking gives them back

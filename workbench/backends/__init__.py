@@ -7,6 +7,7 @@ process that does not need them, and a broken GPU stack only makes its own entri
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
 
@@ -20,6 +21,7 @@ __all__ = [
     "backend_statuses",
     "get_backend",
     "machine_summary",
+    "offered_values",
 ]
 
 # name -> "module:Class", in display order.
@@ -34,6 +36,18 @@ _REGISTRY = {
 # These touch the GPU: by default they run in the supervised engine process.
 GPU_BACKENDS = frozenset({"cutile", "torch-flash", "torch-cudnn", "fa4", "naive"})
 BACKEND_NAMES = tuple(_REGISTRY)
+
+
+# Values of the form's fields that a backend takes, where it takes fewer than the config allows
+# (the cuTile kernel's tiles and head dims; the reference runs the config's whole range, and
+# the peers ignore the kernel's tiles). Kept beside the checks that refuse the others.
+def offered_values(name: str) -> dict[str, tuple[Any, ...]]:
+    """Field -> the values backend ``name`` runs, for the fields it narrows."""
+    if name == "cutile":
+        from workbench.backends.cutile import KERNEL_HEAD_DIMS, KERNEL_TILES
+
+        return {"tile_m": KERNEL_TILES, "tile_n": KERNEL_TILES, "head_dim": KERNEL_HEAD_DIMS}
+    return {}
 
 
 class UnknownBackend(KeyError):

@@ -275,6 +275,7 @@ class ControlsPanel(QWidget):
         # Ticks the saved settings ask for are applied once probing says they are usable.
         self.backends = BackendPicker(DEFAULT_BACKENDS)
         self.backends.changed.connect(self._on_edited)
+        self.backends.changed.connect(self._offer_for_backends)
         self._register("backends", self.backends)
         self.label = QLineEdit()
         self.label.setPlaceholderText("e.g. causal 128×64 remap")
@@ -319,6 +320,42 @@ class ControlsPanel(QWidget):
 
     def backend_enabled(self, name: str) -> bool:
         return self.backends.is_enabled(name)
+
+    def _offer_for_backends(self) -> None:
+        """Grey out the values a ticked backend cannot run (cuTile's tiles and head dims), with
+        the reason as tooltip, so the form offers only what every ticked backend runs."""
+        from workbench.backends import offered_values
+
+        ticked = self.backends.checked()
+        for field_name in ("tile_m", "tile_n", "head_dim"):
+            box: QComboBox = getattr(self, field_name)
+            model = box.model()
+            for row in range(box.count()):
+                value = box.itemData(row)
+                refusing = [
+                    name
+                    for name in ticked
+                    if field_name in offered_values(name)
+                    and value not in offered_values(name)[field_name]
+                ]
+                item = model.item(row)  # type: ignore[attr-defined]
+                item.setEnabled(not refusing)
+                allowed = (
+                    ", ".join(str(v) for v in offered_values(refusing[0])[field_name])
+                    if refusing
+                    else ""
+                )
+                item.setToolTip(f"{refusing[0]} takes {allowed}" if refusing else "")
+
+    def offered(self, field_name: str) -> list[Any]:
+        """The values of a combo field the form offers now (its enabled entries)."""
+        box: QComboBox = getattr(self, field_name)
+        model = box.model()
+        return [
+            box.itemData(row)
+            for row in range(box.count())
+            if model.item(row).isEnabled()  # type: ignore[attr-defined]
+        ]
 
     def backend_tooltip(self, name: str) -> str:
         return self.backends.tooltip(name)
