@@ -107,29 +107,51 @@ def test_sweep_records_the_cluster_size(run_cli: RunCli, fast_args: list[str]) -
     # Read back from the store: the listing shows it in the config's label too.
     listed = json.loads(run_cli("runs", "--json").out)
     assert [r["config"]["num_ctas"] for r in listed] == [2]
-    assert "128×64 causal occ 2 cluster 2" in run_cli("runs").out
+    assert "128×64 causal fast-math k-split remap occ 2 cluster 2" in run_cli("runs").out
 
 
 def test_sweep_records_the_persistent_grid(run_cli: RunCli, fast_args: list[str]) -> None:
     result = sweep(run_cli, fast_args, "--seq-lens", "32", "--persistent", "--json")
     [run] = json.loads(result.out)["runs"]
     assert run["config"]["persistent"] is True and run["status"] == "complete"
-    assert "64×64 none persistent" in run_cli("runs").out
+    assert "64×64 none fast-math k-split remap persistent" in run_cli("runs").out
 
 
 def test_sweep_records_key_blocks_in_pairs(run_cli: RunCli, fast_args: list[str]) -> None:
-    args = ("--seq-lens", "32", "--persistent", "--k-split", "--k-unroll", "2", "--json")
+    args = ("--seq-lens", "32", "--persistent", "--no-remap", "--k-unroll", "2", "--json")
     [run] = json.loads(sweep(run_cli, fast_args, *args).out)["runs"]
     assert run["config"]["k_unroll"] == 2 and run["status"] == "complete"
-    assert "64×64 none k-split persistent k-unroll 2" in run_cli("runs").out
+    assert "64×64 none fast-math k-split persistent k-unroll 2" in run_cli("runs").out
 
 
 def test_sweep_records_the_causal_persistent_grid(run_cli: RunCli, fast_args: list[str]) -> None:
     args = ("--seq-lens", "64", "--mask", "causal", "--persistent", "--json")
+    args += ("--no-fast-math", "--no-k-split", "--no-remap")
     [run] = json.loads(sweep(run_cli, fast_args, *args).out)["runs"]
     assert run["config"]["persistent"] is True and run["config"]["mask"] == "causal"
     assert run["status"] == "complete"
     assert "64×64 causal persistent" in run_cli("runs").out
+
+
+def test_every_knob_has_its_flag_and_the_kernels_default(
+    run_cli: RunCli, fast_args: list[str]
+) -> None:
+    """Every registry knob is a sweep flag; without flags a run takes the kernel's defaults
+    (fast math, K-loop split and remap on), and each flag, --no-x included, is recorded."""
+    from kernels.knobs import EXPOSED, LAUNCH
+
+    [plain] = json.loads(sweep(run_cli, fast_args, "--seq-lens", "16", "--json").out)["runs"]
+    assert {k: plain["config"][k] for k in LAUNCH} == LAUNCH
+    args = ("--seq-lens", "16", "--no-fast-math", "--no-store-tma", "--pipeline", "--json")
+    args += ("--k-latency", "3", "--v-latency", "6", "--tile-n", "128", "--poly-exp2-cols", "32")
+    [run] = json.loads(sweep(run_cli, fast_args, *args).out)["runs"]
+    assert run["status"] == "complete"
+    set_here = {"fast_math": False, "store_tma": False, "pipeline": True, "k_latency": 3}
+    set_here |= {"v_latency": 6, "tile_n": 128, "poly_exp2_cols": 32}
+    assert {k: run["config"][k] for k in set_here} == set_here
+    assert "64×128 none k-split remap poly 32 lat 3/6 pipe stg" in run_cli("runs").out
+    shown = subcommands()["sweep"].format_help()
+    assert all(knob.flag in shown for knob in EXPOSED)
 
 
 def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
@@ -213,7 +235,7 @@ def test_show_names_the_launch_the_autotuner_chose_per_length(
     assert lines[header].split()[-1] == "tuned"
     rows = {line.split()[0]: line.rstrip() for line in lines[header + 1 :]}
     assert rows["16"].endswith("64×128 occ 2")
-    assert rows["32"].endswith("128×128 occ 2 cluster 2 lat 3/6 poly 16")
+    assert rows["32"].endswith("128×128 occ 2 poly 16 cluster 2 lat 3/6")
     assert rows["64"].endswith(" -")
     # Not autotuned: the stored launch is the form's config, already on the config line.
     out = run_cli("show", str(plain)).out

@@ -17,8 +17,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from kernels.knobs import KNOBS
 from workbench.cli import main
-from workbench.config import CLUSTER_CTAS, HEAD_DIMS, MAX_SEQ_LEN, TILE_SIZES, WORKER_WARPS
+from workbench.config import HEAD_DIMS, MAX_SEQ_LEN
+
+TILE_SIZES = KNOBS["tile_m"].values
+WORKER_WARPS = tuple(w for w in KNOBS["num_worker_warps"].values if w is not None)
+CLUSTER_CTAS = tuple(c for c in KNOBS["num_ctas"].values if c is not None)
 
 RunCli = Callable[..., Any]
 FAST = ["--warmup", "0", "--samples", "1", "--min-time", "0"]
@@ -100,7 +105,7 @@ SWEEP_BAD = [
     ("cluster-ctas", ["--cluster-ctas", "two"]),
     ("poly_exp2_cols", ["--k-split", "--poly-exp2-cols", "24"]),
     ("poly_exp2_cols", ["--k-split", "--tile-n", "64", "--poly-exp2-cols", "64"]),
-    ("poly_exp2_cols", ["--poly-exp2-cols", "16"]),  # without --k-split
+    ("poly_exp2_cols", ["--no-k-split", "--poly-exp2-cols", "16"]),
     ("poly-exp2-cols", ["--poly-exp2-cols", "lots"]),
     ("persistent", ["--persistent", "--mask", "window", "--window", "8"]),
     ("k_unroll", ["--persistent", "--mask", "causal", "--k-unroll", "2"]),
@@ -108,6 +113,14 @@ SWEEP_BAD = [
     ("k_unroll", ["--k-unroll", "2"]),  # without --persistent
     ("k_unroll", ["--persistent", "--k-unroll", "3"]),
     ("k-unroll", ["--persistent", "--k-unroll", "pairs"]),
+    ("k_latency", ["--k-latency", "0"]),
+    ("v_latency", ["--v-latency", "11"]),
+    ("pipeline", ["--no-k-split", "--pipeline"]),
+    ("persistent", ["--persistent", "--pipeline"]),
+    ("tile_m", ["--backend", "cutile", "--tile-m", "32"]),  # the kernel's tiles, without a GPU
+    ("tile_m", ["--backend", "cutile", "--arch", "sm_120", "--tile-m", "256"]),
+    ("occupancy", ["--backends", "reference,cutile", "--arch", "sm_121", "--occupancy", "2"]),
+    ("arch", ["--backend", "cutile", "--arch", "blackwell"]),
     ("backend", ["--backend", "nope"]),
     ("backend", ["--backend", ""]),
     ("backend", ["--backends", "reference,nope"]),

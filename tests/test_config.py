@@ -6,18 +6,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernels.knobs import KNOBS
 from workbench.config import (
-    CLUSTER_CTAS,
     HEAD_DIMS,
     MAX_SEQ_LEN,
-    TILE_SIZES,
-    WORKER_WARPS,
     ConfigError,
     KernelConfig,
     Problem,
     SweepSpec,
     parse_seq_lens,
 )
+
+TILE_SIZES = KNOBS["tile_m"].values
+WORKER_WARPS = tuple(w for w in KNOBS["num_worker_warps"].values if w is not None)
+CLUSTER_CTAS = tuple(c for c in KNOBS["num_ctas"].values if c is not None)
+PLAIN = dict(fast_math=False, k_split=False, remap=False)  # the ladder's baseline
 
 
 @pytest.mark.parametrize(
@@ -66,16 +69,25 @@ def test_problem_defaults_and_derived_values() -> None:
 
 
 def test_kernel_config_round_trip_and_summary() -> None:
-    c = KernelConfig(
-        tile_m=128, tile_n=32, mask="window", window=256, fast_math=True, remap=True, occupancy=2
-    )
+    c = KernelConfig(tile_m=128, tile_n=32, mask="window", window=256, k_split=False, occupancy=2)
     assert KernelConfig.from_dict(c.to_dict()) == c
     assert c.causal and not KernelConfig().causal
     assert c.summary() == "128×32 window 256 fast-math remap occ 2"
-    assert KernelConfig().summary() == "64×64 none"
-    poly = KernelConfig(tile_n=128, k_split=True, poly_exp2_cols=16)
+    # The kernel's defaults: fast math, the K-loop split and remap on, everything else off.
+    assert KernelConfig().summary() == "64×64 none fast-math k-split remap"
+    assert KernelConfig(**PLAIN).summary() == "64×64 none"
+    poly = KernelConfig(tile_n=128, poly_exp2_cols=16, **PLAIN | {"k_split": True})
     assert KernelConfig.from_dict(poly.to_dict()) == poly
     assert poly.summary() == "64×128 none k-split poly 16"
+    launch = KernelConfig(k_latency=3, v_latency=6, store_tma=False, **PLAIN)
+    assert launch.summary() == "64×64 none lat 3/6 stg"
+    piped = KernelConfig(pipeline=True, **PLAIN | {"k_split": True})
+    assert piped.summary() == "64×64 none k-split pipe"
+    # Columns of exported CSVs keep their order; the knobs added since come last.
+    assert list(KernelConfig().to_dict())[:14] == [
+        "tile_m", "tile_n", "fast_math", "k_split", "remap", "mask", "window", "autotune",
+        "occupancy", "num_worker_warps", "poly_exp2_cols", "num_ctas", "persistent", "k_unroll",
+    ]  # fmt: skip
 
 
 def test_poly_exp2_columns_follow_the_key_tile_and_need_the_split() -> None:
@@ -83,7 +95,7 @@ def test_poly_exp2_columns_follow_the_key_tile_and_need_the_split() -> None:
     with pytest.raises(ConfigError, match=r"poly_exp2_cols: 128 .*expected one of 0, 4, 8"):
         KernelConfig(tile_n=64, k_split=True, poly_exp2_cols=128)
     with pytest.raises(ConfigError, match=r"poly_exp2_cols: 16 .*needs the K-loop split"):
-        KernelConfig(tile_n=128, poly_exp2_cols=16)
+        KernelConfig(tile_n=128, k_split=False, poly_exp2_cols=16)
     # Runs stored before the knob existed load with it off.
     old = {k: v for k, v in KernelConfig().to_dict().items() if k != "poly_exp2_cols"}
     assert KernelConfig.from_dict(old).poly_exp2_cols == 0
@@ -93,31 +105,35 @@ def test_cluster_ctas_take_a_power_of_two_up_to_16() -> None:
     for ctas in (1, 2, 4, 8, 16):
         assert KernelConfig(num_ctas=ctas).num_ctas == ctas
     assert KernelConfig().num_ctas is None  # the compiler's choice
-    for bad in (3, 0, -2, 32, True):
+    for bad in (3, 0, -2, 32):
         with pytest.raises(ConfigError, match=r"^num_ctas: .*expected one of 1, 2, 4, 8, 16$"):
             KernelConfig(num_ctas=bad)
-    cluster = KernelConfig(tile_m=128, tile_n=128, mask="causal", occupancy=2, num_ctas=2)
+    with pytest.raises(ConfigError, match=r"^num_ctas: True .*expected a whole number$"):
+        KernelConfig(num_ctas=True)
+    cluster = KernelConfig(tile_m=128, tile_n=128, mask="causal", occupancy=2, num_ctas=2, **PLAIN)
     assert KernelConfig.from_dict(cluster.to_dict()) == cluster
     assert cluster.summary() == "128×128 causal occ 2 cluster 2"
     assert "cluster" not in KernelConfig(occupancy=2).summary()
     # Runs stored before the knob existed load with it unset.
     old = {k: v for k, v in cluster.to_dict().items() if k != "num_ctas"}
     assert KernelConfig.from_dict(old) == KernelConfig(
-        tile_m=128, tile_n=128, mask="causal", occupancy=2
+        tile_m=128, tile_n=128, mask="causal", occupancy=2, **PLAIN
     )
 
 
 def test_persistent_grid_is_for_no_mask_or_causal_without_clusters() -> None:
-    grid = KernelConfig(tile_m=128, tile_n=128, k_split=True, num_worker_warps=8, persistent=True)
-    assert grid.summary() == "128×128 none k-split 8 warps persistent"
+    grid = KernelConfig(tile_m=128, tile_n=128, num_worker_warps=8, persistent=True)
+    assert grid.summary() == "128×128 none fast-math k-split remap 8 warps persistent"
     assert KernelConfig.from_dict(grid.to_dict()) == grid
     assert "persistent" not in KernelConfig().summary()
-    causal = KernelConfig(tile_m=128, tile_n=128, mask="causal", persistent=True)
+    causal = KernelConfig(tile_m=128, tile_n=128, mask="causal", persistent=True, **PLAIN)
     assert causal.summary() == "128×128 causal persistent"
     with pytest.raises(ConfigError, match=r"^persistent: .*mask none or causal \(got window\)"):
         KernelConfig(mask="window", window=64, persistent=True)
     with pytest.raises(ConfigError, match=r"^persistent: .*does not run as clusters"):
         KernelConfig(num_ctas=2, occupancy=2, persistent=True)
+    with pytest.raises(ConfigError, match=r"^persistent: .*no software pipeline"):
+        KernelConfig(pipeline=True, persistent=True)
     assert KernelConfig(num_ctas=1, persistent=True).persistent  # a cluster of one is no cluster
     with pytest.raises(ConfigError, match=r"^persistent: .*expected true or false"):
         KernelConfig(persistent=1)
@@ -127,16 +143,18 @@ def test_persistent_grid_is_for_no_mask_or_causal_without_clusters() -> None:
 
 
 def test_key_blocks_in_pairs_are_for_the_persistent_grid() -> None:
-    pairs = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True, k_unroll=2)
-    assert pairs.summary() == "128×128 none k-split persistent k-unroll 2"
+    pairs = KernelConfig(tile_m=128, tile_n=128, persistent=True, k_unroll=2, fast_math=False)
+    assert pairs.summary() == "128×128 none k-split remap persistent k-unroll 2"
     assert KernelConfig.from_dict(pairs.to_dict()) == pairs
     with pytest.raises(ConfigError, match=r"^k_unroll: .*persistent grid only"):
         KernelConfig(k_unroll=2)
     with pytest.raises(ConfigError, match=r"^k_unroll: .*mask none only \(got causal\)"):
         KernelConfig(mask="causal", persistent=True, k_unroll=2)
-    for bad in (3, 0, True):
+    for bad in (3, 0):
         with pytest.raises(ConfigError, match=r"^k_unroll: .*expected one of 1, 2"):
             KernelConfig(persistent=True, k_unroll=bad)
+    with pytest.raises(ConfigError, match=r"^k_unroll: True .*expected a whole number"):
+        KernelConfig(persistent=True, k_unroll=True)
     # Runs stored before the knob existed take one key block an iteration.
     old = {k: v for k, v in pairs.to_dict().items() if k != "k_unroll"}
     assert KernelConfig.from_dict(old).k_unroll == 1
@@ -170,7 +188,19 @@ BAD_CONFIG = {
     "num_ctas": st.one_of(
         st.integers(-3, 100).filter(lambda c: c not in CLUSTER_CTAS), st.just(True)
     ),
+    "k_unroll": st.one_of(st.integers(-3, 10).filter(lambda u: u not in (1, 2)), st.just(None)),
+    "k_latency": st.one_of(st.integers(max_value=0), st.integers(11, 100), st.just(True)),
+    "v_latency": st.one_of(st.integers(max_value=0), st.integers(11, 100), st.just(2.0)),
+    "pipeline": st.sampled_from([1, "on", None]),
+    "persistent": st.sampled_from([1, "yes"]),
+    "store_tma": st.sampled_from([0, "off"]),
 }
+
+
+def test_every_knob_of_the_registry_is_a_field_with_its_default() -> None:
+    fields = KernelConfig().to_dict()
+    assert {name: fields[name] for name in KNOBS} == {k.name: k.default for k in KNOBS.values()}
+    assert set(BAD_CONFIG) >= set(KNOBS)  # every knob is in the bad-value walk below
 
 
 @settings(max_examples=200, deadline=None)

@@ -56,9 +56,7 @@ def test_a_refusal_names_the_knob_the_value_and_why() -> None:
         "the cuTile kernel takes 64, 128, 256"
     )
     # Values first: a rule between knobs is only checked on sound values.
-    assert [v.field for v in knobs.violations({"k_unroll": 3, "persistent": False})] == [
-        "k_unroll"
-    ]
+    assert [v.field for v in knobs.violations({"k_unroll": 3, "persistent": False})] == ["k_unroll"]
     with pytest.raises(ValueError, match=r"^persistent: True is not allowed; .*window kernel"):
         knobs.check_launch({"persistent": True}, "window")
     knobs.check_launch({"persistent": True})  # the mask's rules only with a mask

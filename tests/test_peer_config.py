@@ -51,7 +51,7 @@ def test_the_project_kernels_runs_keep_their_full_config(
 ) -> None:
     run_id = stored_run(db_path, "reference", measure)
     row = next(line for line in run_cli("runs").out.splitlines() if line.startswith(str(run_id)))
-    assert "64×64 causal autotune occ 2" in row
+    assert "64×64 causal fast-math k-split remap autotune occ 2" in row
     (record,) = csv.DictReader(io.StringIO(run_cli("export", "--csv", "-").out))
     assert record["config_tile_m"] == "64" and record["config_autotune"] == "True"
 

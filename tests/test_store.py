@@ -336,3 +336,38 @@ def test_a_point_is_stored_with_its_block_map_or_not_at_all(
         [point] = store.points(run_id)
         assert point.blocks_masked == result.block_counts()["masked"]
         assert store.block_map(run_id, point.seq_len) is not None
+
+
+def test_exported_config_columns_keep_their_order_and_new_knobs_append(db_path: Path) -> None:
+    """A spreadsheet built on an older export still finds its columns where they were; the
+    knobs added since (the load latencies, the pipeline, the TMA store) come after them, and a
+    run stored before they existed exports the kernel's defaults it ran with."""
+    import csv
+    import json
+
+    from workbench.config import KernelConfig, Problem, SweepSpec
+    from workbench.store import Store, export_columns
+
+    columns = export_columns()
+    config = [c.removeprefix("config_") for c in columns if c.startswith("config_")]
+    assert config == [
+        "tile_m", "tile_n", "fast_math", "k_split", "remap", "mask", "window", "autotune",
+        "occupancy", "num_worker_warps", "poly_exp2_cols", "num_ctas", "persistent", "k_unroll",
+        "k_latency", "v_latency", "pipeline", "store_tma",
+    ]  # fmt: skip
+    assert columns.index("config_store_tma") + 1 == columns.index("gpu")
+    spec = SweepSpec(Problem(heads=1, head_dim=32), (16,), KernelConfig(), backend="reference")
+    with Store(db_path) as store:
+        run_id = store.create_run(spec, {"hostname": "h"})
+        old = {k: v for k, v in KernelConfig().to_dict().items() if k in config[:14]}
+        store.db.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(old), run_id])
+        store.db.conn.commit()
+        store.finish_run(run_id, "complete")
+        stored = store.run(run_id).config.fields_for("cutile")
+        out = db_path.with_name("old.csv")
+        store.export_csv(out, [run_id])
+    assert {k: stored[k] for k in config[14:]} == {
+        "k_latency": 2, "v_latency": 4, "pipeline": False, "store_tma": True,
+    }  # fmt: skip
+    with out.open(newline="") as handle:
+        assert next(csv.reader(handle)) == columns

@@ -44,7 +44,7 @@ PERSISTENT = {
         (STORED, "64×128 occ 2 lat 3/6"),
         (
             {**STORED, "tile_m": 128, "occupancy": 2, "num_ctas": 2, "poly_exp2_cols": 16},
-            "128×128 occ 2 cluster 2 lat 3/6 poly 16",
+            "128×128 occ 2 poly 16 cluster 2 lat 3/6",
         ),
         (
             {

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from kernels import knobs
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
 from workbench.compare import compare_cell, format_delta, format_speedup, problem_differences
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
-    TILE_SIZES,
-    WORKER_WARPS,
     ConfigError,
     KernelConfig,
     Problem,
@@ -86,6 +86,68 @@ def _add_gpu_timing(group: Any) -> None:
     )
 
 
+def knob_help(knob: knobs.Knob) -> str:
+    """A knob's help line, all from the registry: what it does, the values (the cuTile
+    kernel's where it takes fewer), the rules, the default (argparse adds it for a switch)."""
+    parts = [knob.help]
+    if knob.kind is not bool:
+        values = knob.values_text()
+        for capability, narrower in knob.narrower.items():
+            who = knobs.CAPABILITY_NAMES.get(capability, capability)
+            values += f" ({who}: {knob.values_text(narrower)})"
+        if knob.choices_note:
+            values += f" ({knob.choices_note})"
+        parts.append(values)
+    if knobs.rules_text(knob.name):
+        parts.append(knobs.rules_text(knob.name))
+    default = ("on" if knob.default else "off") if knob.kind is bool else knob.text(knob.default)
+    parts.append(f"default {default}")
+    return "; ".join(parts)
+
+
+def _add_knob_flag(group: Any, knob: knobs.Knob) -> None:
+    """The registry's flag for ``knob``: ``--x/--no-x`` for a switch, a number otherwise."""
+    if knob.kind is bool:
+        group.add_argument(
+            knob.flag,
+            dest=knob.name,
+            action=argparse.BooleanOptionalAction,
+            default=knob.default,
+            help=knob_help(knob),
+        )
+    else:
+        group.add_argument(
+            knob.flag, dest=knob.name, type=int, default=knob.default, help=knob_help(knob)
+        )
+
+
+ARCH_HELP = (
+    "offer the cuTile kernel's knob values for this GPU architecture (sm_90, sm_120, ...) "
+    "instead of the local GPU's; 'any': every value the kernel takes"
+)
+
+
+def _add_arch(group: Any) -> None:
+    group.add_argument("--arch", metavar="sm_XY", help=ARCH_HELP)
+
+
+def knob_arch(args: argparse.Namespace) -> str | None:
+    """The GPU architecture whose knob offering applies: ``--arch``, else the local GPU's (from
+    nvidia-smi, no CUDA context), else None (no GPU: every value the kernel takes)."""
+    arch = getattr(args, "arch", None)
+    if arch is None:
+        from workbench.ladder import local_gpu_arch
+
+        return local_gpu_arch()
+    if arch == "any":
+        return None
+    if not re.fullmatch(r"sm_\d{2,3}", arch):
+        raise UsageError(
+            f"--arch: {arch!r} is not an architecture; expected sm_90, sm_120, ... or any"
+        )
+    return arch
+
+
 def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> None:
     g = p.add_argument_group("problem")
     g.add_argument(
@@ -106,49 +168,11 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
         help="causal offset: P cached keys before the queries (k_len = N + P); default 0",
     )
     k = p.add_argument_group("kernel")
-    k.add_argument("--tile-m", type=int, default=64, help=f"query tile, one of {TILE_SIZES}")
-    k.add_argument("--tile-n", type=int, default=64, help=f"key tile, one of {TILE_SIZES}")
     k.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
     k.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
-    k.add_argument("--fast-math", action="store_true", help="flush-to-zero exp2, approx division")
-    k.add_argument("--k-split", action="store_true", help="unmasked and masked blocks in 2 loops")
-    k.add_argument("--remap", action="store_true", help="program-id remapping (heavy first)")
-    k.add_argument("--autotune", action="store_true", help="let the backend pick tiles and hints")
-    k.add_argument("--occupancy", type=int, help="target CTAs per SM hint (1-32)")
-    k.add_argument(
-        "--worker-warps",
-        type=int,
-        help=f"num_worker_warps hint: {' or '.join(map(str, WORKER_WARPS))} (what the cuTile "
-        "kernel takes)",
-    )
-    k.add_argument(
-        "--cluster-ctas",
-        type=int,
-        help="CTAs per cluster hint (num_ctas): 1, 2, 4, 8 or 16; e.g. --tile-m 128 "
-        "--cluster-ctas 2 --occupancy 2 is the H200's 2-CTA cluster config",
-    )
-    k.add_argument(
-        "--poly-exp2-cols",
-        type=int,
-        default=0,
-        help="exp2 of this many score columns per key block as an FMA polynomial, off the "
-        "MUFU unit (tile-n/2, /4, /8 or /16; needs --k-split; default 0: off)",
-    )
-    k.add_argument(
-        "--persistent",
-        action="store_true",
-        help="cuTile, --mask none or causal: a persistent grid (one program per SM slot "
-        "looping over the tiles; causal problems that are not whole square tiles run one CTA "
-        "per tile)",
-    )
-    k.add_argument(
-        "--k-unroll",
-        type=int,
-        default=1,
-        help="with --persistent and --mask none: key blocks per iteration of its key loop, 1 "
-        "or 2 (2 gives K and V two shared-memory buffers each; applied where k_len is an even "
-        "number of whole key blocks and --k-split is on, else 1; default 1)",
-    )
+    for knob in knobs.EXPOSED:
+        _add_knob_flag(k, knob)
+    _add_arch(k)
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", type=int, help="untimed launches before sampling")
     t.add_argument("--samples", type=int, help="minimum timed samples per point")
@@ -205,8 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("blockmap", help="which q×k blocks a configuration computes, masks, skips")
     p.add_argument("--q-len", type=int, required=True, help="query length (rows)")
     p.add_argument("--k-len", type=int, help="default: q-len + input-pos")
-    p.add_argument("--tile-m", type=int, default=64, help=f"query tile, one of {TILE_SIZES}")
-    p.add_argument("--tile-n", type=int, default=64, help=f"key tile, one of {TILE_SIZES}")
+    for name in ("tile_m", "tile_n"):
+        _add_knob_flag(p, knobs.KNOBS[name])
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
     p.add_argument("--input-pos", type=int, default=0, help="causal offset of the queries")
     p.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
@@ -258,6 +282,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser("backends", help="which backends this machine can run, and why not")
+    _add_json(p)
+
+    p = sub.add_parser(
+        "knobs",
+        help="the kernel knobs: flags, defaults, the values each backend takes on this GPU's "
+        "architecture (or --arch), and the rules between them",
+    )
+    _add_arch(p)
     _add_json(p)
     return parser
 
@@ -319,21 +351,11 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         k_len=1 + args.input_pos,
     )
     config = KernelConfig(
-        tile_m=args.tile_m,
-        tile_n=args.tile_n,
-        fast_math=args.fast_math,
-        k_split=args.k_split,
-        remap=args.remap,
         mask=args.mask,
         window=args.window,
-        autotune=args.autotune,
-        occupancy=args.occupancy,
-        num_worker_warps=args.worker_warps,
-        poly_exp2_cols=args.poly_exp2_cols,
-        num_ctas=args.cluster_ctas,
-        persistent=args.persistent,
-        k_unroll=args.k_unroll,
+        **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
     )
+    check_offered(config, _sweep_backends(args), args)
     return SweepSpec(
         problem=problem,
         seq_lens=parse_seq_lens(args.seq_lens),
@@ -342,6 +364,27 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         label=args.label,
         seed=args.seed,
     )
+
+
+def _sweep_backends(args: argparse.Namespace) -> list[str]:
+    names = args.backends.split(",") if getattr(args, "backends", None) else [args.backend]
+    return [n.strip() for n in names if n.strip()]
+
+
+def check_offered(config: KernelConfig, backends: Sequence[str], args: argparse.Namespace) -> None:
+    """Refuse a knob value a backend does not run (the cuTile kernel's tiles; on the GPU
+    architecture, what the registry keeps off it), in the words the backend and the window use,
+    before anything is written."""
+    from workbench.backends import knob_capability
+
+    capabilities = {knob_capability(name) for name in backends} - {None}
+    if not capabilities:
+        return
+    arch = knob_arch(args)
+    for capability in sorted(capabilities):
+        values = config.knob_values()
+        for problem in knobs.value_violations(values, capability=capability, arch=arch):
+            raise ConfigError(problem.field, problem.value, problem.reason)
 
 
 def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:
@@ -862,6 +905,66 @@ def cmd_backends(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def knobs_table(arch: str | None) -> dict[str, Any]:
+    """The registry as the CLI offers it: every knob with its flag, default and values (the
+    cuTile kernel's on ``arch``), the rules between knobs, and what ``arch`` does not run."""
+    rows = []
+    for knob in knobs.EXPOSED:
+        rows.append(
+            {
+                "knob": knob.name,
+                "flag": knob.flag,
+                "label": knob.label,
+                "default": knob.default,
+                "values": list(knob.values),
+                "cutile": list(knobs.offered(knob.name, capability=knobs.CUTILE, arch=arch)),
+                "rules": knobs.rules_text(knob.name),
+                "tunable": knob.tunable,
+                "feeds": knob.constant or knob.hint,
+                "help": knob.help,
+            }
+        )
+    refused = [
+        {
+            "knob": rule.field,
+            "values": sorted(rule.refuses),
+            "reason": rule.message(arch),
+            "source": rule.source,
+        }
+        for rule in knobs.ARCH_RULES
+        if arch in rule.archs
+    ]
+    return {"arch": arch, "knobs": rows, "not_offered": refused}
+
+
+def cmd_knobs(args: argparse.Namespace) -> int:
+    table = knobs_table(knob_arch(args))
+    if args.json:
+        _emit_json(table)
+        return EXIT_OK
+    where = f"cutile on {table['arch']}" if table["arch"] else "cutile"
+
+    def shown(name: str, values: list[Any]) -> str:
+        return knobs.KNOBS[name].values_text(values) if values else "-"
+
+    rows = [
+        [
+            r["knob"],
+            r["flag"],
+            knobs.KNOBS[r["knob"]].text(r["default"]),
+            shown(r["knob"], r["values"]),
+            shown(r["knob"], r["cutile"]),
+            r["rules"],
+        ]
+        for r in table["knobs"]
+    ]
+    print(_table(rows, ["knob", "flag", "default", "values", where, "rules"]))
+    for refused in table["not_offered"]:
+        values = knobs.KNOBS[refused["knob"]].values_text(refused["values"])
+        print(f"{refused['knob']} {values}: {refused['reason']}")
+    return EXIT_OK
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     try:
         from workbench.gui.app import main as gui_main
@@ -884,6 +987,7 @@ COMMANDS = {
     "ladder": cmd_ladder,
     "report": cmd_report,
     "backends": cmd_backends,
+    "knobs": cmd_knobs,
 }
 
 

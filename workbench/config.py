@@ -8,22 +8,18 @@ field, the bad value and what is allowed; the CLI prints it as one line and the 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# The kernel's own knob values (cluster sizes, polynomial shares), checked here the same way.
-from kernels.knobs import CLUSTER_CTAS, K_UNROLLS, poly_exp2_choices
+from kernels import knobs
 from kernels.schedule import MASK_MODES
 
 DTYPES = ("float16", "bfloat16")
 DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
-TILE_SIZES = (16, 32, 64, 128, 256)
 HEAD_DIMS = (32, 64, 128, 256)
-# The worker-warp counts the cuTile kernel runs (kernels.cutile_fmha.WORKER_WARPS: tileiras 13.4
-# takes 4 and 8, other powers of two need CTK 13.5); the other backends ignore the hint.
-WORKER_WARPS = (4, 8)
 MAX_SEQ_LEN = 1 << 20
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1
@@ -149,42 +145,39 @@ class Problem:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-@dataclass(frozen=True)
-class KernelConfig:
-    """The knobs of the optimization stack. Backends ignore knobs they do not have."""
+# Where mask and window sit among the knob fields: after remap, as in the first exported CSVs,
+# so that column order holds for old knobs and every new knob appends.
+_MASK_FIELDS_AFTER = "remap"
 
-    tile_m: int = 64
-    tile_n: int = 64
-    fast_math: bool = False
-    k_split: bool = False
-    remap: bool = False
+
+def _knob_fields(cls: type) -> type:
+    """Give ``cls`` one field per knob of the registry (:data:`kernels.knobs.KNOBS`), in its
+    order, typed and defaulted by it, around the class's own fields (the mask and window);
+    then make it a frozen dataclass."""
+    own = dict(inspect.get_annotations(cls))
+    annotations: dict[str, Any] = {}
+    for knob in knobs.KNOBS.values():
+        optional = None in knob.values
+        annotations[knob.name] = f"{knob.kind.__name__}{' | None' if optional else ''}"
+        setattr(cls, knob.name, knob.default)
+        if knob.name == _MASK_FIELDS_AFTER:
+            annotations.update(own)
+    cls.__annotations__ = annotations
+    return dataclass(frozen=True)(cls)
+
+
+@_knob_fields
+class KernelConfig:
+    """The knobs of the optimization stack (one field per :data:`kernels.knobs.KNOBS` entry)
+    and the mask. Backends ignore knobs they do not have."""
+
     mask: str = "none"
     window: int | None = None
-    autotune: bool = False
-    occupancy: int | None = None
-    num_worker_warps: int | None = None
-    # exp2 of this many score columns per key block as an FMA polynomial instead of on the
-    # MUFU unit (the cuTile kernel's unmasked loop; 0 = off)
-    poly_exp2_cols: int = 0
-    # CTAs per cluster (cuTile's num_ctas hint; None: the compiler's choice). At tile_m=128 with
-    # occupancy 2, a 2-CTA cluster splits the rows 64/64 and TMA multicasts K/V to both CTAs.
-    # Last, so exported CSV columns keep the order they had before the knob existed.
-    num_ctas: int | None = None
-    # The cuTile kernel's persistent grid (mask none or causal): one program per SM slot
-    # looping over the tiles; causal problems that are not whole square tiles run one CTA per
-    # tile (kernels.schedule.causal_grid_aligned). After num_ctas for the same reason.
-    persistent: bool = False
-    # Key blocks per iteration of the persistent grid's key loop (mask none only): 2 gives K
-    # and V two shared-memory buffers each (the kernel falls back to 1 where the key blocks
-    # do not pair up). Last, after persistent, for the same reason.
-    k_unroll: int = 1
 
     def __post_init__(self) -> None:
-        _check_choice("tile_m", self.tile_m, TILE_SIZES)
-        _check_choice("tile_n", self.tile_n, TILE_SIZES)
-        for name in ("fast_math", "k_split", "remap", "autotune", "persistent"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, getattr(self, name), "expected true or false")
+        values = self.knob_values()
+        for problem in knobs.value_violations(values):
+            raise ConfigError(problem.field, problem.value, problem.reason)
         _check_choice("mask", self.mask, MASK_MODES)
         if self.mask == "window":
             if self.window is None:
@@ -192,50 +185,12 @@ class KernelConfig:
             _check_int("window", self.window, 1, MAX_SEQ_LEN)
         elif self.window is not None:
             raise ConfigError("window", self.window, "a window size needs mask 'window'")
-        if self.occupancy is not None:
-            _check_int("occupancy", self.occupancy, 1, 32)
-        if self.num_worker_warps is not None:
-            _check_choice("num_worker_warps", self.num_worker_warps, WORKER_WARPS)
-        if self.num_ctas is not None:
-            _check_choice("num_ctas", self.num_ctas, CLUSTER_CTAS)
-        if self.persistent and self.mask == "window":
-            raise ConfigError(
-                "persistent",
-                True,
-                "the persistent grid is for mask none or causal (got window): there is no "
-                "window kernel for it; turn it off or pick another mask",
-            )
-        if self.persistent and (self.num_ctas or 1) > 1:
-            raise ConfigError(
-                "persistent",
-                True,
-                f"the persistent grid does not run as clusters (num_ctas {self.num_ctas}); "
-                "turn one of them off",
-            )
-        _check_choice("k_unroll", self.k_unroll, K_UNROLLS)
-        if self.k_unroll > 1 and not self.persistent:
-            raise ConfigError(
-                "k_unroll",
-                self.k_unroll,
-                "key blocks in pairs are for the persistent grid only; turn the persistent "
-                "grid on or take 1 block an iteration",
-            )
-        if self.k_unroll > 1 and self.mask != "none":
-            raise ConfigError(
-                "k_unroll",
-                self.k_unroll,
-                f"key blocks in pairs are for mask none only (got {self.mask}): the causal "
-                "persistent grid takes 1 block an iteration",
-            )
-        if self.poly_exp2_cols != 0 or isinstance(self.poly_exp2_cols, bool):
-            _check_choice("poly_exp2_cols", self.poly_exp2_cols, poly_exp2_choices(self.tile_n))
-            if not self.k_split:
-                raise ConfigError(
-                    "poly_exp2_cols",
-                    self.poly_exp2_cols,
-                    "needs the K-loop split: the polynomial replaces exp2 only in the "
-                    "unmasked loop",
-                )
+        for problem in knobs.rule_violations(values, self.mask):
+            raise ConfigError(problem.field, problem.value, problem.reason)
+
+    def knob_values(self) -> dict[str, Any]:
+        """The registry's knobs and their values (no mask, no window)."""
+        return {name: getattr(self, name) for name in knobs.KNOBS}
 
     @property
     def causal(self) -> bool:
@@ -261,23 +216,10 @@ class KernelConfig:
         return data
 
     def summary(self) -> str:
-        """Short human description, e.g. ``128×64 causal ftz split remap``."""
-        parts = [f"{self.tile_m}×{self.tile_n}", self.mask_summary()]
-        flags = [
-            ("fast-math", self.fast_math),
-            ("k-split", self.k_split),
-            ("remap", self.remap),
-            ("autotune", self.autotune),
-        ]
-        parts += [name for name, on in flags if on]
-        parts += hint_words(
-            self.occupancy, self.num_worker_warps, self.num_ctas, self.poly_exp2_cols
-        )
-        if self.persistent:
-            parts.append("persistent")
-        if self.k_unroll > 1:
-            parts.append(f"k-unroll {self.k_unroll}")
-        return " ".join(parts)
+        """Short human description in the registry's words, e.g. ``128×64 causal fast-math
+        k-split remap occ 2``: the tiles, the mask, then each knob that is on or set."""
+        tiles, *rest = knobs.words(self.knob_values())
+        return " ".join([tiles, self.mask_summary(), *rest])
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -299,29 +241,6 @@ class KernelConfig:
                 if f.name in data:
                     object.__setattr__(config, f.name, data[f.name])
             return config
-
-
-def hint_words(
-    occupancy: int | None,
-    num_worker_warps: int | None,
-    num_ctas: int | None,
-    poly_exp2_cols: int | None,
-    before_poly: Sequence[str] = (),
-) -> list[str]:
-    """The compiler hints and the polynomial exp2 as label words (``occ 2``, ``8 warps``,
-    ``cluster 2``, ``poly 16``), each only when set; ``before_poly`` goes in before ``poly``.
-    One wording for the form's config and for what an autotuned point launched."""
-    words = []
-    if occupancy is not None:
-        words.append(f"occ {occupancy}")
-    if num_worker_warps is not None:
-        words.append(f"{num_worker_warps} warps")
-    if num_ctas is not None:
-        words.append(f"cluster {num_ctas}")
-    words += before_poly
-    if poly_exp2_cols:
-        words.append(f"poly {poly_exp2_cols}")
-    return words
 
 
 def parse_seq_lens(text: str) -> tuple[int, ...]:

@@ -2,8 +2,9 @@
 
 With autotune on, the form's tiles and hints are only nominal: the cuTile backend stores the
 launch the tuner chose in each point's ``extra["launch"]``. These labels read that record in the
-style of :meth:`workbench.config.KernelConfig.summary`. Stored data outlives code versions, so a
-missing or odd key is skipped (or shown as ``?`` for a tile) rather than raised.
+registry's words (:func:`kernels.knobs.words`), as :meth:`workbench.config.KernelConfig.summary`
+does. Stored data outlives code versions, so a missing or odd key is skipped (or shown as ``?``
+for a tile) rather than raised.
 """
 
 from __future__ import annotations
@@ -11,60 +12,35 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kernels.knobs import DEFAULT_LOAD_LATENCIES
-from workbench.config import hint_words
+from kernels import knobs
 
 
-def _whole(value: Any) -> int | None:
-    """``value`` if it is a whole number (bools are not), else None."""
+def _clean(name: str, value: Any) -> Any:
+    """``value`` if it is one a knob of this kind can have (a whole number, not a bool, for a
+    number; a bool for a switch), else the knob's default: stored records outlive versions."""
+    knob = knobs.KNOBS[name]
+    if knob.kind is bool:
+        return value if isinstance(value, bool) else knob.default
     if isinstance(value, bool) or not isinstance(value, int):
-        return None
+        return knob.default
     return value
 
 
-def _tile(value: Any) -> str:
-    number = _whole(value)
-    return str(number) if number is not None else "?"
-
-
 def launch_summary(launch: Any) -> str:
-    """A stored launch record as e.g. ``128×128 occ 2 cluster 2 lat 3/6 poly 16``.
-
-    Tiles always; occupancy, worker warps, cluster size, pipelining and poly exp2 only when set;
-    latencies only when not the defaults 2/4; ``stg`` when the output skips the TMA store;
-    ``persistent`` for the persistent grid, ``k-unroll 2`` when it takes key blocks in pairs.
+    """A stored launch record as e.g. ``128×128 occ 2 poly 16 cluster 2 lat 3/6``: the tuned
+    knobs (:data:`kernels.knobs.TUNABLE`) in the registry's words, the tiles always and the
+    rest where they depart from the kernel's defaults. A missing or odd tile shows as ``?``;
+    a missing or odd other value as its default (older records lack the newer knobs).
     "" when ``launch`` is not a mapping or is empty (nothing to say).
     """
     if not isinstance(launch, Mapping) or not launch:
         return ""
-    k_lat = _whole(launch.get("k_latency"))
-    v_lat = _whole(launch.get("v_latency"))
-    latencies = (
-        k_lat if k_lat is not None else DEFAULT_LOAD_LATENCIES[0],
-        v_lat if v_lat is not None else DEFAULT_LOAD_LATENCIES[1],
-    )
-    # Only departures from the kernel's defaults are shown.
-    loads = [f"lat {latencies[0]}/{latencies[1]}"] if latencies != DEFAULT_LOAD_LATENCIES else []
-    if launch.get("pipeline") is True:
-        loads.append("pipe")
-    parts = [f"{_tile(launch.get('tile_m'))}×{_tile(launch.get('tile_n'))}"]
-    parts += hint_words(
-        _whole(launch.get("occupancy")),
-        _whole(launch.get("num_worker_warps")),
-        _whole(launch.get("num_ctas")),
-        _whole(launch.get("poly_exp2_cols")),
-        before_poly=loads,
-    )
-    # Only an explicit False: older records have no key and always stored through TMA.
-    if launch.get("store_tma") is False:
-        parts.append("stg")
-    if launch.get("persistent") is True:
-        parts.append("persistent")
-    # Older records have no key: one key block an iteration.
-    k_unroll = _whole(launch.get("k_unroll"))
-    if k_unroll is not None and k_unroll > 1:
-        parts.append(f"k-unroll {k_unroll}")
-    return " ".join(parts)
+    values = {name: _clean(name, launch.get(name)) for name in knobs.TUNABLE}
+    for tile in ("tile_m", "tile_n"):
+        raw = launch.get(tile)
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            values[tile] = "?"
+    return " ".join(knobs.words(values, knobs.TUNABLE))
 
 
 def tuned_label(autotune: bool, extra: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from gui_helpers import pick, type_into
 
+from kernels.knobs import applies
 from workbench.backends.base import Availability
 from workbench.config import ConfigError, KernelConfig, Problem, parse_seq_lens
 from workbench.gui.controls import SEQ_PRESETS, ControlsPanel
@@ -33,12 +34,14 @@ def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
     pick(form.tile_n, 64)
     pick(form.mask, "causal-offset")
     type_into(qtbot, form.input_pos, "512")
-    for box in (form.fast_math, form.k_split, form.remap, form.autotune):
+    for box in (form.fast_math, form.remap, form.autotune, form.pipeline, form.store_tma):
         box.click()  # a full press-release click on the check box
-    type_into(qtbot, form.occupancy, "2")
+    pick(form.occupancy, 2)
     pick(form.num_worker_warps, 4)
     pick(form.num_ctas, 2)
     pick(form.poly_exp2_cols, 8)
+    pick(form.k_latency, 3)
+    pick(form.v_latency, 6)
     type_into(qtbot, form.label, "  gqa causal  ")
     spec = form.spec()
     assert spec.problem == Problem(
@@ -54,18 +57,40 @@ def test_every_knob_reaches_the_spec(qtbot: Any, form: ControlsPanel) -> None:
     assert spec.config == KernelConfig(
         tile_m=128,
         tile_n=64,
-        fast_math=True,
+        fast_math=False,
         k_split=True,
-        remap=True,
+        remap=False,
         mask="causal",
         autotune=True,
         occupancy=2,
         num_worker_warps=4,
         poly_exp2_cols=8,
         num_ctas=2,
+        k_latency=3,
+        v_latency=6,
+        pipeline=True,
+        store_tma=False,
     )
     assert spec.seq_lens == (1024, 4096) and spec.label == "gqa causal"
     assert spec.backend == "reference"
+
+
+def test_the_kernel_rows_are_the_registry(form: ControlsPanel) -> None:
+    """A row per knob, its entries the registry's values in the registry's words, its tooltip
+    the registry's help; untouched, the form runs the registry's defaults."""
+    from PySide6.QtWidgets import QCheckBox
+
+    from kernels.knobs import EXPOSED
+
+    for knob in EXPOSED:
+        widget = form.field_widget(knob.name)
+        assert widget is not None and knob.help in widget.toolTip(), knob.name
+        if knob.kind is bool:
+            assert isinstance(widget, QCheckBox) and widget.text() == knob.label
+        else:
+            entries = [(widget.itemText(i), widget.itemData(i)) for i in range(widget.count())]
+            assert entries == [(knob.text(v), v) for v in knob.values], knob.name
+    assert form.spec().config == KernelConfig()
 
 
 def test_defaults_mean_not_set(form: ControlsPanel) -> None:
@@ -76,7 +101,7 @@ def test_defaults_mean_not_set(form: ControlsPanel) -> None:
     assert spec.config.num_ctas is None and form.num_ctas.currentText() == "auto"
     assert spec.config.persistent is False and not form.persistent.isChecked()
     assert spec.config.window is None and spec.problem.input_pos == 0
-    assert form.kv_heads.text() == "same as heads" and form.occupancy.text() == "auto"
+    assert form.kv_heads.text() == "same as heads" and form.occupancy.currentText() == "auto"
 
 
 def test_range_presets_fill_the_field(form: ControlsPanel) -> None:
@@ -130,14 +155,16 @@ def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: Contr
     stored = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True)
     form.load_run(problem, stored, (1024,), "reference", "persistent")
     assert form.persistent.isChecked() and form.spec().config == stored
-    # Causal keeps it (the causal persistent grid); a window greys the box out and takes it
-    # out of the config, as the window size is without the window mask; back to no mask, the
-    # tick is still there and in effect.
+    # Causal keeps it (the causal persistent grid). A window greys the box out, unticked (what
+    # runs), saying why in the registry's words; back to no mask, the tick is back.
     pick(form.mask, "causal")
     assert form.persistent.isEnabled() and form.spec().config.persistent is True
-    assert form.spec().config.summary() == "128×128 causal k-split persistent"
+    assert form.spec().config.summary() == "128×128 causal fast-math k-split remap persistent"
     pick(form.mask, "window")
-    assert not form.persistent.isEnabled() and form.persistent.isChecked()
+    assert not form.persistent.isEnabled() and not form.persistent.isChecked()
+    reason = applies("persistent", {"persistent": True}, "window")
+    assert reason and form.persistent.toolTip().startswith(reason)
+    assert "no window kernel" in form.persistent.toolTip()
     assert form.spec().config.persistent is False
     pick(form.mask, "none")
     assert form.persistent.isEnabled() and form.spec().config.persistent is True
@@ -150,14 +177,19 @@ def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: Contr
     assert form.invalid_fields() == ["persistent"]
     form.persistent.click()
     assert form.invalid_fields() == [] and form.spec().config.persistent is False
+    # Now a cluster is set, the box cannot be ticked, and says why.
+    assert not form.persistent.isEnabled() and "does not run as clusters" in (
+        form.persistent.toolTip()
+    )
 
 
 def test_key_pairs_follow_the_persistent_box(qtbot: Any, form: ControlsPanel) -> None:
     pick(form.tile_m, 128)
     pick(form.tile_n, 128)
-    form.k_split.click()
-    # Greyed out until the persistent grid is on; then 2 reaches the config and its summary.
+    # Greyed out until the persistent grid is on, with the registry's reason; then 2 reaches
+    # the config and its summary.
     assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    assert "persistent grid only" in form.k_unroll.toolTip()
     form.persistent.click()
     assert form.k_unroll.isEnabled()
     pick(form.k_unroll, 2)
@@ -165,13 +197,16 @@ def test_key_pairs_follow_the_persistent_box(qtbot: Any, form: ControlsPanel) ->
     assert (config.persistent, config.k_unroll) == (True, 2)
     assert config.summary().endswith("persistent k-unroll 2")
     # Off again, or a mask (the causal persistent grid takes one block, a window none):
-    # kept, greyed, not in effect.
+    # greyed, showing and running 1, and the 2 back when it applies again.
     form.persistent.click()
     assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    assert form.k_unroll.currentData() == 1
     form.persistent.click()
+    assert form.spec().config.k_unroll == 2
     for mask in ("causal", "window"):
         pick(form.mask, mask)
         assert not form.k_unroll.isEnabled() and form.spec().config.k_unroll == 1
+    assert "mask none only" in form.k_unroll.toolTip() or "persistent" in form.k_unroll.toolTip()
     pick(form.mask, "none")
     assert form.spec().config.k_unroll == 2
     # A stored run's setting comes back, and a run without it resets the box.
@@ -181,6 +216,29 @@ def test_key_pairs_follow_the_persistent_box(qtbot: Any, form: ControlsPanel) ->
     stored = KernelConfig(tile_m=128, tile_n=128, k_split=True, persistent=True, k_unroll=2)
     form.load_run(problem, stored, (1024,), "reference", "pairs")
     assert form.k_unroll.isEnabled() and form.spec().config == stored
+    # ... and a run without it again does not bring back the pairs kept before.
+    form.load_run(problem, KernelConfig(), (1024,), "reference", "")
+    form.persistent.click()
+    assert form.spec().config.k_unroll == 1
+
+
+def test_the_polynomial_and_the_pipeline_need_the_split(qtbot: Any, form: ControlsPanel) -> None:
+    pick(form.tile_n, 128)
+    pick(form.poly_exp2_cols, 32)
+    form.pipeline.click()
+    form.k_split.click()  # off: both greyed out, saying why, and not in the run
+    for box, name in ((form.poly_exp2_cols, "poly_exp2_cols"), (form.pipeline, "pipeline")):
+        assert not box.isEnabled() and "needs the K-loop split" in box.toolTip(), name
+    config = form.spec().config
+    assert (config.k_split, config.poly_exp2_cols, config.pipeline) == (False, 0, False)
+    form.k_split.click()
+    config = form.spec().config
+    assert (config.poly_exp2_cols, config.pipeline) == (32, True)
+    # The polynomial's entries follow the key tile: 64 columns of a 64-key block is refused.
+    pick(form.tile_n, 64)
+    assert 64 not in form.offered("poly_exp2_cols") and 32 in form.offered("poly_exp2_cols")
+    row = form.poly_exp2_cols.findData(64)
+    assert "with tile_n 64" in form.poly_exp2_cols.model().item(row).toolTip()
 
 
 def test_state_round_trips(qtbot: Any, form: ControlsPanel) -> None:
@@ -217,7 +275,7 @@ def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
         "16",
     ]
     pick(form.tile_m, 128)
-    type_into(qtbot, form.occupancy, "2")
+    pick(form.occupancy, 2)
     pick(form.num_ctas, 2)
     config = form.spec().config
     assert (config.tile_m, config.occupancy, config.num_ctas) == (128, 2, 2)
@@ -332,7 +390,7 @@ def test_with_cutile_ticked_the_form_offers_only_the_tiles_and_head_dims_it_runs
     assert form.offered("tile_m") == form.offered("tile_n") == [64, 128, 256]
     assert form.offered("head_dim") == [64, 128, 256]
     row = form.tile_m.findData(32)
-    assert form.tile_m.model().item(row).toolTip() == "cutile takes 64, 128, 256"
+    assert form.tile_m.model().item(row).toolTip() == "the cuTile kernel takes 64, 128, 256"
     for tile in form.offered("tile_m"):
         for head_dim in form.offered("head_dim"):
             form.tile_m.setCurrentIndex(form.tile_m.findData(tile))
@@ -343,3 +401,50 @@ def test_with_cutile_ticked_the_form_offers_only_the_tiles_and_head_dims_it_runs
                 CutileBackend().check_supported(problem, spec.config)
     tick_backends(qtbot, form, ["reference"])
     assert form.offered("tile_m") == [16, 32, 64, 128, 256]  # unticking gives them back
+
+
+BLACKWELL = "cuTile on NVIDIA RTX PRO 6000 Blackwell (sm_120), tuning table vetted offline"
+
+
+def test_on_sm_120_the_form_offers_only_what_the_architecture_runs(
+    qtbot: Any, form: ControlsPanel
+) -> None:
+    """Issue 27, part 3: the values the offline sm_120 compiles refuse (256-row tiles spill,
+    no kernel fits at occupancy 2) are greyed out with the reason once cuTile is ticked on an
+    sm_120 GPU; every value still offered passes the backend's check and the kernel's own."""
+    fmha = pytest.importorskip("kernels.cutile_fmha", reason="cuda-tile is not installed")
+    from gui_helpers import tick_backends
+
+    from kernels import knobs
+    from workbench.backends.cutile import CutileBackend, launch_knobs
+
+    form.set_backend_statuses(
+        {"reference": Availability(True, "cpu"), "cutile": Availability(True, BLACKWELL)}
+    )
+    assert form.arch() == "sm_120"  # the probe's GPU
+    tick_backends(qtbot, form, ["reference"])  # the CPU reference runs them all
+    assert 256 in form.offered("tile_m") and 2 in form.offered("occupancy")
+    tick_backends(qtbot, form, ["cutile"])
+    assert form.offered("tile_m") == [64, 128] and form.offered("tile_n") == [64, 128, 256]
+    assert form.offered("occupancy") == [None, 1]
+    tip = form.tile_m.model().item(form.tile_m.findData(256)).toolTip()
+    assert tip.startswith("not on sm_120: 256-row tiles spill") and "blackwell-offline" in tip
+    tip = form.occupancy.model().item(form.occupancy.findData(2)).toolTip()
+    assert "not on sm_120" in tip and "102,400 B" in tip
+    problem = Problem(q_len=1024, k_len=1024, head_dim=64)
+    for tile in form.offered("tile_m"):
+        for occupancy in form.offered("occupancy"):
+            pick(form.tile_m, tile)
+            pick(form.occupancy, occupancy)
+            config = form.spec().config
+            CutileBackend().check_supported(problem, config)
+            fmha.LaunchConfig.of(launch_knobs(config))
+            values = config.knob_values()
+            assert not knobs.violations(values, capability="cutile", arch="sm_120")
+    # With autotune the tuner sets tiles and hints: the form's are nominal, all offered.
+    form.autotune.click()
+    assert 256 in form.offered("tile_m") and 2 in form.offered("occupancy")
+    form.autotune.click()
+    # The window follows the probe: on an H200 only the kernel's own tiles are narrowed.
+    form.set_arch("sm_90")
+    assert form.offered("tile_m") == [64, 128, 256] and 2 in form.offered("occupancy")

@@ -20,7 +20,7 @@ def test_settings_survive_a_restart(
     small_problem(qtbot, window, seq_lens="128,512", mask="window", tile=32, label="remember me")
     type_into(qtbot, window.controls.window, "77")
     type_into(qtbot, window.controls.batch, "3")
-    type_into(qtbot, window.controls.occupancy, "2")
+    pick(window.controls.occupancy, 2)
     pick(window.controls.num_worker_warps, 8)
     pick(window.controls.num_ctas, 2)
     window.controls.remap.setChecked(True)

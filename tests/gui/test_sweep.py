@@ -272,12 +272,14 @@ def test_bad_values_are_marked_on_their_field(qtbot: Any, window: Any) -> None:
     assert c.invalid_fields() == ["seq_lens"] and "powers of two" in c.error_label.text()
     assert window.store.count_runs() == 0
 
-    # The polynomial exp2 only replaces exps in the split loop's unmasked part.
+    # A rule between knobs names the knob it is about: the persistent grid runs no clusters.
     type_into(qtbot, c.seq_lens, "64")
-    pick(c.poly_exp2_cols, 16)
+    pick(c.mask, "none")
+    c.persistent.click()
+    pick(c.num_ctas, 2)
     click_run(qtbot, window)
-    assert c.invalid_fields() == ["poly_exp2_cols"]
-    assert "K-loop split" in c.error_label.text()
+    assert c.invalid_fields() == ["persistent"]
+    assert "does not run as clusters" in c.error_label.text()
     assert window.store.count_runs() == 0
 
 

@@ -104,7 +104,7 @@ def test_config_tooltip_lists_the_tuned_launch_per_length(
     window = make_window()
     tip = hover_tooltip(qtbot, window, runs["tuned"])
     lines = tip.splitlines()
-    assert "32×32 none autotune" in lines[0]  # the form's nominal config stays first
+    assert "32×32 none fast-math k-split remap autotune" in lines[0]  # the nominal config first
     assert lines[1:] == [
         "Tuned per sequence length:",
         "N=64: 64×128 occ 2 lat 3/6",

@@ -7,8 +7,11 @@ process that does not need them, and a broken GPU stack only makes its own entri
 from __future__ import annotations
 
 import importlib
+import re
+from collections.abc import Mapping
 from typing import Any
 
+from kernels import knobs
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
 
 __all__ = [
@@ -20,6 +23,8 @@ __all__ = [
     "UnknownBackend",
     "backend_statuses",
     "get_backend",
+    "gpu_arch",
+    "knob_capability",
     "machine_summary",
     "offered_values",
 ]
@@ -38,16 +43,44 @@ GPU_BACKENDS = frozenset({"cutile", "torch-flash", "torch-cudnn", "fa4", "naive"
 BACKEND_NAMES = tuple(_REGISTRY)
 
 
-# Values of the form's fields that a backend takes, where it takes fewer than the config allows
-# (the cuTile kernel's tiles and head dims; the reference runs the config's whole range, and
-# the peers ignore the kernel's tiles). Kept beside the checks that refuse the others.
-def offered_values(name: str) -> dict[str, tuple[Any, ...]]:
-    """Field -> the values backend ``name`` runs, for the fields it narrows."""
-    if name == "cutile":
-        from workbench.backends.cutile import KERNEL_HEAD_DIMS, KERNEL_TILES
+def knob_capability(name: str) -> str | None:
+    """The registry capability (:data:`kernels.knobs.CUTILE`) whose narrower knob values and
+    architecture rules backend ``name`` follows; None for the backends that run every value the
+    config takes (the CPU reference) or ignore the kernel's knobs (the peers)."""
+    return knobs.CUTILE if name == "cutile" else None
 
-        return {"tile_m": KERNEL_TILES, "tile_n": KERNEL_TILES, "head_dim": KERNEL_HEAD_DIMS}
-    return {}
+
+def offered_values(
+    name: str, arch: str | None = None, *, autotune: bool = False
+) -> dict[str, tuple[Any, ...]]:
+    """Field -> the values backend ``name`` runs, for the fields it narrows: the knobs the
+    registry narrows for it (on GPU architecture ``arch``, e.g. ``"sm_120"``; None: any) and
+    the head dim. With ``autotune`` the tuner sets the tunable knobs, so those are not
+    narrowed."""
+    capability = knob_capability(name)
+    if capability is None:
+        return {}
+    from workbench.backends.cutile import KERNEL_HEAD_DIMS
+
+    narrowed: dict[str, tuple[Any, ...]] = {}
+    for knob in knobs.EXPOSED:
+        if autotune and knob.tunable:
+            continue
+        values = knobs.offered(knob.name, capability=capability, arch=arch)
+        if values != knob.values:
+            narrowed[knob.name] = values
+    narrowed["head_dim"] = KERNEL_HEAD_DIMS
+    return narrowed
+
+
+def gpu_arch(statuses: Mapping[str, Availability]) -> str | None:
+    """The architecture of the cuTile backend's GPU (``"sm_90"``), as its probe names it, or
+    None when there is none."""
+    status = statuses.get("cutile")
+    if status is None or not status.available:
+        return None
+    found = re.search(r"\b(sm_\d+)\b", status.reason)
+    return found.group(1) if found else None
 
 
 class UnknownBackend(KeyError):

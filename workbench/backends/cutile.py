@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels import knobs
 from workbench.backends.base import Availability, OpenPoint, PointResult, schedule_for
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import (
@@ -25,7 +26,6 @@ from workbench.backends.gpu import (
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.timing import TimingSettings, TimingStats
 
-KERNEL_TILES = (64, 128, 256)
 KERNEL_HEAD_DIMS = (64, 128, 256)
 
 
@@ -43,20 +43,15 @@ def _knobs(launch_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def launch_knobs(config: KernelConfig) -> dict[str, Any]:
-    """The kernel's launch knobs (LaunchConfig fields) that a hand-set workbench config sets."""
-    return {
-        "tile_m": config.tile_m,
-        "tile_n": config.tile_n,
-        "fast_math": config.fast_math,
-        "k_split": config.k_split,
-        "remap": config.remap,
-        "occupancy": config.occupancy,
-        "num_worker_warps": config.num_worker_warps,
-        "num_ctas": config.num_ctas,
-        "poly_exp2_cols": config.poly_exp2_cols,
-        "persistent": config.persistent,
-        "k_unroll": config.k_unroll,
-    }
+    """The kernel's launch knobs (LaunchConfig's fields, :data:`kernels.knobs.LAUNCH`) of a
+    hand-set workbench config."""
+    return {name: getattr(config, name) for name in knobs.LAUNCH}
+
+
+def tuning_fixed(config: KernelConfig) -> dict[str, Any]:
+    """The launch knobs the tuner keeps as the config has them (the ones it does not search,
+    :data:`kernels.knobs.FIXED_IN_TUNING`)."""
+    return {name: getattr(config, name) for name in knobs.FIXED_IN_TUNING}
 
 
 def _kernel_module() -> Any:
@@ -122,17 +117,10 @@ class CutileBackend(CupyBackend):
             raise ConfigError(
                 "head_dim", problem.head_dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}"
             )
-        warps = _kernel_module().WORKER_WARPS
-        if config.num_worker_warps is not None and config.num_worker_warps not in warps:
-            raise ConfigError(
-                "num_worker_warps", config.num_worker_warps, f"the cuTile kernel takes {warps}"
-            )
-        if not config.autotune:
-            for name in ("tile_m", "tile_n"):
-                if getattr(config, name) not in KERNEL_TILES:
-                    raise ConfigError(
-                        name, getattr(config, name), f"the cuTile kernel takes {KERNEL_TILES}"
-                    )
+        # The kernel's own value sets (the registry's narrower ones); with autotune the tuner
+        # sets the tunable knobs, so the config's are not checked.
+        for problem in knobs.value_violations(config.knob_values(), capability=knobs.CUTILE):
+            raise ConfigError(problem.field, problem.value, problem.reason)
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
         inputs = tuple(as_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
@@ -153,13 +141,7 @@ class CutileBackend(CupyBackend):
         self._tune_s = 0.0
         if config.autotune:
             started = time.perf_counter()
-            chosen = fmha.autotune(
-                *inputs,
-                **common,
-                fast_math=config.fast_math,
-                k_split=config.k_split,
-                remap=config.remap,
-            )
+            chosen = fmha.autotune(*inputs, **common, **tuning_fixed(config))
             self._tuning = chosen.get("_tuning")
             self._tune_s = time.perf_counter() - started
             return {**common, **fmha.tuned_kwargs(chosen)}

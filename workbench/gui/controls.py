@@ -5,6 +5,13 @@ core's frozen dataclasses and lets their :class:`~workbench.config.ConfigError` 
 window hands the error back through :meth:`ControlsPanel.mark_error`, which marks the field the
 error names. Spin-box ranges are therefore deliberately loose: a rule written twice drifts apart,
 and the core's message says what is allowed.
+
+The Kernel group has a row per knob of the registry (:data:`kernels.knobs.EXPOSED`). A row the
+registry says means nothing with the rest of the form (:func:`kernels.knobs.applies`) is greyed
+out with the registry's reason as its tooltip and shows, and runs, its default; the value set
+there comes back when the row applies again. An entry the ticked backends refuse on the GPU's
+architecture, or that a rule about that knob refuses (:func:`kernels.knobs.refusal`), is
+greyed out with the reason as tooltip.
 """
 
 from __future__ import annotations
@@ -29,19 +36,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kernels import knobs
 from workbench.config import (
-    CLUSTER_CTAS,
     DTYPES,
     HEAD_DIMS,
-    K_UNROLLS,
     MAX_SEQ_LEN,
-    TILE_SIZES,
-    WORKER_WARPS,
     KernelConfig,
     Problem,
     SweepSpec,
     parse_seq_lens,
-    poly_exp2_choices,
 )
 from workbench.gui.backend_picker import BackendPicker
 
@@ -83,6 +86,9 @@ class ControlsPanel(QWidget):
         self._fields: dict[str, QWidget] = {}
         self._tooltips: dict[str, str] = {}
         self._can_run = True  # False while e.g. the database is read-only
+        self._arch: str | None = None  # the cuTile backend's GPU architecture, once probed
+        self._kept: dict[str, Any] = {}  # a greyed-out knob row's own value
+        self._quiet = False  # set while the form sets its own fields
 
         # The problem and kernel groups scroll; Run and Cancel stay below them, always in view
         # (at 1024×700 they were below the fold of one long scrolling form).
@@ -132,13 +138,6 @@ class ControlsPanel(QWidget):
         self._register(name, box)
         return box
 
-    def _check(self, name: str, text: str, tip: str) -> QCheckBox:
-        box = QCheckBox(text)
-        box.setToolTip(tip)
-        box.toggled.connect(self._on_edited)
-        self._register(name, box)
-        return box
-
     def _register(self, name: str, widget: QWidget) -> None:
         widget.setObjectName(name)
         self._fields[name] = widget
@@ -178,19 +177,51 @@ class ControlsPanel(QWidget):
         form.addRow("Seq lengths", seq_row)
         return group
 
+    def _knob_widget(self, knob: knobs.Knob) -> QWidget:
+        """A check box for a switch, a combo of the registry's values for a number."""
+        widget: QWidget
+        if knob.kind is bool:
+            widget = QCheckBox(knob.label)
+            widget.setChecked(knob.default)
+            widget.toggled.connect(self._on_knob_changed)
+        else:
+            widget = QComboBox()
+            for value in knob.values:
+                widget.addItem(knob.text(value), value)
+            widget.setCurrentIndex(widget.findData(knob.default))
+            widget.currentIndexChanged.connect(self._on_knob_changed)
+        rules = knobs.rules_text(knob.name)
+        widget.setToolTip(f"{knob.help}; {rules}" if rules else knob.help)
+        self._register(knob.name, widget)
+        setattr(self, knob.name, widget)
+        return widget
+
     def _build_kernel_group(self) -> QGroupBox:
         group = QGroupBox("Kernel")
         form = QFormLayout(group)
-        tiles = [(str(t), t) for t in TILE_SIZES]
-        self.tile_m = self._combo("tile_m", tiles)
-        self.tile_n = self._combo("tile_n", tiles)
-        self.tile_m.setCurrentIndex(TILE_SIZES.index(64))
-        self.tile_n.setCurrentIndex(TILE_SIZES.index(64))
-        tile_row = QHBoxLayout()
-        tile_row.setContentsMargins(0, 0, 0, 0)
-        tile_row.addWidget(self.tile_m, 1)
-        tile_row.addWidget(QLabel("×"))
-        tile_row.addWidget(self.tile_n, 1)
+        rows: list[tuple[str, QWidget]] = []
+        flags = QWidget()
+        flag_column = QVBoxLayout(flags)
+        flag_column.setContentsMargins(0, 0, 0, 0)
+        partners = {k.pair for k in knobs.EXPOSED if k.pair}
+        for knob in knobs.EXPOSED:
+            if knob.name in partners:
+                continue
+            widget = self._knob_widget(knob)
+            if knob.kind is bool:
+                flag_column.addWidget(widget)
+            elif knob.pair:
+                pair = QHBoxLayout()
+                pair.setContentsMargins(0, 0, 0, 0)
+                pair.addWidget(widget, 1)
+                pair.addWidget(QLabel("×" if knob.always else "/"))
+                pair.addWidget(self._knob_widget(knobs.KNOBS[knob.pair]), 1)
+                holder = QWidget()
+                holder.setLayout(pair)
+                rows.append((knob.pair_label, holder))
+            else:
+                rows.append((knob.label, widget))
+        self._help = {k.name: self._fields[k.name].toolTip() for k in knobs.EXPOSED}
 
         self.mask = self._combo("mask", [(text, value) for text, value, _ in MASK_CHOICES])
         self.mask.currentIndexChanged.connect(self._on_mask_changed)
@@ -199,74 +230,14 @@ class ControlsPanel(QWidget):
         self.window = self._spin("window", 1, MAX_SEQ_LEN, 256)
         self.window.setToolTip("Each query sees this many most recent keys")
 
-        self.fast_math = self._check("fast_math", "Fast math", "Approximate exp2 and division")
-        self.k_split = self._check(
-            "k_split", "K-loop split", "Separate unmasked and masked k-loops"
-        )
-        self.remap = self._check("remap", "Remap program ids", "Launch the heaviest q-blocks first")
-        self.autotune = self._check(
-            "autotune", "Autotune", "Let the backend search tile sizes and occupancy"
-        )
-        self.persistent = self._check(
-            "persistent",
-            "Persistent grid",
-            "cuTile, mask none or causal (greyed out with a window): one program per SM slot "
-            "looping over the tiles; causal problems that are not whole square tiles run one "
-            "CTA per tile. The causal grid runs one key loop and deals its tiles out by work, "
-            "so K-loop split and remap do not change it",
-        )
-        flags = QWidget()
-        flag_grid = QVBoxLayout(flags)
-        flag_grid.setContentsMargins(0, 0, 0, 0)
-        for box in (self.fast_math, self.k_split, self.remap, self.autotune, self.persistent):
-            flag_grid.addWidget(box)
-        self.persistent.toggled.connect(self._on_persistent_changed)
-        self.k_unroll = self._combo(
-            "k_unroll", [(str(n) if n == 1 else f"{n} (pairs)", n) for n in K_UNROLLS]
-        )
-        self.k_unroll.setToolTip(
-            "Persistent grid without a mask only (greyed out otherwise): key blocks per "
-            "iteration of its key loop; 2 gives K and V two shared-memory buffers each (the "
-            "kernel takes 1 where k_len is not an even number of whole key blocks or the "
-            "K-loop split is off)"
-        )
-
-        self.occupancy = self._spin("occupancy", 0, 1_000, 0, special="auto")
-        self.occupancy.setToolTip("Programs per SM the compiler targets (auto: its choice)")
-        self.num_worker_warps = self._combo(
-            "num_worker_warps", [("auto", None)] + [(str(w), w) for w in WORKER_WARPS]
-        )
-        # Every size the core accepts, so a stored run's value (the CLI takes them all) can
-        # always be shown and re-run as it was.
-        self.num_ctas = self._combo(
-            "num_ctas", [("auto", None)] + [(str(c), c) for c in CLUSTER_CTAS]
-        )
-        self.num_ctas.setToolTip(
-            "CTAs per cluster (num_ctas hint; auto: the compiler's choice). Tile M 128 with 2 "
-            "and occupancy 2 is the H200's 2-CTA cluster config: two 64-row CTAs per cluster "
-            "share each K/V tile through TMA multicast"
-        )
-        # Likewise every column count the core accepts for some tile N (the tile N picked
-        # decides which are valid; the core names the refusal).
-        poly_cols = sorted({c for t in TILE_SIZES for c in poly_exp2_choices(t)} - {0})
-        self.poly_exp2_cols = self._combo(
-            "poly_exp2_cols", [("off", 0)] + [(str(c), c) for c in poly_cols]
-        )
-        self.poly_exp2_cols.setToolTip(
-            "Score columns per key block whose exp2 runs as an FMA polynomial instead of on "
-            "the MUFU unit (tile N/2, /4, /8 or /16; needs the K-loop split)"
-        )
-
-        form.addRow("Tile M × N", tile_row)
+        # The tiles first, then the mask, the switches and the other numbers.
+        form.addRow(*rows[0])
         form.addRow("Mask", self.mask)
         form.addRow("Offset", self.input_pos)
         form.addRow("Window", self.window)
         form.addRow("Options", flags)
-        form.addRow("Occupancy", self.occupancy)
-        form.addRow("Worker warps", self.num_worker_warps)
-        form.addRow("Cluster CTAs", self.num_ctas)
-        form.addRow("Poly exp2 cols", self.poly_exp2_cols)
-        form.addRow("Key blocks / iter", self.k_unroll)
+        for label, widget in rows[1:]:
+            form.addRow(label, widget)
         return group
 
     def _build_run_group(self) -> QGroupBox:
@@ -315,37 +286,137 @@ class ControlsPanel(QWidget):
         self.backends.set_names(names)
 
     def set_backend_statuses(self, statuses: Mapping[str, Any]) -> None:
-        """Enable available backends; a disabled entry's tooltip says why it is unavailable."""
+        """Enable available backends; a disabled entry's tooltip says why it is unavailable.
+        The knob values offered follow the cuTile backend's GPU architecture."""
+        from workbench.backends import gpu_arch
+
         self.backends.set_statuses(statuses)
+        self.set_arch(gpu_arch(statuses))
 
     def backend_enabled(self, name: str) -> bool:
         return self.backends.is_enabled(name)
 
+    def set_arch(self, arch: str | None) -> None:
+        """Offer the knob values the cuTile kernel runs on GPU architecture ``arch``
+        (``"sm_120"``; None: every value it takes). The probe sets it from the cuTile
+        backend's GPU."""
+        self._arch = arch
+        self._refresh()
+
+    def arch(self) -> str | None:
+        return self._arch
+
+    def _refusal(self, name: str, value: Any, values: Mapping[str, Any], mask: str) -> str:
+        """Why a ticked backend (or the config itself) refuses ``value`` of knob ``name``, the
+        rest of the form as it is; "" where none does."""
+        from workbench.backends import knob_capability
+
+        ticked = {knob_capability(b) for b in self.backends.checked()} - {None}
+        capabilities = [None, *sorted(ticked)]
+        for capability in capabilities:
+            refused = knobs.refusal(
+                name, value, values, mask, capability=capability, arch=self._arch
+            )
+            if refused is not None:
+                return refused.reason
+        return ""
+
     def _offer_for_backends(self) -> None:
-        """Grey out the values a ticked backend cannot run (cuTile's tiles and head dims), with
-        the reason as tooltip, so the form offers only what every ticked backend runs."""
+        """Grey out the head dims a ticked backend cannot run (cuTile's), with the reason as
+        tooltip; the knobs follow the registry (:meth:`_refresh`)."""
         from workbench.backends import offered_values
 
         ticked = self.backends.checked()
-        for field_name in ("tile_m", "tile_n", "head_dim"):
-            box: QComboBox = getattr(self, field_name)
-            model = box.model()
-            for row in range(box.count()):
-                value = box.itemData(row)
-                refusing = [
-                    name
-                    for name in ticked
-                    if field_name in offered_values(name)
-                    and value not in offered_values(name)[field_name]
-                ]
-                item = model.item(row)  # type: ignore[attr-defined]
-                item.setEnabled(not refusing)
-                allowed = (
-                    ", ".join(str(v) for v in offered_values(refusing[0])[field_name])
-                    if refusing
-                    else ""
-                )
-                item.setToolTip(f"{refusing[0]} takes {allowed}" if refusing else "")
+        box = self.head_dim
+        model = box.model()
+        for row in range(box.count()):
+            value = box.itemData(row)
+            refusing = [
+                name
+                for name in ticked
+                if value not in offered_values(name).get("head_dim", (value,))
+            ]
+            item = model.item(row)  # type: ignore[attr-defined]
+            item.setEnabled(not refusing)
+            allowed = (
+                ", ".join(str(v) for v in offered_values(refusing[0])["head_dim"])
+                if refusing
+                else ""
+            )
+            item.setToolTip(f"{refusing[0]} takes {allowed}" if refusing else "")
+        self._refresh()
+
+    def _knob_values(self) -> dict[str, Any]:
+        """The knob values the form shows (and runs)."""
+        values = {}
+        for knob in knobs.EXPOSED:
+            widget = self._fields[knob.name]
+            if isinstance(widget, QCheckBox):
+                values[knob.name] = widget.isChecked()
+            else:
+                values[knob.name] = widget.currentData()  # type: ignore[attr-defined]
+        return values
+
+    def _show(self, name: str, value: Any) -> None:
+        widget = self._fields[name]
+        if isinstance(widget, QCheckBox):
+            widget.setChecked(bool(value))
+        elif isinstance(widget, QComboBox):
+            index = widget.findData(value)
+            if index >= 0:
+                widget.setCurrentIndex(index)
+
+    def _refresh(self) -> None:
+        """Grey out what the registry says does not apply or is refused, saying why."""
+        if self._quiet or not hasattr(self, "backends"):
+            return
+        self._quiet = True
+        try:
+            mask, _ = self._mask_choice()
+            for _ in range(len(knobs.EXPOSED)):  # until no row changes (a row's rule reads others)
+                values = self._knob_values()
+                changed = False
+                for knob in knobs.EXPOSED:
+                    inapplicable = knobs.applies(knob.name, values, mask) is not None
+                    if inapplicable and knob.name not in self._kept:
+                        self._kept[knob.name] = values[knob.name]
+                        self._show(knob.name, knob.default)
+                        changed = True
+                    elif not inapplicable and knob.name in self._kept:
+                        self._show(knob.name, self._kept.pop(knob.name))
+                        changed = True
+                if not changed:
+                    break
+            values = self._knob_values()
+            for knob in knobs.EXPOSED:
+                widget = self._fields[knob.name]
+                reason = knobs.applies(knob.name, values, mask)
+                if reason is not None:  # the reason first, then what the knob is
+                    widget.setEnabled(False)
+                    widget.setToolTip(f"{reason}\n\n{self._help[knob.name]}")
+                    continue
+                if isinstance(widget, QCheckBox):
+                    why = self._refusal(knob.name, not widget.isChecked(), values, mask)
+                    widget.setEnabled(not why)
+                    widget.setToolTip(
+                        f"{why}\n\n{self._help[knob.name]}" if why else self._help[knob.name]
+                    )
+                    continue
+                widget.setEnabled(True)
+                widget.setToolTip(self._help[knob.name])
+                box: QComboBox = widget  # type: ignore[assignment]
+                model = box.model()
+                for row in range(box.count()):
+                    why = self._refusal(knob.name, box.itemData(row), values, mask)
+                    item = model.item(row)  # type: ignore[attr-defined]
+                    item.setEnabled(not why)
+                    item.setToolTip(why)
+        finally:
+            self._quiet = False
+
+    def _on_knob_changed(self) -> None:
+        self._on_edited()
+        self._refresh()
 
     def offered(self, field_name: str) -> list[Any]:
         """The values of a combo field the form offers now (its enabled entries)."""
@@ -384,23 +455,10 @@ class ControlsPanel(QWidget):
             dtype=self.dtype.currentData(),
             input_pos=input_pos,
         )
-        occupancy = self.occupancy.value()
-        persistent = self.persistent.isChecked() and mask != "window"
         config = KernelConfig(
-            tile_m=self.tile_m.currentData(),
-            tile_n=self.tile_n.currentData(),
-            fast_math=self.fast_math.isChecked(),
-            k_split=self.k_split.isChecked(),
-            remap=self.remap.isChecked(),
             mask=mask,
             window=self.window.value() if mask == "window" else None,
-            autotune=self.autotune.isChecked(),
-            occupancy=occupancy if occupancy > 0 else None,
-            num_worker_warps=self.num_worker_warps.currentData(),
-            poly_exp2_cols=self.poly_exp2_cols.currentData(),
-            num_ctas=self.num_ctas.currentData(),
-            persistent=persistent,
-            k_unroll=self.k_unroll.currentData() if persistent and mask == "none" else 1,
+            **self._knob_values(),
         )
         return SweepSpec(
             problem=problem,
@@ -442,16 +500,7 @@ class ControlsPanel(QWidget):
                 "mask": mask_value,
                 "input_pos": problem.input_pos,
                 "window": config.window or self.window.value(),
-                "fast_math": config.fast_math,
-                "k_split": config.k_split,
-                "remap": config.remap,
-                "autotune": config.autotune,
-                "occupancy": config.occupancy or 0,
-                "num_worker_warps": config.num_worker_warps,
-                "poly_exp2_cols": config.poly_exp2_cols,
-                "num_ctas": config.num_ctas,
-                "persistent": config.persistent,
-                "k_unroll": config.k_unroll,
+                **{knob.name: getattr(config, knob.name) for knob in knobs.EXPOSED},
                 "backends": [backend],
                 "label": label,
             }
@@ -499,18 +548,7 @@ class ControlsPanel(QWidget):
         mask, has_offset = self._mask_choice()
         self.input_pos.setEnabled(has_offset)
         self.window.setEnabled(mask == "window")
-        # Like the window size: kept as ticked, but only in effect (and editable) where the
-        # persistent grid runs: without a mask or causal.
-        self.persistent.setEnabled(mask != "window")
-        self._on_persistent_changed()
-
-    def _on_persistent_changed(self) -> None:
-        # Key blocks in pairs only mean something on the mask-free persistent grid: kept,
-        # greyed out.
-        mask, _ = self._mask_choice()
-        self.k_unroll.setEnabled(
-            mask == "none" and self.persistent.isEnabled() and self.persistent.isChecked()
-        )
+        self._refresh()
 
     def _on_preset(self, index: int) -> None:
         value = self.seq_preset.itemData(index)
@@ -550,6 +588,9 @@ class ControlsPanel(QWidget):
         """Restore :meth:`state` output; unknown keys and stale values are ignored, not fatal."""
         if "backend" in state and "backends" not in state:
             state = {**state, "backends": [state["backend"]]}  # settings of one backend
+        self._quiet = True  # one refresh once every field is set, not one per field
+        for name in state:
+            self._kept.pop(name, None)  # the value given replaces what a greyed row kept
         for name, value in state.items():
             widget = self._fields.get(name)
             try:
@@ -568,4 +609,5 @@ class ControlsPanel(QWidget):
                     widget.set_checked([str(v) for v in value])
             except (TypeError, ValueError):
                 continue  # a settings file from another version; keep the default
+        self._quiet = False
         self._on_mask_changed()
