@@ -57,7 +57,7 @@ MAX_REL_ERR = 2e-2
 
 # Beyond the shipped sm_90 table: the 128-row tile without the polynomial exp2 at the default
 # latencies, its remap switched off (the L2 grouping is a guess), and the 64-row tile with the
-# polynomial (it lost there in h200-explore-poly.md).
+# polynomial (it lost there in bench/results/experiments/h200-explore-poly.md).
 CANDIDATES: list[dict[str, Any]] = [
     {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8},
     {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16, "remap": False},
