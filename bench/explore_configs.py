@@ -111,22 +111,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def load_configs(spec: str) -> list[dict[str, Any]]:
+    """The launch configs ``--configs`` names: a JSON list, or ``@FILE`` holding one (the live
+    lists are ``bench/configs/*.json``). Knobs set to null keep the kernel's default."""
+    text = Path(spec[1:]).read_text() if spec.startswith("@") else spec
+    return [_set_knobs(c) for c in json.loads(text)]
+
+
+def default_configs(head_dim: int) -> list[dict[str, Any]]:
+    """Without ``--configs``: the shipped sm_90 table and :data:`CANDIDATES`."""
     from kernels.tuning_spaces import search_space
 
+    return [_set_knobs(c) for c in search_space("sm_90", head_dim) + CANDIDATES]
+
+
+def _set_knobs(config: dict[str, Any]) -> dict[str, Any]:
+    return {kk: vv for kk, vv in config.items() if vv is not None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     ns = [int(x) for x in args.ns.split(",") if x]
     masks = [m for m in args.masks.split(",") if m]
     b, h, d = args.batch, args.heads, args.dim
-    if args.configs and args.configs.startswith("@"):
-        configs = json.loads(Path(args.configs[1:]).read_text())
-    elif args.configs:
-        configs = json.loads(args.configs)
-    else:
-        configs = search_space("sm_90", d) + CANDIDATES
-    configs = [{kk: vv for kk, vv in c.items() if vv is not None} for c in configs]
+    configs = load_configs(args.configs) if args.configs else default_configs(d)
     info = machine_info()
     jobs = [compile_job(c, m, b, h, d) for m in masks for c in configs]
     sampler = None
