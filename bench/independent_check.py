@@ -9,6 +9,7 @@ the peers as their backends prepare them), timed by ``triton.testing.do_bench_cu
 interleaved rounds in a balanced order; then the subject's speed-up over each peer is set
 beside the one the workbench stored, with their difference in percent. Nothing here shares
 code with the workbench's sampler (kernels.measure), which is the point: a different timer.
+The README table's check is bench/results/h200-independent.md (docs/performance.md reads it).
 """
 
 from __future__ import annotations

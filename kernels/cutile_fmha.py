@@ -514,7 +514,7 @@ def fmha_fwd_persistent_kernel(
     the next tile's K/V while the consumers finish this one. The next tile's Q is loaded at
     the top of this one (``q_next``), so it is in shared memory when this tile's epilogue
     ends; without that prefetch the persistent grid lost 3-8 % to one CTA per tile
-    (bench/results/h200-explore-persistent-prefetch.md).
+    (bench/results/experiments/h200-explore-persistent-prefetch.md).
 
     The prefetch is only compiled in when no key block needs the mask (``Q_PREFETCH``): with
     the carried Q and a masked block in the same tile body, tileiras 13.4 produced wrong
@@ -642,7 +642,8 @@ def fmha_fwd_causal_persistent_kernel(
     Each program runs the tiles the host assigned it (``Tiles``, from
     :func:`kernels.schedule.causal_tile_assignment`): causal tiles differ up to n_q-fold in
     work, and with a fixed grid stride the busiest program got 8-67 % more than the mean
-    (on the H200 that ran at 0.69-0.94x cuDNN; bench/results/h200-explore-causal-persistent.md).
+    (on the H200 that ran at 0.69-0.94x cuDNN;
+    bench/results/experiments/h200-explore-causal-persistent.md).
 
     One key loop over every block, the triangle applied under a branch taken on the
     diagonal only, whatever ``K_SPLIT`` says. The K-split form (the diagonal after the loop,
@@ -1868,7 +1869,8 @@ def autotune(
 # SUSTAINED_ROUNDS rounds in a balanced order (each follows each other one equally often) after
 # one untimed round, and the lowest median over the rounds wins. The workbench and the benchmark
 # time with the same sampler, so the tuner ranks configs as they are then measured
-# (bench/results/h200-tuner-consistency.md has why near variants of it ranked differently).
+# (bench/results/experiments/h200-tuner-consistency.md has why near variants of it ranked
+# differently).
 SUSTAINED_FINALISTS = 4
 SUSTAINED_TARGET_MS = 15.0
 SUSTAINED_REPLAYS = 10
@@ -1922,7 +1924,7 @@ def _sustained_pick(
     Graphs, not launches from Python: on the H200 the two orders of the same launches gave
     different rankings (the 128-row tile 7-10 % slower from Python at N = 2048, the 64-row
     tile 5-9 % faster, with the host at 18 us a launch against 300+ us of GPU time;
-    bench/results/h200-explore-timing.md).
+    bench/results/experiments/h200-explore-timing.md).
     """
     q, k, v, scratch = qkv_out
     arrays = (q, k, v, scratch, None, None, None)

@@ -315,7 +315,7 @@ def causal_tile_assignment(
     all q-blocks held back to the end, where they fill the gaps. The most-loaded program ends
     within 0.3 % of the mean at B·H = 128, N = 1024-16384 on 132 programs (a pairing of
     q-block qb with n_q - 1 - qb came to 3 %; on the H200 this assignment ran 0.8-1.4 %
-    faster than the pairing, bench/results/h200-explore-causal-persistent.md).
+    faster than the pairing, bench/results/experiments/h200-explore-causal-persistent.md).
     """
     held_back = n_q_blocks // 4
 

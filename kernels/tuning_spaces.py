@@ -80,7 +80,8 @@ def _cfg(
 # tiles at occupancy 2 (two CTAs per SM hide each other's prologue and epilogue, which wins at
 # short sequences); and the same two CTAs per SM as halves of a 128-row tile in a 2-CTA
 # cluster, which multicasts each K/V tile to both and so halves the 64-row tile's L2 traffic.
-# Chosen from the H200 explorations in bench/results (h200-explore-*.md, every config timed
+# Chosen from the H200 explorations in bench/results/experiments
+# (h200-explore-*.md, every config timed
 # against cuDNN in the same run). Entries that lost everywhere there (occupancy 1, 4 worker
 # warps, clusters at occupancy 1 or of 4 CTAs, 256x128, 256x64, 128x64, 64x64, a hand
 # software pipeline, a persistent grid without the Q prefetch, paired q-blocks) are left out:
