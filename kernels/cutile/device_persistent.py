@@ -36,21 +36,16 @@ def fmha_fwd_persistent_kernel(
     BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
     Order,  # [B*H, n_q_blocks] int32: the tile's place in the grid-stride order (WITH_MAP)
     qk_scale_log2: float,
-    input_pos: int,  # unused: no mask
-    window: int,  # unused: no mask
     group: int,
-    remap_group: int,  # unused: the tiles of a non-causal problem are all alike
     TILE_M: ConstInt,
     TILE_N: ConstInt,
     TILE_D: ConstInt,
-    MASK: ConstInt,  # 0 only (checked on the host)
     K_SPLIT: ConstBool,
     FAST_MATH: ConstBool,
     WITH_LSE: ConstBool,
     WITH_MAP: ConstBool,
     K_LATENCY: ConstInt,
     V_LATENCY: ConstInt,
-    PIPELINE: ConstBool,  # False only (checked on the host)
     POLY_COLS: ConstInt,
     STORE_TMA: ConstBool,
     EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
@@ -108,7 +103,7 @@ def fmha_fwd_persistent_kernel(
             ct.zeros((TILE_M, 1), dtype=ct.float32),
             ct.zeros((TILE_M, TILE_D), dtype=ct.float32),
         )
-        edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
+        edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)  # no window: no mask
         if WITH_MAP:
             ct.store(Order, (bh, qb), t)
         if K_SPLIT:
@@ -153,20 +148,15 @@ def fmha_fwd_causal_persistent_kernel(
     Tiles,  # [programs, 1 + most tiles] int32: tile count, then bh * n_q_blocks + qb per tile
     qk_scale_log2: float,
     input_pos: int,  # a whole number of key blocks (checked on the host)
-    window: int,  # unused: causal only
     group: int,
-    remap_group: int,  # unused: the host's assignment (Tiles) groups the batch·heads
     TILE_M: ConstInt,
     TILE_N: ConstInt,  # == TILE_M (checked on the host)
     TILE_D: ConstInt,
-    MASK: ConstInt,  # 1 only (checked on the host)
-    K_SPLIT: ConstBool,  # unused: one key loop (see below)
     FAST_MATH: ConstBool,
     WITH_LSE: ConstBool,
     WITH_MAP: ConstBool,
     K_LATENCY: ConstInt,
     V_LATENCY: ConstInt,
-    PIPELINE: ConstBool,  # False only (checked on the host)
     POLY_COLS: ConstInt,
     STORE_TMA: ConstBool,
 ):
@@ -214,7 +204,7 @@ def fmha_fwd_causal_persistent_kernel(
             ct.zeros((TILE_M, 1), dtype=ct.float32),
             ct.zeros((TILE_M, TILE_D), dtype=ct.float32),
         )
-        edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
+        edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)  # no window: causal only
         if WITH_MAP:
             ct.store(Order, (bh, qb), i * n_programs + pid)
         for j in range(0, diag + 1):
