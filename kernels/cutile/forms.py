@@ -286,7 +286,7 @@ def plan(
         source = sources.get(param.name)
         if source is None:
             raise KeyError(
-                f"{grid_kernel(form).__wrapped__.__name__} declares {param.name!r}, which "
+                f"{python_function(form).__name__} declares {param.name!r}, which "
                 "kernels.cutile.forms._sources has no value for"
             )
         values[param.name] = _checked(param, source())
