@@ -175,7 +175,7 @@ def job_key(job: dict[str, Any]) -> str:
 
 def compile_one(job: dict[str, Any]) -> dict[str, Any]:
     """Compile one job and read its resources (runs in a worker process)."""
-    from kernels.cutile_fmha import compile_cubin
+    from kernels.cutile.compile import compile_cubin
 
     cfg = job["config"]
     t0 = time.perf_counter()
@@ -226,7 +226,7 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def save(path: Path, results: dict[str, dict[str, Any]]) -> None:
-    from kernels.cutile_fmha import tileiras_version
+    from kernels.cutile.diagnostics import tileiras_version
 
     ordered = sorted(
         results.values(),
@@ -300,7 +300,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         by_arch[r["arch"]].append(r)
     tileiras = None
     try:
-        from kernels.cutile_fmha import tileiras_version
+        from kernels.cutile.diagnostics import tileiras_version
 
         tileiras = tileiras_version()
     except Exception:

@@ -3,7 +3,8 @@
 Read only (NVML queries; nothing here sets a clock or a limit). Under sustained load the H200
 lowers its SM clock to hold its power limit, and a kernel timed right after a light one runs
 at a higher clock; recording the clock inside each config's timing windows tells a kernel that
-needs more cycles apart from one that ran at a lower clock.
+needs more cycles apart from one that ran at a lower clock
+(bench/results/experiments/h200-explore-clocks.md).
 """
 
 from __future__ import annotations

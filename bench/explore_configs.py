@@ -11,6 +11,8 @@ This is how the autotuner's search space is vetted: every config is timed on the
 fp16 inputs as cuDNN, interleaved over ``--rounds`` (CUDA-graph replay, median), after a
 correctness check against float64 on a slice of rows. Configs that fail to compile or hang in
 the parallel precompile are reported and left out. Writes ``explore.json`` and ``explore.md``.
+The H200's runs are in bench/results/experiments/h200-explore-*.md, one line each in
+docs/experiments.md; the config lists they ran are bench/configs/*.json.
 
 ``--timing eager`` (or ``both``) also times each config the way the autotuner's second stage
 did before it replayed graphs: launches from Python back to back for about ``--rep-ms``, CUDA
@@ -57,7 +59,7 @@ MAX_REL_ERR = 2e-2
 
 # Beyond the shipped sm_90 table: the 128-row tile without the polynomial exp2 at the default
 # latencies, its remap switched off (the L2 grouping is a guess), and the 64-row tile with the
-# polynomial (it lost there in h200-explore-poly.md).
+# polynomial (it lost there in bench/results/experiments/h200-explore-poly.md).
 CANDIDATES: list[dict[str, Any]] = [
     {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8},
     {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16, "remap": False},
@@ -111,22 +113,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def load_configs(spec: str) -> list[dict[str, Any]]:
+    """The launch configs ``--configs`` names: a JSON list, or ``@FILE`` holding one (the live
+    lists are ``bench/configs/*.json``). Knobs set to null keep the kernel's default."""
+    text = Path(spec[1:]).read_text() if spec.startswith("@") else spec
+    return [_set_knobs(c) for c in json.loads(text)]
+
+
+def default_configs(head_dim: int) -> list[dict[str, Any]]:
+    """Without ``--configs``: the shipped sm_90 table and :data:`CANDIDATES`."""
     from kernels.tuning_spaces import search_space
 
+    return [_set_knobs(c) for c in search_space("sm_90", head_dim) + CANDIDATES]
+
+
+def _set_knobs(config: dict[str, Any]) -> dict[str, Any]:
+    return {kk: vv for kk, vv in config.items() if vv is not None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     ns = [int(x) for x in args.ns.split(",") if x]
     masks = [m for m in args.masks.split(",") if m]
     b, h, d = args.batch, args.heads, args.dim
-    if args.configs and args.configs.startswith("@"):
-        configs = json.loads(Path(args.configs[1:]).read_text())
-    elif args.configs:
-        configs = json.loads(args.configs)
-    else:
-        configs = search_space("sm_90", d) + CANDIDATES
-    configs = [{kk: vv for kk, vv in c.items() if vv is not None} for c in configs]
+    configs = load_configs(args.configs) if args.configs else default_configs(d)
     info = machine_info()
     jobs = [compile_job(c, m, b, h, d) for m in masks for c in configs]
     sampler = None
@@ -260,7 +272,8 @@ def _first(got: float | tuple[float, float]) -> float:
 
 def time_eager(fn: Any, rep_ms: float) -> tuple[float, float]:
     """(GPU ms per launch, host µs per launch) of back-to-back launches from Python for about
-    ``rep_ms``, timed with CUDA events and no graph (the tuner's second stage until 9e69e28)."""
+    ``rep_ms``, timed with CUDA events and no graph: how the tuner's second stage timed before
+    it replayed graphs, which ranked configs up to 10 % differently (h200-explore-timing.md)."""
     import torch
 
     fn()

@@ -6,7 +6,8 @@
 Each measured launch runs inside an NVTX range named ``profile`` after warm-up launches outside
 it (the cuTile JIT compile, cuDNN's plan build), so ``--nvtx-include "profile/"`` profiles exactly
 one launch of each. The order of the profiled launches is printed, so the report's rows can be
-told apart (``scripts/gpu_check.sh profile`` runs this and writes the report's details).
+told apart (``scripts/gpu_check.sh profile`` runs this and writes the report's details). The
+H200's findings: bench/results/experiments/h200-profile.md and h200-profile-source.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ stage's microseconds for each finalist. Then it times every finalist any repeat 
 benchmark's way (CUDA-graph replay, median, ``--rounds`` interleaved rounds in a balanced order,
 cuDNN in the same rounds), so the tuner's figures and picks can be set against the
 benchmark's. ``--space all`` tunes over the whole sm_90 table, 2-CTA clusters included for
-``mask=none`` too. Writes ``tuner.json`` and ``tuner.md``.
+``mask=none`` too. Writes ``tuner.json`` and ``tuner.md``. On the H200 it is why the second
+stage times the benchmark's way (bench/results/experiments/h200-tuner-consistency.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Used by the offline Blackwell report (``bench/blackwell_report.py``) and by the CPU test that
 keeps each architecture's tuning table compiling without spills
 (``tests/test_arch_tables_offline.py``). Nothing here needs a GPU: the cubin comes from
-:func:`kernels.cutile_fmha.compile_cubin` and is read with ``cuobjdump`` (the pip package
+:func:`kernels.cutile.compile.compile_cubin` and is read with ``cuobjdump`` (the pip package
 ``nvidia-cuda-cuobjdump``, installed next to tileiras under ``nvidia/cu13/bin``).
 """
 

@@ -250,7 +250,7 @@ class Schedule:
         tail wave) and, within a q-block, consecutive programs share one batch·head group so
         their K/V stay in L2. Without a mask every q-block has the same work, so there is
         nothing to balance and remapping keeps the plain order, which already runs all q-blocks
-        of one batch·head together (measured on the H200: the grouped order cost up to 9 %).
+        of one batch·head together (the grouped order was slower there on the H200).
         """
         nq = self.n_q_blocks
         if not remap or self.mask == "none":
@@ -314,8 +314,8 @@ def causal_tile_assignment(
     K/V fit in L2 together), each group's tiles heaviest first, and the lightest quarter of
     all q-blocks held back to the end, where they fill the gaps. The most-loaded program ends
     within 0.3 % of the mean at B·H = 128, N = 1024-16384 on 132 programs (a pairing of
-    q-block qb with n_q - 1 - qb came to 3 %; on the H200 this assignment ran 0.8-1.4 %
-    faster than the pairing, bench/results/h200-explore-causal-persistent.md).
+    q-block qb with n_q - 1 - qb came to 3 %, and ran slower on the H200:
+    bench/results/experiments/h200-explore-causal-persistent.md).
     """
     held_back = n_q_blocks // 4
 

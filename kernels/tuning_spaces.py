@@ -9,8 +9,8 @@ a table stays at or under ~24 entries.
 How far each table was checked (:func:`table_status`):
 
 * ``sm_90`` (H100/H200): every entry timed on an H200 against cuDNN by
-  ``bench/explore_configs.py`` (bench/results/h200-explore-*.md); kept are those best or within
-  a few percent of the best somewhere.
+  ``bench/explore_configs.py`` (bench/results/experiments/h200-explore-*.md); kept are those
+  best or within a few percent of the best somewhere.
 * ``sm_100``/``sm_103`` and ``sm_120``/``sm_121``: **vetted offline, not timed**: every entry
   compiled for the architecture without a spill and within its limits
   (``bench/blackwell_report.py``; bench/results/blackwell-offline.md, docs/blackwell.md).
@@ -42,8 +42,8 @@ def _cfg(tile_m: int, tile_n: int, **knobs: Any) -> Config:
 
 # Hopper: 128-row tiles with 8 worker warps and part of the exp2s on the FMA polynomial, 64-row
 # tiles at occupancy 2, 2-CTA clusters of them (K/V multicast), and the persistent grid: the
-# entries that were best or near it in the H200 explorations (bench/results/h200-explore-*.md);
-# everything that lost everywhere there is left out.
+# entries that were best or near it in the H200 explorations
+# (bench/results/experiments/h200-explore-*.md); everything that lost everywhere is left out.
 _SM90: tuple[Config, ...] = (
     _cfg(64, 128, occupancy=2),
     _cfg(64, 128, occupancy=2, k_latency=3, v_latency=6),

@@ -47,7 +47,7 @@ fi
 if [[ $mode == profile ]]; then
   echo "== profile"
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
-  # --clock-control none: the clocks stay as the machine has them (METHOD.md).
+  # --clock-control none: the clocks stay as the machine has them (docs/performance.md).
   timeout -s INT -k 10 "${PROFILE_TIMEOUT:-480}" "$ncu_bin" --clock-control none --nvtx \
       --nvtx-include "profile/" --set full -f -o "$OUT/prof" $py bench/profile_kernels.py "$@" \
       2>&1 | grep -v "^==PROF== Profiling" | tee "$OUT/profile.txt"

@@ -1,11 +1,17 @@
-"""Drive the workbench through two reference sweeps and save a screenshot of the whole window.
+"""Screenshots of the real window: after two reference sweeps, or the README tour's pictures.
 
     QT_QPA_PLATFORM=offscreen python scripts/screenshot.py            # or under xvfb-run
     python scripts/screenshot.py --out assets/screenshot.png --tab blockmap
     python scripts/screenshot.py --tab ladder     # a small reference ladder: assets/ladder.png
+    python scripts/screenshot.py --tour docs/screenshots    # the tour, from the H200's results
 
 It uses a temporary database and temporary settings, so it never touches the user's own. The
 runs go through the window the way a user would: set the form, press Run, wait, select both runs.
+``--tour DIR`` runs nothing: it opens copies of the committed H200 databases
+(``bench/results/h200.db``, the ladder in ``bench/results/experiments/``), labels the copies'
+runs by backend for the legend, and saves the Plots, Block map and Ladder tabs as the README's
+tour shows them (``plots.png``, ``blockmap.png``, ``ladder.png``). The window with Compare, the
+README's first picture, comes from ``scripts/window_group.py`` on the GPU host.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--tab", choices=sorted(TABS), default="plots")
     parser.add_argument("--size", default="1440x900", help="window size, WIDTHxHEIGHT")
+    parser.add_argument(
+        "--tour", type=Path, metavar="DIR", help="save the README tour's pictures into DIR"
+    )
     return parser.parse_args(argv)
 
 
@@ -48,6 +57,8 @@ def _wait(app: object, condition: object, timeout_s: float) -> None:
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
+    if args.tour is not None:
+        return _tour(args.tour)
     if args.out is None:
         args.out = ROOT / "assets" / ("ladder.png" if args.tab == "ladder" else "screenshot.png")
     width, height = (int(v) for v in args.size.lower().split("x"))
@@ -127,6 +138,79 @@ def _sweeps(app: object, window: Any, tab: str) -> None:
     window.tabs.setCurrentIndex(TABS[tab])
     window.heatmap.select_seq_len(1024)
     window.plots.show_readout_at(math.log2(1024))
+
+
+# The tour's sources: the window's causal group on the H200 (runs 1-4, cuTile first) and the
+# H200 ladder; committed, and copied before opening (opening may migrate a database).
+TOUR_DB = ROOT / "bench" / "results" / "h200.db"
+TOUR_GROUP = 1
+TOUR_LADDER_DB = ROOT / "bench" / "results" / "experiments" / "h200-workbench-ladder.db"
+
+
+def _tour(out: Path) -> int:
+    """Plots, Block map and Ladder from the committed H200 results, one PNG per tab."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT))
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from workbench.gui.app import configure_application
+    from workbench.gui.main_window import MainWindow
+
+    app = QApplication(sys.argv[:1])
+    configure_application(app)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fmha-tour-") as tmp:
+        settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)
+        db = Path(tmp) / "h200.db"
+        shutil.copy(TOUR_DB, db)
+        window = MainWindow(db, settings=settings, probe_backends=False)
+        window.resize(1600, 1000)
+        window.show()
+        # The group's runs are all labelled "window": in the copy, label them by backend so
+        # the legend says who is who.
+        runs = window.store.group_runs(TOUR_GROUP)
+        for run in runs:
+            window.store.relabel(run.id, f"{run.backend} {run.config.mask}")
+        window.history.refresh()
+        ids = [run.id for run in runs]
+        window.history.model.fetch_all()
+        window.history.select_runs(ids)
+        _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(ids), 10)
+        window.tabs.setCurrentIndex(TABS["plots"])
+        window.plots.show_readout_at(math.log2(4096))
+        _save(app, window.plots, out / "plots.png")
+
+        # The ladder's runs set their tiles by hand, so their maps are labelled with the
+        # tiles that ran: the baseline's 64x64 causal map at N = 1k, then the Ladder tab.
+        ladder = Path(tmp) / "ladder.db"
+        shutil.copy(TOUR_LADDER_DB, ladder)
+        window.open_database(ladder)
+        _wait(app, lambda: window.ladder.group_id() is not None, 10)
+        baseline = window.store.group_runs(window.ladder.group_id())[0].id
+        window.history.model.fetch_all()
+        window.history.select_runs([baseline])
+        window.tabs.setCurrentIndex(TABS["blockmap"])
+        _wait(app, lambda: window.heatmap.current_grid() is not None, 10)
+        window.heatmap.select_seq_len(1024)
+        _wait(app, lambda: window.heatmap.current_seq_len() == 1024, 10)
+        _save(app, window.heatmap, out / "blockmap.png")
+
+        window.tabs.setCurrentIndex(TABS["ladder"])
+        window.ladder.select_step(1)  # the 256x128 step: the trap, its map beside it
+        _save(app, window.ladder, out / "ladder.png")
+        window.shutdown()
+    return 0
+
+
+def _save(app: object, widget: Any, path: Path) -> None:
+    for _ in range(30):  # let layouts and deferred pyqtgraph range updates settle
+        app.processEvents()  # type: ignore[attr-defined]
+        time.sleep(0.01)
+    if not widget.grab().save(str(path), "PNG", 0):
+        raise SystemExit(f"screenshot: could not write {path}")
+    print(f"saved {path} ({path.stat().st_size / 1024:.0f} KB)")
 
 
 if __name__ == "__main__":  # the sweep child process re-imports this file: keep the guard

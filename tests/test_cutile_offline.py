@@ -15,6 +15,7 @@ import pytest
 ct = pytest.importorskip("cuda.tile")
 
 from kernels import cutile_fmha as F  # noqa: E402
+from kernels.cutile import forms, tuner  # noqa: E402
 
 
 def _need_tileiras() -> None:
@@ -168,29 +169,46 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(mask="none", k_unroll=2)
 
 
+def planned(config: F.LaunchConfig, mask: str, k_len: int, **problem: int) -> dict:
+    """The parameter values a launch of ``config`` gives its kernel (by name)."""
+    q_len = problem.pop("q_len", k_len)
+    p = forms.Problem(1, 4, 2, q_len, k_len, 128, "float16")
+    return forms.plan(
+        p, config, scale=0.125, mask=mask, window=None, with_lse=False, with_map=False,
+        sm_count=lambda: 132, input_pos=problem.pop("input_pos", 0),
+    ).values  # fmt: skip
+
+
+def prefetch_constants(config: F.LaunchConfig, k_len: int) -> tuple[bool, bool, bool] | None:
+    values = planned(config, "none", k_len)
+    if "EVEN_K" not in values:
+        return None
+    return values["EVEN_K"], values["Q_PREFETCH"], values["PAIRED_K"]
+
+
 def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split() -> None:
     # tileiras 13.4 got the carried Q wrong beside a masked key block on the H200: the
     # persistent kernel's (EVEN_K, Q_PREFETCH) constants must keep the prefetch out of any
     # launch with a ragged last key block or without the K-split.
     grid = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True)
-    assert grid.grid_constants(4096) == (True, True, False)
-    assert grid.grid_constants(1024) == (True, True, False)
-    assert grid.grid_constants(4097) == (False, False, False)
-    assert grid.grid_constants(100) == (False, False, False)
+    assert prefetch_constants(grid, 4096) == (True, True, False)
+    assert prefetch_constants(grid, 1024) == (True, True, False)
+    assert prefetch_constants(grid, 4097) == (False, False, False)
+    assert prefetch_constants(grid, 100) == (False, False, False)
     no_split = F.LaunchConfig(tile_m=128, tile_n=64, k_split=False, persistent=True)
-    assert no_split.grid_constants(4096) == (True, False, False)
+    assert prefetch_constants(no_split, 4096) == (True, False, False)
     # Key blocks in pairs (PAIRED_K) only where the prefetch is on and the blocks pair up:
     # an odd count or a ragged last block runs the one-block loop.
     pairs = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True, k_unroll=2)
-    assert pairs.grid_constants(4096) == (True, True, True)
-    assert pairs.grid_constants(256) == (True, True, True)
-    assert pairs.grid_constants(1152) == (True, True, False)  # 9 blocks
-    assert pairs.grid_constants(128) == (True, True, False)  # 1 block
-    assert pairs.grid_constants(4097) == (False, False, False)
+    assert prefetch_constants(pairs, 4096) == (True, True, True)
+    assert prefetch_constants(pairs, 256) == (True, True, True)
+    assert prefetch_constants(pairs, 1152) == (True, True, False)  # 9 blocks
+    assert prefetch_constants(pairs, 128) == (True, True, False)  # 1 block
+    assert prefetch_constants(pairs, 4097) == (False, False, False)
     no_split_pairs = F.LaunchConfig(tile_n=64, k_split=False, persistent=True, k_unroll=2)
-    assert no_split_pairs.grid_constants(4096) == (True, False, False)
+    assert prefetch_constants(no_split_pairs, 4096) == (True, False, False)
     # One CTA per tile has none of them.
-    assert F.LaunchConfig(tile_m=128, tile_n=128).grid_constants(4097) == ()
+    assert prefetch_constants(F.LaunchConfig(tile_m=128, tile_n=128), 4097) is None
 
 
 def test_exp2_polynomial_is_below_fp16_resolution() -> None:
@@ -259,9 +277,9 @@ def test_a_new_tuning_method_or_kernel_retunes_cached_winners(
     # A winner cached by an older tuner or timed on older kernels (same space) must not match:
     # autotune compares the stored digest with this one before it trusts the cache.
     space = [{"tile_m": 64, "tile_n": 128, "occupancy": 2}]
-    current = F.space_digest(space)
-    monkeypatch.setattr(F, older, getattr(F, older) - 1)
-    assert F.space_digest(space) != current
+    current = tuner.space_digest(space)
+    monkeypatch.setattr(tuner, older, getattr(tuner, older) - 1)
+    assert tuner.space_digest(space) != current
 
 
 def test_second_stage_sees_the_fastest_of_every_grid_form() -> None:
@@ -332,9 +350,10 @@ def test_the_persistent_config_picks_its_kernel_by_problem() -> None:
     # The causal grid's single loop takes the polynomial even with the K-split off.
     poly = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True, poly_exp2_cols=16,
                           k_split=False)  # fmt: skip
-    assert poly.constants("causal", 128, False, False, "causal-persistent")[11] == 16
-    assert poly.constants("causal", 128, False, False, "tile")[11] == 0
-    assert poly.grid_constants(2048, "causal-persistent") == ()
+    aligned = planned(poly, "causal", 2048)
+    assert aligned["POLY_COLS"] == 16
+    assert "EVEN_K" not in aligned  # the mask-free grid's constants only
+    assert planned(poly, "causal", 2000)["POLY_COLS"] == 0  # one CTA per tile: no K-split
 
 
 def test_causal_tile_table_rows() -> None:

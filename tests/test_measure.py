@@ -1,7 +1,7 @@
 """The order of interleaved timing rounds: each config must follow each other one equally often.
 
 A GPU inherits the clock the previous kernel left, so whichever config always runs after the
-most power-hungry one reads slow (bench/results/h200-explore-timing.md).
+most power-hungry one reads slow (bench/results/experiments/h200-explore-timing.md).
 """
 
 from __future__ import annotations

@@ -112,11 +112,13 @@ def method_line(groups: list[GroupReport]) -> str:
     driver = machine.get("driver_version") or machine.get("driver") or "?"
     commit = machine.get("git_commit") or "?"
     samples = [pt.samples for g in groups for by_len in g.points.values() for pt in by_len.values()]
+    lo, hi = min(samples), max(samples)
+    counted = f"{lo}" if lo == hi else f"{lo}–{hi}"
     return (
         f"{p.dtype} B={p.batch} H={heads} D={p.head_dim}; TFLOP/s = 4·B·H·Nq·Nk·D / median time "
         f"(halved for causal); groups {', '.join(str(g.group_id) for g in groups)}: every "
         f"backend on the same inputs, timed in interleaved rounds in a balanced order; timer: "
-        f"{timer}; median of {min(samples)}–{max(samples)} samples a point; {gpu}, driver "
+        f"{timer}; median of {counted} samples a point; {gpu}, driver "
         f"{driver}, commit {commit}"
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import time
@@ -195,14 +196,18 @@ def seed_run(
     for n in seq_lens:
         p = problem.with_seq_len(n)
         default = tuple(s * (n / 64) ** 2 for s in (1.0, 1.0, 1.0))
+        launch = (launches or {}).get(n)
+        # The block map is the launch's: an autotuned point's grid has the tuner's tiles.
+        tiles = {"tile_m": launch["tile_m"], "tile_n": launch["tile_n"]} if launch else {}
+        map_config = dataclasses.replace(config, **tiles)
         result = PointResult(
             problem=p,
             timing=TimingStats((samples_ms or {}).get(n, default)),
             compile_s=0.01,
             accuracy=AccuracyReport(1e-4, 1e-4, n, 1e-2),
-            block_map=np.asarray(schedule_for(p, config).block_map, dtype=np.int8),
+            block_map=np.asarray(schedule_for(p, map_config).block_map, dtype=np.int8),
             flops=problem_flops(p, config),
-            extra={"launch": launches[n]} if launches and n in launches else {},
+            extra={"launch": launch} if launch else {},
         )
         store.add_point(run_id, result)
     store.finish_run(run_id, status)

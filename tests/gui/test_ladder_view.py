@@ -49,7 +49,7 @@ def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workbench.ladder, "local_gpu_arch", lambda: None)
 
 
-H200_LADDER_DB = ROOT / "bench" / "results" / "h200-workbench-ladder.db"
+H200_LADDER_DB = ROOT / "bench" / "results" / "experiments" / "h200-workbench-ladder.db"
 FAST = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
 
 

@@ -118,3 +118,17 @@ def test_config_tooltip_lists_the_tuned_launch_per_length(
         model.index(model.row_of(runs["plain"]), COL_CONFIG).data(Qt.ItemDataRole.ToolTipRole)
         == model.index(model.row_of(runs["plain"]), COL_CONFIG).data()
     )
+
+
+def test_the_block_map_of_a_tuned_point_names_the_tiles_it_launched(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:  # the form said 32×32; the tuner launched 64×128 at N=256
+        run_id = seed_run(store, seq_lens=(256,), autotune=True, launches={256: SMALL})
+    window = make_window()
+    window.tabs.setCurrentWidget(window.heatmap)
+    window.history.select_runs([run_id])
+    panel = window.heatmap
+    qtbot.waitUntil(lambda: panel.current_grid() is not None)
+    assert panel.current_grid().shape == (4, 2)
+    assert "4 × 2 blocks of 64 × 128" in panel.summary.text()

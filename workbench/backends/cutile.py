@@ -15,26 +15,15 @@ from typing import Any
 import numpy as np
 
 from kernels import knobs
+from kernels.cutile.arrays import empty_like, fill, lib_of, to_kernel_dtype
+from kernels.cutile.diagnostics import assess
 from workbench.backends.base import Availability, OpenPoint, PointResult, schedule_for
 from workbench.backends.cupy_base import CupyBackend
-from workbench.backends.gpu import (
-    as_kernel_dtype,
-    cuda_home_problem,
-    cupy_device,
-    device_inputs,
-)
+from workbench.backends.gpu import cuda_home_problem, cupy_device, device_inputs
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.timing import TimingSettings, TimingStats
 
 KERNEL_HEAD_DIMS = (64, 128, 256)
-
-
-def _empty_like(x: Any) -> Any:
-    if hasattr(x, "new_empty"):  # torch (bfloat16 inputs)
-        return x.new_empty(x.shape)
-    import cupy
-
-    return cupy.empty_like(x)
 
 
 def _knobs(launch_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -84,29 +73,25 @@ class CutileBackend(CupyBackend):
         if not device.available:
             return device
         trap = cuda_home_problem()
-        from workbench.backends.gpu import tileiras_version
-
-        version = tileiras_version()
-        if version is None:
-            return Availability(
-                False,
-                "tileiras (the cuTile compiler) was not found: pip install "
-                "'cuda-tile[tileiras]==1.7.0' with nvidia-cuda-tileiras, -nvcc and -nvvm 13.4.92",
-            )
         import cupy
 
+        from workbench.backends.gpu import tileiras_version
+
+        # The kernel package decides (kernels.cutile.diagnostics.assess), from the device CuPy
+        # sees: the one this backend's inputs live on.
         props = cupy.cuda.runtime.getDeviceProperties(0)
-        major = props["major"]
-        if major < 8:
-            return Availability(
-                False, f"{device.reason} is older than cuTile supports (sm_80 or newer)"
-            )
+        arch = f"sm_{props['major']}{props['minor']}"
+        verdict = assess(arch, tileiras_version(), device.reason)
+        if not verdict.available:
+            return Availability(False, verdict.message)
         from kernels.tuning_spaces import table_status
 
         # The device line names the architecture already, e.g. "NVIDIA H200 (sm_90)".
-        status = table_status(f"sm_{major}{props['minor']}")
+        status = table_status(arch)
         note = f"; note: {trap}" if trap else ""
-        return Availability(True, f"cuTile on {device.reason}, {status}, {version}{note}")
+        return Availability(
+            True, f"cuTile on {device.reason}, {status}, {verdict.tileiras_version}{note}"
+        )
 
     def default_timing(self) -> TimingSettings:
         return TimingSettings(warmup=5, min_samples=30, min_time_s=0.5)
@@ -123,10 +108,10 @@ class CutileBackend(CupyBackend):
             raise ConfigError(problem.field, problem.value, problem.reason)
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
-        inputs = tuple(as_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
+        inputs = tuple(to_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
         # bfloat16 comes as torch tensors (CuPy has none): the launches then run on torch's
         # current stream, and the sampler must time that stream.
-        self.lib = "torch" if type(inputs[0]).__module__.startswith("torch") else "cupy"
+        self.lib = lib_of(inputs[0])
         return inputs
 
     def _launch_kwargs(
@@ -154,7 +139,7 @@ class CutileBackend(CupyBackend):
         fmha = _kernel_module()
         q, k, v = inputs
         self._kwargs = self._launch_kwargs(problem, config, inputs)
-        self._out = _empty_like(q)
+        self._out = empty_like(q)
         kwargs, out = self._kwargs, self._out
 
         # Validate, pick the kernel variant and build the argument tuple once, so the timed
@@ -164,7 +149,7 @@ class CutileBackend(CupyBackend):
 
     def poison_output(self) -> None:
         if self._out is not None:
-            self._out.fill_(np.nan) if hasattr(self._out, "fill_") else self._out.fill(np.nan)
+            fill(self._out, np.nan)
 
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         """From the instrumented kernel, with the tiles and knobs that were timed."""

@@ -2,7 +2,10 @@
 peak memory and the machine's metadata.
 
 Nothing here imports CuPy or torch at module import; each function imports what it needs, so
-a machine without them still imports the workbench and gets a one-line reason instead.
+a machine without them still imports the workbench and gets a one-line reason instead. The
+torch/CuPy array shim (host views, dtype conversion) and the tileiras version are the kernel
+package's (``kernels.cutile.arrays``, ``kernels.cutile.diagnostics``), which import neither
+either; they are re-exported here for the backends.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from kernels.cutile.arrays import HostView as HostView  # re-exported for the backends
+from kernels.cutile.arrays import as_torch as as_torch
+from kernels.cutile.diagnostics import tileiras_version
 from workbench.backends.base import Availability, BackendError
 from workbench.machine import package_version
 from workbench.timing import TimingSettings
@@ -181,35 +187,6 @@ def nvidia_smi_fields() -> dict[str, Any]:
     return dict(zip(keys, values))
 
 
-@lru_cache(maxsize=1)
-def tileiras_version() -> str | None:
-    """The tileiras cuTile would use (its pip package first, as cuTile looks)."""
-    candidates = []
-    try:
-        import nvidia  # the namespace package that holds nvidia/cu13/bin
-
-        for base in getattr(nvidia, "__path__", []):
-            candidates.append(os.path.join(base, "cu13", "bin", "tileiras"))
-    except ImportError:
-        pass
-    found = shutil.which("tileiras")
-    if found:
-        candidates.append(found)
-    for path in candidates:
-        if os.path.exists(path):
-            try:
-                out = subprocess.run(
-                    [path, "--version"], capture_output=True, text=True, timeout=20, check=False
-                ).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
-            for line in out.splitlines():
-                if "release" in line.lower() or line.strip().startswith("V"):
-                    return line.strip()
-            return out.strip().splitlines()[-1] if out.strip() else path
-    return None
-
-
 def require(status: Availability) -> None:
     if not status.available:
         raise BackendError(status.reason)
@@ -242,54 +219,3 @@ def device_inputs(problem: Any, rng: Any) -> tuple[Any, Any, Any]:
             x = bits.view(cupy.float32)
         out.append(x)
     return tuple(out)  # type: ignore[return-value]
-
-
-def as_torch(x: Any, dtype: str) -> Any:
-    """A float32 CuPy array as a torch CUDA tensor of ``dtype`` (through DLPack, no host copy)."""
-    import torch
-
-    return torch.from_dlpack(x).to(getattr(torch, dtype))
-
-
-def as_kernel_dtype(x: Any, dtype: str) -> Any:
-    """A float32 CuPy array converted to float16 (CuPy) or bfloat16.
-
-    CuPy has no bfloat16 of its own: torch's is used when torch is there, else ml_dtypes'."""
-    import cupy
-
-    if dtype == "float16":
-        return x.astype(cupy.float16)
-    try:
-        return as_torch(x, dtype)
-    except ImportError:
-        import ml_dtypes
-
-        return x.astype(ml_dtypes.bfloat16)
-
-
-class HostView:
-    """Indexing copies just the indexed part of a CuPy array or torch tensor to the host."""
-
-    def __init__(self, tensor: Any) -> None:
-        self._tensor = tensor
-        self.shape = tuple(tensor.shape)
-
-    def __getitem__(self, index: Any) -> Any:
-        import numpy as np
-
-        t = self._tensor
-        if type(t).__module__.startswith("torch"):
-            import torch
-
-            index = tuple(
-                torch.as_tensor(i, device=t.device) if isinstance(i, np.ndarray) else i
-                for i in (index if isinstance(index, tuple) else (index,))
-            )
-            return t[index].float().cpu().numpy()
-        import cupy
-
-        index = tuple(
-            cupy.asarray(i) if isinstance(i, np.ndarray) else i
-            for i in (index if isinstance(index, tuple) else (index,))
-        )
-        return cupy.asnumpy(t[index].astype(cupy.float32))

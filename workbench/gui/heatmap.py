@@ -245,15 +245,19 @@ class HeatmapPanel(QWidget):
         self.summary.setText(text)
 
     def _tiles_for(self, grid: np.ndarray, seq_len: int) -> tuple[int, int] | None:
-        """Tile sizes that produced ``grid``: the config's, unless autotuning chose others."""
+        """Tile sizes that produced ``grid``: those the point records it launched (an
+        autotuned cuTile point keeps them under ``launch``), else the config's, if they fit."""
         run = self._run
         q_len, k_len = seq_len, seq_len + run.problem.input_pos
         rows, cols = grid.shape
-        if (cdiv(q_len, run.config.tile_m), cdiv(k_len, run.config.tile_n)) == (rows, cols):
-            return run.config.tile_m, run.config.tile_n
-        # An autotuned point may record the tiles it used; trust them if they fit the grid.
-        for point_extra in self._extras(seq_len):
-            tm, tn = point_extra.get("tile_m"), point_extra.get("tile_n")
+        candidates = [
+            (where.get("tile_m"), where.get("tile_n"))
+            for point_extra in self._extras(seq_len)
+            for where in (point_extra.get("launch") or {}, point_extra)
+            if isinstance(where, dict)
+        ]
+        candidates.append((run.config.tile_m, run.config.tile_n))
+        for tm, tn in candidates:
             if (
                 isinstance(tm, int)
                 and isinstance(tn, int)

@@ -1,0 +1,246 @@
+"""torch or CuPy, whichever the caller's arrays are: one small shim for both.
+
+The kernel takes either library's device arrays; the workbench's GPU backends hold their inputs
+in one or the other. Neither library (nor cuda.tile) is imported at module level: each function
+imports what the array in hand needs, so the workbench imports this module on any machine.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from kernels.cutile.diagnostics import friendly_errors
+from kernels.measure import side_stream, synchronize
+
+__all__ = [
+    "HostView",
+    "as_torch",
+    "cupy_dtype",
+    "default_stream",
+    "device_id",
+    "dtype_name",
+    "empty",
+    "empty_like",
+    "fill",
+    "from_numpy",
+    "is_contiguous",
+    "lib_of",
+    "pick_lib",
+    "random_qkv",
+    "side_stream",
+    "sm_count",
+    "synchronize",
+    "to_kernel_dtype",
+    "to_numpy",
+    "zeros",
+]
+
+
+def lib_of(arr: Any) -> str:
+    """Which library ``arr`` belongs to, "torch" or "cupy"; ValueError for anything else."""
+    mod = type(arr).__module__
+    if mod.startswith("torch"):
+        return "torch"
+    if mod.startswith("cupy"):
+        return "cupy"
+    raise ValueError(
+        f"q, k and v must be torch tensors or CuPy arrays on the GPU, got {type(arr).__name__}"
+    )
+
+
+def dtype_name(arr: Any) -> str:
+    """The dtype of either library's array as a name: "float16", "bfloat16", …"""
+    return str(arr.dtype).removeprefix("torch.")
+
+
+def is_contiguous(arr: Any, lib: str) -> bool:
+    return bool(arr.is_contiguous() if lib == "torch" else arr.flags.c_contiguous)
+
+
+def device_id(arr: Any, lib: str) -> int | None:
+    """The CUDA device index of ``arr``, None for a torch tensor on the host."""
+    if lib == "torch":
+        return arr.device.index if arr.device.type == "cuda" else None
+    return int(arr.device.id)
+
+
+@functools.lru_cache(maxsize=16)
+def sm_count(device: int, lib: str) -> int:
+    """Streaming multiprocessors of ``device`` (the persistent grid's size per occupancy)."""
+    if lib == "torch":
+        import torch
+
+        return int(torch.cuda.get_device_properties(device).multi_processor_count)
+    import cupy
+
+    return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
+def cupy_dtype(name: str) -> Any:
+    """The dtype CuPy takes for ``name``: CuPy has no bfloat16 of its own, ml_dtypes' serves."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
+def empty(lib: str, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
+    """An uninitialised ``lib`` array on ``like``'s device."""
+    with friendly_errors():
+        if lib == "torch":
+            import torch
+
+            return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=cupy_dtype(dtype))
+
+
+def empty_like(arr: Any) -> Any:
+    """An uninitialised array of ``arr``'s library, shape, dtype and device."""
+    return empty(lib_of(arr), tuple(arr.shape), dtype_name(arr), arr)
+
+
+def fill(arr: Any, value: float) -> Any:
+    """Set every element of ``arr`` to ``value`` in place (either library); returns ``arr``."""
+    arr.fill_(value) if lib_of(arr) == "torch" else arr.fill(value)
+    return arr
+
+
+def zeros(lib: str, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
+    return fill(empty(lib, shape, dtype, like), 0)
+
+
+def default_stream(lib: str) -> Any:
+    """The library's current stream (what a launch with ``stream=None`` goes to)."""
+    if lib == "torch":
+        import torch
+
+        return torch.cuda.current_stream()
+    import cupy
+
+    return cupy.cuda.get_current_stream()
+
+
+def from_numpy(arr: np.ndarray, lib: str, like: Any) -> Any:
+    """A device copy of a host array, on ``like``'s device."""
+    with friendly_errors():
+        if lib == "torch":
+            import torch
+
+            return torch.tensor(arr, device=like.device)
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.asarray(arr)
+
+
+def to_numpy(arr: Any, lib: str) -> np.ndarray:
+    """A host copy of a device array (same dtype)."""
+    if lib == "torch":
+        return arr.detach().cpu().numpy()
+    import cupy
+
+    return cupy.asnumpy(arr)
+
+
+def as_torch(x: Any, dtype: str) -> Any:
+    """A float32 CuPy array as a torch CUDA tensor of ``dtype`` (through DLPack, no host copy)."""
+    import torch
+
+    return torch.from_dlpack(x).to(getattr(torch, dtype))
+
+
+def to_kernel_dtype(x: Any, dtype: str) -> Any:
+    """A float32 CuPy array converted to float16 (CuPy) or bfloat16.
+
+    CuPy has no bfloat16 of its own: torch's is used when torch is there, else ml_dtypes'."""
+    if dtype == "float16":
+        import cupy
+
+        return x.astype(cupy.float16)
+    try:
+        return as_torch(x, dtype)
+    except ImportError:
+        return x.astype(cupy_dtype(dtype))
+
+
+class HostView:
+    """Indexing copies just the indexed part of a CuPy array or torch tensor to the host, as
+    float32 (NumPy index arrays are moved to the device first)."""
+
+    def __init__(self, tensor: Any) -> None:
+        self._tensor = tensor
+        self.shape = tuple(tensor.shape)
+
+    def __getitem__(self, index: Any) -> Any:
+        t = self._tensor
+        parts = index if isinstance(index, tuple) else (index,)
+        if lib_of(t) == "torch":
+            import torch
+
+            index = tuple(
+                torch.as_tensor(i, device=t.device) if isinstance(i, np.ndarray) else i
+                for i in parts
+            )
+            return t[index].float().cpu().numpy()
+        import cupy
+
+        index = tuple(cupy.asarray(i) if isinstance(i, np.ndarray) else i for i in parts)
+        return cupy.asnumpy(t[index].astype(cupy.float32))
+
+
+def pick_lib() -> str:
+    """torch when it sees a GPU, else CuPy."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "torch"
+    except ImportError:
+        pass
+    return "cupy"
+
+
+def random_qkv(
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    q_len: int,
+    k_len: int,
+    head_dim: int,
+    dtype: str = "float16",
+    *,
+    lib: str = "torch",
+    seed: int | None = None,
+) -> tuple[Any, Any, Any]:
+    """Fresh standard-normal q, k, v on the GPU (never zeros: they hide unwritten outputs)."""
+    if lib == "torch":
+        import torch
+
+        gen = torch.Generator(device="cuda")
+        if seed is not None:
+            gen.manual_seed(seed)
+        else:
+            gen.seed()
+        tdt = getattr(torch, dtype)
+
+        def mk(h: int, n: int) -> Any:
+            return torch.randn((batch, h, n, head_dim), generator=gen, device="cuda", dtype=tdt)
+
+        return mk(heads, q_len), mk(kv_heads, k_len), mk(kv_heads, k_len)
+    import cupy
+
+    rs = cupy.random.RandomState(seed)
+
+    def mk_cp(h: int, n: int) -> Any:
+        return rs.standard_normal((batch, h, n, head_dim), dtype=np.float32).astype(
+            cupy_dtype(dtype)
+        )
+
+    return mk_cp(heads, q_len), mk_cp(kv_heads, k_len), mk_cp(kv_heads, k_len)

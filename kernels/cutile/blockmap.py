@@ -1,0 +1,91 @@
+"""The instrumented launch: the block map the kernel's own loops produced.
+
+Every kernel form takes ``BlockMap`` and ``Order`` arrays and, with ``WITH_MAP``, records each
+(q-block, k-block) it visits and which program ran each tile, so a test can compare them with
+``kernels.schedule``'s block map and program order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernels.cutile import forms
+from kernels.cutile.arrays import empty, fill, pick_lib, random_qkv, to_numpy, zeros
+from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask, launcher
+
+
+@dataclass(frozen=True)
+class GpuBlockMap:
+    """What the instrumented kernel recorded.
+
+    ``map``: (n_q_blocks, n_k_blocks) int8 of BlockKind codes (0 skipped, 1 computed without
+    mask, 2 computed with mask), identical for every batch·head (checked). ``per_head``: the
+    same per batch·head, int32, as accumulated (a block visited twice would show 2 or 3 or 4).
+    ``launch_order``: (batch·heads, n_q_blocks) program id that ran each pair.
+    """
+
+    map: np.ndarray
+    per_head: np.ndarray
+    launch_order: np.ndarray
+    out: Any = field(repr=False, default=None)
+
+    def program_order(self) -> list[tuple[int, int]]:
+        """(q_block, batch_head) pairs sorted by the program id that ran them."""
+        bh, qb = np.unravel_index(np.argsort(self.launch_order, axis=None), self.launch_order.shape)
+        return [(int(a), int(c)) for c, a in zip(bh, qb, strict=True)]
+
+
+def gpu_block_map(
+    q_len: int,
+    k_len: int,
+    tile_m: int,
+    tile_n: int,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+    *,
+    batch: int = 1,
+    heads: int = 2,
+    kv_heads: int | None = None,
+    head_dim: int = 64,
+    dtype: str = "float16",
+    lib: str | None = None,
+    seed: int = 0,
+    **knobs: Any,
+) -> GpuBlockMap:
+    """Run the instrumented kernel on random inputs and return the blocks its loops visited.
+
+    ``knobs``: the other fields of :class:`LaunchConfig` (``k_split``, ``remap``, …). Every
+    visited (q-block, k-block) adds its code (1 unmasked, 2 masked) atomically to a zeroed
+    map, so skipped blocks stay 0 and a block visited twice cannot look right.
+    """
+    config = LaunchConfig.of({"tile_m": tile_m, "tile_n": tile_n, **knobs})
+    check_mask(mask, input_pos, window)
+    lib = lib or pick_lib()
+    kv_heads = kv_heads or heads
+    q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)
+    p = check_inputs(q, k, v)
+    n_q_blocks = -(-q_len // tile_m)
+    n_k_blocks = -(-k_len // tile_n)
+    # Padded (forms.padded): one compile per kernel config, not per problem size.
+    bmap = zeros(lib, forms.block_map_shape(batch * heads, n_q_blocks, n_k_blocks), "int32", q)
+    order = fill(empty(lib, forms.order_shape(batch * heads, n_q_blocks), "int32", q), -1)
+    out = empty(lib, tuple(q.shape), dtype, q)
+    launcher(
+        p,
+        {"Q": q, "K": k, "V": v, "Out": out, "BlockMap": bmap, "Order": order},
+        config,
+        scale=forms.default_scale(head_dim),
+        mask=mask,
+        input_pos=int(input_pos),
+        window=window,
+        stream=None,
+    )()
+    per_head = to_numpy(bmap, lib)[: batch * heads, :n_q_blocks, :n_k_blocks]
+    launch_order = to_numpy(order, lib)[: batch * heads, :n_q_blocks]
+    if not (per_head == per_head[0]).all():
+        raise AssertionError("instrumented kernel visited different blocks for different heads")
+    return GpuBlockMap(per_head[0].astype(np.int8), per_head, launch_order, out)

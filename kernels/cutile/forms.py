@@ -1,0 +1,396 @@
+"""The kernel forms, the parameters each kernel declares, and where each value comes from.
+
+Each kernel's own Python signature is its parameter declaration (read through
+``__wrapped__``, see :func:`kernels.cutile.device.kernel`). :func:`plan` asks :func:`_sources`
+for exactly the names a kernel declares, in its order; the launch (``kernels.cutile.launch``),
+the tuner and the offline compile (``kernels.cutile.compile``) all build their argument tuple
+or signature from that plan. A new parameter is therefore a change to the kernel's signature
+plus one entry in :func:`_sources`, and a parameter with no source fails at the first plan.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import cuda.tile as ct
+import numpy as np
+
+from kernels.cutile.device_persistent import (
+    fmha_fwd_causal_persistent_kernel,
+    fmha_fwd_persistent_kernel,
+)
+from kernels.cutile.device_tile import fmha_fwd_kernel
+from kernels.schedule import causal_tile_assignment
+
+if TYPE_CHECKING:
+    from kernels.cutile.launch import LaunchConfig
+
+LOG2E = 1.4426950408889634
+MASK_CODES = {"none": 0, "causal": 1, "window": 2}
+# Budget for the K/V of one remap group, below the H200's 60 MB L2 (two partitions).
+L2_GROUP_BYTES = 24 * 1024 * 1024
+# Bytes per element of the input dtypes (both are 16-bit).
+ITEMSIZE = {"float16": 2, "bfloat16": 2}
+# The JIT specialises on whether each array dimension divides by 16; the host-made arrays (the
+# block map, the launch order, the causal tile table) are padded to multiples of it so that one
+# compile serves every problem size.
+SHAPE_CLASS = 16
+
+# The kernels a launch can run (LaunchConfig.kernel_form picks one for a problem).
+KERNEL_FORMS: tuple[str, ...] = ("tile", "persistent", "causal-persistent")
+_KERNELS = {
+    "tile": fmha_fwd_kernel,
+    "persistent": fmha_fwd_persistent_kernel,
+    "causal-persistent": fmha_fwd_causal_persistent_kernel,
+}
+
+
+def grid_kernel(form: str) -> Any:
+    """The kernel function of a form, without compiler hints: one CTA per tile ("tile"), the
+    persistent grid without a mask ("persistent") or for aligned causal problems
+    ("causal-persistent"); :func:`kernel_variant` and the tuner's search add the hints."""
+    if form not in KERNEL_FORMS:
+        raise ValueError(f"kernel form must be one of {KERNEL_FORMS}, got {form!r}")
+    return _KERNELS[form]
+
+
+# --------------------------------------------------------------------------------------------
+# The declaration: each kernel's own signature
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One declared kernel parameter: ``kind`` is "array" (no annotation), "scalar" (a runtime
+    ``int``/``float``, int32/float32 on the device) or "constant" (``ct.Constant[...]``,
+    compiled in); ``type`` is the Python type of a scalar or constant."""
+
+    name: str
+    kind: str
+    type: type | None = None
+
+
+def _kind(annotation: Any) -> tuple[str, type | None]:
+    if annotation is inspect.Parameter.empty:
+        return "array", None
+    if typing.get_origin(annotation) is typing.Annotated:
+        inner, *meta = typing.get_args(annotation)
+        if any(isinstance(m, ct.ConstantAnnotation) for m in meta):
+            return "constant", inner
+    if annotation in (int, float):
+        return "scalar", annotation
+    raise TypeError(f"kernel parameter annotation {annotation!r} is not one this module reads")
+
+
+def python_function(form: str) -> Callable[..., Any]:
+    """The Python function under a form's ``@kernel`` decorator."""
+    return grid_kernel(form).__wrapped__
+
+
+@functools.cache
+def declaration(form: str) -> tuple[Parameter, ...]:
+    """The parameters the form's kernel declares, in signature order."""
+    function = python_function(form)
+    hints = typing.get_type_hints(function, include_extras=True)
+    return tuple(
+        Parameter(name, *_kind(hints.get(name, inspect.Parameter.empty)))
+        for name in inspect.signature(function).parameters
+    )
+
+
+def parameters(form: str) -> tuple[str, ...]:
+    """The names of the form's kernel parameters, in signature order."""
+    return tuple(p.name for p in declaration(form))
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel variants: one object per compiler-hint combination, created once
+# --------------------------------------------------------------------------------------------
+
+_VARIANTS: dict[tuple[int | None, int | None, int | None, str], Any] = {}
+_VARIANTS_LOCK = threading.Lock()
+
+
+def kernel_variant(
+    occupancy: int | None = None,
+    num_worker_warps: int | None = None,
+    num_ctas: int | None = None,
+    form: str = "tile",
+):
+    """The kernel object for these compiler hints and kernel form, cached.
+
+    ``replace_hints`` returns a new kernel with its own JIT cache, so calling it per launch
+    would recompile (or at least re-look-up) every time; each combination is made once here.
+    """
+    key = (occupancy, num_worker_warps, num_ctas, form)
+    base = grid_kernel(form)
+    with _VARIANTS_LOCK:
+        kern = _VARIANTS.get(key)
+        if kern is None:
+            if key[:3] == (None, None, None):
+                kern = base
+            else:
+                kern = base.replace_hints(
+                    occupancy=occupancy, num_worker_warps=num_worker_warps, num_ctas=num_ctas
+                )
+            _VARIANTS[key] = kern
+        return kern
+
+
+# --------------------------------------------------------------------------------------------
+# Where the values come from
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The shapes and dtype of one attention problem (``lib``: the inputs' array library,
+    None for an offline compile)."""
+
+    batch: int
+    heads: int
+    kv_heads: int
+    q_len: int
+    k_len: int
+    head_dim: int
+    dtype: str
+    lib: str | None = None
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """An array argument as the plan describes it: dtype name and shape, and for host-made
+    contents (the causal tile table) the data. A launch passes its own array in its place or
+    allocates one from this; the offline compile turns it into the JIT's constraint."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+def padded(n: int) -> int:
+    """``n`` rounded up to the JIT's shape class (a multiple of 16)."""
+    return -(-n // SHAPE_CLASS) * SHAPE_CLASS
+
+
+def block_map_shape(batch_heads: int, n_q_blocks: int, n_k_blocks: int) -> tuple[int, int, int]:
+    """The instrumented launch's ``BlockMap``: (batch·head, q-block, k-block), padded."""
+    return padded(batch_heads), padded(n_q_blocks), padded(n_k_blocks)
+
+
+def order_shape(batch_heads: int, n_q_blocks: int) -> tuple[int, int]:
+    """The instrumented launch's ``Order``: (batch·head, q-block), padded."""
+    return padded(batch_heads), padded(n_q_blocks)
+
+
+def l2_group_size(batch_heads: int, k_len: int, head_dim: int, itemsize: int, group: int) -> int:
+    """Batch·heads per remap group: the largest power of two whose K/V fit the L2 budget.
+
+    Query heads that share a kv head (GQA) share its K/V, so they count once per ``group``.
+    """
+    kv_bytes_per_bh = max(2 * k_len * head_dim * itemsize // max(group, 1), 1)
+    g = 1
+    while g * 2 <= batch_heads and (g * 2) * kv_bytes_per_bh <= L2_GROUP_BYTES:
+        g *= 2
+    return g
+
+
+@functools.lru_cache(maxsize=64)
+def causal_tile_table(
+    batch_heads: int, n_q_blocks: int, n_programs: int, group: int, diag_offset: int
+) -> np.ndarray:
+    """The causal persistent grid's ``Tiles`` argument: row p holds program p's tile count,
+    then ``bh * n_q_blocks + qb`` for each of its tiles in run order
+    (:func:`kernels.schedule.causal_tile_assignment`); read-only, cached per shape.
+
+    Both dimensions are padded to the JIT's shape class (rows of no program, count 0), so one
+    compile serves every problem size.
+    """
+    programs = causal_tile_assignment(batch_heads, n_q_blocks, n_programs, group, diag_offset)
+    table = np.zeros(
+        (padded(n_programs), padded(1 + max(len(t) for t in programs))), dtype=np.int32
+    )
+    for p, tiles in enumerate(programs):
+        table[p, 0] = len(tiles)
+        table[p, 1 : 1 + len(tiles)] = [bh * n_q_blocks + qb for qb, bh in tiles]
+    table.flags.writeable = False
+    return table
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One launch as its kernel declares it: the form, the grid, and a value for every
+    parameter of the form's kernel, in signature order (:class:`ArraySpec` for arrays)."""
+
+    form: str
+    grid: tuple[int, int, int]
+    values: dict[str, Any]
+
+    def arguments(
+        self, arrays: Mapping[str, Any], materialize: Callable[[str, ArraySpec], Any]
+    ) -> tuple[Any, ...]:
+        """The argument tuple of ``ct.launch``: ``arrays`` by name where given (None: not
+        given), the other array parameters from ``materialize(name, spec)``."""
+        unknown = sorted(n for n, a in arrays.items() if a is not None and n not in self.values)
+        if unknown:
+            raise ValueError(f"the {self.form} kernel takes no array {unknown}")
+        out = []
+        for name, value in self.values.items():
+            if isinstance(value, ArraySpec):
+                given = arrays.get(name)
+                value = given if given is not None else materialize(name, value)
+            out.append(value)
+        return tuple(out)
+
+
+def plan(
+    p: Problem,
+    config: LaunchConfig,
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    with_lse: bool,
+    with_map: bool,
+    sm_count: Callable[[], int],
+) -> LaunchPlan:
+    """The form, grid and parameter values of one launch of ``config`` on ``p``.
+
+    ``sm_count`` is asked only by the persistent forms, whose grid is one program per SM slot.
+    """
+    form = config.kernel_form(mask, p.q_len, p.k_len, input_pos)
+    n_tiles = -(-p.q_len // config.tile_m) * p.batch * p.heads
+    programs = n_tiles
+    if form != "tile":
+        # One program per SM slot: occupancy programs per SM when the config asks for more.
+        programs = min(n_tiles, sm_count() * (config.occupancy or 1))
+    grid = (programs, 1, 1)
+    sources = _sources(
+        p, config, form, programs, scale=scale, mask=mask, input_pos=input_pos, window=window,
+        with_lse=with_lse, with_map=with_map,
+    )  # fmt: skip
+    values: dict[str, Any] = {}
+    for param in declaration(form):
+        source = sources.get(param.name)
+        if source is None:
+            raise KeyError(
+                f"{python_function(form).__name__} declares {param.name!r}, which "
+                "kernels.cutile.forms._sources has no value for"
+            )
+        values[param.name] = _checked(param, source())
+    return LaunchPlan(form, grid, values)
+
+
+def _checked(param: Parameter, value: Any) -> Any:
+    """``value`` if it is what ``param`` declares (an ArraySpec for an array)."""
+    is_array = isinstance(value, ArraySpec)
+    if is_array != (param.kind == "array") or not (is_array or type(value) is param.type):
+        raise TypeError(f"{param.name}: a {param.kind} {param.type}, got {value!r}")
+    return value
+
+
+def _sources(
+    p: Problem,
+    config: LaunchConfig,
+    form: str,
+    programs: int,
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    with_lse: bool,
+    with_map: bool,
+) -> dict[str, Callable[[], Any]]:
+    """Every parameter name any kernel declares, with how to compute its value (called only
+    for the names the form's kernel declares)."""
+    n_q_blocks = -(-p.q_len // config.tile_m)
+    n_k_blocks = -(-p.k_len // config.tile_n)
+    batch_heads = p.batch * p.heads
+    qo_shape = (p.batch, p.heads, p.q_len, p.head_dim)
+    kv_shape = (p.batch, p.kv_heads, p.k_len, p.head_dim)
+
+    def l2_group() -> int:
+        return l2_group_size(batch_heads, p.k_len, p.head_dim, ITEMSIZE[p.dtype], p.group)
+
+    def remap_group() -> int:
+        # Remapping balances causal/window work; without a mask it would only scatter the
+        # heads that run together (schedule.Schedule.program_order keeps the plain order too).
+        return l2_group() if config.remap and mask != "none" else 0
+
+    def tiles() -> ArraySpec:
+        # The L2 group is the remap's, whether or not remap is on: the assignment needs one.
+        table = causal_tile_table(
+            batch_heads, n_q_blocks, programs, l2_group(), input_pos // config.tile_n
+        )
+        return ArraySpec("int32", table.shape, table)
+
+    def even_k() -> bool:
+        return p.k_len % config.tile_n == 0
+
+    def q_prefetch() -> bool:
+        return even_k() and bool(config.k_split)
+
+    def paired_k() -> bool:
+        return q_prefetch() and config.k_unroll == 2 and (p.k_len // config.tile_n) % 2 == 0
+
+    def poly_cols() -> int:
+        # The causal persistent grid's single loop takes the polynomial too (see its kernel).
+        poly = config.k_split or form == "causal-persistent"
+        return int(config.poly_exp2_cols) if poly else 0
+
+    return {
+        # arrays
+        "Q": lambda: ArraySpec(p.dtype, qo_shape),
+        "K": lambda: ArraySpec(p.dtype, kv_shape),
+        "V": lambda: ArraySpec(p.dtype, kv_shape),
+        "Out": lambda: ArraySpec(p.dtype, qo_shape),
+        "Lse": lambda: ArraySpec("float32", (p.batch, p.heads, p.q_len) if with_lse else (1, 1, 1)),
+        "BlockMap": lambda: ArraySpec(
+            "int32", block_map_shape(batch_heads, n_q_blocks, n_k_blocks) if with_map else (1, 1, 1)
+        ),
+        "Order": lambda: ArraySpec(
+            "int32", order_shape(batch_heads, n_q_blocks) if with_map else (1, 1)
+        ),
+        "Tiles": tiles,
+        # runtime scalars
+        "qk_scale_log2": lambda: float(scale * LOG2E),
+        "input_pos": lambda: int(input_pos),
+        "window": lambda: int(window) if window is not None else 0,
+        "group": lambda: p.group,
+        "remap_group": remap_group,
+        # compile-time constants
+        "TILE_M": lambda: int(config.tile_m),
+        "TILE_N": lambda: int(config.tile_n),
+        "TILE_D": lambda: p.head_dim,
+        "MASK": lambda: MASK_CODES[mask],
+        "K_SPLIT": lambda: bool(config.k_split),
+        "FAST_MATH": lambda: bool(config.fast_math),
+        "WITH_LSE": lambda: bool(with_lse),
+        "WITH_MAP": lambda: bool(with_map),
+        "K_LATENCY": lambda: int(config.k_latency),
+        "V_LATENCY": lambda: int(config.v_latency),
+        "PIPELINE": lambda: bool(config.pipeline) and bool(config.k_split),
+        "POLY_COLS": poly_cols,
+        "STORE_TMA": lambda: bool(config.store_tma),
+        "EVEN_K": even_k,
+        "Q_PREFETCH": q_prefetch,
+        "PAIRED_K": paired_k,
+    }
+
+
+def default_scale(head_dim: int) -> float:
+    """1 / sqrt(head_dim), the scale a launch uses unless told otherwise."""
+    return 1.0 / math.sqrt(head_dim)

@@ -1,0 +1,417 @@
+"""The validating host wrapper: ``LaunchConfig``, input checks, ``prepare`` and ``attention``.
+
+A launch goes: check the inputs and the config once, let :func:`kernels.cutile.forms.plan` pick
+the kernel form and give every parameter the form's kernel declares its value, allocate what
+the caller did not pass, and return a launcher that only calls ``ct.launch``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import cuda.tile as ct
+import numpy as np
+
+from kernels.cutile import forms
+from kernels.cutile.arrays import (
+    default_stream,
+    device_id,
+    dtype_name,
+    empty,
+    fill,
+    from_numpy,
+    is_contiguous,
+    lib_of,
+    sm_count,
+)
+from kernels.cutile.diagnostics import check_arch, friendly_errors
+from kernels.cutile.forms import ArraySpec, Problem
+from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, K_UNROLLS, poly_exp2_choices
+from kernels.schedule import MASK_MODES, causal_grid_aligned
+
+TILE_SIZES = (64, 128, 256)
+HEAD_DIMS = (16, 32, 64, 128, 256)  # cuTile tiles must be powers of two
+DTYPE_NAMES = ("float16", "bfloat16")
+# Worker-warp counts tileiras 13.4 accepts; other powers of two need CTK 13.5.
+WORKER_WARPS = (4, 8)
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+# --------------------------------------------------------------------------------------------
+
+
+def check_inputs(q: Any, k: Any, v: Any) -> Problem:
+    """The problem ``q``, ``k``, ``v`` pose; ValueError naming what is wrong with them."""
+    lib = lib_of(q)
+    for name, arr in (("k", k), ("v", v)):
+        if lib_of(arr) != lib:
+            raise ValueError(f"{name} is a {lib_of(arr)} array but q is a {lib} array")
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        if arr.ndim != 4:
+            raise ValueError(f"{name} must have rank 4 (B, H, N, D), got shape {tuple(arr.shape)}")
+        if dtype_name(arr) not in DTYPE_NAMES:
+            raise ValueError(f"{name} must be float16 or bfloat16, got {dtype_name(arr)}")
+        if device_id(arr, lib) is None:
+            raise ValueError(f"{name} must be on a CUDA device, got {arr.device}")
+        if not is_contiguous(arr, lib):
+            raise ValueError(f"{name} must be contiguous (call .contiguous() first)")
+    if not (dtype_name(q) == dtype_name(k) == dtype_name(v)):
+        raise ValueError(
+            f"q, k, v must share one dtype, got {dtype_name(q)}, {dtype_name(k)}, {dtype_name(v)}"
+        )
+    if not (device_id(q, lib) == device_id(k, lib) == device_id(v, lib)):
+        raise ValueError("q, k and v must be on the same device")
+    batch, heads, q_len, head_dim = (int(x) for x in q.shape)
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    kb, kv_heads, k_len, kd = (int(x) for x in k.shape)
+    if kb != batch:
+        raise ValueError(f"k/v batch {kb} differs from q batch {batch}")
+    if kd != head_dim:
+        raise ValueError(f"k/v head dim {kd} differs from q head dim {head_dim}")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads}) for GQA")
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head dim must be one of {HEAD_DIMS} (a power of two), got {head_dim}")
+    return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib)
+
+
+def check_mask(mask: str, input_pos: int, window: int | None) -> None:
+    """ValueError unless ``mask``, ``input_pos`` and ``window`` make sense together."""
+    if mask not in MASK_MODES:
+        raise ValueError(f"mask must be one of {MASK_MODES}, got {mask!r}")
+    if mask == "window":
+        if window is None or int(window) < 1:
+            raise ValueError(f"mask='window' needs window >= 1, got {window!r}")
+    elif window is not None:
+        raise ValueError(f"window={window} is only meaningful with mask='window'")
+    if not isinstance(input_pos, (int, np.integer)):
+        raise ValueError(f"input_pos must be an int, got {type(input_pos).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# The launch config
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Tiles, knobs and compiler hints of one launch, checked once when it is made.
+
+    ``tile_m``/``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate
+    reciprocal); ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second
+    loop); ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse; no effect
+    without a mask); ``occupancy``, ``num_worker_warps``, ``num_ctas`` (compiler hints);
+    ``k_latency``/``v_latency`` (load hints); ``pipeline`` (with ``k_split``: the next block's
+    q·Kᵀ is issued before this block's softmax); ``poly_exp2_cols`` (with ``k_split``, or in
+    the causal persistent grid: the last this-many score columns of each unmasked block take
+    exp2 as an FMA polynomial, unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16);
+    ``store_tma`` (the output goes out through shared memory and a TMA store, or, when False,
+    straight from registers); ``persistent`` (a grid of a few programs per SM looping over
+    the tiles; not with ``num_ctas`` or ``pipeline``, nor with ``mask="window"``. Without a
+    mask the next tile's Q is fetched during this one; causal problems run it where they are
+    aligned (:func:`kernels.schedule.causal_grid_aligned`, square tiles) and one CTA per tile
+    otherwise: see :meth:`kernel_form`. The causal persistent grid runs one key loop and deals
+    its tiles out by work on the host, so ``k_split`` and ``remap`` do not change it);
+    ``k_unroll`` (1 or 2; 2 with ``persistent`` only: the key loop takes two blocks an
+    iteration, which gives K and V two shared-memory buffers each; applied where k_len is a
+    whole, even number of key blocks and ``k_split`` is on, else the loop takes one block).
+    """
+
+    tile_m: int = 64
+    tile_n: int = 64
+    fast_math: bool = True
+    k_split: bool = True
+    remap: bool = True
+    occupancy: int | None = None
+    num_worker_warps: int | None = None
+    num_ctas: int | None = None
+    k_latency: int = DEFAULT_LOAD_LATENCIES[0]
+    v_latency: int = DEFAULT_LOAD_LATENCIES[1]
+    pipeline: bool = False
+    poly_exp2_cols: int = 0
+    store_tma: bool = True
+    persistent: bool = False
+    k_unroll: int = 1
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        """Every rule a config must keep, in one place (ValueError naming the knob)."""
+        for name in ("tile_m", "tile_n"):
+            if getattr(self, name) not in TILE_SIZES:
+                raise ValueError(f"{name} must be one of {TILE_SIZES}, got {getattr(self, name)}")
+        if self.occupancy is not None and not 1 <= self.occupancy <= 32:
+            raise ValueError(f"occupancy must be None or 1..32, got {self.occupancy}")
+        if self.num_worker_warps is not None and self.num_worker_warps not in WORKER_WARPS:
+            raise ValueError(
+                f"num_worker_warps must be None or one of {WORKER_WARPS} (others need CUDA "
+                f"13.5), got {self.num_worker_warps}"
+            )
+        if self.num_ctas is not None and self.num_ctas not in CLUSTER_CTAS:
+            raise ValueError(f"num_ctas must be None or one of {CLUSTER_CTAS}, got {self.num_ctas}")
+        for name in ("k_latency", "v_latency"):
+            if not 1 <= getattr(self, name) <= 10:
+                raise ValueError(f"{name} must be 1..10, got {getattr(self, name)}")
+        if self.persistent and (self.num_ctas or 1) > 1:
+            raise ValueError(
+                "persistent and num_ctas do not combine: the persistent grid is one program "
+                "per SM slot, not clusters; drop one of them"
+            )
+        if self.persistent and self.pipeline:
+            raise ValueError(
+                "persistent and pipeline do not combine (the persistent kernel has no hand "
+                "pipeline); drop one of them"
+            )
+        if isinstance(self.k_unroll, bool) or self.k_unroll not in K_UNROLLS:
+            raise ValueError(f"k_unroll must be one of {K_UNROLLS}, got {self.k_unroll!r}")
+        if self.k_unroll > 1 and not self.persistent:
+            raise ValueError(
+                f"k_unroll={self.k_unroll} applies to the persistent grid only (one CTA per "
+                "tile lost 2-7 % with it on the H200); set persistent=True or k_unroll=1"
+            )
+        allowed_poly = poly_exp2_choices(self.tile_n)
+        if self.poly_exp2_cols not in allowed_poly:
+            raise ValueError(
+                f"poly_exp2_cols must be 0 or tile_n/2, /4, /8, /16 ({allowed_poly[1:]} for "
+                f"tile_n={self.tile_n}), got {self.poly_exp2_cols}"
+            )
+
+    @classmethod
+    def of(cls, knobs: dict[str, Any]) -> LaunchConfig:
+        """From keyword arguments, naming any that is not a knob."""
+        unknown = sorted(set(knobs) - set(LAUNCH_KNOBS))
+        if unknown:
+            raise ValueError(f"unknown knob(s) {unknown}; the knobs are {list(LAUNCH_KNOBS)}")
+        return cls(**knobs)
+
+    def kernel_form(self, mask: str, q_len: int, k_len: int, input_pos: int = 0) -> str:
+        """Which kernel runs this config on a problem (one of :data:`KERNEL_FORMS`).
+
+        ``persistent`` with ``mask="causal"`` runs the causal persistent grid only where the
+        problem is aligned (:func:`kernels.schedule.causal_grid_aligned`); elsewhere the same
+        tiles and hints run one CTA per tile, so that a config tuned at N = 2048 still runs at
+        N = 2000 (the tuner's cache is keyed by N bucket).
+        """
+        self.check_mask(mask)
+        if not self.persistent:
+            return "tile"
+        if mask == "none":
+            return "persistent"
+        if causal_grid_aligned(q_len, k_len, self.tile_m, self.tile_n, input_pos):
+            return "causal-persistent"
+        return "tile"
+
+    def kernel(self, form: str = "tile") -> Any:
+        """The compiled-kernel object of ``form`` carrying this config's compiler hints."""
+        return forms.kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas, form)
+
+    def check_mask(self, mask: str) -> None:
+        """Raise ValueError when this config cannot run ``mask`` (the persistent grid)."""
+        if not self.persistent or mask == "none":
+            return
+        if mask != "causal":
+            raise ValueError(
+                f"persistent applies to mask='none' and 'causal' (got mask={mask!r}): window "
+                "tiles have no persistent kernel; use persistent=False"
+            )
+        if self.k_unroll > 1:
+            raise ValueError(
+                "k_unroll=2 is for the persistent grid without a mask; the causal persistent "
+                "grid takes one key block an iteration (set k_unroll=1)"
+            )
+
+
+LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))
+
+
+# --------------------------------------------------------------------------------------------
+# Launching
+# --------------------------------------------------------------------------------------------
+
+
+def prepare(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    scale: float | None = None,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+    return_lse: bool = False,
+    out: Any = None,
+    stream: Any = None,
+    **knobs: Any,
+) -> Callable[[], Any]:
+    """Validate and allocate once; return a zero-argument launcher for timing loops.
+
+    ``knobs`` are the fields of :class:`LaunchConfig` (``tile_m=64``, ``tile_n=64``,
+    ``fast_math=True``, ``k_split=True``, ``remap=True``, ``occupancy``, ``num_worker_warps``,
+    ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``, ``poly_exp2_cols=0``,
+    ``store_tma=True``, ``persistent=False``). The launcher re-runs the same launch (same
+    inputs, same ``out``) with no validation and no allocation, and returns what
+    :func:`attention` would. With ``stream=None`` it launches on the library's *current* stream
+    at call time, so it can be captured in a CUDA graph.
+    """
+    p = check_inputs(q, k, v)
+    check_mask(mask, input_pos, window)
+    config = LaunchConfig.of(knobs)
+    if scale is None:
+        scale = forms.default_scale(p.head_dim)
+    if not (math.isfinite(scale) and scale > 0):
+        # The running max is taken before scaling (max(qk)·s), which needs s > 0.
+        raise ValueError(f"scale must be a finite positive number, got {scale}")
+    if out is None:
+        out = empty(p.lib, tuple(q.shape), p.dtype, q)
+    else:
+        if lib_of(out) != p.lib or tuple(out.shape) != tuple(q.shape):
+            raise ValueError(f"out must be a {p.lib} array of shape {tuple(q.shape)}")
+        if dtype_name(out) != p.dtype or not is_contiguous(out, p.lib):
+            raise ValueError(f"out must be contiguous with dtype {p.dtype}")
+        if device_id(out, p.lib) != device_id(q, p.lib):
+            raise ValueError("out must be on the same device as q")
+    lse = empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if return_lse else None
+    run = launcher(
+        p,
+        {"Q": q, "K": k, "V": v, "Out": out, "Lse": lse},
+        config,
+        scale=scale,
+        mask=mask,
+        input_pos=int(input_pos),
+        window=window,
+        stream=stream,
+    )
+
+    def launch() -> Any:
+        run()
+        return (out, lse) if return_lse else out
+
+    return launch
+
+
+def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
+    """softmax(scale · q kᵀ + mask) v for (B, H, N, D) fp16/bf16 torch tensors or CuPy arrays.
+
+    Keyword arguments (all optional): ``scale=None`` (1/sqrt(D)), ``mask="none"``,
+    ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
+    ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
+    ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``,
+    ``poly_exp2_cols=0``, ``store_tma=True``, ``persistent=False``, ``return_lse=False``,
+    ``out=None``, ``stream=None``; see :func:`prepare` and :class:`LaunchConfig`.
+
+    k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
+    ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
+    ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
+    ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
+
+    Knobs (each changes the compiled kernel, compiled once per combination): ``tile_m`` and
+    ``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate reciprocal);
+    ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second loop);
+    ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse); ``occupancy``,
+    ``num_worker_warps``, ``num_ctas`` compiler hints; ``k_latency``/``v_latency`` load hints;
+    ``pipeline`` (with ``k_split``: the next block's q·Kᵀ is issued before this block's softmax);
+    ``poly_exp2_cols`` (with ``k_split``: that many of each unmasked block's score columns take
+    exp2 as an FMA polynomial instead of the MUFU unit; 0 or tile_n/2, /4, /8, /16);
+    ``store_tma`` (False: the output is stored straight from registers, not through a TMA
+    store); ``persistent`` (``mask="none"`` or ``"causal"``: one program per SM slot looping
+    over the tiles; without a mask the next tile's Q is fetched during this one, and causal
+    problems that are not whole square tiles run one CTA per tile, see
+    :meth:`LaunchConfig.kernel_form`).
+    """
+    return prepare(q, k, v, **kwargs)()
+
+
+class Allocator:
+    """Makes the array arguments a caller did not pass, on ``like``'s device: the plan's
+    host data copied over (the causal tile table), or an uninitialised stand-in for an output
+    the launch does not want (the kernel skips it: ``WITH_LSE``/``WITH_MAP`` are off), made
+    once per parameter and shape and reused."""
+
+    def __init__(self, lib: str, like: Any) -> None:
+        self.lib = lib
+        self.like = like
+        self._stand_ins: dict[tuple[str, str, tuple[int, ...]], Any] = {}
+
+    def __call__(self, name: str, spec: ArraySpec) -> Any:
+        if spec.data is not None:
+            return from_numpy(spec.data, self.lib, self.like)
+        key = (name, spec.dtype, spec.shape)  # one per parameter: launch arrays must not alias
+        if key not in self._stand_ins:
+            self._stand_ins[key] = empty(self.lib, spec.shape, spec.dtype, self.like)
+        return self._stand_ins[key]
+
+
+def launch_of(
+    p: Problem,
+    arrays: dict[str, Any],
+    config: LaunchConfig,
+    allocate: Allocator,
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+) -> tuple[tuple[int, int, int], tuple[Any, ...], str]:
+    """Grid, argument tuple and kernel form of one launch (for attention, the block map and
+    the tuner). ``arrays``: the caller's arrays by parameter name ("Q", "K", "V", "Out", and
+    "Lse", "BlockMap", "Order" when wanted); the others come from ``allocate``."""
+    q = arrays["Q"]
+    launch = forms.plan(
+        p,
+        config,
+        scale=scale,
+        mask=mask,
+        input_pos=input_pos,
+        window=window,
+        with_lse=arrays.get("Lse") is not None,
+        with_map=arrays.get("BlockMap") is not None,
+        sm_count=lambda: sm_count(device_id(q, p.lib) or 0, p.lib),
+    )
+    return launch.grid, launch.arguments(arrays, allocate), launch.form
+
+
+def launcher(
+    p: Problem,
+    arrays: dict[str, Any],
+    config: LaunchConfig,
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    stream: Any,
+) -> Callable[[], None]:
+    """Everything but the launch itself: grid, argument tuple, kernel variant, arch check."""
+    q, out, lse = arrays["Q"], arrays["Out"], arrays.get("Lse")
+    if p.q_len == 0:
+        return lambda: None
+    if p.k_len == 0:  # every row sees no key: zeros and -inf, like the reference
+
+        def no_keys() -> None:
+            fill(out, 0)
+            if lse is not None:
+                fill(lse, -math.inf)
+
+        return no_keys
+    check_arch(device_id(q, p.lib) or 0)
+    grid, args, form = launch_of(
+        p, arrays, config, Allocator(p.lib, q), scale=scale, mask=mask, input_pos=input_pos,
+        window=window,
+    )  # fmt: skip
+    kern = config.kernel(form)
+    lib = p.lib
+
+    def run() -> None:
+        with friendly_errors():
+            ct.launch(stream if stream is not None else default_stream(lib), grid, kern, args)
+
+    return run

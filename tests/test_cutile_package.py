@@ -1,0 +1,292 @@
+"""The kernel package's own promises, checked on the CPU.
+
+- Every ``@kernel`` in ``kernels/cutile/device*.py`` reads each parameter it declares.
+- A launch's argument tuple and the offline compile's signature are built from one
+  declaration, the kernel's signature: same length, same order, same kind per position.
+- The parts the CPU workbench uses (``arrays``, ``diagnostics``) import without cuda.tile,
+  torch or CuPy, and the workbench uses them instead of copies of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "kernels" / "cutile"
+DEVICE_FILES = sorted(PACKAGE.glob("device*.py"))
+
+
+# --------------------------------------------------------------------------------------------
+# No parameter a kernel does not read (source only: no cuda.tile needed)
+# --------------------------------------------------------------------------------------------
+
+
+def _is_kernel_decorator(node: ast.expr) -> bool:
+    """``@kernel`` (the package's, which keeps the signature readable) or ``@ct.kernel``."""
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Name):
+        return target.id == "kernel"
+    return isinstance(target, ast.Attribute) and target.attr == "kernel"
+
+
+def kernel_functions(source: str) -> list[ast.FunctionDef]:
+    tree = ast.parse(source)
+    return [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and any(map(_is_kernel_decorator, node.decorator_list))
+    ]
+
+
+def unread_parameters(function: ast.FunctionDef) -> list[str]:
+    """The parameters no expression in the body reads (docstrings and comments do not count)."""
+    declared = [a.arg for a in function.args.args + function.args.kwonlyargs]
+    read = {
+        node.id
+        for statement in function.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    }
+    return [name for name in declared if name not in read]
+
+
+def test_the_unread_parameter_check_finds_one() -> None:
+    source = textwrap.dedent(
+        '''
+        @kernel
+        def k(Q, Out, window: int, TILE_M: ConstInt):
+            """Mentions window and TILE_M, which is not reading them."""
+            # window
+            ct.store(Out, (0,), ct.load(Q, (0,), (TILE_M,)))
+        '''
+    )
+    [function] = kernel_functions(source)
+    assert unread_parameters(function) == ["window"]
+
+
+def test_the_device_files_hold_the_three_kernels() -> None:
+    names = {f.name for path in DEVICE_FILES for f in kernel_functions(path.read_text())}
+    assert names == {
+        "fmha_fwd_kernel",
+        "fmha_fwd_persistent_kernel",
+        "fmha_fwd_causal_persistent_kernel",
+    }
+
+
+@pytest.mark.parametrize("path", DEVICE_FILES, ids=lambda p: p.name)
+def test_every_kernel_reads_every_parameter_it_declares(path: Path) -> None:
+    for function in kernel_functions(path.read_text()):
+        assert unread_parameters(function) == [], f"{path.name}: {function.name}"
+        # The package's decorator, not ct.kernel: forms reads the signature via __wrapped__.
+        assert [ast.unparse(d) for d in function.decorator_list] == ["kernel"], function.name
+
+
+# --------------------------------------------------------------------------------------------
+# One declaration for the launch and the offline compile
+# --------------------------------------------------------------------------------------------
+
+# A problem and config that reach each kernel form.
+FORM_CASES = {
+    "tile": dict(mask="window", tile_m=128, tile_n=64, with_lse=True, with_map=True, q_len=1000),
+    "persistent": dict(mask="none", tile_m=128, tile_n=128, persistent=True, k_unroll=2),
+    "causal-persistent": dict(
+        mask="causal", tile_m=128, tile_n=128, persistent=True, with_map=True, q_len=2048
+    ),
+}
+
+
+@pytest.fixture
+def package() -> types.SimpleNamespace:
+    pytest.importorskip("cuda.tile")
+    from kernels.cutile import compile, forms
+
+    return types.SimpleNamespace(compile=compile, forms=forms)
+
+
+@pytest.mark.parametrize("form", list(FORM_CASES))
+def test_launch_arguments_and_compile_signature_follow_the_kernels_signature(
+    package: types.SimpleNamespace, form: str
+) -> None:
+    from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
+
+    forms = package.forms
+    plan, _ = package.compile.offline_plan(batch=1, heads=4, kv_heads=2, **FORM_CASES[form])
+    assert plan.form == form
+    declared = list(inspect.signature(forms.python_function(form)).parameters)
+    assert list(plan.values) == declared
+
+    args = plan.arguments({}, lambda name, spec: ("made", name, spec))
+    signature = package.compile.signature_parameters(plan)
+    assert len(args) == len(signature) == len(declared)
+    for param, arg, entry in zip(forms.declaration(form), args, signature, strict=True):
+        if param.kind == "array":
+            assert arg[:2] == ("made", param.name)
+            assert isinstance(entry, ArrayConstraint)
+        elif param.kind == "scalar":
+            assert type(arg) is param.type and isinstance(entry, ScalarConstraint)
+        else:
+            assert arg == entry and type(arg) is param.type, param.name
+    # A launch passes its own arrays by name, and only ones the kernel declares.
+    given = {"Q": "q", "K": "k", "V": "v", "Out": "out"}
+    args = plan.arguments(given, lambda name, spec: None)
+    assert [args[declared.index(name)] for name in given] == list(given.values())
+    with pytest.raises(ValueError, match="takes no array"):
+        plan.arguments({"Unknown": object()}, lambda name, spec: None)
+
+
+def test_the_persistent_kernels_no_longer_take_the_tile_kernels_extras(
+    package: types.SimpleNamespace,
+) -> None:
+    forms = package.forms
+    tile = set(forms.parameters("tile"))
+    persistent = set(forms.parameters("persistent"))
+    causal = set(forms.parameters("causal-persistent"))
+    assert tile - persistent == {"input_pos", "window", "remap_group", "MASK", "PIPELINE"}
+    assert tile - causal == {"window", "remap_group", "MASK", "K_SPLIT", "PIPELINE"}
+    assert persistent - tile == {"EVEN_K", "Q_PREFETCH", "PAIRED_K"}
+    assert causal - tile == {"Tiles"}
+
+
+def test_a_declared_parameter_without_a_source_is_named(
+    package: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forms = package.forms
+    extra = (*forms.declaration("tile"), forms.Parameter("NEW_KNOB", "constant", int))
+    monkeypatch.setattr(forms, "declaration", lambda form: extra)
+    with pytest.raises(KeyError, match="fmha_fwd_kernel declares 'NEW_KNOB'"):
+        package.compile.offline_plan(mask="none")
+
+
+def test_only_the_persistent_forms_ask_for_the_sm_count(package: types.SimpleNamespace) -> None:
+    forms = package.forms
+    from kernels.cutile.launch import LaunchConfig
+
+    p = forms.Problem(1, 4, 2, 2048, 2048, 128, "float16")
+
+    def never() -> int:
+        raise AssertionError("the tile form's grid is one CTA per tile")
+
+    options = dict(scale=0.1, input_pos=0, window=None, with_lse=False, with_map=False)
+    tile = forms.plan(p, LaunchConfig(), mask="causal", sm_count=never, **options)
+    assert tile.grid == (32 * 4, 1, 1)
+    grid = forms.plan(
+        p, LaunchConfig(tile_m=128, tile_n=128, persistent=True, occupancy=2), mask="causal",
+        sm_count=lambda: 10, **options,
+    )  # fmt: skip
+    assert grid.form == "causal-persistent" and grid.grid == (20, 1, 1)
+    tiles = grid.values["Tiles"]
+    assert tiles.shape == tiles.data.shape and tiles.shape[0] % forms.SHAPE_CLASS == 0
+
+
+# --------------------------------------------------------------------------------------------
+# The CPU parts, and the workbench using them
+# --------------------------------------------------------------------------------------------
+
+WITHOUT_CUDA_TILE = """
+import json, sys
+for name in ("cuda.tile", "torch", "cupy"):
+    sys.modules[name] = None  # any import of them raises ImportError
+import kernels.cutile.arrays, kernels.cutile.diagnostics as d
+import workbench.backends.gpu, workbench.backends.cutile as cutile
+try:
+    import kernels.cutile.launch
+    launch = "imported"
+except ImportError:
+    launch = "needs cuda.tile"
+verdict = d.assess("sm_75", "release 13.4", None)
+print(json.dumps({
+    "availability": cutile.CutileBackend().availability().reason,
+    "assess": [verdict.available, verdict.message],
+    "launch": launch,
+    "lib": kernels.cutile.arrays.pick_lib(),
+}))
+"""
+
+
+def test_the_cpu_parts_import_without_cuda_tile_torch_or_cupy(
+    python_facts: Callable[..., dict[str, Any]],
+) -> None:
+    facts = python_facts(WITHOUT_CUDA_TILE, cwd=ROOT)
+    assert facts["availability"].startswith("cuda-tile is not installed")
+    assert facts["assess"] == [False, "sm_75 is older than cuTile supports (sm_80+): use the "
+                               "CPU reference backend"]  # fmt: skip
+    assert facts["launch"] == "needs cuda.tile"
+    assert facts["lib"] == "cupy"  # no torch: CuPy is the one left to try
+
+
+def test_the_workbench_uses_the_kernel_packages_shim_and_version() -> None:
+    import kernels.cutile.arrays as arrays
+    import kernels.cutile.diagnostics as diagnostics
+    import workbench.backends.gpu as gpu
+
+    assert gpu.HostView is arrays.HostView
+    assert gpu.as_torch is arrays.as_torch
+    assert gpu.tileiras_version is diagnostics.tileiras_version
+
+
+@pytest.mark.parametrize(
+    ("major", "tileiras", "expected"),
+    [
+        (7, "tileiras 13.4.92", "sm_75 is older than cuTile supports"),
+        (9, None, "tileiras not found. Install it: pip install"),
+    ],
+)
+def test_the_cutile_backend_refuses_for_the_kernel_packages_reasons(
+    monkeypatch: pytest.MonkeyPatch, major: int, tileiras: str | None, expected: str
+) -> None:
+    # CuPy and the GPU are stood in for, as in test_arch_tables_offline: the reason the
+    # backend gives is the kernel package's assess() message, not a second wording of it.
+    import sys
+
+    import workbench.backends.cutile as cutile
+    import workbench.backends.gpu as gpu
+    from kernels.cutile.diagnostics import assess
+    from workbench.backends.base import Availability
+
+    props = {"major": major, "minor": 5 if major == 7 else 0}
+    runtime = types.SimpleNamespace(getDeviceProperties=lambda i: props)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=runtime)))  # fmt: skip
+    if "cuda.tile" not in sys.modules:
+        try:
+            import cuda.tile  # noqa: F401
+        except ImportError:
+            monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
+            monkeypatch.setitem(sys.modules, "cuda.tile", types.ModuleType("cuda.tile"))
+    monkeypatch.setattr(cutile, "cupy_device", lambda: Availability(True, "a GPU"))
+    monkeypatch.setattr(cutile, "cuda_home_problem", lambda: None)
+    monkeypatch.setattr(gpu, "tileiras_version", lambda: tileiras)
+    available = cutile.CutileBackend().availability()
+    assert not available.available
+    assert available.reason.startswith(expected)
+    arch = f"sm_{props['major']}{props['minor']}"
+    assert available.reason == assess(arch, tileiras, "a GPU").message
+
+
+def imported_modules(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+def test_the_package_imports_nothing_from_the_workbench_or_qt(path: Path) -> None:
+    # tests/test_architecture.py checks kernels/*.py; this covers the package below it.
+    bad = [
+        m
+        for m in imported_modules(path)
+        if m.split(".")[0] in ("workbench", "PySide6", "pyqtgraph")
+    ]
+    assert bad == [], path.name

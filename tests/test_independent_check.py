@@ -1,0 +1,72 @@
+"""The independent check's noise figure: does "within twice its noise" mean what it says?
+
+Synthetic timings (CPU only) stand in for two timers measuring the same launches: each round
+draws a clock state that moves every sample of that round's turn, as on the H200 host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.independent_check import (
+    agreement_line,
+    median_noise_pct,
+    ratio_noise_pct,
+    round_medians,
+)
+
+PER_TURN = 10
+
+
+def _point(rng: np.random.Generator, true_ms: float, rounds: int) -> list[float]:
+    """One stored point: ``rounds`` turns of PER_TURN samples, each turn at its own clock."""
+    samples = []
+    for _ in range(rounds):
+        clock = rng.lognormal(0.0, 0.03)
+        samples += list(true_ms * clock * rng.lognormal(0.0, 0.01, PER_TURN))
+    return samples
+
+
+def _ratio_and_noise(rng: np.random.Generator, ours_ms: float, peer_ms: float, rounds: int):
+    ours, peer = _point(rng, ours_ms, rounds), _point(rng, peer_ms, rounds)
+    ratio = float(np.median(peer) / np.median(ours))
+    noise = ratio_noise_pct(
+        median_noise_pct(round_medians(ours, PER_TURN)),
+        median_noise_pct(round_medians(peer, PER_TURN)),
+    )
+    return ratio, noise
+
+
+def test_two_measurements_of_the_same_launches_fall_within_twice_their_noise(rng) -> None:
+    trials, inside = 300, 0
+    for _ in range(trials):
+        first, noise_1 = _ratio_and_noise(rng, 1.0, 1.05, rounds=16)
+        second, noise_2 = _ratio_and_noise(rng, 1.0, 1.05, rounds=16)
+        diff = 100 * (first / second - 1)
+        inside += abs(diff) <= 2 * ratio_noise_pct(noise_1, noise_2)
+    # 2σ of a normal spread holds about 95 %; the estimate must neither miss often nor be so
+    # wide that it would also swallow a real change.
+    assert 0.88 * trials <= inside <= 0.995 * trials
+
+
+def test_a_real_change_of_eight_percent_stands_outside_the_noise(rng) -> None:
+    flagged, trials = 0, 200
+    for _ in range(trials):
+        before, noise_1 = _ratio_and_noise(rng, 1.0, 1.05, rounds=16)
+        after, noise_2 = _ratio_and_noise(rng, 1.0, 1.05 * 1.08, rounds=16)
+        diff = 100 * (after / before - 1)
+        flagged += abs(diff) > 2 * ratio_noise_pct(noise_1, noise_2)
+    assert flagged >= 0.95 * trials
+
+
+def test_more_rounds_narrow_the_noise(rng) -> None:
+    few = np.median([_ratio_and_noise(rng, 1.0, 1.0, rounds=4)[1] for _ in range(50)])
+    many = np.median([_ratio_and_noise(rng, 1.0, 1.0, rounds=36)[1] for _ in range(50)])
+    assert 2.2 < few / many < 3.8  # √(36/4) = 3
+
+
+def test_the_agreement_line_counts_both_ways() -> None:
+    line = agreement_line([(0.5, 0.4), (-1.8, 1.0), (3.0, 1.0)], threshold_pct=1.5)
+    assert "Largest difference 3.00 % over 3" in line
+    assert "within 1.5 %: 1 of 3" in line
+    assert "noise: 2 of 3" in line
