@@ -14,11 +14,14 @@ Nothing here imports cuda.tile or Qt: the workbench core checks values without a
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound=type)
 
 # The capability of the project's cuTile kernel, the one backend that narrows knob values.
 CUTILE = "cutile"
@@ -299,9 +302,7 @@ LAUNCH: dict[str, Any] = {k.name: k.default for k in _KNOBS if k.launch}
 TUNABLE: tuple[str, ...] = tuple(k.name for k in _KNOBS if k.tunable)
 FIXED_IN_TUNING: tuple[str, ...] = tuple(n for n in LAUNCH if n not in TUNABLE)
 
-# Kept for the kernel module, which imports them by these names.
-CLUSTER_CTAS: tuple[int, ...] = tuple(v for v in KNOBS["num_ctas"].values if v is not None)
-K_UNROLLS: tuple[int, ...] = KNOBS["k_unroll"].values
+# The bench scripts' config labels read the load latencies' defaults by this name.
 DEFAULT_LOAD_LATENCIES: tuple[int, int] = (KNOBS["k_latency"].default, KNOBS["v_latency"].default)
 
 
@@ -611,3 +612,29 @@ def rules_text(name: str) -> str:
     """The rules about knob ``name`` in a few words (``only with the persistent grid, mask
     none``), for help texts; "" where there are none."""
     return "; ".join(rule.summary for rule in RULES if rule.field == name)
+
+
+def with_knob_fields(names: Iterable[str], *, own_after: str | None = None) -> Callable[[T], T]:
+    """Class decorator: one field per knob in ``names``, in the registry's order, typed and
+    defaulted by it, with the class's own annotated fields after the knob ``own_after`` (last
+    without one); then a frozen dataclass. The kernel's LaunchConfig and the workbench's
+    KernelConfig are made so, and a knob added here is a field of both."""
+    wanted = set(names)
+
+    def build(cls: T) -> T:
+        own = dict(inspect.get_annotations(cls))
+        annotations: dict[str, Any] = {}
+        for knob in _KNOBS:
+            if knob.name not in wanted:
+                continue
+            optional = " | None" if None in knob.values else ""
+            annotations[knob.name] = f"{knob.kind.__name__}{optional}"
+            setattr(cls, knob.name, knob.default)
+            if knob.name == own_after:
+                annotations.update(own)
+        if own_after is None:
+            annotations.update(own)
+        cls.__annotations__ = annotations
+        return dataclass(frozen=True)(cls)
+
+    return build

@@ -141,8 +141,9 @@ def test_the_reference_backend_runs_its_wider_tile_range(
 
 
 def test_the_registry_refuses_what_the_kernels_launch_config_refuses() -> None:
-    """Until LaunchConfig checks through the registry itself, the two agree on every
-    combination of a grid of launch values (including ones either refuses)."""
+    """LaunchConfig (and its mask check) and the registry agree on every combination of a
+    grid of launch values, refused or not: the kernel checks through the registry, not by
+    rules of its own."""
     import itertools
 
     grid = {

@@ -8,7 +8,6 @@ field, the bad value and what is allowed; the CLI prints it as one line and the 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -150,23 +149,7 @@ class Problem:
 _MASK_FIELDS_AFTER = "remap"
 
 
-def _knob_fields(cls: type) -> type:
-    """Give ``cls`` one field per knob of the registry (:data:`kernels.knobs.KNOBS`), in its
-    order, typed and defaulted by it, around the class's own fields (the mask and window);
-    then make it a frozen dataclass."""
-    own = dict(inspect.get_annotations(cls))
-    annotations: dict[str, Any] = {}
-    for knob in knobs.KNOBS.values():
-        optional = None in knob.values
-        annotations[knob.name] = f"{knob.kind.__name__}{' | None' if optional else ''}"
-        setattr(cls, knob.name, knob.default)
-        if knob.name == _MASK_FIELDS_AFTER:
-            annotations.update(own)
-    cls.__annotations__ = annotations
-    return dataclass(frozen=True)(cls)
-
-
-@_knob_fields
+@knobs.with_knob_fields(knobs.KNOBS, own_after=_MASK_FIELDS_AFTER)
 class KernelConfig:
     """The knobs of the optimization stack (one field per :data:`kernels.knobs.KNOBS` entry)
     and the mask. Backends ignore knobs they do not have."""

@@ -7,15 +7,14 @@ the caller did not pass, and return a launcher that only calls ``ct.launch``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import cuda.tile as ct
 import numpy as np
 
+from kernels import knobs as registry
 from kernels.cutile import forms
 from kernels.cutile.arrays import (
     default_stream,
@@ -30,14 +29,13 @@ from kernels.cutile.arrays import (
 )
 from kernels.cutile.diagnostics import check_arch, friendly_errors
 from kernels.cutile.forms import ArraySpec, Problem
-from kernels.knobs import CLUSTER_CTAS, DEFAULT_LOAD_LATENCIES, K_UNROLLS, poly_exp2_choices
 from kernels.schedule import MASK_MODES, causal_grid_aligned
 
-TILE_SIZES = (64, 128, 256)
+# The kernel's tiles and worker-warp counts (tileiras 13.4: 4 and 8), from the registry.
+TILE_SIZES = registry.KNOBS["tile_m"].values_for(registry.CUTILE)
+WORKER_WARPS = tuple(w for w in registry.KNOBS["num_worker_warps"].values if w is not None)
 HEAD_DIMS = (16, 32, 64, 128, 256)  # cuTile tiles must be powers of two
 DTYPE_NAMES = ("float16", "bfloat16")
-# Worker-warp counts tileiras 13.4 accepts; other powers of two need CTK 13.5.
-WORKER_WARPS = (4, 8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,97 +99,31 @@ def check_mask(mask: str, input_pos: int, window: int | None) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@registry.with_knob_fields(registry.LAUNCH)
 class LaunchConfig:
     """Tiles, knobs and compiler hints of one launch, checked once when it is made.
 
-    ``tile_m``/``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate
-    reciprocal); ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second
-    loop); ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse; no effect
-    without a mask); ``occupancy``, ``num_worker_warps``, ``num_ctas`` (compiler hints);
-    ``k_latency``/``v_latency`` (load hints); ``pipeline`` (with ``k_split``: the next block's
-    q·Kᵀ is issued before this block's softmax); ``poly_exp2_cols`` (with ``k_split``, or in
-    the causal persistent grid: the last this-many score columns of each unmasked block take
-    exp2 as an FMA polynomial, unloading the MUFU unit; 0 or tile_n/2, /4, /8, /16);
-    ``store_tma`` (the output goes out through shared memory and a TMA store, or, when False,
-    straight from registers); ``persistent`` (a grid of a few programs per SM looping over
-    the tiles; not with ``num_ctas`` or ``pipeline``, nor with ``mask="window"``. Without a
-    mask the next tile's Q is fetched during this one; causal problems run it where they are
-    aligned (:func:`kernels.schedule.causal_grid_aligned`, square tiles) and one CTA per tile
-    otherwise: see :meth:`kernel_form`. The causal persistent grid runs one key loop and deals
-    its tiles out by work on the host, so ``k_split`` and ``remap`` do not change it);
-    ``k_unroll`` (1 or 2; 2 with ``persistent`` only: the key loop takes two blocks an
-    iteration, which gives K and V two shared-memory buffers each; applied where k_len is a
-    whole, even number of key blocks and ``k_split`` is on, else the loop takes one block).
+    A field per launch knob of the registry (:data:`kernels.knobs.LAUNCH`, with its default;
+    each entry's help says what the knob does), checked by the registry's rules for the kernel
+    (:func:`kernels.knobs.check_launch`), which refuse in the words the workbench uses. The
+    persistent grid's causal form runs where the problem is aligned and one CTA per tile
+    otherwise (:meth:`kernel_form`); it runs one key loop and deals its tiles out by work on
+    the host, so ``k_split`` and ``remap`` do not change it, and it takes the polynomial even
+    without ``k_split``.
     """
 
-    tile_m: int = 64
-    tile_n: int = 64
-    fast_math: bool = True
-    k_split: bool = True
-    remap: bool = True
-    occupancy: int | None = None
-    num_worker_warps: int | None = None
-    num_ctas: int | None = None
-    k_latency: int = DEFAULT_LOAD_LATENCIES[0]
-    v_latency: int = DEFAULT_LOAD_LATENCIES[1]
-    pipeline: bool = False
-    poly_exp2_cols: int = 0
-    store_tma: bool = True
-    persistent: bool = False
-    k_unroll: int = 1
-
     def __post_init__(self) -> None:
-        self._check()
+        registry.check_launch(self.values())
 
-    def _check(self) -> None:
-        """Every rule a config must keep, in one place (ValueError naming the knob)."""
-        for name in ("tile_m", "tile_n"):
-            if getattr(self, name) not in TILE_SIZES:
-                raise ValueError(f"{name} must be one of {TILE_SIZES}, got {getattr(self, name)}")
-        if self.occupancy is not None and not 1 <= self.occupancy <= 32:
-            raise ValueError(f"occupancy must be None or 1..32, got {self.occupancy}")
-        if self.num_worker_warps is not None and self.num_worker_warps not in WORKER_WARPS:
-            raise ValueError(
-                f"num_worker_warps must be None or one of {WORKER_WARPS} (others need CUDA "
-                f"13.5), got {self.num_worker_warps}"
-            )
-        if self.num_ctas is not None and self.num_ctas not in CLUSTER_CTAS:
-            raise ValueError(f"num_ctas must be None or one of {CLUSTER_CTAS}, got {self.num_ctas}")
-        for name in ("k_latency", "v_latency"):
-            if not 1 <= getattr(self, name) <= 10:
-                raise ValueError(f"{name} must be 1..10, got {getattr(self, name)}")
-        if self.persistent and (self.num_ctas or 1) > 1:
-            raise ValueError(
-                "persistent and num_ctas do not combine: the persistent grid is one program "
-                "per SM slot, not clusters; drop one of them"
-            )
-        if self.persistent and self.pipeline:
-            raise ValueError(
-                "persistent and pipeline do not combine (the persistent kernel has no hand "
-                "pipeline); drop one of them"
-            )
-        if isinstance(self.k_unroll, bool) or self.k_unroll not in K_UNROLLS:
-            raise ValueError(f"k_unroll must be one of {K_UNROLLS}, got {self.k_unroll!r}")
-        if self.k_unroll > 1 and not self.persistent:
-            raise ValueError(
-                f"k_unroll={self.k_unroll} applies to the persistent grid only (one CTA per "
-                "tile lost 2-7 % with it on the H200); set persistent=True or k_unroll=1"
-            )
-        allowed_poly = poly_exp2_choices(self.tile_n)
-        if self.poly_exp2_cols not in allowed_poly:
-            raise ValueError(
-                f"poly_exp2_cols must be 0 or tile_n/2, /4, /8, /16 ({allowed_poly[1:]} for "
-                f"tile_n={self.tile_n}), got {self.poly_exp2_cols}"
-            )
+    def values(self) -> dict[str, Any]:
+        """The knobs and their values, by name."""
+        return {name: getattr(self, name) for name in registry.LAUNCH}
 
     @classmethod
-    def of(cls, knobs: dict[str, Any]) -> LaunchConfig:
+    def of(cls, given: dict[str, Any]) -> LaunchConfig:
         """From keyword arguments, naming any that is not a knob."""
-        unknown = sorted(set(knobs) - set(LAUNCH_KNOBS))
-        if unknown:
-            raise ValueError(f"unknown knob(s) {unknown}; the knobs are {list(LAUNCH_KNOBS)}")
-        return cls(**knobs)
+        registry.check_launch(given)  # an unknown knob is named, with the real ones
+        return cls(**given)
 
     def kernel_form(self, mask: str, q_len: int, k_len: int, input_pos: int = 0) -> str:
         """Which kernel runs this config on a problem (one of :data:`KERNEL_FORMS`).
@@ -215,22 +147,13 @@ class LaunchConfig:
         return forms.kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas, form)
 
     def check_mask(self, mask: str) -> None:
-        """Raise ValueError when this config cannot run ``mask`` (the persistent grid)."""
-        if not self.persistent or mask == "none":
-            return
-        if mask != "causal":
-            raise ValueError(
-                f"persistent applies to mask='none' and 'causal' (got mask={mask!r}): window "
-                "tiles have no persistent kernel; use persistent=False"
-            )
-        if self.k_unroll > 1:
-            raise ValueError(
-                "k_unroll=2 is for the persistent grid without a mask; the causal persistent "
-                "grid takes one key block an iteration (set k_unroll=1)"
-            )
+        """Raise ValueError when this config cannot run ``mask`` (the registry's rules that read
+        the mask: the persistent grid has no window kernel, its causal form takes one key block
+        an iteration)."""
+        registry.check_launch(self.values(), mask)
 
 
-LAUNCH_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(LaunchConfig))
+LAUNCH_KNOBS: tuple[str, ...] = tuple(registry.LAUNCH)
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from kernels.cutile.diagnostics import (
 )
 from kernels.cutile.forms import Problem
 from kernels.cutile.launch import (
-    LAUNCH_KNOBS,
     Allocator,
     LaunchConfig,
     check_inputs,
@@ -34,12 +33,13 @@ from kernels.cutile.launch import (
     launch_of,
     launcher,
 )
+from kernels.knobs import FIXED_IN_TUNING, TUNABLE
 from kernels.measure import balanced_order, graph_median_ms, side_stream
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 
-# What the tuner chooses; fast_math, k_split and remap are the caller's.
-FIXED_KNOBS = ("fast_math", "k_split", "remap")
-TUNED_KEYS = tuple(name for name in LAUNCH_KNOBS if name not in FIXED_KNOBS)
+# What the tuner chooses (the registry's tunable knobs); the others are the caller's.
+FIXED_KNOBS = FIXED_IN_TUNING
+TUNED_KEYS = TUNABLE
 
 
 def default_cache_path() -> Path:

@@ -632,7 +632,7 @@ def test_validation_messages() -> None:
         launch.attention(q, k, v, tile_m=32)
     with pytest.raises(ValueError, match="num_worker_warps"):
         launch.attention(q, k, v, num_worker_warps=16)
-    with pytest.raises(ValueError, match="persistent applies to mask='none' and 'causal'"):
+    with pytest.raises(ValueError, match=r"persistent grid is for mask none or causal"):
         launch.attention(q, k, v, mask="window", window=8, persistent=True)
     with pytest.raises(ValueError, match="out must"):
         launch.attention(q, k, v, out=torch.empty_like(q[:, :1]))
