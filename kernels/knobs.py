@@ -57,9 +57,10 @@ class Knob:
     when it departs from its default (``always``: every time).
 
     ``tunable``: the tuner's search space sets it. ``constant``/``hint``: the kernel
-    compile-time constant or compiler hint it feeds. ``launch``: a field of the kernel's
-    LaunchConfig (``autotune`` is the workbench's own); ``exposed``: a CLI flag and a row in
-    the window.
+    compile-time constant or compiler hint it feeds (a constant gets the knob's value as it is,
+    unless ``kernels.cutile.forms`` computes it from more: PIPELINE, POLY_COLS, PAIRED_K).
+    ``launch``: a field of the kernel's LaunchConfig (``autotune`` is the workbench's own);
+    ``exposed``: a CLI flag and a row in the window.
     """
 
     name: str

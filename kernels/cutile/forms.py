@@ -5,7 +5,9 @@ Each kernel's own Python signature is its parameter declaration (read through
 for exactly the names a kernel declares, in its order; the launch (``kernels.cutile.launch``),
 the tuner and the offline compile (``kernels.cutile.compile``) all build their argument tuple
 or signature from that plan. A new parameter is therefore a change to the kernel's signature
-plus one entry in :func:`_sources`, and a parameter with no source fails at the first plan.
+plus one entry in :func:`_sources`, and a parameter with no source fails at the first plan; a
+constant that is a knob's value as it is (``Knob.constant`` in :mod:`kernels.knobs`) needs no
+entry: it comes from the registry.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import cuda.tile as ct
 import numpy as np
 
+from kernels import knobs as registry
 from kernels.cutile.device_persistent import (
     fmha_fwd_causal_persistent_kernel,
     fmha_fwd_persistent_kernel,
@@ -371,20 +374,19 @@ def _sources(
         "window": lambda: int(window) if window is not None else 0,
         "group": lambda: p.group,
         "remap_group": remap_group,
-        # compile-time constants
-        "TILE_M": lambda: int(config.tile_m),
-        "TILE_N": lambda: int(config.tile_n),
+        # compile-time constants: the knobs' own (TILE_M, K_LATENCY, STORE_TMA, ...), then
+        # those computed from knobs and the problem (overriding a knob's where it has one)
+        **{
+            knob.constant: functools.partial(knob.kind, getattr(config, knob.name))
+            for knob in registry.KNOBS.values()
+            if knob.constant and knob.launch
+        },
         "TILE_D": lambda: p.head_dim,
         "MASK": lambda: MASK_CODES[mask],
-        "K_SPLIT": lambda: bool(config.k_split),
-        "FAST_MATH": lambda: bool(config.fast_math),
         "WITH_LSE": lambda: bool(with_lse),
         "WITH_MAP": lambda: bool(with_map),
-        "K_LATENCY": lambda: int(config.k_latency),
-        "V_LATENCY": lambda: int(config.v_latency),
         "PIPELINE": lambda: bool(config.pipeline) and bool(config.k_split),
         "POLY_COLS": poly_cols,
-        "STORE_TMA": lambda: bool(config.store_tma),
         "EVEN_K": even_k,
         "Q_PREFETCH": q_prefetch,
         "PAIRED_K": paired_k,
