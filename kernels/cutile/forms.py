@@ -121,28 +121,19 @@ _VARIANTS: dict[tuple[int | None, int | None, int | None, str], Any] = {}
 _VARIANTS_LOCK = threading.Lock()
 
 
-def kernel_variant(
-    occupancy: int | None = None,
-    num_worker_warps: int | None = None,
-    num_ctas: int | None = None,
-    form: str = "tile",
-):
-    """The kernel object for these compiler hints and kernel form, cached.
+def kernel_variant(form: str = "tile", **hints: Any):
+    """The kernel object of ``form`` with these compiler hints (the registry's ``Knob.hint``
+    names: occupancy, num_worker_warps, num_ctas; None: the compiler's choice), cached.
 
     ``replace_hints`` returns a new kernel with its own JIT cache, so calling it per launch
     would recompile (or at least re-look-up) every time; each combination is made once here.
     """
-    key = (occupancy, num_worker_warps, num_ctas, form)
+    key = (form, tuple(sorted(hints.items())))
     base = grid_kernel(form)
     with _VARIANTS_LOCK:
         kern = _VARIANTS.get(key)
         if kern is None:
-            if key[:3] == (None, None, None):
-                kern = base
-            else:
-                kern = base.replace_hints(
-                    occupancy=occupancy, num_worker_warps=num_worker_warps, num_ctas=num_ctas
-                )
+            kern = base if all(v is None for v in hints.values()) else base.replace_hints(**hints)
             _VARIANTS[key] = kern
         return kern
 

@@ -144,7 +144,15 @@ class LaunchConfig:
 
     def kernel(self, form: str = "tile") -> Any:
         """The compiled-kernel object of ``form`` carrying this config's compiler hints."""
-        return forms.kernel_variant(self.occupancy, self.num_worker_warps, self.num_ctas, form)
+        return forms.kernel_variant(form, **self.hints())
+
+    def hints(self) -> dict[str, Any]:
+        """The compiler hints this config gives (the knobs with a ``Knob.hint``), by hint name."""
+        return {
+            knob.hint: getattr(self, knob.name)
+            for knob in registry.KNOBS.values()
+            if knob.hint and knob.launch
+        }
 
     def check_mask(self, mask: str) -> None:
         """Raise ValueError when this config cannot run ``mask`` (the registry's rules that read

@@ -184,11 +184,7 @@ def autotune(
         )  # fmt: skip
 
     def hints_of(cfg: LaunchConfig) -> dict[str, Any]:
-        return {
-            "occupancy": cfg.occupancy,
-            "num_worker_warps": cfg.num_worker_warps,
-            "num_ctas": cfg.num_ctas,
-        }
+        return cfg.hints()
 
     t0 = time.perf_counter()
     with friendly_errors(), ct.compiler_timeout(compile_timeout_s):
