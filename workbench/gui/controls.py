@@ -495,8 +495,6 @@ class ControlsPanel(QWidget):
                 "head_dim": problem.head_dim,
                 "dtype": problem.dtype,
                 "seq_lens": ",".join(str(n) for n in seq_lens),
-                "tile_m": config.tile_m,
-                "tile_n": config.tile_n,
                 "mask": mask_value,
                 "input_pos": problem.input_pos,
                 "window": config.window or self.window.value(),
