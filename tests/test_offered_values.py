@@ -189,3 +189,30 @@ def test_a_stored_run_with_a_value_no_longer_offered_still_loads(
     assert shown.code == 0 and "16 warps" in shown.out
     assert run_cli("runs").code == 0
     assert run_cli("export", "--csv", "-").code == 0
+
+
+@pytest.mark.parametrize(("major", "minor"), [(9, 0), (10, 0), (12, 0), (12, 1)])
+def test_the_architecture_offered_for_is_the_cutile_probes(
+    monkeypatch: pytest.MonkeyPatch, major: int, minor: int
+) -> None:
+    """The window reads the architecture from the cuTile backend's probe line (what
+    `backends` prints); CuPy and the GPU are stood in for (this runs on a CPU)."""
+    import sys
+    import types
+
+    import workbench.backends.cutile as cutile
+    import workbench.backends.gpu as gpu
+    from workbench.backends import gpu_arch
+    from workbench.backends.base import Availability
+
+    runtime = types.SimpleNamespace(getDeviceProperties=lambda i: {"major": major, "minor": minor})
+    cuda = types.SimpleNamespace(runtime=runtime)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    name = f"NVIDIA GPU (sm_{major}{minor})"
+    monkeypatch.setattr(cutile, "cupy_device", lambda: Availability(True, name))
+    monkeypatch.setattr(cutile, "cuda_home_problem", lambda: None)
+    monkeypatch.setattr(gpu, "tileiras_version", lambda: "tileiras 13.4.92")
+    statuses = {"reference": Availability(True, "cpu"), "cutile": CutileBackend().availability()}
+    assert gpu_arch(statuses) == f"sm_{major}{minor}"
+    assert gpu_arch({"cutile": Availability(False, "no NVIDIA GPU found")}) is None
+    assert gpu_arch({"reference": Availability(True, "cpu")}) is None
