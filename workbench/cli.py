@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
-from workbench.compare import compare_cell, format_delta, format_speedup, problem_differences
+from workbench.compare import compare_runs, format_delta, format_speedup
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -578,48 +578,6 @@ def _compile_summary(points: Sequence[Any]) -> str:
     return f"{total:.1f} s in all ({len(points)} point(s){extra}); timer {', '.join(timers)}"
 
 
-def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
-    """Per sequence length: each run's median latency and its speed-up over the first run."""
-    runs = [store.run(r) for r in run_ids]
-    points = {r.id: {p.seq_len: p for p in store.points(r.id)} for r in runs}
-    seq_lens = sorted({n for per_run in points.values() for n in per_run})
-    base = runs[0].id
-    rows = []
-    for n in seq_lens:
-        entry: dict[str, Any] = {"seq_len": n, "runs": {}}
-        base_point = points[base].get(n)
-        for r in runs:
-            p = points[r.id].get(n)
-            cell = compare_cell(p, base_point) if p and r.id != base else None
-            entry["runs"][str(r.id)] = {
-                "latency_ms": p.latency_ms if p else None,
-                "tflops": p.tflops if p else None,
-                # >1: this run is faster than the base run
-                "speedup_vs_base": (base_point.latency_ms / p.latency_ms)
-                if p and base_point
-                else None,
-                # the same rule as the window's compare table: a change beyond the runs' noise
-                "delta_pct": cell.delta_pct if cell else None,
-                "noise_pct": cell.noise_pct if cell else None,
-                "significant": cell.significant if cell else False,
-            }
-        rows.append(entry)
-    return {
-        "base": base,
-        "differences": problem_differences(runs),
-        "runs": [
-            {
-                "id": r.id,
-                "label": r.label,
-                "backend": r.backend,
-                "config": r.config.summary_for(r.backend),
-            }
-            for r in runs
-        ],
-        "points": rows,
-    }
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs)
@@ -637,6 +595,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"run {r['id']}: {r['backend']}  {r['config']}  {r['label']}")
         if data["differences"]:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
+        if data["machines"]:
+            print(f"careful: the runs come from different machines ({'; '.join(data['machines'])})")
         header = ["N"]
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
