@@ -693,7 +693,13 @@ LADDER_DEFAULTS = {
 
 def cmd_ladder(args: argparse.Namespace) -> int:
     from workbench.backends import BACKEND_NAMES, get_backend
-    from workbench.ladder import StepStarted, ladder_table, load_ladder, run_ladder
+    from workbench.ladder import (
+        StepStarted,
+        format_ladder_table,
+        ladder_table,
+        load_ladder,
+        run_ladder,
+    )
     from workbench.runner import RunFinished
 
     if args.backend not in BACKEND_NAMES:
@@ -741,30 +747,11 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         if args.json:
             _emit_json({**table, "published_blackwell": ladder.published})
         else:
-            print(format_ladder(table))
+            rows = format_ladder_table(table)
+            print(_table(rows[1:], rows[0]))
         return worst
     finally:
         store.close()
-
-
-def format_ladder(table: dict[str, Any]) -> str:
-    """TFLOP/s per step and length, with × vs the previous step and vs the baseline."""
-    header = ["step"] + [f"N={n}" for n in table["seq_lens"]]
-    rows = []
-    for step in table["steps"]:
-        row = [step["step"]]
-        for n in table["seq_lens"]:
-            cell = step["cells"].get(str(n))
-            if cell is None:
-                row.append("-")
-                continue
-            prev = f" {cell['vs_previous']:.2f}×prev" if cell["vs_previous"] else ""
-            base = f" {cell['vs_baseline']:.2f}×base" if cell["vs_previous"] else ""
-            if cell["vs_previous"] is None:
-                base = ""
-            row.append(f"{cell['tflops']:.3g} TFLOP/s{prev}{base}")
-        rows.append(row)
-    return _table(rows, header)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

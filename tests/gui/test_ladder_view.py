@@ -20,19 +20,16 @@ from kernels.schedule import Schedule
 from workbench.backends.base import BackendError
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.gui.ladder import (
-    CELL_ROLE,
-    GAIN,
-    LOSS,
-    MISSING,
-    NOT_RUN,
-    VERDICT_ROLE,
-    ladder_preset_text,
-    speedup_verdict,
-)
+from workbench.gui.ladder import CELL_ROLE, GAIN, LOSS, MISSING, VERDICT_ROLE
 from workbench.gui.sweep_child import LadderJob
 from workbench.gui.worker import SweepWorker, start_in_thread
-from workbench.ladder import ladder_table, load_ladder
+from workbench.ladder import (
+    NOT_RUN,
+    ladder_preset_text,
+    ladder_table,
+    load_ladder,
+    speedup_verdict,
+)
 from workbench.store import Store
 from workbench.timing import TimingSettings
 
