@@ -8,9 +8,10 @@ Blackwell's (``ladder-blackwell.json``) is the published study's ladder as it ra
 preset whose ``archs`` list the local GPU (read with ``nvidia-smi``, so no CUDA context is made
 in the caller); with no GPU, or one no preset lists, it takes Hopper's, the one measured here.
 A ladder is stored as a group of runs, one run per step, all on the same inputs (one seed),
-with the preset's name. :func:`ladder_table` turns the group into speed-ups against the previous
-step and against the baseline, :func:`read_ladder` into what a view shows (steps never reached
-included), and :func:`speedup_verdict` says whether a step gained or lost.
+with the preset's name (:class:`workbench.jobs.LadderJob` runs one). :func:`ladder_table` turns
+the group into speed-ups against the previous step and against the baseline, :func:`read_ladder`
+into what a view shows (steps never reached included), and :func:`speedup_verdict` says whether a
+step gained or lost.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.events import RunEvent, StepStarted
 
 if TYPE_CHECKING:  # the runner and the backends load when a ladder runs, not when one is read
-    from workbench.runner import Event
+    from workbench.backends import Backend
     from workbench.store import Store
     from workbench.timing import TimingSettings
 
@@ -86,13 +88,6 @@ def preset_for_arch(arch: str | None) -> str:
             if arch in json.loads(_preset_text(name)).get("archs", []):
                 return name
     return DEFAULT_PRESET
-
-
-@dataclass(frozen=True)
-class StepStarted:
-    index: int
-    total: int
-    step: LadderStep
 
 
 def load_ladder(
@@ -168,19 +163,23 @@ def run_ladder(
     timing: TimingSettings | None = None,
     cancel: Callable[[], bool] | None = None,
     seed: int | None = None,
-) -> tuple[int, Iterator[StepStarted | Event]]:
-    """Check every step, store the group, and return (group id, events of all steps)."""
+    backend: Backend | None = None,
+    checked: bool = False,
+) -> tuple[int, Iterator[StepStarted | RunEvent]]:
+    """Check every step (unless ``checked``: a job's preflight did), store the group, and
+    return (group id, events of all steps)."""
     from workbench.backends import get_backend
     from workbench.runner import preflight, run_sweep
 
     seed = secrets.randbits(32) if seed is None else seed
-    backend = get_backend(backend_name)
+    backend = backend or get_backend(backend_name)
     specs = [
         SweepSpec(problem, seq_lens, step.config, backend_name, step_label(label, step), seed)
         for step in ladder.steps
     ]
-    for spec in specs:
-        preflight(spec, backend)
+    if not checked:
+        for spec in specs:
+            preflight(spec, backend)
     group_id = store.create_group(
         "ladder",
         label or f"{ladder.name} on {backend_name}",
@@ -196,11 +195,11 @@ def run_ladder(
         },
     )
 
-    def events() -> Iterator[StepStarted | Event]:
+    def events() -> Iterator[StepStarted | RunEvent]:
         for index, (step, spec) in enumerate(zip(ladder.steps, specs)):
             if cancel is not None and cancel():
                 return
-            yield StepStarted(index, len(specs), step)
+            yield StepStarted(index, len(specs), step.name, step.config)
             yield from run_sweep(
                 spec,
                 store,
