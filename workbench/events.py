@@ -39,6 +39,11 @@ class JobStarted:
     backends: tuple[str, ...] = ()
     kind: ClassVar[str] = ""  # the job's: "sweep", "group" or "ladder"
 
+    @property
+    def planned_runs(self) -> int:
+        """How many runs the job means to store and finish."""
+        return len(self.run_ids)
+
 
 @dataclass(frozen=True)
 class SweepStarted(JobStarted):
@@ -60,6 +65,10 @@ class LadderStarted(JobStarted):
 
     steps: tuple[str, ...] = ()  # the step names, in order
     kind: ClassVar[str] = "ladder"
+
+    @property
+    def planned_runs(self) -> int:
+        return len(self.steps)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QTabWidget,
 )
 
+from workbench import events as ev
 from workbench.config import ConfigError
 from workbench.gui import _pyside_fix
 from workbench.gui.compare import ComparePanel
@@ -408,8 +409,6 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_event(self, event: Any) -> None:
         """One event of the running job: the progress model takes it, the views follow."""
-        from workbench import events as ev
-
         model = self.progress_model
         if model is None:
             return

@@ -106,14 +106,9 @@ class Ending:
     def finished(self, cancel_requested: bool) -> JobFinished:
         """Cancelled when a run was, or when a cancel left runs of the plan unrun."""
         statuses = [status for _, status, _ in self.runs]
-        planned = planned_runs(self.started) if self.started is not None else 0
+        planned = self.started.planned_runs if self.started is not None else 0
         cancelled = CANCELLED in statuses or (cancel_requested and len(self.runs) < planned)
         return JobFinished(job_status(statuses, cancelled), tuple(self.runs))
-
-
-def planned_runs(started: JobStarted) -> int:
-    steps = getattr(started, "steps", None)
-    return len(steps) if steps else len(started.run_ids)
 
 
 def finishing(events: Iterator[Event], cancel: Callable[[], bool] | None) -> Iterator[Event]:
