@@ -110,7 +110,7 @@ def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path,
 
 
 def test_the_cli_ladder_labels_each_run_by_its_step_after_the_ladder_label(tmp_path):
-    """Issue 25, item 5: every step's run carried the one --label; now the step names it."""
+    """Each step's run is labelled by its step, after the ladder's --label when one is given."""
     db = tmp_path / "runs.db"
     argv = ["ladder", "--db", str(db), "--seq-lens", "64", "--heads", "1", "--head-dim", "32"]
     argv += ["--warmup", "0", "--samples", "1", "--min-time", "0"]

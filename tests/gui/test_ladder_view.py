@@ -447,7 +447,8 @@ def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
 def test_the_windows_ladder_names_its_runs_by_step_not_by_the_forms_leftover_label(
     qtbot: Any, window: Any
 ) -> None:
-    """Issue 25, item 5: all seven runs were labelled "cancel me", the form's Label field."""
+    """Each step's run is named by its step (after the ladder's own label), never by the
+    form's Label field, which names a sweep."""
     small_ladder_form(qtbot, window, seq_lens="64")
     type_into(qtbot, window.controls.label, "cancel me")
     panel = window.ladder
