@@ -155,3 +155,61 @@ def test_a_config_refusal_survives_the_trip_between_processes():
         error.allowed,
         str(error),
     )
+
+
+def test_a_stream_yields_as_the_child_yields_and_keeps_the_child(engine):
+    child = engine.call(f"{H}:pid")
+    assert list(engine.stream(f"{H}:count", 4)) == [0, 1, 2, 3]
+    assert engine.call(f"{H}:pid") == child  # one protocol: calls and streams share the child
+
+
+def test_a_crash_mid_stream_keeps_what_came_and_says_the_child_died(engine):
+    got = []
+    with pytest.raises(EngineFailure) as failure:
+        for item in engine.stream(f"{H}:count_then_crash", 2):
+            got.append(item)
+    assert got == [0, 1]
+    assert failure.value.died and failure.value.exitcode == -11
+    assert engine.call(f"{H}:add", 1, 2) == 3  # a fresh child
+
+
+def test_an_error_mid_stream_comes_back_as_itself(engine):
+    from workbench.config import ConfigError
+
+    stream = engine.stream(f"{H}:count_then_refuse", 1)
+    assert next(stream) == 0
+    with pytest.raises(EngineFailure) as failure:
+        next(stream)
+    original = failure.value.original
+    assert isinstance(original, ConfigError) and original.field == "heads"
+    assert not failure.value.died and "ConfigError" in str(failure.value)
+
+
+def test_kill_ends_a_stream_from_another_thread_at_once(engine):
+    import threading
+    import time
+
+    stream = engine.stream(f"{H}:count", 100, 0.5)
+    assert next(stream) == 0
+    started = time.perf_counter()
+    threading.Timer(0.2, engine.kill).start()
+    with pytest.raises(EngineFailure) as failure:
+        list(stream)
+    assert failure.value.died
+    assert time.perf_counter() - started < 5  # not the 50 s the stream had left
+    assert engine.call(f"{H}:add", 2, 2) == 4
+
+
+def test_a_consumer_that_stops_early_ends_the_child_and_the_next_request_works(engine):
+    first = engine.call(f"{H}:pid")
+    stream = engine.stream(f"{H}:count", 1000, 0.01)
+    assert next(stream) == 0
+    stream.close()  # the rest has nowhere to go: the child is ended, not left streaming
+    assert engine.call(f"{H}:pid") != first
+    assert list(engine.stream(f"{H}:count", 2)) == [0, 1]
+
+
+def test_a_stream_that_stalls_past_the_limit_is_stopped(engine):
+    with pytest.raises(EngineFailure, match="did not answer within 1 s"):
+        list(engine.stream(f"{H}:count", 3, 30, timeout_s=1))
+    assert engine.call(f"{H}:add", 1, 1) == 2
