@@ -30,6 +30,7 @@ import math
 import multiprocessing as mp
 import os
 import pickle
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -82,11 +83,25 @@ def _error_reply(exc: BaseException) -> tuple[Any, ...]:
     return ("error", type(exc).__name__, str(exc), traceback.format_exc(limit=12), sent)
 
 
-def _serve(conn: Connection, unset: tuple[str, ...] = ()) -> None:
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """End this child as soon as the process that started it is gone: a GPU engine started by a
+    window's job child must not keep computing after Cancel killed that job child."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-guard", daemon=True).start()
+
+
+def _serve(conn: Connection, unset: tuple[str, ...] = (), parent_pid: int | None = None) -> None:
     """Child loop: answer requests until told to stop or until one fails.
 
     ``unset`` names environment variables to drop before anything CUDA loads (a CUDA_HOME that
     would break tileiras); doing it here leaves the parent's environment untouched."""
+    if parent_pid is not None:
+        _exit_when_orphaned(parent_pid)
     for name in unset:
         os.environ.pop(name, None)
     while True:
@@ -147,7 +162,7 @@ class Engine:
         parent, child = self._context.Pipe()
         unset = ("CUDA_HOME", "CUDA_PATH") if cuda_home_problem() else ()
         process = self._context.Process(
-            target=_serve, args=(child, unset), name=self.name, daemon=True
+            target=_serve, args=(child, unset, os.getpid()), name=self.name, daemon=True
         )
         process.start()
         child.close()  # only the child holds its end: EOF here then means the child is gone

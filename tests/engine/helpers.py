@@ -49,3 +49,15 @@ def count_then_refuse(n: int):  # type: ignore[no-untyped-def]
 
     yield from range(n)
     raise ConfigError("heads", 3, "expected a divisor of the query heads")
+
+
+def engine_grandchild_pid(pid_file: str) -> None:
+    """Start an engine of this process's own (as a window's job child does for its GPU
+    members), write that engine child's pid, and keep it busy in a long call."""
+    from workbench.engine import Engine
+
+    engine = Engine(timeout_s=120)
+    engine.start()
+    with open(pid_file, "w") as f:
+        f.write(str(engine.pid))
+    engine.call("tests.engine.helpers:hang", 60.0)

@@ -213,3 +213,44 @@ def test_a_stream_that_stalls_past_the_limit_is_stopped(engine):
     with pytest.raises(EngineFailure, match="did not answer within 1 s"):
         list(engine.stream(f"{H}:count", 3, 30, timeout_s=1))
     assert engine.call(f"{H}:add", 1, 1) == 2
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an ended orphan may wait for a PID 1 that does not reap)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """Cancel kills a job child; the GPU engine that child started must not compute on."""
+    import multiprocessing as mp
+    import signal
+    import time
+
+    pid_file = tmp_path / "grandchild.pid"
+    from tests.engine import helpers
+    middle = mp.get_context("spawn").Process(
+        target=helpers.engine_grandchild_pid, args=(str(pid_file),)
+    )
+    middle.start()
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    os.kill(grandchild, 0)  # alive, busy in its call
+    os.kill(middle.pid, signal.SIGKILL)
+    middle.join(10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if not _running(grandchild):
+            return
+        time.sleep(0.05)
+    os.kill(grandchild, signal.SIGKILL)
+    pytest.fail("the engine child kept running after its parent was killed")
