@@ -67,6 +67,7 @@ def core_files() -> list[Path]:
     files = sorted((ROOT / "kernels").glob("*.py"))
     files += sorted(p for p in (ROOT / "workbench").glob("*.py"))
     files += sorted((ROOT / "workbench" / "backends").glob("*.py"))
+    files += sorted((ROOT / "workbench" / "jobs").glob("*.py"))
     return files
 
 

@@ -86,3 +86,26 @@ def test_compare_says_which_problem_fields_differ(tmp_path, capsys, fast_args):
     assert data["differences"] == ["mask: #3 causal, #4 window", "window: #3 None, #4 32"]
     assert main(["compare", "1", "5", "--db", db]) == 0
     assert "careful" not in capsys.readouterr().out
+
+
+def test_compare_warns_when_the_runs_come_from_different_machines(tmp_path, capsys, fast_args):
+    """The window's Compare tab says so; the CLI the same, from the same core rule."""
+    import sqlite3
+
+    db = str(tmp_path / "runs.db")
+    _sweep(db, fast_args)
+    _sweep(db, fast_args)
+    assert main(["compare", "1", "2", "--db", db]) == 0
+    assert "different machines" not in capsys.readouterr().out
+    conn = sqlite3.connect(db)
+    with conn:
+        machine = json.loads(conn.execute("SELECT machine FROM runs WHERE id = 2").fetchone()[0])
+        machine.update(hostname="elsewhere", gpu_name="NVIDIA H200")
+        conn.execute("UPDATE runs SET machine = ? WHERE id = 2", [json.dumps(machine)])
+    conn.close()
+    assert main(["compare", "1", "2", "--db", db, "--json"]) == 0
+    machines = json.loads(capsys.readouterr().out)["machines"]
+    assert len(machines) == 2 and "NVIDIA H200 on elsewhere" in machines
+    assert main(["compare", "1", "2", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "careful: the runs come from different machines" in out and "elsewhere" in out

@@ -1,4 +1,4 @@
-"""GroupJob: the window's group sweep as one job, planned and refused in the core."""
+"""GroupJob: a group sweep as one job, planned and refused in the core, one event stream."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import workbench.backends as backends
 from workbench.backends.base import Availability
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.jobs import GroupJob, GroupStarted, run_group_job
-from workbench.runner import PointFinished, RunFinished
+from workbench.events import JobFinished, PointFinished, RunFinished, Skipped
+from workbench.jobs import GroupJob, GroupStarted
 from workbench.store import Store
 from workbench.timing import TimingSettings
 
@@ -63,7 +63,7 @@ def test_an_unavailable_or_unknown_member_refuses_the_job_before_writing(
 ) -> None:
     with Store(tmp_path / "runs.db") as store:
         with pytest.raises(ConfigError) as refused:
-            list(run_group_job(GroupJob(spec(), ("reference", name)), store, timing=QUICK))
+            list(GroupJob(spec(), ("reference", name)).run(store, timing=QUICK))
         assert refused.value.field == "backends" and refused.value.value == name
         assert store.count_runs() == 0 and store.groups() == []
     if name == "gone":
@@ -74,10 +74,15 @@ def test_an_unavailable_or_unknown_member_refuses_the_job_before_writing(
 def test_a_group_job_runs_one_run_per_backend_on_the_same_inputs(tmp_path: Any) -> None:
     job = GroupJob(spec(label="pair"), ("reference", "reference-b"))
     with Store(tmp_path / "runs.db") as store:
-        events = list(run_group_job(job, store, timing=QUICK))
+        events = list(job.run(store, timing=QUICK))
         started = events[0]
         assert isinstance(started, GroupStarted) and started.total == 4
         assert started.backends == ("reference", "reference-b")
+        assert started.lengths == (64, 64, 128, 128)  # every backend at a length, then the next
+        assert events[-1] == JobFinished(
+            "complete",
+            tuple((e.run_id, "complete", None) for e in events[1:] if isinstance(e, RunFinished)),
+        )
         finished = [e for e in events if isinstance(e, RunFinished)]
         assert [e.status for e in finished] == ["complete", "complete"]
         assert len([e for e in events if isinstance(e, PointFinished)]) == 4
@@ -89,3 +94,22 @@ def test_a_group_job_runs_one_run_per_backend_on_the_same_inputs(tmp_path: Any) 
         a, b = (store.points(r.id) for r in runs)
         assert [p.seq_len for p in a] == [p.seq_len for p in b] == [64, 128]
         assert [p.max_abs_err for p in a] == [p.max_abs_err for p in b]
+
+
+@pytest.mark.usefixtures("registry")
+def test_a_group_preflight_leaves_out_what_a_backend_cannot_fit_and_the_stream_says_so(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests import cpu_peers
+
+    cpu_peers.register(monkeypatch)
+    job = GroupJob(spec(), ("reference", "small-only"))
+    plan = job.preflight()  # nothing is written: there is no store yet
+    assert [b.name for b in plan.backends] == ["reference", "small-only"]
+    assert plan.lengths == (64, 64, 128) and plan.total == 3
+    assert [(s.backend, s.seq_len) for s in plan.skipped] == [("small-only", 128)]
+    with Store(tmp_path / "runs.db") as store:
+        events = list(job.run(store, plan=plan, timing=QUICK))
+    assert isinstance(events[0], GroupStarted) and events[0].total == 3
+    assert [e for e in events if isinstance(e, Skipped)] == list(plan.skipped)
+    assert events[-1].status == "complete"

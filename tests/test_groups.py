@@ -63,7 +63,7 @@ def test_a_group_measures_each_length_in_balanced_interleaved_rounds(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Within a length the backends take turns: each runs right after each other one."""
-    import workbench.jobs as jobs
+    import workbench.jobs.group as jobs
     import workbench.timing as timing
 
     turns: list[str] = []

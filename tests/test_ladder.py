@@ -110,7 +110,7 @@ def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path,
 
 
 def test_the_cli_ladder_labels_each_run_by_its_step_after_the_ladder_label(tmp_path):
-    """Issue 25, item 5: every step's run carried the one --label; now the step names it."""
+    """Each step's run is labelled by its step, after the ladder's --label when one is given."""
     db = tmp_path / "runs.db"
     argv = ["ladder", "--db", str(db), "--seq-lens", "64", "--heads", "1", "--head-dim", "32"]
     argv += ["--warmup", "0", "--samples", "1", "--min-time", "0"]
@@ -199,3 +199,54 @@ def test_the_group_remembers_which_preset_ran(tmp_path):
     assert spec["preset"] == "ladder-blackwell.json"
     assert spec["ladder"] == "tile-optimization ladder, Blackwell"
     assert "sm_120" in spec["archs"] and spec["steps"] == BLACKWELL_STEPS
+
+
+def _form_spec(mask: str, input_pos: int, window: int | None = None):
+    from workbench.config import KernelConfig, SweepSpec
+
+    problem = Problem(batch=1, heads=1, head_dim=32, q_len=64, k_len=64 + input_pos,
+                      input_pos=input_pos)  # fmt: skip
+    return SweepSpec(problem, (64,), KernelConfig(mask=mask, window=window), "reference")
+
+
+def test_a_ladder_from_a_sweep_keeps_its_offset_only_when_the_sweep_is_causal():
+    from workbench.jobs import ladder_job
+
+    ladder = load_ladder()
+    causal = ladder_job(_form_spec("causal", 32), ["reference"], "mine", ladder)
+    assert causal.problem.input_pos == 32 and causal.label == "mine"
+    windowed = ladder_job(_form_spec("window", 32, window=40), ["reference"], ladder=ladder)
+    assert (windowed.problem.input_pos, windowed.problem.k_len) == (0, 64)
+    with pytest.raises(ConfigError) as two:
+        ladder_job(_form_spec("causal", 0), ["reference", "naive"], ladder=ladder)
+    assert two.value.field == "backends" and "one backend" in str(two.value)
+
+
+def test_a_ladder_step_knob_the_backend_refuses_is_named_as_the_steps(monkeypatch, tmp_path):
+    from workbench.backends.reference import ReferenceBackend
+    from workbench.jobs import LadderJob, LadderStepError
+
+    original = ReferenceBackend.check_supported
+
+    def refuse(self, problem, config):
+        if config.tile_m == 256:
+            raise ConfigError("tile_m", 256, "this backend takes tiles up to 128")
+        if problem.heads == 3:
+            raise ConfigError("heads", 3, "this backend takes 1 or 2 heads")
+        original(self, problem, config)
+
+    monkeypatch.setattr(ReferenceBackend, "check_supported", refuse)
+    ladder = load_ladder()
+    problem = Problem(batch=1, heads=1, head_dim=32)
+    with pytest.raises(LadderStepError) as step:
+        LadderJob(ladder, problem, (64,), "reference").preflight()
+    assert step.value.field == "tile_m" and repr(ladder.steps[1].name) in str(step.value)
+    three = Problem(batch=1, heads=3, head_dim=32)
+    with pytest.raises(ConfigError) as given:
+        LadderJob(ladder, three, (64,), "reference").preflight()
+    assert given.value.field == "heads" and not isinstance(given.value, LadderStepError)
+    db = tmp_path / "runs.db"
+    with Store(db) as store, pytest.raises(LadderStepError):
+        LadderJob(ladder, problem, (64,), "reference").run(store)
+    with Store(db) as store:
+        assert store.count_runs() == 0 and store.groups() == []

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from kernels import knobs
 from kernels.schedule import MASK_MODES, BlockKind
 from workbench.backends.base import schedule_for
-from workbench.compare import compare_cell, format_delta, format_speedup, problem_differences
+from workbench.compare import compare_runs, format_delta, format_speedup
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -28,6 +28,8 @@ from workbench.config import (
     SweepSpec,
     parse_seq_lens,
 )
+from workbench.events import JobStarted, RunFinished
+from workbench.progress import ProgressPrinter
 from workbench.store import RunRecord, Store, StoreError, default_db_path
 from workbench.tuned import tuned_labels
 
@@ -407,118 +409,52 @@ def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:
     return dataclasses.replace(backend_default, **changes)
 
 
-class _Progress:
-    """Prints the core's events on stderr: a line per point; in a group, a line per length
-    with every backend's result, since the backends of a length are timed together."""
-
-    def __init__(self) -> None:
-        self.group: dict[int, str] = {}  # run id -> backend, inside a group
-        self.pending: list[str] = []
-
-    def __call__(self, event: Any) -> None:
-        from workbench.jobs import GroupStarted
-        from workbench.runner import PointFinished, PointStarted, RunFinished, RunStarted
-
-        if isinstance(event, GroupStarted):
-            self.group = dict(zip(event.run_ids, event.backends))
-            runs = ", ".join(f"{b} #{r}" for b, r in zip(event.backends, event.run_ids))
-            _say(f"group {event.group_id}: {runs}; {event.total} point(s), timed interleaved")
-        elif isinstance(event, RunStarted):
-            if not self.group:
-                _say(f"run {event.run_id}: {event.total} point(s)")
-        elif isinstance(event, PointStarted):
-            if self.group:
-                if not self.pending:
-                    _say(f"  N={event.seq_len} …")
-                self.pending.append(self.group[event.run_id])
-            else:
-                _say(f"  [{event.index + 1}/{event.total}] N={event.seq_len} …", end="")
-        elif isinstance(event, PointFinished):
-            p = event.point
-            result = (
-                f"{p.latency_ms:.3f} ms, {p.tflops:.3f} TFLOP/s, rel err {_fmt(p.rel_err, '.1e')}"
-            )
-            if self.group:
-                self.pending.clear()
-                _say(f"    {self.group[event.run_id]:12} {result}")
-            else:
-                left = event.elapsed_s / (event.index + 1) * (event.total - event.index - 1)
-                _say(f" {result} (about {left:.0f} s left)")
-        elif isinstance(event, RunFinished):
-            tail = f": {event.error.splitlines()[0]}" if event.error else ""
-            _say(f"run {event.run_id} {event.status}{tail}")
-
-
-def _say(text: str, end: str = "\n") -> None:
-    print(text, file=sys.stderr, end=end)
-    sys.stderr.flush()
-
-
 # --- commands -----------------------------------------------------------------------------------
 
 
+def _timings(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
+    """Each planned backend's own timing with the command line's changes (refused here, before
+    the database is opened)."""
+    return {b.name: timing_from_args(args, b.default_timing()) for b in plan.backends}
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from workbench.backends import get_backend
-    from workbench.runner import preflight, run_sweep
+    """One backend: a sweep. Several (--backends): a group on the same inputs, timed
+    interleaved. Everything is checked before the database is opened."""
+    from workbench.jobs import job_for
 
-    names = [b.strip() for b in args.backends.split(",")] if args.backends else [args.backend]
-    if len([n for n in names if n]) != 1:
-        return _sweep_group(args, names)  # refuses an empty or repeated list before writing
-    names = [n for n in names if n]
-    spec = spec_from_args(args, names[0])
-    backend = get_backend(names[0])
-    preflight(spec, backend)  # refuse before anything is written
-    timing = timing_from_args(args, backend.default_timing())
+    names = args.backends.split(",") if args.backends else [args.backend]
+    job = job_for(spec_from_args(args, "reference"), names)
+    plan = job.preflight()
+    timing = _timings(args, plan)
     with _open_store(_db_of(args)) as store:
-        events = run_sweep(spec, store, timing=timing, backend=backend)
-        return _finish_sweep(args, store, events)
+        code, group_id, run_ids = _follow(job.run(store, plan=plan, timing=timing))
+        if args.json:
+            runs = [
+                {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
+                for r in sorted(run_ids)
+            ]
+            _emit_json({"group_id": group_id, "runs": runs})
+        else:
+            for run_id in sorted(run_ids):
+                print(run_id)
+    return code
 
 
-def _sweep_group(args: argparse.Namespace, names: list[str]) -> int:
-    """Several backends on the same inputs, timed interleaved, as one group (workbench.jobs)."""
-    from workbench.backends import get_backend
-    from workbench.jobs import group_specs, plan_group, run_group
-
-    backends = []
-    for name in names:
-        if name.strip():
-            backends.append(get_backend(name.strip()))  # an unknown name is refused here
-    specs = group_specs(spec_from_args(args, "reference"), names)
-    plan, backends = plan_group(specs, backends, label=args.label)
-    for skip in plan.skipped:
-        print(f"note: {skip.backend} skips N={skip.seq_len}: {skip.reason}", file=sys.stderr)
-    timings = [timing_from_args(args, backend.default_timing()) for backend in backends]
-    with _open_store(_db_of(args)) as store:
-        events = run_group(plan, store, backends=backends, timings=timings)
-        return _finish_sweep(args, store, events)
-
-
-def _finish_sweep(args: argparse.Namespace, store: Store, events: Any) -> int:
-    """Print the events; then the run ids (or JSON). Exit 1 if any run did not complete."""
-    from workbench.jobs import GroupStarted
-    from workbench.runner import RunFinished
-
-    group_id = None
-    results, worst = [], EXIT_OK
-    progress = _Progress()
+def _follow(events: Any) -> tuple[int, int | None, list[int]]:
+    """Print a job's events on stderr as they come. Returns the exit code (1 if a run did not
+    complete), the job's group id (None for a sweep) and its run ids."""
+    printer = ProgressPrinter()
+    code, group_id, run_ids = EXIT_OK, None, []
     for event in events:
-        progress(event)
-        if isinstance(event, GroupStarted):
+        printer(event)
+        if isinstance(event, JobStarted):
             group_id = event.group_id
-        if isinstance(event, RunFinished):
-            results.append(event.run_id)
+        elif isinstance(event, RunFinished):
+            run_ids.append(event.run_id)
             if event.status != "complete":
-                worst = EXIT_FAILED
-    if args.json:
-        runs = [
-            {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
-            for r in sorted(results)
-        ]
-        _emit_json({"group_id": group_id, "runs": runs})
-    else:
-        for run_id in sorted(results):
-            print(run_id)
-    return worst
+                code = EXIT_FAILED
+    return code, group_id, run_ids
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -621,48 +557,6 @@ def _compile_summary(points: Sequence[Any]) -> str:
     return f"{total:.1f} s in all ({len(points)} point(s){extra}); timer {', '.join(timers)}"
 
 
-def compare_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:
-    """Per sequence length: each run's median latency and its speed-up over the first run."""
-    runs = [store.run(r) for r in run_ids]
-    points = {r.id: {p.seq_len: p for p in store.points(r.id)} for r in runs}
-    seq_lens = sorted({n for per_run in points.values() for n in per_run})
-    base = runs[0].id
-    rows = []
-    for n in seq_lens:
-        entry: dict[str, Any] = {"seq_len": n, "runs": {}}
-        base_point = points[base].get(n)
-        for r in runs:
-            p = points[r.id].get(n)
-            cell = compare_cell(p, base_point) if p and r.id != base else None
-            entry["runs"][str(r.id)] = {
-                "latency_ms": p.latency_ms if p else None,
-                "tflops": p.tflops if p else None,
-                # >1: this run is faster than the base run
-                "speedup_vs_base": (base_point.latency_ms / p.latency_ms)
-                if p and base_point
-                else None,
-                # the same rule as the window's compare table: a change beyond the runs' noise
-                "delta_pct": cell.delta_pct if cell else None,
-                "noise_pct": cell.noise_pct if cell else None,
-                "significant": cell.significant if cell else False,
-            }
-        rows.append(entry)
-    return {
-        "base": base,
-        "differences": problem_differences(runs),
-        "runs": [
-            {
-                "id": r.id,
-                "label": r.label,
-                "backend": r.backend,
-                "config": r.config.summary_for(r.backend),
-            }
-            for r in runs
-        ],
-        "points": rows,
-    }
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs)
@@ -680,6 +574,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"run {r['id']}: {r['backend']}  {r['config']}  {r['label']}")
         if data["differences"]:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
+        if data["machines"]:
+            print(f"careful: the runs come from different machines ({'; '.join(data['machines'])})")
         header = ["N"]
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
@@ -768,86 +664,37 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-LADDER_DEFAULTS = {
-    "reference": {"seq_lens": "128,256", "batch": 1, "heads": 2, "head_dim": 64},
-    "gpu": {"seq_lens": "1k-16k", "batch": 4, "heads": 32, "head_dim": 128},
-}
-
-
 def cmd_ladder(args: argparse.Namespace) -> int:
-    from workbench.backends import BACKEND_NAMES, get_backend
-    from workbench.ladder import StepStarted, ladder_table, load_ladder, run_ladder
-    from workbench.runner import RunFinished
+    from workbench.jobs import LadderJob, ladder_defaults
+    from workbench.ladder import format_ladder_table, ladder_table, load_ladder
 
-    if args.backend not in BACKEND_NAMES:
-        get_backend(args.backend)  # raises the standard unknown-backend error
-    defaults = LADDER_DEFAULTS["reference" if args.backend == "reference" else "gpu"]
-    ladder = load_ladder(args.steps, mask=args.mask, window=args.window)
-    seq_lens = parse_seq_lens(args.seq_lens or defaults["seq_lens"])
-    heads = args.heads or defaults["heads"]
+    defaults = ladder_defaults(args.backend)
     problem = Problem(
         batch=args.batch or defaults["batch"],
-        heads=heads,
+        heads=args.heads or defaults["heads"],
         kv_heads=args.kv_heads,
         head_dim=args.head_dim or defaults["head_dim"],
         dtype=args.dtype,
     )
-    backend = get_backend(args.backend)
-    timing = timing_from_args(args, backend.default_timing())  # refused before the db opens
-    store = _open_store(_db_of(args))
-    try:
-        group_id, events = run_ladder(
-            ladder,
-            problem,
-            seq_lens,
-            args.backend,
-            store,
-            label=args.label,
-            timing=timing,
-            seed=args.seed,
-        )
-        print(f"ladder group {group_id}: {len(ladder.steps)} steps", file=sys.stderr)
-        worst = EXIT_OK
-        progress = _Progress()
-        for event in events:
-            if isinstance(event, StepStarted):
-                print(
-                    f"step {event.index + 1}/{event.total}: {event.step.name} "
-                    f"({event.step.config.summary()})",
-                    file=sys.stderr,
-                )
-                continue
-            progress(event)
-            if isinstance(event, RunFinished) and event.status != "complete":
-                worst = EXIT_FAILED
+    job = LadderJob(
+        load_ladder(args.steps, mask=args.mask, window=args.window),
+        problem,
+        parse_seq_lens(args.seq_lens or defaults["seq_lens"]),
+        args.backend,
+        args.label,
+        args.seed,
+    )
+    plan = job.preflight()
+    timing = _timings(args, plan)
+    with _open_store(_db_of(args)) as store:
+        code, group_id, _ = _follow(job.run(store, plan=plan, timing=timing))
         table = ladder_table(store, group_id)
-        if args.json:
-            _emit_json({**table, "published_blackwell": ladder.published})
-        else:
-            print(format_ladder(table))
-        return worst
-    finally:
-        store.close()
-
-
-def format_ladder(table: dict[str, Any]) -> str:
-    """TFLOP/s per step and length, with × vs the previous step and vs the baseline."""
-    header = ["step"] + [f"N={n}" for n in table["seq_lens"]]
-    rows = []
-    for step in table["steps"]:
-        row = [step["step"]]
-        for n in table["seq_lens"]:
-            cell = step["cells"].get(str(n))
-            if cell is None:
-                row.append("-")
-                continue
-            prev = f" {cell['vs_previous']:.2f}×prev" if cell["vs_previous"] else ""
-            base = f" {cell['vs_baseline']:.2f}×base" if cell["vs_previous"] else ""
-            if cell["vs_previous"] is None:
-                base = ""
-            row.append(f"{cell['tflops']:.3g} TFLOP/s{prev}{base}")
-        rows.append(row)
-    return _table(rows, header)
+    if args.json:
+        _emit_json({**table, "published_blackwell": job.ladder.published})
+    else:
+        rows = format_ladder_table(table)
+        print(_table(rows[1:], rows[0]))
+    return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:

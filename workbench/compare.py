@@ -9,6 +9,10 @@ A difference counts only when it is larger than the noise the runs themselves sh
 half-widths of their p20–p80 bands, relative to their medians, added (two bands that do not overlap
 differ by at least that much), with a floor of MIN_NOISE_PCT because a handful of samples
 understates run-to-run noise. The GUI colours only such differences; the CLI marks them.
+
+Runs are compared like for like only when they solve the same problem
+(:func:`problem_differences`) on the same machine (:func:`machine_differences`); both views warn
+otherwise. :func:`compare_runs` is the whole comparison as data (the CLI's ``compare --json``).
 """
 
 from __future__ import annotations
@@ -117,3 +121,70 @@ def problem_differences(runs: Sequence[Any]) -> list[str]:
             shown = ", ".join(f"#{run.id} {value}" for run, value in zip(runs, values))
             differences.append(f"{name}: {shown}")
     return differences
+
+
+def machine_differences(runs: Sequence[Any]) -> list[str]:
+    """``GPU on host`` for each machine the runs come from, when they come from more than one;
+    empty when they all come from one (timings from two machines do not compare)."""
+    machines = {
+        (r.machine.get("gpu_name") or "CPU", r.machine.get("hostname") or "?") for r in runs
+    }
+    if len(machines) < 2:
+        return []
+    return [f"{gpu} on {host}" for gpu, host in sorted(machines)]
+
+
+def run_name(run: Any) -> str:
+    """``#id backend label``: a group's runs share their label, so the backend tells them
+    apart (left out where the label already names it)."""
+    label = run.label or ""
+    backend = "" if run.backend in label else run.backend
+    return " ".join(part for part in (f"#{run.id}", backend, label) if part)
+
+
+def default_baseline(run_ids: Sequence[int]) -> int | None:
+    """The baseline until the user pins one: the oldest run, the usual "before"."""
+    return min(run_ids) if run_ids else None
+
+
+def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
+    """Per sequence length: each run's median latency and its speed-up over the first run."""
+    runs = [store.run(r) for r in run_ids]
+    points = {r.id: {p.seq_len: p for p in store.points(r.id)} for r in runs}
+    seq_lens = sorted({n for per_run in points.values() for n in per_run})
+    base = runs[0].id
+    rows = []
+    for n in seq_lens:
+        entry: dict[str, Any] = {"seq_len": n, "runs": {}}
+        base_point = points[base].get(n)
+        for r in runs:
+            p = points[r.id].get(n)
+            cell = compare_cell(p, base_point) if p and r.id != base else None
+            entry["runs"][str(r.id)] = {
+                "latency_ms": p.latency_ms if p else None,
+                "tflops": p.tflops if p else None,
+                # >1: this run is faster than the base run
+                "speedup_vs_base": (base_point.latency_ms / p.latency_ms)
+                if p and base_point
+                else None,
+                # the same rule as the window's compare table: a change beyond the runs' noise
+                "delta_pct": cell.delta_pct if cell else None,
+                "noise_pct": cell.noise_pct if cell else None,
+                "significant": cell.significant if cell else False,
+            }
+        rows.append(entry)
+    return {
+        "base": base,
+        "differences": problem_differences(runs),
+        "machines": machine_differences(runs),
+        "runs": [
+            {
+                "id": r.id,
+                "label": r.label,
+                "backend": r.backend,
+                "config": r.config.summary_for(r.backend),
+            }
+            for r in runs
+        ],
+        "points": rows,
+    }

@@ -1,20 +1,39 @@
-"""The supervised GPU engine: GPU work runs in a child process.
+"""The supervised engine: the one way the workbench computes in a child process.
 
 A kernel fault (an illegal memory access) poisons a CUDA context for good, and a hang never
-returns, so the workbench never touches the GPU in its own process. :class:`Engine` starts a
-``spawn`` child, sends it one call at a time and waits with a time limit. When the child dies
-or overruns, the call raises :class:`EngineFailure` with what is known, the child is killed, and
-the next call starts a fresh one. After any error inside the child the child also exits, because
-a CUDA error may have left its context unusable.
+returns, so the workbench never touches the GPU in its own process; and a CPU backend's Python
+loops would hold the GIL a window needs to repaint. :class:`Engine` starts a ``spawn`` child and
+talks to it over one pipe, one request at a time:
+
+- :meth:`Engine.call` runs ``module:function`` there and returns its result (the GPU backends'
+  every device call, :mod:`workbench.backends.isolated`);
+- :meth:`Engine.stream` runs a generator function there and yields what it yields as it comes
+  (a whole job and its events, :mod:`workbench.jobs.background`).
+
+Requests, parent to child: ``("call" | "stream", target, args, kwargs)``, or ``None`` to stop.
+Replies, child to parent: ``("item", value)`` for each value a stream yields, then one of
+``("ok", result)`` or ``("error", kind, text, traceback, exception)`` (the exception itself when
+it pickles, else None).
+
+When the child dies or a reply does not come within the time limit, the request raises
+:class:`EngineFailure` with what is known, the child is killed, and the next request starts a
+fresh one. After any error inside the child the child also exits, because a CUDA error may have
+left its context unusable. :meth:`Engine.kill` ends the child from any thread (a cancel): the
+request waiting on it raises EngineFailure with ``died`` set.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import multiprocessing as mp
 import os
+import pickle
+import threading
+import time
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -23,10 +42,29 @@ from workbench.backends.base import BackendError
 # A first cuTile compile of a large tile takes tens of seconds, an autotune minutes;
 # FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it.
 DEFAULT_TIMEOUT_S = float(os.environ.get("FMHA_WORKBENCH_ENGINE_TIMEOUT", "900"))
+POLL_S = 0.25  # how often a wait checks that the child is still alive
 
 
 class EngineFailure(BackendError):
-    """The child crashed, hung or raised; the message carries its error text."""
+    """The child crashed, hung or raised; the message carries its error text.
+
+    ``died``: the child ended without a word (killed, a segfault); ``exitcode`` its exit code.
+    ``original``: the exception raised in the child, when it could be sent back."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        died: bool = False,
+        exitcode: int | None = None,
+        original: BaseException | None = None,
+        child_traceback: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.died = died
+        self.exitcode = exitcode
+        self.original = original
+        self.child_traceback = child_traceback
 
 
 def _resolve(target: str) -> Any:
@@ -37,11 +75,33 @@ def _resolve(target: str) -> Any:
     return value
 
 
-def _serve(conn: Connection, unset: tuple[str, ...] = ()) -> None:
-    """Child loop: run calls until told to stop or until one fails.
+def _error_reply(exc: BaseException) -> tuple[Any, ...]:
+    try:
+        sent: BaseException | None = pickle.loads(pickle.dumps(exc))
+    except Exception:
+        sent = None
+    return ("error", type(exc).__name__, str(exc), traceback.format_exc(limit=12), sent)
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """End this child as soon as the process that started it is gone: a GPU engine started by a
+    window's job child must not keep computing after Cancel killed that job child."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-guard", daemon=True).start()
+
+
+def _serve(conn: Connection, unset: tuple[str, ...] = (), parent_pid: int | None = None) -> None:
+    """Child loop: answer requests until told to stop or until one fails.
 
     ``unset`` names environment variables to drop before anything CUDA loads (a CUDA_HOME that
     would break tileiras); doing it here leaves the parent's environment untouched."""
+    if parent_pid is not None:
+        _exit_when_orphaned(parent_pid)
     for name in unset:
         os.environ.pop(name, None)
     while True:
@@ -51,20 +111,36 @@ def _serve(conn: Connection, unset: tuple[str, ...] = ()) -> None:
             return
         if message is None:
             return
-        target, args, kwargs = message
+        mode, target, args, kwargs = message
         try:
             result = _resolve(target)(*args, **kwargs)
+            if mode == "stream":
+                for item in result:
+                    conn.send(("item", item))
+                result = None
         except BaseException as exc:  # report everything; the parent decides what it means
-            conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc(limit=12)))
+            with contextlib.suppress(OSError):
+                conn.send(_error_reply(exc))
             return  # a CUDA error may have poisoned this context: start afresh next time
         conn.send(("ok", result))
 
 
 class Engine:
-    """One supervised child process, started on first use and restarted after a failure."""
+    """One supervised child process, started on first use and restarted after a failure.
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    ``timeout_s``: how long a request may wait for the child's next reply (``math.inf``: as
+    long as the child lives). ``label`` names the engine in error messages."""
+
+    def __init__(
+        self,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        name: str = "fmha-gpu-engine",
+        label: str = "the GPU engine",
+    ) -> None:
         self.timeout_s = timeout_s
+        self.name = name  # the child's process name
+        self.label = label  # what the error messages call it
         self._context = mp.get_context("spawn")
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -74,16 +150,22 @@ class Engine:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the child now if none is running (a request does it too)."""
+        if self._process is not None and self._process.is_alive():
+            return
+        if self._process is not None:
+            self._stop(kill=True)
+            self.restarts += 1
         from workbench.backends.gpu import cuda_home_problem
 
         parent, child = self._context.Pipe()
         unset = ("CUDA_HOME", "CUDA_PATH") if cuda_home_problem() else ()
         process = self._context.Process(
-            target=_serve, args=(child, unset), name="fmha-gpu-engine", daemon=True
+            target=_serve, args=(child, unset, os.getpid()), name=self.name, daemon=True
         )
         process.start()
-        child.close()
+        child.close()  # only the child holds its end: EOF here then means the child is gone
         self._process, self._conn = process, parent
 
     def _stop(self, *, kill: bool) -> int | None:
@@ -104,50 +186,96 @@ class Engine:
             process.join(timeout=5)
         return process.exitcode
 
-    def call(self, target: str, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
-        """Run ``module:function`` in the child and return its result."""
-        if self._process is None or not self._process.is_alive():
-            if self._process is not None:
-                self._stop(kill=True)
-                self.restarts += 1
-            self._start()
-        assert self._conn is not None
-        limit = self.timeout_s if timeout_s is None else timeout_s
+    def _receive(self, limit: float) -> tuple[Any, ...] | None:
+        """The child's next reply; ``("died",)`` when it is gone, None after ``limit`` s."""
+        conn, process = self._conn, self._process
+        assert conn is not None and process is not None
+        deadline = time.monotonic() + limit if math.isfinite(limit) else math.inf
         try:
-            self._conn.send((target, args, kwargs))
-            ready = self._conn.poll(limit)
-            reply = self._conn.recv() if ready else None
-        except (EOFError, OSError, BrokenPipeError):
-            reply = ("died",)
+            while True:
+                wait = min(POLL_S, max(deadline - time.monotonic(), 0.0))
+                if conn.poll(wait):
+                    return conn.recv()
+                if not process.is_alive() and not conn.poll(0):
+                    return ("died",)
+                if time.monotonic() >= deadline:
+                    return None
+        except (EOFError, OSError):
+            return ("died",)
         except Exception as exc:  # a reply that cannot be unpickled: report it, keep going
             self._stop(kill=True)
             self.restarts += 1
-            raise EngineFailure(f"the GPU engine's reply could not be read: {exc}") from exc
+            raise EngineFailure(f"{self.label}'s reply could not be read: {exc}") from exc
+
+    def _send(self, mode: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        self.start()
+        assert self._conn is not None
+        try:
+            self._conn.send((mode, target, args, kwargs))
+        except (OSError, BrokenPipeError):
+            return False
+        return True
+
+    def _fail(self, reply: tuple[Any, ...] | None, limit: float) -> EngineFailure:
+        """The error a reply other than an item or a result stands for; the child is ended."""
+        self.restarts += 1
         if reply is None:
             self._stop(kill=True)
-            self.restarts += 1
-            raise EngineFailure(
-                f"the GPU engine did not answer within {limit:.0f} s (a hang?); it was stopped "
+            return EngineFailure(
+                f"{self.label} did not answer within {limit:.0f} s (a hang?); it was stopped "
                 "and will be restarted for the next run"
             )
-        if reply[0] == "ok":
-            return reply[1]
         if reply[0] == "error":
-            _, kind, text, trace = reply
+            _, kind, text, trace, original = reply
             self._stop(kill=False)
-            self.restarts += 1
-            error = EngineFailure(f"{kind}: {text}")
-            error.child_traceback = trace  # type: ignore[attr-defined]
-            raise error
+            return EngineFailure(f"{kind}: {text}", original=original, child_traceback=trace)
         code = self._stop(kill=True)
-        self.restarts += 1
-        raise EngineFailure(
-            f"the GPU engine process died (exit code {code}); it will be restarted for the next run"
+        return EngineFailure(
+            f"{self.label} process died (exit code {code}); it will be restarted for the next run",
+            died=True,
+            exitcode=code,
         )
 
+    def call(self, target: str, *args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        """Run ``module:function`` in the child and return its result."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        reply = self._receive(limit) if self._send("call", target, args, kwargs) else ("died",)
+        if reply is not None and reply[0] == "ok":
+            return reply[1]
+        raise self._fail(reply, limit)
+
+    def stream(
+        self, target: str, *args: Any, timeout_s: float | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """Run the generator function ``module:function`` in the child and yield each value it
+        yields, as it comes. ``timeout_s`` bounds the wait for each value. A consumer that
+        stops early ends the child (the rest of the stream has nowhere to go)."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        if not self._send("stream", target, args, kwargs):
+            raise self._fail(("died",), limit)
+        finished = False
+        try:
+            while True:
+                try:
+                    reply = self._receive(limit)
+                except EngineFailure:
+                    finished = True  # the child was ended already
+                    raise
+                if reply is not None and reply[0] == "item":
+                    yield reply[1]
+                    continue
+                finished = True
+                if reply is not None and reply[0] == "ok":
+                    return
+                raise self._fail(reply, limit)
+        finally:
+            if not finished:
+                self._stop(kill=True)
+                self.restarts += 1
+
     def kill(self) -> None:
-        """End the child now, from any thread (the user cancelled a long point): the call
-        waiting on it raises EngineFailure, and the next call starts a fresh child."""
+        """End the child now, from any thread (the user cancelled a long point): the request
+        waiting on it raises EngineFailure, and the next request starts a fresh child."""
         process = self._process
         if process is not None and process.is_alive():
             process.kill()

@@ -8,29 +8,34 @@ Blackwell's (``ladder-blackwell.json``) is the published study's ladder as it ra
 preset whose ``archs`` list the local GPU (read with ``nvidia-smi``, so no CUDA context is made
 in the caller); with no GPU, or one no preset lists, it takes Hopper's, the one measured here.
 A ladder is stored as a group of runs, one run per step, all on the same inputs (one seed),
-with the preset's name, and :func:`ladder_table` turns the group into speed-ups against the
-previous step and against the baseline.
+with the preset's name (:class:`workbench.jobs.LadderJob` runs one). :func:`ladder_table` turns
+the group into speed-ups against the previous step and against the baseline, :func:`read_ladder`
+into what a view shows (steps never reached included), and :func:`speedup_verdict` says whether a
+step gained or lost.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import secrets
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from workbench.backends import get_backend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.runner import Event, preflight, run_sweep
-from workbench.store import Store
-from workbench.timing import TimingSettings
+from workbench.events import RunEvent, StepStarted
+
+if TYPE_CHECKING:  # the runner and the backends load when a ladder runs, not when one is read
+    from workbench.backends import Backend
+    from workbench.store import Store
+    from workbench.timing import TimingSettings
 
 
 @dataclass(frozen=True)
@@ -83,13 +88,6 @@ def preset_for_arch(arch: str | None) -> str:
             if arch in json.loads(_preset_text(name)).get("archs", []):
                 return name
     return DEFAULT_PRESET
-
-
-@dataclass(frozen=True)
-class StepStarted:
-    index: int
-    total: int
-    step: LadderStep
 
 
 def load_ladder(
@@ -165,16 +163,23 @@ def run_ladder(
     timing: TimingSettings | None = None,
     cancel: Callable[[], bool] | None = None,
     seed: int | None = None,
-) -> tuple[int, Iterator[StepStarted | Event]]:
-    """Check every step, store the group, and return (group id, events of all steps)."""
+    backend: Backend | None = None,
+    checked: bool = False,
+) -> tuple[int, Iterator[StepStarted | RunEvent]]:
+    """Check every step (unless ``checked``: a job's preflight did), store the group, and
+    return (group id, events of all steps)."""
+    from workbench.backends import get_backend
+    from workbench.runner import preflight, run_sweep
+
     seed = secrets.randbits(32) if seed is None else seed
-    backend = get_backend(backend_name)
+    backend = backend or get_backend(backend_name)
     specs = [
         SweepSpec(problem, seq_lens, step.config, backend_name, step_label(label, step), seed)
         for step in ladder.steps
     ]
-    for spec in specs:
-        preflight(spec, backend)
+    if not checked:
+        for spec in specs:
+            preflight(spec, backend)
     group_id = store.create_group(
         "ladder",
         label or f"{ladder.name} on {backend_name}",
@@ -190,11 +195,11 @@ def run_ladder(
         },
     )
 
-    def events() -> Iterator[StepStarted | Event]:
+    def events() -> Iterator[StepStarted | RunEvent]:
         for index, (step, spec) in enumerate(zip(ladder.steps, specs)):
             if cancel is not None and cancel():
                 return
-            yield StepStarted(index, len(specs), step)
+            yield StepStarted(index, len(specs), step.name, step.config)
             yield from run_sweep(
                 spec,
                 store,
@@ -243,3 +248,133 @@ def ladder_table(store: Store, group_id: int) -> dict[str, Any]:
             }
         )
     return {"group_id": group_id, "seq_lens": seq_lens, "steps": rows}
+
+
+def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
+    """:func:`ladder_table` as text rows: a header, then per step its TFLOP/s at each length
+    with × the previous step and × the baseline."""
+    rows = [["step"] + [f"N={n}" for n in table["seq_lens"]]]
+    for step in table["steps"]:
+        row = [step["step"]]
+        for n in table["seq_lens"]:
+            cell = step["cells"].get(str(n))
+            if cell is None:
+                row.append("-")
+                continue
+            ratios = ""
+            if cell["vs_previous"]:
+                ratios = f" {cell['vs_previous']:.2f}×prev"
+                if cell["vs_baseline"]:
+                    ratios += f" {cell['vs_baseline']:.2f}×base"
+            row.append(f"{cell['tflops']:.3g} TFLOP/s{ratios}")
+        rows.append(row)
+    return rows
+
+
+# --- what a view shows of a stored ladder ---------------------------------------------------------
+
+GAIN_THRESHOLD = 0.03  # a speed-up of at least ×1.03 is a gain, at most ×1/1.03 a loss
+NOT_RUN = "not run"  # a step the stored ladder names but never reached
+PENDING = "pending"  # the same while the ladder still runs
+
+
+def speedup_verdict(ratio: float | None, threshold: float = GAIN_THRESHOLD) -> str:
+    """'gain' for a speed-up of at least 1 + threshold, 'loss' for at most 1 / (1 + threshold),
+    'neutral' between them or when there is nothing to compare (None, not finite). Ladders
+    are read for the big moves; a few per cent is within what a re-run moves."""
+    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+        return "neutral"
+    if ratio >= 1.0 + threshold:
+        return "gain"
+    if ratio <= 1.0 / (1.0 + threshold):
+        return "loss"
+    return "neutral"
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step of a stored ladder: its run (if it has one) and its cells by length."""
+
+    number: int  # 1-based
+    name: str
+    config: str  # the run's config summary ("" for a step without a run)
+    status: str  # the run's status, or NOT_RUN / PENDING
+    run_id: int | None
+    error: str
+    cells: dict[int, dict[str, Any] | None] = field(default_factory=dict)
+    published: str = ""  # what the published Blackwell study reports for this step
+
+
+@dataclass(frozen=True)
+class LadderData:
+    """Everything a view shows of one ladder group, read once per refresh."""
+
+    group: dict[str, Any]
+    runs: dict[int, Any]  # run id -> RunRecord
+    seq_lens: list[int]
+    rows: list[StepRow]
+
+    def ratios(self, seq_len: int, key: str = "vs_baseline") -> list[float]:
+        """Per step, the cell's ``key`` at ``seq_len``; NaN where there is none (chart gaps)."""
+        out = []
+        for row in self.rows:
+            cell = row.cells.get(seq_len)
+            value = cell.get(key) if cell else None
+            out.append(float(value) if value is not None else math.nan)
+        return out
+
+
+def ladder_preset_text(spec: dict[str, Any]) -> str:
+    """Which preset a stored ladder ran, e.g. ``preset: tile-optimization ladder, Blackwell
+    (ladder-blackwell.json, for sm_100/sm_120...)``; "" for ladders stored before presets."""
+    name = spec.get("ladder") or ""
+    preset = spec.get("preset") or ""
+    if not (name or preset):
+        return ""
+    archs = spec.get("archs") or []
+    detail = ", ".join(x for x in (preset, f"for {'/'.join(archs)}" if archs else "") if x)
+    return f"preset: {name or preset}" + (f" ({detail})" if detail and name else "")
+
+
+def read_ladder(store: Store, group_id: int, *, live: bool = False) -> LadderData:
+    """The group's steps, runs and cells (through :func:`ladder_table`). Steps the group names
+    but that have no run are NOT_RUN (PENDING while ``live``: the ladder still runs)."""
+    group = store.group(group_id)
+    runs = store.group_runs(group_id)
+    table = ladder_table(store, group_id) if runs else {"seq_lens": [], "steps": []}
+    planned = {n for run in runs for n in run.seq_lens}
+    seq_lens = sorted(planned | set(table["seq_lens"]))
+    spec = group.get("spec") or {}
+    published = spec.get("published") or {}
+    rows = []
+    for number, step in enumerate(table["steps"], start=1):
+        run = next(r for r in runs if r.id == step["run_id"])
+        rows.append(
+            StepRow(
+                number=number,
+                name=step["step"],
+                config=step["config"],
+                status=step["status"],
+                run_id=run.id,
+                error=run.error or "",
+                cells={n: step["cells"].get(str(n)) for n in seq_lens},
+                published=str(published.get(step["step"], "")),
+            )
+        )
+    # Steps the ladder names but never reached: runs are made in step order, so they are the tail.
+    names = [str(name) for name in spec.get("steps") or []]
+    configs = [str(c) for c in spec.get("configs") or []]  # absent in ladders stored before
+    for index, name in enumerate(names[len(rows) :], start=len(rows)):
+        rows.append(
+            StepRow(
+                number=len(rows) + 1,
+                name=name,
+                config=configs[index] if index < len(configs) else "",
+                status=PENDING if live else NOT_RUN,
+                run_id=None,
+                error="",
+                cells=dict.fromkeys(seq_lens),
+                published=str(published.get(name, "")),
+            )
+        )
+    return LadderData(group, {r.id: r for r in runs}, seq_lens, rows)

@@ -1,10 +1,10 @@
-"""Run a sweep point by point: a plain generator of progress events.
+"""Run a sweep point by point: a plain generator of a run's events (:mod:`workbench.events`).
 
-The CLI prints the events, the GUI's worker thread turns them into signals. The runner checks
-everything that can be checked before anything is written (backend available, every point's shape
-valid and within memory), then stores the run, measures each sequence length, checks its output
-against float64 and commits the point at once. A cancel request is honoured between points; a
-backend failure ends the run as 'failed' with the error text and the points already measured.
+The jobs (:mod:`workbench.jobs`) are built on it. The runner checks everything that can be checked
+before anything is written (backend available, every point's shape valid and within memory), then
+stores the run, measures each sequence length, checks its output against float64 and commits the
+point at once. A cancel request is honoured between points; a backend failure ends the run as
+'failed' with the error text and the points already measured.
 """
 
 from __future__ import annotations
@@ -12,49 +12,28 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError
 from workbench.config import ConfigError, SweepSpec
+from workbench.events import PointFinished, PointStarted, RunFinished, RunStarted
+from workbench.events import RunEvent as Event
 from workbench.machine import host_info
-from workbench.store import PointRecord, Store
+from workbench.store import Store
 from workbench.timing import TimingSettings
 
-
-@dataclass(frozen=True)
-class RunStarted:
-    run_id: int
-    total: int
-
-
-@dataclass(frozen=True)
-class PointStarted:
-    run_id: int
-    index: int
-    total: int
-    seq_len: int
-
-
-@dataclass(frozen=True)
-class PointFinished:
-    run_id: int
-    index: int
-    total: int
-    point: PointRecord
-    elapsed_s: float  # since the run started, for an estimate of the time left
-
-
-@dataclass(frozen=True)
-class RunFinished:
-    run_id: int
-    status: str
-    error: str | None = None
-
-
-Event = RunStarted | PointStarted | PointFinished | RunFinished
+__all__ = [
+    "BackendUnavailable",
+    "Event",
+    "PointFinished",
+    "PointStarted",
+    "RunFinished",
+    "RunStarted",
+    "preflight",
+    "run_sweep",
+]
 
 
 class BackendUnavailable(BackendError):
@@ -103,8 +82,8 @@ def _measure(
     seed_seq = np.random.SeedSequence(spec.seed)
     started = time.perf_counter()
     status, error = "complete", None
-    yield RunStarted(run_id, total)
     try:
+        yield RunStarted(run_id, total)
         for index, (problem, child_seed) in enumerate(zip(problems, seed_seq.spawn(total))):
             if cancel is not None and cancel():
                 status = "cancelled"

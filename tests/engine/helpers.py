@@ -30,3 +30,34 @@ def fail(message: str) -> None:
 
 def cuda_home() -> str | None:
     return os.environ.get("CUDA_HOME")
+
+
+def count(n: int, delay: float = 0.0):  # type: ignore[no-untyped-def]
+    """A stream: 0 .. n-1, ``delay`` seconds apart."""
+    for i in range(n):
+        time.sleep(delay)
+        yield i
+
+
+def count_then_crash(n: int):  # type: ignore[no-untyped-def]
+    yield from range(n)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def count_then_refuse(n: int):  # type: ignore[no-untyped-def]
+    from workbench.config import ConfigError
+
+    yield from range(n)
+    raise ConfigError("heads", 3, "expected a divisor of the query heads")
+
+
+def engine_grandchild_pid(pid_file: str) -> None:
+    """Start an engine of this process's own (as a window's job child does for its GPU
+    members), write that engine child's pid, and keep it busy in a long call."""
+    from workbench.engine import Engine
+
+    engine = Engine(timeout_s=120)
+    engine.start()
+    with open(pid_file, "w") as f:
+        f.write(str(engine.pid))
+    engine.call("tests.engine.helpers:hang", 60.0)

@@ -155,3 +155,102 @@ def test_a_config_refusal_survives_the_trip_between_processes():
         error.allowed,
         str(error),
     )
+
+
+def test_a_stream_yields_as_the_child_yields_and_keeps_the_child(engine):
+    child = engine.call(f"{H}:pid")
+    assert list(engine.stream(f"{H}:count", 4)) == [0, 1, 2, 3]
+    assert engine.call(f"{H}:pid") == child  # one protocol: calls and streams share the child
+
+
+def test_a_crash_mid_stream_keeps_what_came_and_says_the_child_died(engine):
+    got = []
+    with pytest.raises(EngineFailure) as failure:
+        for item in engine.stream(f"{H}:count_then_crash", 2):
+            got.append(item)
+    assert got == [0, 1]
+    assert failure.value.died and failure.value.exitcode == -11
+    assert engine.call(f"{H}:add", 1, 2) == 3  # a fresh child
+
+
+def test_an_error_mid_stream_comes_back_as_itself(engine):
+    from workbench.config import ConfigError
+
+    stream = engine.stream(f"{H}:count_then_refuse", 1)
+    assert next(stream) == 0
+    with pytest.raises(EngineFailure) as failure:
+        next(stream)
+    original = failure.value.original
+    assert isinstance(original, ConfigError) and original.field == "heads"
+    assert not failure.value.died and "ConfigError" in str(failure.value)
+
+
+def test_kill_ends_a_stream_from_another_thread_at_once(engine):
+    import threading
+    import time
+
+    stream = engine.stream(f"{H}:count", 100, 0.5)
+    assert next(stream) == 0
+    started = time.perf_counter()
+    threading.Timer(0.2, engine.kill).start()
+    with pytest.raises(EngineFailure) as failure:
+        list(stream)
+    assert failure.value.died
+    assert time.perf_counter() - started < 5  # not the 50 s the stream had left
+    assert engine.call(f"{H}:add", 2, 2) == 4
+
+
+def test_a_consumer_that_stops_early_ends_the_child_and_the_next_request_works(engine):
+    first = engine.call(f"{H}:pid")
+    stream = engine.stream(f"{H}:count", 1000, 0.01)
+    assert next(stream) == 0
+    stream.close()  # the rest has nowhere to go: the child is ended, not left streaming
+    assert engine.call(f"{H}:pid") != first
+    assert list(engine.stream(f"{H}:count", 2)) == [0, 1]
+
+
+def test_a_stream_that_stalls_past_the_limit_is_stopped(engine):
+    with pytest.raises(EngineFailure, match="did not answer within 1 s"):
+        list(engine.stream(f"{H}:count", 3, 30, timeout_s=1))
+    assert engine.call(f"{H}:add", 1, 1) == 2
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an ended orphan may wait for a PID 1 that does not reap)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """Cancel kills a job child; the GPU engine that child started must not compute on."""
+    import multiprocessing as mp
+    import signal
+    import time
+
+    pid_file = tmp_path / "grandchild.pid"
+    from tests.engine import helpers
+    middle = mp.get_context("spawn").Process(
+        target=helpers.engine_grandchild_pid, args=(str(pid_file),)
+    )
+    middle.start()
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    os.kill(grandchild, 0)  # alive, busy in its call
+    os.kill(middle.pid, signal.SIGKILL)
+    middle.join(10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if not _running(grandchild):
+            return
+        time.sleep(0.05)
+    os.kill(grandchild, signal.SIGKILL)
+    pytest.fail("the engine child kept running after its parent was killed")

@@ -1,4 +1,4 @@
-"""Cancel stops a long point within about a second (issue 25, item 4): the process computing it
+"""Cancel stops a long point within about a second: the process computing it
 is ended (the sweep child for the reference backend; the engine child for GPU backends, which
 restarts), and the run is stored cancelled with the points that finished."""
 

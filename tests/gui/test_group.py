@@ -52,7 +52,7 @@ def test_two_ticked_backends_run_one_group_on_the_same_inputs(
     assert window.progress.maximum() == 4  # points over both runs
     # Live: once the first point is in, both of the group's runs are selected and plotted.
     qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=30_000)
-    group = window._group
+    group = window.progress_model
     assert group is not None and len(group.run_ids) == 2
     assert sorted(window.plots.run_ids()) == sorted(group.run_ids)
     assert f"Group #{group.group_id}" in window.progress_label.text()
@@ -124,7 +124,7 @@ def test_the_sweep_process_refuses_a_group_before_writing(qtbot: Any, db_path: A
     spec = SweepSpec(Problem(batch=1, heads=1, head_dim=32), (64,), KernelConfig(32, 32))
     worker = SweepWorker(GroupJob(spec, ("reference", "nope")), db_path)
     got: list[tuple[str, str]] = []
-    worker.rejected.connect(lambda field, message: got.append((field, message)))
+    worker.rejected.connect(lambda exc: got.append((exc.field, str(exc))))
     with qtbot.waitSignal(worker.done, timeout=60_000):
         thread = start_in_thread(worker, None)
     thread.wait()

@@ -19,20 +19,17 @@ from PySide6.QtWidgets import QApplication
 from kernels.schedule import Schedule
 from workbench.backends.base import BackendError
 from workbench.backends.reference import ReferenceBackend
-from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.gui.ladder import (
-    CELL_ROLE,
-    GAIN,
-    LOSS,
-    MISSING,
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.gui.ladder import CELL_ROLE, GAIN, LOSS, MISSING, VERDICT_ROLE
+from workbench.gui.worker import SweepWorker, start_in_thread
+from workbench.jobs import LadderJob
+from workbench.ladder import (
     NOT_RUN,
-    VERDICT_ROLE,
     ladder_preset_text,
+    ladder_table,
+    load_ladder,
     speedup_verdict,
 )
-from workbench.gui.sweep_child import LadderJob
-from workbench.gui.worker import SweepWorker, start_in_thread
-from workbench.ladder import ladder_table, load_ladder
 from workbench.store import Store
 from workbench.timing import TimingSettings
 
@@ -407,14 +404,17 @@ class LadderReceiver(QObject):
         gui = QThread.currentThread() is QApplication.instance().thread()
         self.calls.append((name, value, gui))
 
-    def ladder_started(self, group_id: int, steps: int) -> None:
-        self._note("ladder", steps)
+    def on_event(self, event: Any) -> None:
+        from workbench import events
 
-    def step_started(self, index: int, total: int, name: str) -> None:
-        self._note("step", name)
-
-    def run_started(self, run_id: int, total: int) -> None:
-        self._note("run", total)
+        if isinstance(event, events.LadderStarted):
+            self._note("ladder", len(event.steps))
+        elif isinstance(event, events.StepStarted):
+            self._note("step", event.name)
+        elif isinstance(event, events.RunStarted):
+            self._note("run", event.total)
+        elif isinstance(event, events.JobFinished):
+            self._note("finished", event.status)
 
     def done(self) -> None:
         self._note("done", None)
@@ -428,9 +428,7 @@ def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
     job = LadderJob(ladder, Problem(batch=1, heads=1, head_dim=32), (64,), "reference", "w")
     worker = SweepWorker(job, db_path, FAST, in_child=False)
     receiver = LadderReceiver()
-    worker.ladderStarted.connect(receiver.ladder_started)
-    worker.stepStarted.connect(receiver.step_started)
-    worker.runStarted.connect(receiver.run_started)
+    worker.event.connect(receiver.on_event)
     worker.done.connect(receiver.done)
     thread = start_in_thread(worker, receiver)
     qtbot.waitUntil(lambda: receiver.finished, timeout=60_000)
@@ -439,7 +437,8 @@ def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
     expected = [("ladder", 7)]
     for name in STEPS:
         expected += [("step", name), ("run", 1)]
-    assert [(n, v) for n, v, _ in receiver.calls] == [*expected, ("done", None)]
+    expected += [("finished", "complete"), ("done", None)]
+    assert [(n, v) for n, v, _ in receiver.calls] == expected
     with Store(db_path) as store:
         (group,) = store.groups("ladder")
         assert group["runs"] == 7 and group["label"] == "w"
@@ -448,7 +447,8 @@ def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
 def test_the_windows_ladder_names_its_runs_by_step_not_by_the_forms_leftover_label(
     qtbot: Any, window: Any
 ) -> None:
-    """Issue 25, item 5: all seven runs were labelled "cancel me", the form's Label field."""
+    """Each step's run is named by its step (after the ladder's own label), never by the
+    form's Label field, which names a sweep."""
     small_ladder_form(qtbot, window, seq_lens="64")
     type_into(qtbot, window.controls.label, "cancel me")
     panel = window.ladder
@@ -473,3 +473,38 @@ def test_the_preset_line_names_the_ladder_its_file_and_archs() -> None:
     )
     assert ladder_preset_text({"preset": "/home/me/steps.json"}) == "preset: /home/me/steps.json"
     assert ladder_preset_text({"steps": ["a"]}) == ""  # stored before presets were recorded
+
+
+def test_a_ladder_step_the_backend_refuses_is_a_warning_not_a_form_mark(
+    qtbot: Any, window: Any, dialogs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ReferenceBackend.check_supported
+
+    def refuse_big_tiles(self: ReferenceBackend, problem: Any, config: Any) -> None:
+        if config.tile_m == 256:
+            raise ConfigError("tile_m", 256, "this backend takes tiles up to 128")
+        original(self, problem, config)
+
+    monkeypatch.setattr(ReferenceBackend, "check_supported", refuse_big_tiles)
+    window.sweep_in_child = False  # the patch lives in this process
+    small_ladder_form(qtbot, window, seq_lens="64")
+    qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+    warnings = dialogs.texts("warning")
+    assert len(warnings) == 1 and "The ladder cannot run as set" in warnings[0]
+    assert STEPS[1] in warnings[0] and "tiles up to 128" in warnings[0]
+    assert window.controls.invalid_fields() == []  # the form's values are fine
+    assert window.store.count_runs() == 0 and window.store.groups() == []
+
+
+def test_the_windows_ladder_drops_a_sliding_windows_offset(qtbot: Any, window: Any) -> None:
+    small_ladder_form(qtbot, window, seq_lens="64")
+    pick(window.controls.mask, "window")
+    type_into(qtbot, window.controls.input_pos, "32")
+    type_into(qtbot, window.controls.window, "40")
+    qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    runs = window.store.group_runs(window.ladder.group_id())
+    assert len(runs) == len(STEPS)
+    assert all(r.problem.input_pos == 0 and r.problem.k_len == 64 for r in runs)
+    assert all(r.config.mask == "causal" for r in runs)  # the steps' own mask

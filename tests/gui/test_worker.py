@@ -1,4 +1,4 @@
-"""The worker: signals arrive in the GUI thread on either path; the time-left estimate."""
+"""The worker: the job's events arrive in the GUI thread on either path, in order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from PySide6.QtCore import QObject, QThread
 from PySide6.QtWidgets import QApplication
 
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.gui.worker import SweepWorker, TimeLeft, format_duration, start_in_thread
+from workbench.gui.worker import SweepWorker, start_in_thread
+from workbench.jobs import SweepJob
 from workbench.store import Store
 from workbench.timing import TimingSettings
 
@@ -29,17 +30,9 @@ class Receiver(QObject):
     def _note(self, name: str) -> None:
         self.calls.append((name, QThread.currentThread() is QApplication.instance().thread()))
 
-    def run_started(self, run_id: int, total: int) -> None:
-        self._note("runStarted")
-
-    def point_started(self, *args: int) -> None:
-        self._note("pointStarted")
-
-    def point_finished(self, event: Any) -> None:
-        self._note("pointFinished")
-
-    def run_finished(self, run_id: int, status: str, error: str) -> None:
-        self._note(f"runFinished:{status}")
+    def on_event(self, event: Any) -> None:
+        status = getattr(event, "status", None)
+        self._note(type(event).__name__ + (f":{status}" if status else ""))
 
     def done(self) -> None:
         self._note("done")
@@ -49,24 +42,23 @@ class Receiver(QObject):
 @pytest.mark.parametrize("in_child", [False, True], ids=["worker-thread", "child-process"])
 def test_every_signal_lands_in_the_gui_thread(qtbot: Any, db_path: Path, in_child: bool) -> None:
     spec = SweepSpec(Problem(batch=1, heads=2, head_dim=32), (64, 128), KernelConfig(32, 32))
-    worker = SweepWorker(spec, db_path, FAST, in_child=in_child)
+    worker = SweepWorker(SweepJob(spec), db_path, FAST, in_child=in_child)
     receiver = Receiver()
-    worker.runStarted.connect(receiver.run_started)
-    worker.pointStarted.connect(receiver.point_started)
-    worker.pointFinished.connect(receiver.point_finished)
-    worker.runFinished.connect(receiver.run_finished)
+    worker.event.connect(receiver.on_event)
     worker.done.connect(receiver.done)
     thread = start_in_thread(worker, receiver)
     qtbot.waitUntil(lambda: receiver.finished, timeout=60_000)
     thread.wait()
     names = [name for name, _ in receiver.calls]
     assert names == [
-        "runStarted",
-        "pointStarted",
-        "pointFinished",
-        "pointStarted",
-        "pointFinished",
-        "runFinished:complete",
+        "SweepStarted",
+        "RunStarted",
+        "PointStarted",
+        "PointFinished",
+        "PointStarted",
+        "PointFinished",
+        "RunFinished:complete",
+        "JobFinished:complete",
         "done",
     ]
     assert all(in_gui for _, in_gui in receiver.calls)
@@ -93,7 +85,7 @@ def test_an_owner_may_wait_on_the_thread_from_any_slot_of_done(qtbot: Any, db_pa
     # thread's quit were queued behind this slot, its wait could never succeed (the
     # intermittent 180 s hang of a full test run); quit must not depend on the GUI thread.
     spec = SweepSpec(Problem(batch=1, heads=1, head_dim=32), (64,), KernelConfig(32, 32))
-    worker = SweepWorker(spec, db_path, FAST, in_child=False)
+    worker = SweepWorker(SweepJob(spec), db_path, FAST, in_child=False)
     waiter = Waiter()
     worker.done.connect(waiter.on_done)
     waiter.thread = start_in_thread(worker, waiter)
@@ -102,38 +94,11 @@ def test_an_owner_may_wait_on_the_thread_from_any_slot_of_done(qtbot: Any, db_pa
     assert waiter.thread.isFinished()
 
 
-def test_time_left_fits_fixed_and_quadratic_costs() -> None:
-    # A CPU sweep: cost grows with N²; after two points the fit predicts the rest.
-    cpu = TimeLeft([64, 128, 256, 512])
-    assert cpu.seconds_left() is None  # nothing to go on yet
-    cpu.add(64, 0.1 + 1e-6 * 64**2)
-    cpu.add(128, 0.1 + 1e-6 * 128**2)
-    assert cpu.seconds_left() == pytest.approx(0.2 + 1e-6 * (256**2 + 512**2))
-    # A GPU sweep: every point costs about the same (the minimum timing window).
-    gpu = TimeLeft([1024, 2048, 4096])
-    gpu.add(1024, 0.5)
-    assert gpu.seconds_left() == pytest.approx(1.0)  # one point: assume the same again
-    gpu.add(2048, 0.5)
-    assert gpu.seconds_left() == pytest.approx(0.5)
-    # Noise that would make a term negative falls back to the other one alone.
-    odd = TimeLeft([64, 128, 256])
-    odd.add(64, 1.0)
-    odd.add(128, 0.5)
-    assert odd.seconds_left() == pytest.approx(0.75)
-
-
-def test_durations_read_naturally() -> None:
-    assert format_duration(4.2) == "4 s"
-    assert format_duration(125) == "2 min 05 s"
-    assert format_duration(3780) == "1 h 03 min"
-    assert format_duration(-1) == "0 s"
-
-
 def test_a_user_facing_time_bound_is_a_generous_limit_unless_strict(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """On a loaded 2-core CI box a 250 ms bound flaked as an assertion: it is now the bound
-    times TIME_SLACK, with the measurement printed; strict timing asserts the bound itself."""
+    """A user-facing bound is asserted as the bound times TIME_SLACK (a loaded 2-core CI box),
+    with the measurement printed; strict timing asserts the bound itself."""
     from gui_helpers import TIME_SLACK, assert_within
 
     assert TIME_SLACK >= 2

@@ -3,12 +3,8 @@
 The table gives each run's latency, its Δ % (latency change; negative is faster) and its
 speed-up × (baseline latency / its latency, marked "~" within the noise), the same numbers and
 text as the CLI's ``compare``; the chart below draws the speed-ups per N with their noise bands.
-
-A difference is coloured only when it is larger than the noise the runs themselves show: the
-half-widths of their p20–p80 bands, relative to their medians, added (two bands that do not overlap
-differ by at least that much), with a floor of MIN_NOISE_PCT because a handful of samples
-understates run-to-run noise. Smaller differences are printed but left uncoloured, so the eye goes
-to real changes only.
+The numbers, the noise rule and the warnings are the core's (:mod:`workbench.compare`); a
+difference is coloured only when the core calls it significant, so the eye goes to real changes.
 """
 
 from __future__ import annotations
@@ -35,9 +31,12 @@ from workbench.compare import (
     MIN_NOISE_PCT,
     Cell,
     compare_table,
+    default_baseline,
     format_delta,
     format_speedup,
+    machine_differences,
     problem_differences,
+    run_name,
 )
 from workbench.gui.colors import run_color
 from workbench.gui.compare_chart import CompareChart
@@ -107,13 +106,12 @@ class ComparePanel(QWidget):
         self._points = {r.id: list(points.get(r.id, [])) for r in self._runs}
         ids = [r.id for r in self._runs]
         if not self._user_pinned or self._pinned not in ids:
-            # The oldest run is the usual "before" of a comparison, until the user pins one.
             self._user_pinned = False
-            self._pinned = min(ids) if ids else None
+            self._pinned = default_baseline(ids)
         self.baseline.blockSignals(True)
         self.baseline.clear()
         for run in self._runs:
-            self.baseline.addItem(self._name(run), run.id)
+            self.baseline.addItem(run_name(run), run.id)
             self.baseline.setItemData(
                 self.baseline.count() - 1, run_color(run.id), Qt.ItemDataRole.DecorationRole
             )
@@ -140,14 +138,6 @@ class ComparePanel(QWidget):
         if run_id is not None:
             self.pin_baseline(int(run_id))
 
-    @staticmethod
-    def _name(run: Any) -> str:
-        """``#id backend label``: a group's runs share their label, so the backend tells them
-        apart (left out where the label already names it)."""
-        label = run.label or ""
-        backend = "" if run.backend in label else run.backend
-        return " ".join(part for part in (f"#{run.id}", backend, label) if part)
-
     # ---- table ----------------------------------------------------------------------------------
     def _rebuild(self) -> None:
         self.table.clear()
@@ -173,9 +163,9 @@ class ComparePanel(QWidget):
         others = [r for r in self._runs if r.id != self._pinned]
         base = next(r for r in self._runs if r.id == self._pinned)
         self.rows = compare_table(self._pinned, self._points)
-        headers = ["N", f"{self._name(base)} (baseline) ms"]
+        headers = ["N", f"{run_name(base)} (baseline) ms"]
         for run in others:
-            headers += [f"{self._name(run)} ms", "Δ %", "speed-up ×"]
+            headers += [f"{run_name(run)} ms", "Δ %", "speed-up ×"]
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
         self.table.setRowCount(len(self.rows))
@@ -192,7 +182,7 @@ class ComparePanel(QWidget):
             header = self.table.horizontalHeaderItem(col)
             if header is not None:
                 header.setForeground(QBrush(run_color(run.id)))
-        self.chart.set_rows(self.rows, others, {r.id: self._name(r) for r in others})
+        self.chart.set_rows(self.rows, others, {r.id: run_name(r) for r in others})
         self.hint.setText(self._hint_text())
 
     @staticmethod
@@ -234,12 +224,9 @@ class ComparePanel(QWidget):
             "coloured only beyond the noise threshold: the runs' p20–p80 half-spreads added, at "
             f"least {MIN_NOISE_PCT:g} %."
         )
-        machines = {
-            (r.machine.get("gpu_name") or "CPU", r.machine.get("hostname") or "?")
-            for r in self._runs
-        }
-        if len(machines) > 1:
-            shown = "; ".join(f"{gpu} on {host}" for gpu, host in sorted(machines))
+        machines = machine_differences(self._runs)
+        if machines:
+            shown = "; ".join(machines)
             text += f"<br><b>Careful:</b> these runs come from different machines ({shown})."
         return text
 

@@ -1,22 +1,20 @@
-"""The ladder view (issue #6): steps × sequence lengths, their speed-ups, a chart, each step's map.
+"""The ladder view: steps × sequence lengths, their speed-ups, a chart, each step's block map.
 
 A ladder is a group of runs of kind 'ladder' (:mod:`workbench.ladder`): one run per step, each one
-change on the previous step, all on the same inputs. The numbers are the core's
-:func:`~workbench.ladder.ladder_table`; this module only lays them out. Steps that the group names
+change on the previous step, all on the same inputs. What is shown is the core's
+:func:`~workbench.ladder.read_ladder`; this module only lays it out. Steps that the group names
 but that have no run (the ladder was cancelled, or a crash ended it) are listed as "not run"
 ("pending" while the ladder runs), and a length a step did not measure shows "–" with the run's
 status, so a failed step can never pass for a slow one.
 
-A cell's background says whether the step gained or lost speed, against the previous step or the
-baseline (the user picks which), beyond :data:`GAIN_THRESHOLD`: ladders are read for the big moves,
-and a few per cent is within what a re-run moves. Clicking a step shows its block map beside the
+A cell's background is the core's :func:`~workbench.ladder.speedup_verdict` against the previous
+step or the baseline (the user picks which). Clicking a step shows its block map beside the
 chart, at the length of the clicked column (or the length the map already shows).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,13 +40,20 @@ from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.heatmap import BlockLoader, HeatmapPanel
 from workbench.gui.history import STATUS_COLORS, format_created, problem_summary
 from workbench.gui.plots import format_seq_len
+from workbench.ladder import (
+    GAIN_THRESHOLD,
+    NOT_RUN,
+    PENDING,
+    LadderData,
+    StepRow,
+    ladder_preset_text,
+    read_ladder,
+    speedup_verdict,
+)
 
-GAIN_THRESHOLD = 0.03  # a speed-up of at least ×1.03 is a gain, at most ×1/1.03 a loss
 GAIN = FASTER  # the Compare tab's green and red, so both views read alike
 LOSS = SLOWER
 MISSING = QColor("#eeeeee")
-NOT_RUN = "not run"
-PENDING = "pending"
 STATUS_TEXT_COLORS = {**STATUS_COLORS, NOT_RUN: QColor("#757575"), PENDING: QColor("#757575")}
 BASES = (("previous step", "vs_previous"), ("baseline", "vs_baseline"))
 MAX_TABLE_HEIGHT = 420  # px: beyond about ten steps the table scrolls
@@ -58,110 +63,8 @@ CELL_ROLE = Qt.ItemDataRole.UserRole  # a length cell's ladder_table cell (dict)
 VERDICT_ROLE = Qt.ItemDataRole.UserRole + 1  # "gain", "loss", "neutral" or "missing"
 
 
-def speedup_verdict(ratio: float | None, threshold: float = GAIN_THRESHOLD) -> str:
-    """'gain' for a speed-up of at least 1 + threshold, 'loss' for at most 1 / (1 + threshold),
-    'neutral' between them or when there is nothing to compare (None, not finite)."""
-    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
-        return "neutral"
-    if ratio >= 1.0 + threshold:
-        return "gain"
-    if ratio <= 1.0 / (1.0 + threshold):
-        return "loss"
-    return "neutral"
-
-
 def format_ratio(ratio: float | None) -> str:
     return f"×{ratio:.2f}" if ratio is not None and math.isfinite(ratio) else "–"
-
-
-@dataclass(frozen=True)
-class StepRow:
-    """One row of the view: a step, its run (if it has one) and its cells by length."""
-
-    number: int  # 1-based, as on the chart's x axis
-    name: str
-    config: str  # the run's config summary ("" for a step without a run)
-    status: str  # the run's status, or NOT_RUN / PENDING
-    run_id: int | None
-    error: str
-    cells: dict[int, dict[str, Any] | None] = field(default_factory=dict)
-    published: str = ""  # what the published Blackwell study reports for this step
-
-
-@dataclass(frozen=True)
-class LadderData:
-    """Everything the view shows of one ladder group, read once per refresh."""
-
-    group: dict[str, Any]
-    runs: dict[int, Any]  # run id -> RunRecord
-    seq_lens: list[int]
-    rows: list[StepRow]
-
-    def ratios(self, seq_len: int, key: str = "vs_baseline") -> list[float]:
-        """Per step, the cell's ``key`` at ``seq_len``; NaN where there is none (chart gaps)."""
-        out = []
-        for row in self.rows:
-            cell = row.cells.get(seq_len)
-            value = cell.get(key) if cell else None
-            out.append(float(value) if value is not None else math.nan)
-        return out
-
-
-def ladder_preset_text(spec: dict[str, Any]) -> str:
-    """Which preset a stored ladder ran, e.g. ``preset: tile-optimization ladder, Blackwell
-    (ladder-blackwell.json, for sm_100/sm_120...)``; "" for ladders stored before presets."""
-    name = spec.get("ladder") or ""
-    preset = spec.get("preset") or ""
-    if not (name or preset):
-        return ""
-    archs = spec.get("archs") or []
-    detail = ", ".join(x for x in (preset, f"for {'/'.join(archs)}" if archs else "") if x)
-    return f"preset: {name or preset}" + (f" ({detail})" if detail and name else "")
-
-
-def read_ladder(store: Any, group_id: int, *, live: bool = False) -> LadderData:
-    """The group's steps, runs and cells from the store (through the core's ladder_table)."""
-    from workbench.ladder import ladder_table
-
-    group = store.group(group_id)
-    runs = store.group_runs(group_id)
-    table = ladder_table(store, group_id) if runs else {"seq_lens": [], "steps": []}
-    planned = {n for run in runs for n in run.seq_lens}
-    seq_lens = sorted(planned | set(table["seq_lens"]))
-    spec = group.get("spec") or {}
-    published = spec.get("published") or {}
-    rows = []
-    for number, step in enumerate(table["steps"], start=1):
-        run = next(r for r in runs if r.id == step["run_id"])
-        rows.append(
-            StepRow(
-                number=number,
-                name=step["step"],
-                config=step["config"],
-                status=step["status"],
-                run_id=run.id,
-                error=run.error or "",
-                cells={n: step["cells"].get(str(n)) for n in seq_lens},
-                published=str(published.get(step["step"], "")),
-            )
-        )
-    # Steps the ladder names but never reached: runs are made in step order, so they are the tail.
-    names = [str(name) for name in spec.get("steps") or []]
-    configs = [str(c) for c in spec.get("configs") or []]  # absent in ladders stored before
-    for index, name in enumerate(names[len(rows) :], start=len(rows)):
-        rows.append(
-            StepRow(
-                number=len(rows) + 1,
-                name=name,
-                config=configs[index] if index < len(configs) else "",
-                status=PENDING if live else NOT_RUN,
-                run_id=None,
-                error="",
-                cells=dict.fromkeys(seq_lens),
-                published=str(published.get(name, "")),
-            )
-        )
-    return LadderData(group, {r.id: r for r in runs}, seq_lens, rows)
 
 
 class LadderPanel(QWidget):

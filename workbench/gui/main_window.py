@@ -1,17 +1,19 @@
 """The main window: wires the controls, the worker, the plots, the heatmap, history, compare and
 the ladder view.
 
-It owns the GUI thread's Store (reading, relabelling, deleting) and starts one SweepWorker per run;
-the worker opens its own Store on the same file. Every worker signal lands on a bound method of
-this window (docs/design.md trap: never a lambda). Views are refreshed from the store, the one
-source of truth, whenever the selection changes or a point arrives.
+It owns the GUI thread's Store (reading, relabelling, deleting) and starts one SweepWorker per job
+(the core's: :mod:`workbench.jobs`); the job opens its own Store on the same file. Every worker
+signal lands on a bound method of this window (docs/design.md trap: never a lambda). The job's
+events feed the core's progress model (:mod:`workbench.progress`), which the status bar renders;
+views are refreshed from the store, the one source of truth, whenever the selection changes or a
+point arrives.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +29,17 @@ from PySide6.QtWidgets import (
     QTabWidget,
 )
 
-from workbench.config import ConfigError, SweepSpec
+from workbench import events as ev
+from workbench.config import ConfigError
 from workbench.gui import _pyside_fix
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
-from workbench.gui.group_run import GroupProgress
 from workbench.gui.heatmap import HeatmapPanel
 from workbench.gui.history import HistoryPanel, ask_csv_path
 from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel, Series
-from workbench.gui.sweep_child import LadderJob
-from workbench.gui.worker import (
-    ProbeWorker,
-    SweepWorker,
-    TimeLeft,
-    format_duration,
-    start_in_thread,
-)
+from workbench.gui.worker import ProbeWorker, SweepWorker, start_in_thread
+from workbench.progress import ProgressModel
 from workbench.store import (
     Store,
     StoreError,
@@ -57,22 +53,15 @@ GUI_BUSY_TIMEOUT_S = 0.25
 MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
-# A ladder's preflight error naming one of these is the form's to mark; any other field is a
-# ladder step's knob (the steps come from the preset, not the form), reported in the view.
-PROBLEM_FIELDS = frozenset(
-    (
-        "batch",
-        "heads",
-        "kv_heads",
-        "head_dim",
-        "dtype",
-        "seq_lens",
-        "q_len",
-        "k_len",
-        "input_pos",
-        "backend",
-    )
-)
+# A job's failure dialog: its title, and what was kept of the failed runs.
+FAILURE_DIALOGS = {
+    "sweep": (
+        "Run failed",
+        "it is kept in the history as failed with the points measured before the error",
+    ),
+    "group": ("Group run failed", "each run is kept with the points it measured"),
+    "ladder": ("Ladder step failed", "each run is kept with the points it measured"),
+}
 
 
 class MainWindow(QMainWindow):
@@ -99,18 +88,9 @@ class MainWindow(QMainWindow):
         self._probe: ProbeWorker | None = None
         self._probe_thread: QThread | None = None
         self._live_run_id: int | None = None
-        self._time_left: TimeLeft | None = None
-        self._last_elapsed = 0.0
-        self._points_done = 0
         self._pending_notice: str | None = None
-        # The running ladder, if the worker runs one: its group, the step in progress (index,
-        # total, name), the points per step, and the steps that did not complete.
-        self._ladder_job: LadderJob | None = None
-        self._ladder_group: int | None = None
-        self._ladder_step: tuple[int, int, str] = (0, 0, "")
-        self._ladder_points = 0
-        self._ladder_ended: list[tuple[str, str]] = []  # (status, what) per finished step
-        self._group: GroupProgress | None = None  # the running group sweep, if any
+        # The running (or last) job's progress, fed by its events.
+        self.progress_model: ProgressModel | None = None
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
 
@@ -174,8 +154,8 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.machine_label = QLabel("Probing backends…")
         self.machine_label.setObjectName("machine_label")
-        # A bounded, separated label: a long status message (a damaged database's) used to run
-        # straight into the backend line; the full line is the tooltip.
+        # A bounded, separated label, so a long status message (a damaged database's) never runs
+        # into the backend line; the full line is the tooltip.
         self.machine_label.setMaximumWidth(MACHINE_LABEL_WIDTH)
         self.machine_label.setStyleSheet(
             "QLabel#machine_label { border-left: 1px solid #b0b0b0; padding-left: 10px; "
@@ -345,9 +325,9 @@ class MainWindow(QMainWindow):
     def is_running(self) -> bool:
         return self._worker is not None
 
-    def _spec_to_run(self, title: str, *, job: bool = False) -> Any:
-        """The form's validated spec (or with ``job`` its job: a sweep or a group), or None
-        after telling the user why nothing can run."""
+    def _form_job(self, title: str, build: Callable[[], Any]) -> Any:
+        """The job the form describes, built by the core through ``build``, or None after
+        telling the user why nothing can run (a bad value is marked on its field)."""
         if self.is_running():
             return None
         self.controls.clear_errors()
@@ -355,69 +335,41 @@ class MainWindow(QMainWindow):
             self._warn(title, "No writable run database is open (File › Open database…).")
             return None
         try:
-            return self.controls.job() if job else self.controls.spec()
+            return build()
         except ConfigError as exc:
-            self.controls.mark_error(exc.field, str(exc))
-            self._show_status(str(exc))
+            self._mark(exc)
             return None
 
-    def start_run(self) -> None:
-        job = self._spec_to_run("Run", job=True)
-        if isinstance(job, SweepSpec):
-            self._start_worker(job, job.seq_lens)
-        elif job is not None:
-            self._start_group(job)
+    def _mark(self, exc: ConfigError) -> None:
+        self.controls.mark_error(exc.field, str(exc))
+        self._show_status(str(exc))
 
-    def _start_group(self, job: Any) -> None:
-        """Run a group sweep (several ticked backends): one run per backend in one group."""
-        self._group = GroupProgress.for_job(job)
-        self._start_worker(job, self._group.points_in_order())
+    def start_run(self) -> None:
+        """Run what the form describes: a sweep on one ticked backend, a group on several."""
+        job = self._form_job("Run", self.controls.job)
+        if job is not None:
+            self._start_worker(job)
 
     def start_ladder(self) -> None:
         """Run the built-in ladder on the form's problem, lengths and backend (the Ladder tab)."""
-        spec = self._spec_to_run("Ladder")
-        if spec is None:
-            return
-        if len(self.controls.backends.checked()) > 1:
-            message = "backends: the ladder runs on one backend; tick just one"
-            self.controls.mark_error("backends", message)
-            self._show_status(message)
-            return
-        from workbench.ladder import load_ladder  # the core, only once a ladder is asked for
+        job = self._form_job("Ladder", self._ladder_job)
+        if job is not None:
+            self.tabs.setCurrentWidget(self.ladder)
+            self._start_worker(job)
 
-        ladder = load_ladder()
-        problem = spec.problem
-        if problem.input_pos and spec.config.mask != "causal":
-            # The ladder's steps bring their own mask (causal); the form's offset goes with its
-            # "causal with offset" choice only, not with a sliding window.
-            problem = dataclasses.replace(problem, input_pos=0, k_len=problem.q_len)
+    def _ladder_job(self) -> Any:
+        from workbench.jobs import ladder_job  # the core, only once a ladder is asked for
+
         # The ladder's own label, not the form's: that one names a sweep, left from the last.
         label = self.ladder.label_edit.text().strip()
-        job = LadderJob(ladder, problem, spec.seq_lens, spec.backend, label)
-        self._ladder_job = job
-        self._ladder_group = None
-        self._ladder_step = (0, len(ladder.steps), "")
-        self._ladder_points = len(spec.seq_lens)
-        self._ladder_ended = []
-        self.tabs.setCurrentWidget(self.ladder)
-        self._start_worker(job, spec.seq_lens * len(ladder.steps))
+        return ladder_job(self.controls.spec(), self.controls.backends.checked(), label)
 
-    def _start_worker(self, job: Any, all_points: tuple[int, ...]) -> None:
-        """Start the worker on a sweep or a ladder; ``all_points`` are the lengths it measures,
-        in order (a ladder's lengths once per step)."""
+    def _start_worker(self, job: Any) -> None:
         assert self.store is not None
-        self._time_left = TimeLeft(all_points)
-        self._last_elapsed = 0.0
-        self._points_done = 0
+        self.progress_model = ProgressModel.for_job(job)
         self._live_run_id = None
         worker = SweepWorker(job, self.store.path, self.timing, in_child=self.sweep_in_child)
-        worker.ladderStarted.connect(self._on_ladder_started)
-        worker.groupStarted.connect(self._on_group_started)
-        worker.stepStarted.connect(self._on_step_started)
-        worker.runStarted.connect(self._on_run_started)
-        worker.pointStarted.connect(self._on_point_started)
-        worker.pointFinished.connect(self._on_point_finished)
-        worker.runFinished.connect(self._on_run_finished)
+        worker.event.connect(self._on_event)
         worker.rejected.connect(self._on_rejected)
         worker.crashed.connect(self._on_crashed)
         # Before the thread starts: a job refused at once (a backend gone since the probe) can
@@ -426,11 +378,17 @@ class MainWindow(QMainWindow):
         self._worker = worker
         self._thread = start_in_thread(worker, self)
         self._set_running_ui(True)
-        self.progress.setRange(0, len(all_points))
-        self.progress.setValue(0)
+        self._render_progress()
         self.progress.show()
-        self.progress_label.setText("Starting…")
         self.progress_label.show()
+
+    def _render_progress(self) -> None:
+        model = self.progress_model
+        if model is None:
+            return
+        self.progress.setRange(0, model.total)
+        self.progress.setValue(model.done)
+        self.progress_label.setText(model.text)
 
     def _set_running_ui(self, running: bool) -> None:
         self.controls.set_running(running)
@@ -442,143 +400,60 @@ class MainWindow(QMainWindow):
     def cancel_run(self) -> None:
         if self._worker is not None and not self._worker.cancel_requested:
             self._worker.request_cancel()
-            self.progress_label.setText("Cancelling…")
+            if self.progress_model is not None:
+                self.progress_model.cancelling()
+                self._render_progress()
             self.controls.cancel_button.setEnabled(False)
             self.ladder.cancel_button.setEnabled(False)
 
-    @Slot(int, int)
-    def _on_ladder_started(self, group_id: int, steps: int) -> None:
-        self._ladder_group = group_id
-        self.ladder.set_live_group(group_id)
-        self._show_status(f"Ladder #{group_id}: {steps} steps")
-
-    @Slot(int, int, str)
-    def _on_step_started(self, index: int, total: int, name: str) -> None:
-        self._ladder_step = (index, total, name)
-        self.progress_label.setText(f"{self._step_prefix()}starting…")
-
-    def _step_prefix(self) -> str:
-        if self._group is not None and self._group.group_id is not None:
-            return f"Group #{self._group.group_id} · "
-        if self._ladder_job is None:
-            return ""
-        index, total, name = self._ladder_step
-        return f"Ladder step {index + 1}/{total} ({name}) · "
-
-    def _progress_offset(self) -> int:
-        """Points measured by the ladder's earlier steps (0 for a sweep)."""
-        return self._ladder_step[0] * self._ladder_points if self._ladder_job is not None else 0
-
-    @Slot(int, object, int)
-    def _on_group_started(self, group_id: int, run_ids: list[int], total: int) -> None:
-        """The group and its runs are stored: show them all live, count all their points."""
-        if self._group is None:
+    @Slot(object)
+    def _on_event(self, event: Any) -> None:
+        """One event of the running job: the progress model takes it, the views follow."""
+        model = self.progress_model
+        if model is None:
             return
-        self._group.started(group_id, run_ids, total)
-        self.progress.setRange(0, total)
-        self.history.refresh(keep_selection=False)
-        self.history.select_runs(list(run_ids))
-        self._show_status(
-            f"Group #{group_id}: {len(run_ids)} runs, {total} points{self._group_skips(run_ids)}"
-        )
+        note = model.update(event)
+        self._render_progress()
+        if note:
+            self._show_status(note)
+        if isinstance(event, ev.JobStarted):
+            if model.kind == "group":
+                self.history.refresh(keep_selection=False)
+                self.history.select_runs(list(event.run_ids))
+            elif model.kind == "ladder":
+                self.ladder.set_live_group(event.group_id)
+        elif isinstance(event, ev.RunStarted):
+            self._live_run_id = self.last_run_id = event.run_id
+            if model.kind != "group":  # a group's runs were selected when it started
+                self.history.refresh(keep_selection=False)
+                self.history.select_runs([event.run_id])
+            self._refresh_live_ladder()
+        elif isinstance(event, ev.PointFinished):
+            self._refresh_run_views(event.run_id)
+            self._refresh_live_ladder()
+        elif isinstance(event, ev.RunFinished):
+            self.history.refresh_run(event.run_id)
+            self._refresh_run_views(event.run_id)
+            self._refresh_live_ladder()
 
-    def _group_skips(self, run_ids: list[int]) -> str:
-        """The lengths the core left out for a backend that cannot fit them, as a note."""
-        if self._group is None:
-            return ""
-        wanted = set(self._group.job.spec.seq_lens)
-        notes = []
-        for run in self._runs_for(list(run_ids)):
-            missing = sorted(wanted - set(run.seq_lens))
-            if missing:
-                notes.append(f"{run.backend} skips N = {', '.join(f'{n:,}' for n in missing)}")
-        return f" ({'; '.join(notes)}: too large for it)" if notes else ""
+    def _worker_cancelling(self) -> bool:
+        return self._worker is not None and self._worker.cancel_requested
 
-    @Slot(int, int)
-    def _on_run_started(self, run_id: int, total: int) -> None:
-        self._live_run_id = run_id
-        self.last_run_id = run_id
-        if self._group is not None:
-            return  # GroupStarted selected every run of the group; their clocks are one
-        self._last_elapsed = 0.0  # each run's elapsed_s counts from its own start
-        self.history.refresh(keep_selection=False)
-        self.history.select_runs([run_id])
-        if self._ladder_job is not None:
+    def _refresh_live_ladder(self) -> None:
+        model = self.progress_model
+        live = model is not None and model.kind == "ladder" and model.group_id is not None
+        if live and self.ladder.group_id() == model.group_id:
             self.ladder.refresh()
-
-    @Slot(int, int, int, int)
-    def _on_point_started(self, run_id: int, index: int, total: int, seq_len: int) -> None:
-        left = self._time_left.seconds_left() if self._time_left else None
-        eta = f" · about {format_duration(left)} left" if left is not None else ""
-        self.progress_label.setText(
-            f"{self._step_prefix()}Run #{run_id}: point {index + 1}/{total}, N = {seq_len:,}{eta}"
-        )
 
     @Slot(object)
-    def _on_point_finished(self, event: Any) -> None:
-        # elapsed_s counts from the start of the run; the estimate wants each point's own time.
-        if self._time_left is not None:
-            self._time_left.add(event.point.seq_len, event.elapsed_s - self._last_elapsed)
-        self._last_elapsed = event.elapsed_s
-        self._points_done = event.index + 1
-        if self._group is not None:
-            self._group.done += 1
-            self.progress.setValue(self._group.done)
-        else:
-            self.progress.setValue(self._progress_offset() + event.index + 1)
-        left = self._time_left.seconds_left() if self._time_left else None
-        eta = f" · about {format_duration(left)} left" if left else ""
-        self.progress_label.setText(
-            f"{self._step_prefix()}Run #{event.run_id}: {event.index + 1}/{event.total} done, "
-            f"N = {event.point.seq_len:,} took {event.point.latency_ms:.3g} ms{eta}"
-        )
-        if event.run_id in self.history.selected_ids():
-            self._refresh_run_views(event.run_id)
-        if self._ladder_job is not None and self.ladder.group_id() == self._ladder_group:
-            self.ladder.refresh()
+    def _on_rejected(self, exc: ConfigError) -> None:
+        from workbench.jobs import LadderStepError
 
-    @Slot(int, str, str)
-    def _on_run_finished(self, run_id: int, status: str, error: str) -> None:
-        self.history.refresh_run(run_id)
-        self._refresh_run_views(run_id)
-        if self._group is not None:
-            # One message for the whole group when it ends, not a dialog per failed run.
-            self._group.ended[run_id] = (status, error)
-            self._show_status(f"Group #{self._group.group_id}: run #{run_id} {status}")
-            return
-        if self._ladder_job is not None:
-            # One message for the whole ladder when it ends, not a dialog per failed step.
-            index, total, name = self._ladder_step
-            detail = f": {error.splitlines()[0]}" if error else ""
-            self._ladder_ended.append(
-                (status, f"step {index + 1}/{total} {name} (run #{run_id}) {status}{detail}")
-            )
-            self._show_status(f"Ladder step {index + 1}/{total} ({name}): run #{run_id} {status}")
-            if self.ladder.group_id() == self._ladder_group:
-                self.ladder.refresh()
-            return
-        if status == "failed":
-            self._show_status(f"Run #{run_id} failed")
-            self._error(
-                "Run failed",
-                f"Run #{run_id} failed; it is kept in the history as failed with the points "
-                f"measured before the error.\n\n{error}",
-            )
-        elif status == "cancelled":
-            self._show_status(
-                f"Run #{run_id} cancelled after {self._points_done} point(s); kept as cancelled"
-            )
+        if isinstance(exc, LadderStepError):
+            self._warn("Ladder", f"The ladder cannot run as set:\n\n{exc}")
+            self._show_status(str(exc))
         else:
-            self._show_status(f"Run #{run_id} complete")
-
-    @Slot(str, str)
-    def _on_rejected(self, field: str, message: str) -> None:
-        if self._ladder_job is not None and field not in PROBLEM_FIELDS:
-            # A step's own knob (from the ladder preset) that this backend or problem refuses.
-            self._warn("Ladder", f"The ladder cannot run as set:\n\n{message}")
-        else:
-            self.controls.mark_error(field, message)
-        self._show_status(message)
+            self._mark(exc)
 
     @Slot(str)
     def _on_crashed(self, message: str) -> None:
@@ -593,58 +468,27 @@ class MainWindow(QMainWindow):
             # done is emitted as run() returns and has already quit the thread: a short wait.
             self._thread.wait()
             self._thread.deleteLater()
-        cancelled = self._worker is not None and self._worker.cancel_requested
+        cancelled = self._worker_cancelling()
         self._thread = None
         self._worker = None
         self._live_run_id = None
         self._set_running_ui(False)
         self.progress.hide()
         self.progress_label.hide()
-        if self._ladder_job is not None:
-            self._ladder_done(cancelled)
-        if self._group is not None:
-            self._group_done(cancelled)
-
-    def _group_done(self, cancelled: bool) -> None:
-        group, self._group = self._group, None
-        if group is None or group.group_id is None:
+        model = self.progress_model
+        outcome = model.outcome(cancelled) if model is not None else None
+        if model is None or outcome is None:
             return  # refused before anything was stored; _on_rejected or _on_crashed said why
-        self.history.refresh(keep_selection=False)
-        self.history.select_runs(list(group.run_ids))
-        line, failed = group.summary(cancelled)
-        self._show_status(line)
-        if failed:
-            self._error(
-                "Group run failed",
-                f"{line}; each run is kept with the points it measured.\n\n" + "\n".join(failed),
-            )
-
-    def _ladder_done(self, cancelled: bool) -> None:
-        job, group_id, ended = self._ladder_job, self._ladder_group, self._ladder_ended
-        self._ladder_job = None
-        self._ladder_group = None
-        self._ladder_ended = []
-        if group_id is None or job is None:
-            return  # refused before anything was stored; _on_rejected or _on_crashed said why
-        self.ladder.set_live_group(None)
-        self.ladder.show_group(group_id)
-        steps = len(job.ladder.steps)
-        complete = sum(status == "complete" for status, _ in ended)
-        failed = [text for status, text in ended if status == "failed"]
-        if failed:
-            self._show_status(f"Ladder #{group_id}: {len(failed)} of {steps} steps failed")
-            self._error(
-                "Ladder step failed",
-                f"Ladder #{group_id}: {len(failed)} of {steps} steps failed; each run is kept "
-                "with the points it measured.\n\n" + "\n".join(failed),
-            )
-        elif complete < steps:
-            how = "cancelled" if cancelled else "stopped"  # stopped: _on_crashed said why
-            self._show_status(
-                f"Ladder #{group_id} {how} after {complete} of {steps} steps; kept as it is"
-            )
-        else:
-            self._show_status(f"Ladder #{group_id} complete: {steps} steps")
+        if outcome.kind == "ladder":
+            self.ladder.set_live_group(None)
+            self.ladder.show_group(model.group_id)
+        elif outcome.kind == "group":
+            self.history.refresh(keep_selection=False)
+            self.history.select_runs(list(model.run_ids))
+        self._show_status(outcome.line)
+        if outcome.failures:
+            title, kept = FAILURE_DIALOGS[outcome.kind]
+            self._error(title, f"{outcome.line}; {kept}.\n\n" + "\n".join(outcome.failures))
 
     # ---- selection and views --------------------------------------------------------------------
     def _runs_for(self, ids: list[int]) -> list[Any]:
@@ -878,7 +722,8 @@ class MainWindow(QMainWindow):
     # ---- closing --------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.is_running():
-            what = "ladder" if self._ladder_job is not None else "sweep"
+            model = self.progress_model
+            what = "ladder" if model is not None and model.kind == "ladder" else "sweep"
             answer = QMessageBox.question(
                 self,
                 f"A {what} is running",
@@ -898,8 +743,8 @@ class MainWindow(QMainWindow):
         if self._worker is not None:
             self._worker.request_cancel()
             # The window is going away: nothing the worker still says should reach it (a
-            # dialog after close, a read on a closed store). The runner itself stores the run
-            # as cancelled.
+            # dialog after close, a read on a closed store). The job itself stores its open
+            # runs as cancelled.
             self._worker.blockSignals(True)
             # The current point may take a while (a long compile): let the window go now.
             self.hide()

@@ -1,9 +1,9 @@
-"""Group sweeps: several backends on the same inputs, timed interleaved, stored as one group.
+"""Group jobs: several backends on the same inputs, timed interleaved, stored as one group.
 
-The CLI's ``--backends`` and the window's backend list both run through :func:`plan_group` and
-:func:`run_group`. At each sequence length every backend of the group gets the same fresh
-inputs (one seed per length for the whole group), is compiled and checked against float64, and
-then all of them are timed together in rounds whose order is balanced
+The CLI's ``--backends`` and the window's backend list both run a :class:`GroupJob`, planned by
+:func:`plan_group` and run by :func:`run_group`. At each sequence length every backend of the
+group gets the same fresh inputs (one seed per length for the whole group), is compiled and
+checked against float64, and then all of them are timed together in rounds whose order is balanced
 (:func:`workbench.timing.measure_interleaved`), so none inherits a better or worse GPU clock
 than another. Each backend's points go to its own run; the runs share a group, and Compare
 opens the group as one unit.
@@ -21,45 +21,29 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError, PointResult
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.machine import host_info
-from workbench.runner import (
+from workbench.events import (
     Event,
+    GroupStarted,
     PointFinished,
     PointStarted,
     RunFinished,
     RunStarted,
-    preflight,
+    Skipped,
 )
+from workbench.jobs.base import Plan, Timing, backend_for, finishing, job_names, timing_for
+from workbench.machine import host_info
+from workbench.runner import preflight
 from workbench.store import Store
 from workbench.timing import TimingSettings, measure_interleaved
 
 GROUP_KIND = "backends"
-
-
-@dataclass(frozen=True)
-class GroupStarted:
-    """The group and its runs are stored; their points follow. The first event of a group."""
-
-    group_id: int
-    run_ids: tuple[int, ...]
-    backends: tuple[str, ...]
-    total: int  # points over all the group's runs
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A length one backend of the group cannot run (naive attention's N×N scores)."""
-
-    backend: str
-    seq_len: int
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -78,6 +62,12 @@ class GroupPlan:
     def total(self) -> int:
         return sum(len(spec.seq_lens) for spec in self.specs)
 
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """Each point's length in measuring order: every backend at a length, then the next."""
+        lengths = sorted({n for spec in self.specs for n in spec.seq_lens})
+        return tuple(n for n in lengths for spec in self.specs if n in spec.seq_lens)
+
 
 class GroupError(ConfigError):
     """A group that cannot run at all (no backend, duplicates, nothing fits)."""
@@ -86,7 +76,7 @@ class GroupError(ConfigError):
 def group_specs(spec: SweepSpec, backends: Sequence[str]) -> list[SweepSpec]:
     """``spec`` once per backend, with one seed for all of them (drawn when ``spec`` has
     none), so every backend sees the same inputs."""
-    names = [name.strip() for name in backends if name.strip()]
+    names = job_names(backends)
     if not names:
         raise GroupError("backends", list(backends), "expected at least one backend name")
     if len(set(names)) != len(names):
@@ -138,7 +128,7 @@ def run_group(
     backends: Sequence[Backend] | None = None,
     timings: Sequence[TimingSettings] | None = None,
     cancel: Callable[[], bool] | None = None,
-) -> Iterator[Event | GroupStarted]:
+) -> Iterator[Event]:
     """Store the group and one run per backend, then measure; returns the event stream.
 
     ``timings``: one per backend (default: each backend's own); a group's rounds are at least
@@ -169,9 +159,12 @@ def _measure_group(
     group_id: int,
     run_ids: list[int],
     cancel: Callable[[], bool] | None,
-) -> Iterator[Event | GroupStarted]:
+) -> Iterator[Event]:
     specs = plan.specs
-    yield GroupStarted(group_id, tuple(run_ids), plan.backends, plan.total)
+    yield GroupStarted(
+        plan.total, plan.lengths, run_ids=tuple(run_ids), group_id=group_id, backends=plan.backends
+    )
+    yield from plan.skipped
     for spec, run_id in zip(specs, run_ids, strict=True):
         yield RunStarted(run_id, len(spec.seq_lens))
     lengths = sorted({n for spec in specs for n in spec.seq_lens})
@@ -310,21 +303,22 @@ def interleaved_point(
     return [o if o is not None else next(results) for o in outcomes]
 
 
-# --- a group as one job (the window's) -----------------------------------------------------------
+# --- a group as one job -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class GroupJob:
-    """A group sweep as one picklable job: the form's sweep and the backends to run it on.
+    """A group sweep as one picklable job: a sweep and the backends to run it on.
 
     ``spec.backend`` is ignored; every name in ``backends`` gets the same problem, lengths,
     config and seed (:func:`group_specs`). The names are checked here, so a job that cannot
-    be a group is never built; whether the backends can run is :func:`plan_group_job`'s
-    question, asked where the job runs."""
+    be a group is never built; whether the backends can run is :meth:`preflight`'s question,
+    asked where the job runs."""
 
     spec: SweepSpec
     backends: tuple[str, ...]
     label: str = ""
+    kind: ClassVar[str] = "group"
 
     def __post_init__(self) -> None:
         names = tuple(name.strip() for name in self.backends)
@@ -334,47 +328,31 @@ class GroupJob:
             raise GroupError("backends", list(names), "expected distinct backend names")
         object.__setattr__(self, "backends", names)
 
+    def planned_lengths(self) -> tuple[int, ...]:
+        """Every backend at every length, shortest first (before a backend skips any)."""
+        return tuple(n for n in sorted(self.spec.seq_lens) for _ in self.backends)
 
-def plan_group_job(job: GroupJob) -> tuple[GroupPlan, list[Backend]]:
-    """:func:`plan_group` for a job, with every refusal a ConfigError naming ``backends``
-    (an unknown or unavailable backend) or the knob at fault, before anything is written."""
-    from workbench.backends import UnknownBackend
+    def preflight(self) -> Plan:
+        """:func:`plan_group` for the job, every refusal a ConfigError naming ``backends`` (an
+        unknown or unavailable backend) or the knob at fault, before anything is written."""
+        backends = [backend_for(name) for name in self.backends]
+        specs = group_specs(self.spec, self.backends)
+        plan, kept = plan_group(specs, backends, label=self.label or self.spec.label)
+        return Plan(tuple(kept), plan.lengths, plan.skipped, plan)
 
-    backends = []
-    for name in job.backends:
-        try:
-            backend = get_backend(name)
-        except UnknownBackend as exc:
-            raise GroupError("backends", name, str(exc)) from None
-        status = backend.availability()
-        if not status.available:
-            raise GroupError("backends", name, f"{name} is not available: {status.reason}")
-        backends.append(backend)
-    specs = group_specs(job.spec, job.backends)
-    return plan_group(specs, backends, label=job.label or job.spec.label)
-
-
-def run_group_job(
-    job: GroupJob,
-    store: Store,
-    *,
-    timing: TimingSettings | None = None,
-    cancel: Callable[[], bool] | None = None,
-) -> Iterator[Event | GroupStarted]:
-    """Plan ``job`` (raising before anything is written), then :func:`run_group` it.
-
-    ``timing`` overrides every backend's own timing (tests use tiny settings)."""
-    plan, backends = plan_group_job(job)
-    timings = [timing] * len(backends) if timing is not None else None
-    return run_group(plan, store, backends=backends, timings=timings, cancel=cancel)
-
-
-def job_for(spec: SweepSpec, backends: Sequence[str]) -> SweepSpec | GroupJob:
-    """What the window runs for the ticked ``backends``: one name is a plain sweep on it,
-    several are a group of them (on ``spec``'s problem, lengths and config)."""
-    names = [name.strip() for name in backends if name.strip()]
-    if not names:
-        raise GroupError("backends", [], "tick at least one backend")
-    if len(names) == 1:
-        return dataclasses.replace(spec, backend=names[0])
-    return GroupJob(spec, tuple(names), spec.label)
+    def run(
+        self,
+        store: Store,
+        *,
+        plan: Plan | None = None,
+        timing: Timing = None,
+        cancel: Callable[[], bool] | None = None,
+    ) -> Iterator[Event]:
+        """Plan the job (raising before anything is written) unless ``plan`` is its plan, then
+        :func:`run_group` it."""
+        plan = plan or self.preflight()
+        timings = [timing_for(timing, backend) for backend in plan.backends]
+        events = run_group(
+            plan.detail, store, backends=plan.backends, timings=timings, cancel=cancel
+        )
+        return finishing(events, cancel)

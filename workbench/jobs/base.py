@@ -1,0 +1,191 @@
+"""What every job shares, and the sweep job.
+
+A job is a frozen, picklable description of work (so it can be sent to a child process) with:
+
+- ``kind`` (``"sweep"``, ``"group"``, ``"ladder"``) and ``backends``, the names it computes on;
+- ``planned_lengths()``: the sequence length of every point it means to measure, in order,
+  before anything is checked (what a progress bar shows until the job starts);
+- ``preflight()``: every check that can be made before anything is written; a bad input raises
+  one :class:`~workbench.config.ConfigError` naming its field. Returns a :class:`Plan`;
+- ``run(store, *, plan=None, timing=None, cancel=None)``: preflight (unless given its plan),
+  store the job's runs, and return the stream of :mod:`workbench.events` it measures them with.
+  ``cancel`` is asked between points; the stream always ends with a JobFinished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from workbench.backends import Backend, UnknownBackend, get_backend
+from workbench.config import ConfigError, SweepSpec
+from workbench.events import (
+    CANCELLED,
+    Event,
+    JobFinished,
+    JobStarted,
+    RunFinished,
+    Skipped,
+    SweepStarted,
+    job_status,
+)
+from workbench.store import Store
+from workbench.timing import TimingSettings
+
+# One timing for every backend, one per backend name, or None: each backend's own.
+Timing = TimingSettings | Mapping[str, TimingSettings] | None
+
+
+class BackendRefused(ConfigError):
+    """A backend that cannot run here (unknown, or not available on this machine). It names the
+    ``backends`` field (the one a form marks), and its text is the reason alone."""
+
+    def __str__(self) -> str:
+        return self.allowed
+
+
+def backend_for(name: str) -> Backend:
+    """The backend called ``name``, ready to run, or a :class:`BackendRefused` saying why not."""
+    try:
+        backend = get_backend(name)
+    except UnknownBackend as exc:
+        raise BackendRefused("backends", name, str(exc)) from None
+    status = backend.availability()
+    if not status.available:
+        raise BackendRefused(
+            "backends", name, f"backend {name!r} is not available: {status.reason}"
+        )
+    return backend
+
+
+def timing_for(timing: Timing, backend: Backend) -> TimingSettings:
+    if isinstance(timing, TimingSettings):
+        return timing
+    if timing is not None and backend.name in timing:
+        return timing[backend.name]
+    return backend.default_timing()
+
+
+def computes_in_process(backend: str) -> bool:
+    """Does a job on this backend compute in the calling process? The GPU backends compute in
+    the supervised engine's child (:mod:`workbench.backends.isolated`); the others (the NumPy
+    reference) where they are called."""
+    import workbench.backends as backends
+
+    return backend not in backends.GPU_BACKENDS
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A job checked and ready to run; nothing is written yet."""
+
+    backends: tuple[Backend, ...]
+    lengths: tuple[int, ...]  # one per point, in the order they are measured
+    skipped: tuple[Skipped, ...] = ()
+    detail: Any = None  # the job's own plan (a group's GroupPlan)
+
+    @property
+    def total(self) -> int:
+        return len(self.lengths)
+
+
+class Ending:
+    """What a job's stream has said about its runs, for the JobFinished that ends it."""
+
+    def __init__(self) -> None:
+        self.started: JobStarted | None = None
+        self.runs: list[tuple[int, str, str | None]] = []
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, JobStarted):
+            self.started = event
+        elif isinstance(event, RunFinished):
+            self.runs.append((event.run_id, event.status, event.error))
+
+    def finished(self, cancel_requested: bool) -> JobFinished:
+        """Cancelled when a run was, or when a cancel left runs of the plan unrun."""
+        statuses = [status for _, status, _ in self.runs]
+        planned = self.started.planned_runs if self.started is not None else 0
+        cancelled = CANCELLED in statuses or (cancel_requested and len(self.runs) < planned)
+        return JobFinished(job_status(statuses, cancelled), tuple(self.runs))
+
+
+def finishing(events: Iterator[Event], cancel: Callable[[], bool] | None) -> Iterator[Event]:
+    """``events``, then the JobFinished they add up to. Closing this closes ``events`` (a
+    runner then stores its run as cancelled)."""
+    ending = Ending()
+    try:
+        for event in events:
+            ending.see(event)
+            yield event
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    yield ending.finished(bool(cancel is not None and cancel()))
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """One sweep: one run of ``spec`` on ``spec.backend``."""
+
+    spec: SweepSpec
+    kind: ClassVar[str] = "sweep"
+
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (self.spec.backend,)
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    def planned_lengths(self) -> tuple[int, ...]:
+        return tuple(self.spec.seq_lens)
+
+    def preflight(self) -> Plan:
+        from workbench.runner import preflight
+
+        backend = backend_for(self.spec.backend)
+        preflight(self.spec, backend)
+        return Plan((backend,), self.planned_lengths())
+
+    def run(
+        self,
+        store: Store,
+        *,
+        plan: Plan | None = None,
+        timing: Timing = None,
+        cancel: Callable[[], bool] | None = None,
+    ) -> Iterator[Event]:
+        from workbench.runner import run_sweep
+
+        plan = plan or self.preflight()
+        (backend,) = plan.backends
+        events = run_sweep(
+            self.spec, store, cancel=cancel, timing=timing_for(timing, backend), backend=backend
+        )
+        first = next(events)  # RunStarted: the run is stored
+        started = SweepStarted(
+            plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
+        )
+        return finishing(_prepend((started, first), events), cancel)
+
+
+def _prepend(head: Sequence[Event], tail: Iterator[Event]) -> Iterator[Event]:
+    try:
+        yield from head
+        yield from tail
+    finally:
+        close = getattr(tail, "close", None)
+        if close is not None:
+            close()
+
+
+def job_names(backends: Sequence[str]) -> list[str]:
+    return [name.strip() for name in backends if name.strip()]

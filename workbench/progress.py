@@ -1,0 +1,390 @@
+"""A running job's progress, Qt-free: the window renders it, the CLI prints it.
+
+:class:`ProgressModel` is fed every event of a job's stream (:mod:`workbench.events`) and keeps
+what a front end shows: points done of the total, time elapsed and left (:class:`TimeLeft`), one
+line of text for a progress label, a note for a status line when something notable happens, and
+at the end one :class:`Outcome` (a line, and a line per failed run). :class:`ProgressPrinter` is
+the command line's view of the same model: a line per point on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.events import (
+    CANCELLED,
+    COMPLETE,
+    FAILED,
+    GroupStarted,
+    JobFinished,
+    JobStarted,
+    LadderStarted,
+    PointFinished,
+    PointStarted,
+    RunFinished,
+    RunStarted,
+    Skipped,
+    StepStarted,
+)
+
+
+class TimeLeft:
+    """Estimates the time left in a job from the points done so far.
+
+    Each point is modelled as ``a + b·N²``: a fixed cost (warm-up, the minimum timing window,
+    launch overhead) plus work that grows with the attention matrix. Fitting both terms
+    matters: a reference sweep is dominated by ``b·N²``, a GPU sweep by ``a``, and either
+    assumption alone is off by orders of magnitude for the other backend.
+    """
+
+    def __init__(self, seq_lens: Sequence[int]) -> None:
+        self._seq_lens = list(seq_lens)
+        self._done: list[tuple[int, float]] = []
+
+    def add(self, seq_len: int, elapsed_s: float) -> None:
+        self._done.append((seq_len, max(float(elapsed_s), 0.0)))
+
+    def _fit(self) -> tuple[float, float]:
+        xs = [float(n) ** 2 for n, _ in self._done]
+        ys = [t for _, t in self._done]
+        count = len(xs)
+        if count == 1 or max(xs) == min(xs):
+            return sum(ys) / count, 0.0
+        mean_x = sum(xs) / count
+        mean_y = sum(ys) / count
+        sxx = sum((x - mean_x) ** 2 for x in xs)
+        sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+        b = sxy / sxx
+        a = mean_y - b * mean_x
+        # Keep both terms non-negative: a negative one means noise, fall back to the other alone.
+        if b < 0:
+            return mean_y, 0.0
+        if a < 0:
+            return 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
+        return a, b
+
+    def seconds_left(self) -> float | None:
+        """None before the first point finishes (nothing to go on)."""
+        if not self._done:
+            return None
+        remaining = self._seq_lens[len(self._done) :]
+        a, b = self._fit()
+        return sum(a + b * float(n) ** 2 for n in remaining)
+
+
+def format_duration(seconds: float) -> str:
+    """``"4 s"``, ``"2 min 05 s"``, ``"1 h 03 min"``: what a progress line needs."""
+    seconds = max(seconds, 0.0)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def first_line(text: str | None) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended, in words: ``line`` for a status line, ``failures`` one entry per run
+    that failed (a sweep's with its whole error, a group's or ladder's with its first line)."""
+
+    kind: str
+    status: str  # complete, failed, cancelled, or stopped (by an error outside the runs)
+    line: str
+    failures: tuple[str, ...] = ()
+
+
+class ProgressModel:
+    """What a job has done and has left, from its events. ``kind`` and ``lengths`` are the
+    job's plan before it starts (:meth:`for_job`); its JobStarted replaces them with the
+    checked plan. Durations are read from ``clock`` as the events arrive."""
+
+    def __init__(
+        self,
+        kind: str = "sweep",
+        lengths: Sequence[int] = (),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kind = kind
+        self.total = len(lengths)
+        self.done = 0
+        self.text = "Starting…"
+        self.group_id: int | None = None
+        self.run_ids: tuple[int, ...] = ()
+        self.steps: tuple[str, ...] = ()
+        self.step: tuple[int, int, str] | None = None  # the ladder step under way
+        self.skipped: list[Skipped] = []
+        self.ended: dict[int, tuple[str, str]] = {}  # run id: (status, error), as they end
+        self.last_run_id: int | None = None
+        self.finished: JobFinished | None = None
+        self._started = False
+        self._cancelling = False
+        self._run_steps: dict[int, tuple[int, int, str]] = {}
+        self._points: dict[int, int] = {}  # run id: points finished
+        self._time_left = TimeLeft(lengths)
+        self._clock = clock
+        self._start_s = self._last_s = clock()
+
+    @classmethod
+    def for_job(cls, job: Any, **kwargs: Any) -> ProgressModel:
+        return cls(job.kind, job.planned_lengths(), **kwargs)
+
+    # ---- reading --------------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        """The job's runs or group are stored (it got past its preflight)."""
+        return self._started
+
+    @property
+    def elapsed_s(self) -> float:
+        return self._clock() - self._start_s
+
+    @property
+    def seconds_left(self) -> float | None:
+        return self._time_left.seconds_left()
+
+    def points_of(self, run_id: int) -> int:
+        return self._points.get(run_id, 0)
+
+    def _eta(self, *, zero: bool = True) -> str:
+        left = self.seconds_left
+        if left is None or (not zero and not left):
+            return ""
+        return f" · about {format_duration(left)} left"
+
+    def _prefix(self) -> str:
+        if self.kind == "group" and self.group_id is not None:
+            return f"Group #{self.group_id} · "
+        if self.kind == "ladder" and self.step is not None:
+            index, total, name = self.step
+            return f"Ladder step {index + 1}/{total} ({name}) · "
+        return ""
+
+    def _group_line(self) -> str:
+        line = f"Group #{self.group_id}: {len(self.run_ids)} runs, {self.total} points"
+        skips: dict[str, list[int]] = {}
+        for skip in self.skipped:
+            skips.setdefault(skip.backend, []).append(skip.seq_len)
+        if skips:
+            notes = [
+                f"{backend} skips N = {', '.join(f'{n:,}' for n in lengths)}"
+                for backend, lengths in skips.items()
+            ]
+            line += f" ({'; '.join(notes)}: too large for it)"
+        return line
+
+    # ---- feeding --------------------------------------------------------------------------------
+    def update(self, event: Any) -> str | None:
+        """Take one event; returns a note worth a status line, or None."""
+        text = self.text
+        try:
+            return self._update(event)
+        finally:
+            if self._cancelling:
+                self.text = text
+
+    def _update(self, event: Any) -> str | None:
+        if isinstance(event, JobStarted):
+            return self._job_started(event)
+        if isinstance(event, Skipped):
+            self.skipped.append(event)
+            return self._group_line() if self.kind == "group" else None
+        if isinstance(event, StepStarted):
+            self.step = (event.index, event.total, event.name)
+            self.text = f"{self._prefix()}starting…"
+        elif isinstance(event, RunStarted):
+            self.last_run_id = event.run_id
+            if self.step is not None:
+                self._run_steps[event.run_id] = self.step
+        elif isinstance(event, PointStarted):
+            self.text = (
+                f"{self._prefix()}Run #{event.run_id}: point {event.index + 1}/{event.total}, "
+                f"N = {event.seq_len:,}{self._eta()}"
+            )
+        elif isinstance(event, PointFinished):
+            now = self._clock()
+            self._time_left.add(event.point.seq_len, now - self._last_s)
+            self._last_s = now
+            self.done += 1
+            self._points[event.run_id] = self._points.get(event.run_id, 0) + 1
+            self.text = (
+                f"{self._prefix()}Run #{event.run_id}: {event.index + 1}/{event.total} done, "
+                f"N = {event.point.seq_len:,} took {event.point.latency_ms:.3g} ms"
+                f"{self._eta(zero=False)}"
+            )
+        elif isinstance(event, RunFinished):
+            return self._run_finished(event)
+        elif isinstance(event, JobFinished):
+            self.finished = event
+        return None
+
+    def _job_started(self, event: JobStarted) -> str | None:
+        self._started = True
+        self.kind = event.kind or self.kind
+        self.total = event.total
+        self._time_left = TimeLeft(event.lengths)
+        self._last_s = self._clock()
+        self.group_id, self.run_ids = event.group_id, tuple(event.run_ids)
+        if isinstance(event, GroupStarted):
+            return self._group_line()
+        if isinstance(event, LadderStarted):
+            self.steps = tuple(event.steps)
+            return f"Ladder #{event.group_id}: {len(self.steps)} steps"
+        return None
+
+    def _run_finished(self, event: RunFinished) -> str | None:
+        self.ended[event.run_id] = (event.status, event.error or "")
+        if self.kind == "group":
+            return f"Group #{self.group_id}: run #{event.run_id} {event.status}"
+        step = self._run_steps.get(event.run_id)
+        if step is not None:
+            index, total, name = step
+            return f"Ladder step {index + 1}/{total} ({name}): run #{event.run_id} {event.status}"
+        return None
+
+    def cancelling(self) -> None:
+        """The user asked the job to stop: the text says so from now on."""
+        self._cancelling = True
+        self.text = "Cancelling…"
+
+    # ---- the end --------------------------------------------------------------------------------
+    def outcome(self, cancelled: bool = False) -> Outcome | None:
+        """How the job ended; None when it never started (refused: its error said why).
+        ``cancelled``: the user asked it to stop (else an unfinished job merely stopped)."""
+        if not self._started:
+            return None
+        if self.finished is not None:
+            status = self.finished.status
+        else:
+            status = CANCELLED if cancelled else "stopped"
+        how = CANCELLED if cancelled or status == CANCELLED else "stopped"
+        if self.kind == "group":
+            return self._group_outcome(status, how)
+        if self.kind == "ladder":
+            return self._ladder_outcome(status, how)
+        return self._sweep_outcome(status)
+
+    def _sweep_outcome(self, status: str) -> Outcome:
+        run_id = self.run_ids[0] if self.run_ids else self.last_run_id
+        run_status, error = self.ended.get(run_id or -1, (status, ""))
+        if run_status == FAILED:
+            return Outcome(self.kind, FAILED, f"Run #{run_id} failed", (error or "no error text",))
+        if run_status == COMPLETE:
+            return Outcome(self.kind, COMPLETE, f"Run #{run_id} complete")
+        points = self.points_of(run_id or -1)
+        kept = "kept as cancelled" if run_status == CANCELLED else "kept as it is"
+        return Outcome(
+            self.kind, run_status, f"Run #{run_id} {run_status} after {points} point(s); {kept}"
+        )
+
+    def _group_outcome(self, status: str, how: str) -> Outcome:
+        failed = tuple(
+            f"run #{rid} failed: {first_line(error) or 'no error text'}"
+            for rid, (run_status, error) in sorted(self.ended.items())
+            if run_status == FAILED
+        )
+        runs = len(self.run_ids)
+        complete = sum(s == COMPLETE for s, _ in self.ended.values())
+        head = f"Group #{self.group_id}"
+        if failed:
+            line = f"{head}: {len(failed)} of {runs} runs failed"
+            return Outcome(self.kind, FAILED, line, failed)
+        if complete < runs:
+            line = f"{head} {how}: {self.done} of {self.total} points, kept as they are"
+            return Outcome(self.kind, how, line)
+        return Outcome(self.kind, status, f"{head} complete: {runs} runs, {self.done} points")
+
+    def _ladder_outcome(self, status: str, how: str) -> Outcome:
+        steps = len(self.steps)
+        failed = []
+        for run_id, (run_status, error) in self.ended.items():
+            if run_status == FAILED:
+                index, total, name = self._run_steps.get(run_id, (0, steps, "?"))
+                detail = f": {first_line(error)}" if error else ""
+                failed.append(f"step {index + 1}/{total} {name} (run #{run_id}) failed{detail}")
+        complete = sum(s == COMPLETE for s, _ in self.ended.values())
+        head = f"Ladder #{self.group_id}"
+        if failed:
+            line = f"{head}: {len(failed)} of {steps} steps failed"
+            return Outcome(self.kind, FAILED, line, tuple(failed))
+        if complete < steps:
+            line = f"{head} {how} after {complete} of {steps} steps; kept as it is"
+            return Outcome(self.kind, how, line)
+        return Outcome(self.kind, status, f"{head} complete: {steps} steps")
+
+
+class ProgressPrinter:
+    """The command line's view of a job: its events as lines on ``write`` (stderr by default),
+    a line per point with the model's time left; in a group a line per length with every
+    backend's result, since the backends of a length are timed together."""
+
+    def __init__(
+        self,
+        write: Callable[[str], Any] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.model = ProgressModel(clock=clock)
+        self._write = write or _stderr
+        self._backend_of: dict[int, str] = {}  # run id: backend, inside a group
+        self._pending = False  # a group length's line is open
+
+    def say(self, text: str, end: str = "\n") -> None:
+        self._write(text + end)
+
+    def __call__(self, event: Any) -> None:
+        self.model.update(event)
+        if isinstance(event, GroupStarted):
+            self._backend_of = dict(zip(event.run_ids, event.backends))
+            runs = ", ".join(f"{b} #{r}" for b, r in zip(event.backends, event.run_ids))
+            self.say(f"group {event.group_id}: {runs}; {event.total} point(s), timed interleaved")
+        elif isinstance(event, LadderStarted):
+            self.say(f"ladder group {event.group_id}: {len(event.steps)} steps")
+        elif isinstance(event, Skipped):
+            self.say(f"note: {event.backend} skips N={event.seq_len}: {event.reason}")
+        elif isinstance(event, StepStarted):
+            summary = event.config.summary()
+            self.say(f"step {event.index + 1}/{event.total}: {event.name} ({summary})")
+        elif isinstance(event, RunStarted) and not self._backend_of:
+            self.say(f"run {event.run_id}: {event.total} point(s)")
+        elif isinstance(event, PointStarted):
+            if not self._backend_of:
+                self.say(f"  [{event.index + 1}/{event.total}] N={event.seq_len} …", end="")
+            elif not self._pending:
+                self._pending = True
+                self.say(f"  N={event.seq_len} …")
+        elif isinstance(event, PointFinished):
+            self._point_finished(event)
+        elif isinstance(event, RunFinished):
+            tail = f": {first_line(event.error)}" if event.error else ""
+            self.say(f"run {event.run_id} {event.status}{tail}")
+        elif isinstance(event, JobFinished) and self.model.kind != "sweep":
+            outcome = self.model.outcome()
+            if outcome is not None:
+                self.say(outcome.line)
+
+    def _point_finished(self, event: PointFinished) -> None:
+        p = event.point
+        rel = "-" if p.rel_err is None else f"{p.rel_err:.1e}"
+        result = f"{p.latency_ms:.3f} ms, {p.tflops:.3f} TFLOP/s, rel err {rel}"
+        if self._backend_of:
+            self._pending = False
+            self.say(f"    {self._backend_of[event.run_id]:12} {result}")
+            return
+        left = self.model.seconds_left
+        self.say(f" {result}" + (f" (about {format_duration(left)} left)" if left else ""))
+
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
