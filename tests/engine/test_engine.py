@@ -236,6 +236,7 @@ def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_pat
 
     pid_file = tmp_path / "grandchild.pid"
     from tests.engine import helpers
+
     middle = mp.get_context("spawn").Process(
         target=helpers.engine_grandchild_pid, args=(str(pid_file),)
     )
