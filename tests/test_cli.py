@@ -449,3 +449,26 @@ def test_the_installed_console_script_end_to_end(
     assert len(bad.stderr.strip().splitlines()) == 1
     assert "tile_m" in bad.stderr and "Traceback" not in bad.stderr
     assert count_rows(db, "runs") == 1 and count_rows(db, "points") == 2
+
+
+def test_knobs_lists_what_each_architecture_is_offered(run_cli: RunCli) -> None:
+    """`knobs --arch sm_120` shows a user without that GPU what the window and `sweep` would
+    offer there, and why the rest is not."""
+    from kernels.knobs import EXPOSED
+
+    data = json.loads(run_cli("knobs", "--arch", "sm_120", "--json").out)
+    rows = {r["knob"]: r for r in data["knobs"]}
+    assert data["arch"] == "sm_120" and set(rows) == {k.name for k in EXPOSED}
+    assert rows["tile_m"]["values"] == [16, 32, 64, 128, 256]  # the CPU reference's
+    assert rows["tile_m"]["cutile"] == [64, 128] and rows["occupancy"]["cutile"] == [None, 1]
+    assert rows["k_unroll"]["rules"] == "only with the persistent grid; only with mask none"
+    assert {r["knob"] for r in data["not_offered"]} == {"tile_m", "occupancy"}
+    assert all("blackwell-offline" in r["source"] for r in data["not_offered"])
+    on_h200 = json.loads(run_cli("knobs", "--arch", "sm_90", "--json").out)
+    assert on_h200["not_offered"] == []
+    assert {r["knob"]: r["cutile"] for r in on_h200["knobs"]}["tile_m"] == [64, 128, 256]
+    text = run_cli("knobs", "--arch", "sm_121")
+    assert text.code == 0 and "cutile on sm_121" in text.out
+    assert "tile_m 256: not on sm_121: 256-row tiles spill registers" in text.out
+    refused = run_cli("knobs", "--arch", "blackwell")
+    assert refused.code == 2 and refused.err_lines[0].startswith("error: --arch: 'blackwell'")
