@@ -472,3 +472,19 @@ def test_knobs_lists_what_each_architecture_is_offered(run_cli: RunCli) -> None:
     assert "tile_m 256: not on sm_121: 256-row tiles spill registers" in text.out
     refused = run_cli("knobs", "--arch", "blackwell")
     assert refused.code == 2 and refused.err_lines[0].startswith("error: --arch: 'blackwell'")
+
+
+def test_a_knob_whose_help_mentions_a_percentage_still_prints_help(monkeypatch, capsys) -> None:
+    """Help texts come from the registry; "1-5 % faster" must not break argparse's formatting."""
+    import dataclasses
+
+    from kernels import knobs
+    from workbench.cli_args import build_parser
+
+    knob = knobs.KNOBS["store_tma"]
+    monkeypatch.setitem(
+        knobs.KNOBS, "store_tma", dataclasses.replace(knob, help=knob.help + " (3 % faster)")
+    )
+    monkeypatch.setattr(knobs, "EXPOSED", tuple(knobs.KNOBS[k.name] for k in knobs.EXPOSED))
+    sweep = build_parser()._subparsers._group_actions[0].choices["sweep"]
+    assert "(3 % faster)" in " ".join(sweep.format_help().split())

@@ -96,17 +96,18 @@ def knob_help(knob: knobs.Knob) -> str:
 
 def _add_knob_flag(group: Any, knob: knobs.Knob) -> None:
     """The registry's flag for ``knob``: ``--x/--no-x`` for a switch, a number otherwise."""
+    shown = knob_help(knob).replace("%", "%%")  # argparse formats help with %: "5 %" is text
     if knob.kind is bool:
         group.add_argument(
             knob.flag,
             dest=knob.name,
             action=argparse.BooleanOptionalAction,
             default=knob.default,
-            help=knob_help(knob),
+            help=shown,
         )
     else:
         group.add_argument(
-            knob.flag, dest=knob.name, type=int, default=knob.default, help=knob_help(knob)
+            knob.flag, dest=knob.name, type=int, default=knob.default, help=shown
         )
 
 
