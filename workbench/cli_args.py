@@ -106,9 +106,7 @@ def _add_knob_flag(group: Any, knob: knobs.Knob) -> None:
             help=shown,
         )
     else:
-        group.add_argument(
-            knob.flag, dest=knob.name, type=int, default=knob.default, help=shown
-        )
+        group.add_argument(knob.flag, dest=knob.name, type=int, default=knob.default, help=shown)
 
 
 ARCH_HELP = (
