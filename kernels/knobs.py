@@ -293,6 +293,13 @@ _KNOBS: tuple[Knob, ...] = (
         "registers)",
         word_off="stg", tunable=True, constant="STORE_TMA",
     ),
+    _bools(
+        "q_halves", True, "--q-halves", "Q in column halves",
+        "the persistent grid fetches each Q tile as two column halves joined in registers, "
+        "so its Q gets shared-memory buffers of its own (off: one whole tile; on the H200 "
+        "halves were 1-5 % faster, bench/results/experiments/h200-explore-q-split.md)",
+        word_off="whole-q", constant="Q_HALVES",
+    ),
 )  # fmt: skip
 
 KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}
@@ -360,6 +367,12 @@ RULES: tuple[Rule, ...] = (
         lambda v, m: f"key blocks in pairs are for mask none only (got {m}): the causal "
         "persistent grid takes 1 block an iteration",
         "mask none",
+    ),
+    _requires(
+        "q_halves", ("persistent",), lambda v, m: v["persistent"],
+        "only the persistent grid fetches Q in column halves (one CTA per tile always "
+        "fetches it whole); turn the persistent grid on",
+        "the persistent grid",
     ),
     _requires(
         "poly_exp2_cols", ("k_split",), lambda v, m: v["k_split"],

@@ -194,6 +194,7 @@ BAD_CONFIG = {
     "pipeline": st.sampled_from([1, "on", None]),
     "persistent": st.sampled_from([1, "yes"]),
     "store_tma": st.sampled_from([0, "off"]),
+    "q_halves": st.sampled_from([1, "on"]),
 }
 
 

@@ -378,3 +378,29 @@ def test_l2_group_size() -> None:
     assert F.l2_group_size(128, 16384, 128, 2, 1) == 2
     assert F.l2_group_size(1, 16384, 128, 2, 1) == 1
     assert math.log2(F.l2_group_size(96, 512, 64, 2, 1)).is_integer()
+
+
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_the_q_halves_knob_reaches_both_persistent_kernels(mask: str) -> None:
+    # The window's "Q in column halves" box, off: the persistent grids must fetch Q whole,
+    # which is different machine code from the halves they fetch by default.
+    from workbench.backends.cutile import CutileBackend, _knobs
+    from workbench.config import KernelConfig, Problem
+
+    problem = Problem(heads=4, kv_heads=2, head_dim=128, q_len=1024, k_len=1024)
+    cubins = {}
+    for halves in (True, False):
+        config = KernelConfig(
+            tile_m=128, tile_n=128, num_worker_warps=8, persistent=True, mask=mask,
+            q_halves=halves,
+        )  # fmt: skip
+        knobs = _knobs(CutileBackend()._launch_kwargs(problem, config, ()))
+        launch = F.LaunchConfig.of(knobs)
+        assert launch.q_halves is halves
+        assert launch.kernel_form(mask, 1024, 1024) != "tile"
+        _need_tileiras()
+        cubins[halves] = F.compile_cubin(
+            arch="sm_90", batch=1, heads=4, kv_heads=2, q_len=1024, k_len=1024, mask=mask, **knobs
+        )
+        assert _is_elf(cubins[halves])
+    assert cubins[True] != cubins[False]

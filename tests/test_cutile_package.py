@@ -151,8 +151,8 @@ def test_the_persistent_kernels_no_longer_take_the_tile_kernels_extras(
     causal = set(forms.parameters("causal-persistent"))
     assert tile - persistent == {"input_pos", "window", "remap_group", "MASK", "PIPELINE"}
     assert tile - causal == {"window", "remap_group", "MASK", "K_SPLIT", "PIPELINE"}
-    assert persistent - tile == {"EVEN_K", "Q_PREFETCH", "PAIRED_K"}
-    assert causal - tile == {"Tiles"}
+    assert persistent - tile == {"EVEN_K", "Q_PREFETCH", "PAIRED_K", "Q_HALVES"}
+    assert causal - tile == {"Tiles", "Q_HALVES"}
 
 
 def test_a_declared_parameter_without_a_source_is_named(

@@ -48,6 +48,7 @@ def fmha_fwd_persistent_kernel(
     V_LATENCY: ConstInt,
     POLY_COLS: ConstInt,
     STORE_TMA: ConstBool,
+    Q_HALVES: ConstBool,  # each Q tile fetched as two column halves (else whole)
     EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
     Q_PREFETCH: ConstBool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
     PAIRED_K: ConstBool,  # Q_PREFETCH and an even number of key blocks: two blocks an iteration
@@ -64,7 +65,8 @@ def fmha_fwd_persistent_kernel(
     compiled in when no key block needs the mask: with the carried Q and a masked block in
     the same tile body tileiras 13.4 produced wrong results on the H200 (same file).
 
-    Every Q tile is fetched as two column halves and joined in registers (:func:`load_q`):
+    With ``Q_HALVES`` every Q tile is fetched as two column halves and joined in registers
+    (:func:`load_q`):
     fetched whole, half of the next Q shared the output staging tile's shared memory, and the
     consumer warpgroups met at named barriers at every tile boundary; in halves it gets
     buffers of its own (bench/results/experiments/h200-explore-q-split.md, h200-profile-source.md).
@@ -87,7 +89,7 @@ def fmha_fwd_persistent_kernel(
     opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)
     opts_unmasked = (0, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
 
-    q = load_q(Q, tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, True)
+    q = load_q(Q, tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, Q_HALVES)
     for t in range(pid, n_tiles, n_programs):
         bh = t // n_q_blocks
         b, h, qb = tile_coords(t, n_q_blocks, n_heads)
@@ -96,9 +98,9 @@ def fmha_fwd_persistent_kernel(
             # The next tile's Q (this one again on the last lap: in bounds, never used).
             t_next = min(t + n_programs, n_tiles - 1)
             where_next = tile_coords(t_next, n_q_blocks, n_heads)
-            q_next = load_q(Q, where_next, TILE_M, TILE_D, True)
+            q_next = load_q(Q, where_next, TILE_M, TILE_D, Q_HALVES)
         else:
-            q = load_q(Q, (b, h, qb), TILE_M, TILE_D, True)
+            q = load_q(Q, (b, h, qb), TILE_M, TILE_D, Q_HALVES)
         rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
@@ -161,6 +163,7 @@ def fmha_fwd_causal_persistent_kernel(
     V_LATENCY: ConstInt,
     POLY_COLS: ConstInt,
     STORE_TMA: ConstBool,
+    Q_HALVES: ConstBool,  # each Q tile fetched as two column halves (else whole)
 ):
     """Causal attention as a persistent grid, for aligned problems
     (:func:`kernels.schedule.causal_grid_aligned`): square tiles, q_len and input_pos whole
@@ -176,8 +179,8 @@ def fmha_fwd_causal_persistent_kernel(
     diagonal: a separate diagonal step after the loop made tileiras 13.4 share its K/V buffers
     with the output staging tile, and the whole masked update under the branch was slower.
     The polynomial exp2 (``POLY_COLS``) also sees the diagonal's masked scores: it clamps -inf
-    to 2^-126, which P's fp16 cast turns into 0. Q is loaded at the top of each tile, in column
-    halves (see :func:`fmha_fwd_persistent_kernel`), not prefetched. All of it:
+    to 2^-126, which P's fp16 cast turns into 0. Q is loaded at the top of each tile (in column
+    halves with ``Q_HALVES``, see :func:`fmha_fwd_persistent_kernel`), not prefetched. All of it:
     bench/results/experiments/h200-explore-causal-persistent.md.
     """
     n_heads = Q.shape[1]
@@ -199,7 +202,7 @@ def fmha_fwd_causal_persistent_kernel(
         h = bh % n_heads
         hk = h // group
         diag = qb + diag_offset
-        q = load_q(Q, (b, h, qb), TILE_M, TILE_D, True)
+        q = load_q(Q, (b, h, qb), TILE_M, TILE_D, Q_HALVES)
         rows_ip = qb * TILE_M + input_pos + rows_local  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
