@@ -33,7 +33,7 @@ from kernels.cutile.launch import (
     launch_of,
     launcher,
 )
-from kernels.knobs import FIXED_IN_TUNING, TUNABLE
+from kernels.knobs import FIXED_IN_TUNING, KNOBS, TUNABLE, applies
 from kernels.measure import balanced_order, graph_median_ms, side_stream
 from kernels.tuning_spaces import MEASURED_ARCHS, search_space
 
@@ -98,6 +98,28 @@ def space_digest(configs: list[dict[str, Any]]) -> str:
     return hashlib.sha1("\n".join([*head, *canon]).encode()).hexdigest()[:12]
 
 
+def _fixed_in_tuning(given: dict[str, Any]) -> dict[str, Any]:
+    """The launch knobs the search keeps as the caller has them (the registry's
+    ``FIXED_IN_TUNING``: fast_math, k_split, remap, …), at their defaults where not given."""
+    unknown = sorted(set(given) - set(FIXED_IN_TUNING))
+    if unknown:
+        raise TypeError(
+            f"autotune() got unexpected keyword(s) {unknown}; the knobs it keeps fixed are "
+            f"{list(FIXED_IN_TUNING)}"
+        )
+    return {name: given.get(name, KNOBS[name].default) for name in FIXED_IN_TUNING}
+
+
+def _with_fixed(config: dict[str, Any], fixed: dict[str, Any], mask: str) -> dict[str, Any]:
+    """``config`` with the caller's fixed knobs, each where it applies to that config (whole Q
+    means nothing to one CTA per tile: such a config keeps the default)."""
+    merged = {**config, **fixed}
+    for name in fixed:
+        if applies(name, merged, mask) is not None:
+            merged[name] = KNOBS[name].default
+    return merged
+
+
 def autotune(
     q: Any,
     k: Any,
@@ -107,15 +129,13 @@ def autotune(
     mask: str = "none",
     input_pos: int = 0,
     window: int | None = None,
-    fast_math: bool = True,
-    k_split: bool = True,
-    remap: bool = True,
     configs: list[dict[str, Any]] | None = None,
     cache_path: str | os.PathLike | None = None,
     force: bool = False,
     compile_timeout_s: float = 90.0,
     stream: Any = None,
     quiet: bool = True,
+    **fixed_knobs: Any,
 ) -> dict[str, Any]:
     """Pick the fastest launch config for this problem class and remember it on disk.
 
@@ -133,17 +153,19 @@ def autotune(
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
     later calls return it without timing anything.
 
-    Returns a dict of keyword arguments for :func:`attention` (``tile_m``, ``tile_n``,
-    ``occupancy``, ``num_worker_warps``, ``num_ctas``, ``k_latency``, ``v_latency``,
-    ``fast_math``, ``k_split``, ``remap``) plus ``"_tuning"`` with how it was chosen
-    (pop it before passing the dict on, or use :func:`tuned_kwargs`).
+    ``fixed_knobs``: the knobs the search keeps as given (:data:`kernels.knobs.FIXED_IN_TUNING`:
+    fast_math, k_split, remap, q_halves; each at its default when not given).
+
+    Returns a dict of keyword arguments for :func:`attention` (the tunable knobs and the fixed
+    ones) plus ``"_tuning"`` with how it was chosen (pop it before passing the dict on, or use
+    :func:`tuned_kwargs`).
     """
     p = check_inputs(q, k, v)
     check_mask(mask, input_pos, window)
     arch = gpu_arch(device_id(q, p.lib) or 0)
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
     path = Path(cache_path) if cache_path is not None else default_cache_path()
-    fixed = {"fast_math": fast_math, "k_split": k_split, "remap": remap}
+    fixed = _fixed_in_tuning(fixed_knobs)
     candidates = configs or search_space(arch, p.head_dim, mask)
     # A winner only stands for the space it won in: a new release's space (or the caller's
     # own list) is searched again rather than answered from a stale cache entry.
@@ -153,7 +175,11 @@ def autotune(
         if (
             hit
             and hit.get("tuning", {}).get("space") == space_id
-            and all(hit.get("config", {}).get(kk) == vv for kk, vv in fixed.items())
+            and all(
+                hit.get("config", {}).get(kk, KNOBS[kk].default) == vv
+                for kk, vv in _with_fixed(hit.get("config", {}), fixed, mask).items()
+                if kk in fixed
+            )
         ):
             cfg = dict(hit["config"])
             cfg["_tuning"] = {
@@ -164,8 +190,8 @@ def autotune(
             }
             return cfg
 
-    # The caller's fast_math/k_split/remap override whatever a config says about them.
-    space = [LaunchConfig.of({**c, **fixed}) for c in candidates]
+    # The caller's fixed knobs override whatever a config says about them.
+    space = [LaunchConfig.of(_with_fixed(c, fixed, mask)) for c in candidates]
     if not space:
         raise ValueError("autotune needs at least one config")
     if scale is None:
