@@ -54,11 +54,21 @@ class SmallOnly(ReferenceBackend):
         super().check_supported(problem, config)
 
 
+class BrokenOpen(ReferenceBackend):
+    """Raises a plain bug (not a refusal) while opening a point, as a tuner called with a
+    keyword it does not take once did on the GPU host."""
+
+    name = "broken-open"
+
+    def open_point(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("autotune() got an unexpected keyword argument 'q_halves'")
+
+
 def register(monkeypatch: Any) -> None:
     """Make the backends above backend names for the rest of the test."""
     import workbench.backends as backends
 
-    for cls in (SecondReference, UnavailablePeer, Flaky, SmallOnly):
+    for cls in (SecondReference, UnavailablePeer, Flaky, SmallOnly, BrokenOpen):
         monkeypatch.setitem(backends._REGISTRY, cls.name, f"{__name__}:{cls.__name__}")
     monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
     monkeypatch.setattr(Flaky, "gone", None)

@@ -139,3 +139,25 @@ def test_a_length_one_backend_cannot_fit_is_left_out_for_it_alone(monkeypatch) -
     plan, _ = plan_group(specs, [get_backend("reference"), peer])
     assert [s.seq_lens for s in plan.specs] == [(16, 32, 64), (16, 32)]
     assert [(s.backend, s.seq_len) for s in plan.skipped] == [(cpu_peers.NAME, 64)]
+
+
+def test_a_fault_outside_any_backend_fails_every_open_run_and_is_raised(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.jobs.group as group_module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("a bug between the backends")
+
+    monkeypatch.setattr(group_module, "measure_group_point", broken)
+    plan, backends = plan_group(group_specs(_spec(7), ["reference", cpu_peers.NAME]))
+    with Store(db_path) as store:
+        events = []
+        with pytest.raises(TypeError, match="between the backends"):
+            for event in run_group(plan, store, backends=backends, timings=[QUICK, QUICK]):
+                events.append(event)
+        finished = [e for e in events if isinstance(e, RunFinished)]
+        assert [e.status for e in finished] == ["failed", "failed"]
+        runs = store.group_runs(events[0].group_id)
+        assert [r.status for r in runs] == ["failed", "failed"]
+        assert all("between the backends" in (r.error or "") for r in runs)

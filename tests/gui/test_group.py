@@ -178,3 +178,19 @@ def test_the_ladder_runs_on_one_backend_only(qtbot: Any, group_window: Any) -> N
     assert window.controls.invalid_fields() == ["backends"]
     assert "one backend" in window.controls.error_label.text()
     assert window.store.count_runs() == 0
+
+
+def test_a_member_that_breaks_while_opening_fails_alone_and_the_group_ends(
+    qtbot: Any, group_window: Any
+) -> None:
+    window = group_window
+    small_problem(qtbot, window, seq_lens="64,128", mask="causal", label="broken")
+    tick_backends(qtbot, window.controls, ["reference", "broken-open"])
+    click_run(qtbot, window)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    (stored,) = window.store.groups("backends")
+    runs = {r.backend: r for r in window.store.group_runs(stored["id"])}
+    assert runs["broken-open"].status == "failed"
+    assert "q_halves" in (runs["broken-open"].error or "")
+    assert runs["reference"].status == "complete"
+    assert [p.seq_len for p in window.store.points(runs["reference"].id)] == [64, 128]

@@ -219,6 +219,11 @@ def _measure_group(
             status[i], errors[i] = "cancelled", "stopped before the group finished"
             finish(i)
         raise
+    except Exception as exc:  # no run is left "running" in the store
+        for i in sorted(active):
+            status[i], errors[i] = "failed", f"{type(exc).__name__}: {exc}"
+            yield finish(i)
+        raise
     for i in sorted(active):
         yield finish(i)
 
@@ -281,7 +286,7 @@ def interleaved_point(
             point = backend.open_point(problem, config, timing, np.random.default_rng(seed))
             opened.append((backend, point, timing))
             outcomes.append(None)
-        except (ConfigError, BackendError, MemoryError, RuntimeError, OSError, ValueError) as exc:
+        except Exception as exc:  # a bug in one backend must not end the others' runs
             outcomes.append(f"{type(exc).__name__}: {exc}")
             if faults is not None and not isinstance(exc, (ConfigError, BackendError)):
                 faults.append(exc)
