@@ -194,3 +194,21 @@ def test_a_member_that_breaks_while_opening_fails_alone_and_the_group_ends(
     assert "q_halves" in (runs["broken-open"].error or "")
     assert runs["reference"].status == "complete"
     assert [p.seq_len for p in window.store.points(runs["reference"].id)] == [64, 128]
+
+
+def test_a_fault_between_backends_ends_the_group_in_the_window(
+    qtbot: Any, group_window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.jobs.group as group_module
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise TypeError("a bug between the backends")
+
+    monkeypatch.setattr(group_module, "measure_group_point", broken)
+    window = group_window
+    small_problem(qtbot, window, seq_lens="64", mask="causal", label="fault")
+    tick_backends(qtbot, window.controls, ["reference", "reference-b"])
+    click_run(qtbot, window)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=30_000)
+    (stored,) = window.store.groups("backends")
+    assert [r.status for r in window.store.group_runs(stored["id"])] == ["failed", "failed"]
