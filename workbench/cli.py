@@ -27,7 +27,7 @@ from workbench.config import (
 )
 from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
-from workbench.store import RunRecord, Store, StoreError, default_db_path
+from workbench.store import Store, StoreError, default_db_path
 from workbench.tuned import tuned_labels
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -136,7 +136,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 r.backend,
                 r.status,
                 _seq_summary(r.seq_lens),
-                _problem_summary(r),
+                r.problem.summary(),
                 r.config.summary_for(r.backend),
                 r.label,
             ]
@@ -152,13 +152,6 @@ def _seq_summary(seq_lens: Sequence[int]) -> str:
     return str(seq_lens[0]) if len(seq_lens) == 1 else f"{seq_lens[0]}..{seq_lens[-1]}"
 
 
-def _problem_summary(run: RunRecord) -> str:
-    p = run.problem
-    heads = f"{p.heads}/{p.kv_heads}" if p.kv_heads != p.heads else str(p.heads)
-    pos = f" +{p.input_pos}" if p.input_pos else ""
-    return f"B{p.batch} H{heads} D{p.head_dim} {p.dtype}{pos}"
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     with _open_store(_db_of(args), create=False) as store:
         run = store.run(args.run)
@@ -170,7 +163,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  status   {run.status}" + (f": {run.error}" if run.error else ""))
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
         print(f"  backend  {run.backend}   machine {where}")
-        print(f"  problem  {_problem_summary(run)}")
+        print(f"  problem  {run.problem.summary()}")
         print(f"  config   {run.config.summary_for(run.backend)}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
         if points:

@@ -131,6 +131,12 @@ class Problem:
                 f"{capacity_bytes / 2**30:.1f} GiB; use shorter sequences or fewer heads",
             )
 
+    def summary(self) -> str:
+        """``B4 H32/8 D128 float16 pos+64``: the shape in one line, for lists and headers."""
+        heads = f"H{self.heads}" + (f"/{self.kv_heads}" if self.kv_heads != self.heads else "")
+        offset = f" pos+{self.input_pos}" if self.input_pos else ""
+        return f"B{self.batch} {heads} D{self.head_dim} {self.dtype}{offset}"
+
     def with_seq_len(self, seq_len: int) -> Problem:
         """The same shape at sequence length ``seq_len``: q_len = N, k_len = N + input_pos."""
         return dataclasses.replace(self, q_len=seq_len, k_len=seq_len + self.input_pos)

@@ -73,11 +73,7 @@ def format_seq_lens(seq_lens: tuple[int, ...]) -> str:
 
 
 def problem_summary(run: Any) -> str:
-    p = run.problem
-    heads = f"H{p.heads}" if p.kv_heads == p.heads else f"H{p.heads}/{p.kv_heads}"
-    offset = f" pos+{p.input_pos}" if p.input_pos else ""
-    config = run.config.summary_for(run.backend)
-    return f"B{p.batch} {heads} D{p.head_dim} {p.dtype}{offset} · {config}"
+    return f"{run.problem.summary()} · {run.config.summary_for(run.backend)}"
 
 
 def ask_csv_path(parent: QWidget, title: str, start: Path) -> Path | None:

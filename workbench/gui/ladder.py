@@ -338,10 +338,7 @@ class LadderPanel(QWidget):
         if first is not None:
             gpu = first.machine.get("gpu_name") or first.machine.get("hostname") or ""
             where = f"{first.backend} on {gpu}" if gpu else first.backend
-            p = first.problem
-            heads = f"H{p.heads}" if p.kv_heads == p.heads else f"H{p.heads}/{p.kv_heads}"
-            offset = f" pos+{p.input_pos}" if p.input_pos else ""
-            parts.append(f"{where} · B{p.batch} {heads} D{p.head_dim} {p.dtype}{offset}")
+            parts.append(f"{where} · {first.problem.summary()}")
         counts: dict[str, int] = {}
         for row in data.rows:
             counts[row.status] = counts.get(row.status, 0) + 1
