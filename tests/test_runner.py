@@ -191,3 +191,27 @@ def test_a_named_commit_wins_over_an_older_checkout_the_tree_was_copied_with(mon
         assert machine.git_commit() != "9f6d6e4"  # this checkout's own HEAD
     finally:
         machine.git_commit.cache_clear()
+
+
+def test_a_sweep_job_checks_at_preflight_and_where_a_point_opens(monkeypatch, tmp_path) -> None:
+    """Preflight is the job's, and each point checks again where it computes (in the GPU
+    engine's process, for a GPU backend); the run between them does not ask a third time."""
+    from workbench.backends.reference import ReferenceBackend
+    from workbench.config import KernelConfig, Problem, SweepSpec
+    from workbench.jobs import SweepJob
+    from workbench.store import Store
+    from workbench.timing import TimingSettings
+
+    asked: list[int] = []
+    original = ReferenceBackend.check_supported
+
+    def counting(self, problem, config):  # type: ignore[no-untyped-def]
+        asked.append(problem.q_len)
+        return original(self, problem, config)
+
+    monkeypatch.setattr(ReferenceBackend, "check_supported", counting)
+    spec = SweepSpec(Problem(heads=1, head_dim=32), (16, 32), KernelConfig(), backend="reference")
+    quick = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
+    with Store(tmp_path / "runs.db") as store:
+        list(SweepJob(spec).run(store, timing=quick))
+    assert sorted(asked) == [16, 16, 32, 32]

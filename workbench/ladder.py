@@ -208,6 +208,7 @@ def run_ladder(
                 cancel=cancel,
                 group_id=group_id,
                 step=step.name,
+                checked=True,  # every step was checked before the group was stored
             )
 
     return group_id, events()

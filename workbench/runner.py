@@ -58,10 +58,13 @@ def run_sweep(
     backend: Backend | None = None,
     group_id: int | None = None,
     step: str | None = None,
+    checked: bool = False,
 ) -> Iterator[Event]:
-    """Measure ``spec`` and store it. Raises ConfigError / BackendUnavailable before writing."""
+    """Measure ``spec`` and store it. Raises ConfigError / BackendUnavailable before writing
+    (unless ``checked``: a job's preflight already asked the backend)."""
     backend = backend or get_backend(spec.backend)
-    preflight(spec, backend)
+    if not checked:
+        preflight(spec, backend)
     settings = timing or backend.default_timing()
     machine = {**host_info(), **backend.machine_info()}
     run_id = store.create_run(spec, machine, group_id=group_id, step=step)

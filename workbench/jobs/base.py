@@ -168,7 +168,12 @@ class SweepJob:
         plan = plan or self.preflight()
         (backend,) = plan.backends
         events = run_sweep(
-            self.spec, store, cancel=cancel, timing=timing_for(timing, backend), backend=backend
+            self.spec,
+            store,
+            cancel=cancel,
+            timing=timing_for(timing, backend),
+            backend=backend,
+            checked=True,
         )
         first = next(events)  # RunStarted: the run is stored
         started = SweepStarted(
