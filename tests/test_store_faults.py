@@ -320,3 +320,32 @@ def test_ctrl_c_mid_sweep_cancels_and_keeps_points(
         [run] = store.runs()
         assert run.status == "cancelled"
         assert len(store.points(run.id)) >= 1
+
+
+def test_ctrl_c_between_two_events_stores_the_run_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The signal can land in the CLI's own loop (printing a point) rather than in the job:
+    the run must still end cancelled, with no traceback, while the database is open."""
+    from workbench import cli
+    from workbench.events import PointFinished
+    from workbench.progress import ProgressPrinter
+
+    original = ProgressPrinter.__call__
+
+    def interrupted_at_first_point(self, event):  # type: ignore[no-untyped-def]
+        original(self, event)
+        if isinstance(event, PointFinished):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ProgressPrinter, "__call__", interrupted_at_first_point)
+    db = tmp_path / "interrupted.db"
+    args = ["--db", str(db), "sweep", "--seq-lens", "16,32,64", "--heads", "1",
+            "--head-dim", "32", "--tile-m", "16", "--tile-n", "16", "--samples", "1",
+            "--warmup", "0"]  # fmt: skip
+    assert cli.main(args) == 130
+    assert "Traceback" not in capsys.readouterr().err
+    with Store(db) as store:
+        [run] = store.runs()
+        assert run.status == "cancelled"
+        assert len(store.points(run.id)) == 1

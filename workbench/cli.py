@@ -109,14 +109,20 @@ def _follow(events: Any) -> tuple[int, int | None, list[int]]:
     complete), the job's group id (None for a sweep) and its run ids."""
     printer = ProgressPrinter()
     code, group_id, run_ids = EXIT_OK, None, []
-    for event in events:
-        printer(event)
-        if isinstance(event, JobStarted):
-            group_id = event.group_id
-        elif isinstance(event, RunFinished):
-            run_ids.append(event.run_id)
-            if event.status != "complete":
-                code = EXIT_FAILED
+    try:
+        for event in events:
+            printer(event)
+            if isinstance(event, JobStarted):
+                group_id = event.group_id
+            elif isinstance(event, RunFinished):
+                run_ids.append(event.run_id)
+                if event.status != "complete":
+                    code = EXIT_FAILED
+    finally:
+        # Ctrl-C between two events lands here, not in the job: close it while the store is
+        # open, so its runs are stored cancelled (left to the garbage collector, they were
+        # closed after the store and stayed "running", with a traceback).
+        events.close()
     return code, group_id, run_ids
 
 
