@@ -6,10 +6,12 @@
 #   check   bench/independent_check.py times the window's launches with triton's
 #           do_bench_cudagraph, and sets the repeat beside the window's groups;
 #   report  the generated table.
-# All four fit one call at ROUNDS=8 (about 380 s). With more rounds, split them over calls made
-# while the machine is warm: the database and the window's group ids live in $STATE (/tmp), and
-# every call copies the database to $OUT. e.g. STAGES=window ROUNDS=16, then
-# STAGES=repeat,check,report ROUNDS=16.
+# All four fit one call at ROUNDS=8 (about 480 s on the H200). A round of both masks costs about
+# 10 s in the window and in the repeat, and a round of the check (CHECK_ROUNDS, default ROUNDS)
+# about 8 s, so with more rounds give each stage its own call while the machine is warm: the
+# database and the window's group ids live in $STATE (/tmp), and every call copies the database
+# to $OUT. e.g. STAGES=window ROUNDS=32, then STAGES=repeat ROUNDS=32, then
+# STAGES=check,report CHECK_ROUNDS=48.
 # The machine needs the cuTile, FA4 and Qt bundles (shared/gpu-host/pack-*.sh; each script's
 # header gives the chain of calls). FMHA_WORKBENCH_COMMIT=<commit> in front: its .git is stale.
 set -uo pipefail
@@ -26,6 +28,7 @@ export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-300}
 export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
 SEQ=${SEQ:-1k-16k}
 ROUNDS=${ROUNDS:-8}
+CHECK_ROUNDS=${CHECK_ROUNDS:-$ROUNDS}
 BACKENDS=${BACKENDS:-cutile,torch-cudnn,fa4,torch-flash}
 DB=$STATE/h200.db
 SHAPE=(--batch 4 --heads 32 --head-dim 128 --dtype float16)
@@ -59,7 +62,7 @@ if stage check; then
   # The repeat's groups are the ones made right after the window's, in the same mask order.
   repeat=$(python3 -c 'import sys; a=[int(x) for x in sys.argv[1].split(",")]; print(",".join(f"{g}:{g+len(a)}" for g in a))' "$ids")
   timeout "${CHECK_TIMEOUT:-200}" python3 bench/independent_check.py --db "$DB" --groups "$ids" \
-    --rounds "$ROUNDS" --repeat-of "$repeat" --json "$OUT/h200-independent.json" \
+    --rounds "$CHECK_ROUNDS" --repeat-of "$repeat" --json "$OUT/h200-independent.json" \
     --markdown "$OUT/h200-independent.md" 2>&1 | tail -40
 fi
 
@@ -68,4 +71,6 @@ if stage report; then
   # shellcheck disable=SC2046
   python3 -m workbench report --db "$DB" $(window_ids " " "--group ")
 fi
+# A copy taken while the write-ahead log still holds pages would lose them.
+python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(TRUNCATE)")' "$DB"
 cp "$DB" "$OUT/h200.db"
