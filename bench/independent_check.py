@@ -104,7 +104,7 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
         }
         times: dict[str, list[float]] = {b: [] for b in names}
         for r in range(-1, rounds):  # round -1 warms the GPU up, untimed
-            for i in balanced_order(len(names), max(r, 0)):
+            for i in balanced_order(len(names), r):  # round -1: the cycle's last
                 ms = triton.testing.do_bench_cudagraph(
                     launches[names[i]], rep=rep_ms, return_mode="median"
                 )

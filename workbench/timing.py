@@ -155,7 +155,7 @@ def measure_interleaved(
     count = len(samplers)
     min_rounds = rounds if rounds is not None else max(s.rounds for s in settings)
     if warm_round:
-        for i in balanced_order(count, 0):
+        for i in balanced_order(count, -1):  # the cycle's last round: round 0 follows it
             if samplers[i].method != "cpu":
                 samplers[i].turn()
     samples: list[list[float]] = [[] for _ in samplers]

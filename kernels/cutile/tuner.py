@@ -352,7 +352,7 @@ def _sustained_pick(
     samples: list[list[float]] = [[] for _ in runs]
     for r in range(-1, SUSTAINED_ROUNDS):  # round -1 only warms the GPU up
         # A config inherits the clock its predecessor left: vary who goes before whom.
-        for i in balanced_order(len(runs), max(r, 0)):
+        for i in balanced_order(len(runs), r):  # round -1 is the cycle's last
             ms = graph_median_ms(
                 runs[i], p.lib, SUSTAINED_TARGET_MS, SUSTAINED_REPLAYS, stream=stream
             )
