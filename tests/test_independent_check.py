@@ -38,7 +38,7 @@ def _ratio_and_noise(rng: np.random.Generator, ours_ms: float, peer_ms: float, r
 
 
 def test_two_measurements_of_the_same_launches_fall_within_twice_their_noise(rng) -> None:
-    trials, inside = 300, 0
+    trials, inside = 1000, 0  # enough that the count sits several of its σ inside both bounds
     for _ in range(trials):
         first, noise_1 = _ratio_and_noise(rng, 1.0, 1.05, rounds=16)
         second, noise_2 = _ratio_and_noise(rng, 1.0, 1.05, rounds=16)
@@ -46,7 +46,7 @@ def test_two_measurements_of_the_same_launches_fall_within_twice_their_noise(rng
         inside += abs(diff) <= 2 * ratio_noise_pct(noise_1, noise_2)
     # 2σ of a normal spread holds about 95 %; the estimate must neither miss often nor be so
     # wide that it would also swallow a real change.
-    assert 0.88 * trials <= inside <= 0.995 * trials
+    assert 0.90 * trials <= inside <= 0.995 * trials  # about 97.5 % on average
 
 
 def test_a_real_change_of_eight_percent_stands_outside_the_noise(rng) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -92,21 +93,20 @@ def test_interleaved_rounds_are_balanced_and_every_sampler_gets_enough() -> None
 
     samplers = [Recording(i) for i in range(4)]
     settings = [
-        TimingSettings(warmup=0, min_samples=s, min_time_s=0, rounds=4) for s in (3, 3, 12, 3)
+        TimingSettings(warmup=0, min_samples=s, min_time_s=0, rounds=12) for s in (3, 3, 36, 3)
     ]
     stats = measure_interleaved(samplers, settings)
     warm, timed = order[:4], order[4:]
     assert sorted(warm) == [0, 1, 2, 3]  # one untimed round first
-    assert len(timed) == 4 * 4  # 12 samples at 3 a turn need four rounds, and four is the floor
-    # Balanced: over the four rounds each sampler runs right after each other one equally often.
-    follows = {}
-    for r in range(4):
-        row = timed[4 * r : 4 * r + 4]
-        assert sorted(row) == [0, 1, 2, 3]  # everyone once per round
-        for a, b in itertools.pairwise(row):
-            follows[(a, b)] = follows.get((a, b), 0) + 1
-    assert len(follows) == 12 and set(follows.values()) == {1}
-    assert [s.count for s in stats] == [12, 12, 12, 12]
+    assert len(timed) == 12 * 4  # 36 samples at 3 a turn need twelve rounds, the floor too
+    for r in range(12):
+        assert sorted(timed[4 * r : 4 * r + 4]) == [0, 1, 2, 3]  # everyone once per round
+    # Balanced over the twelve rounds (a cycle for four), counting where one round meets the
+    # next and where the warm round's last turn meets the first: each follows each other 4 times.
+    follows = Counter(itertools.pairwise(order[3:]))
+    assert len(follows) == 12 and set(follows.values()) == {4}
+    assert [s.count for s in stats] == [36, 36, 36, 36]
+    assert [s.turn_sizes for s in stats] == [(3,) * 12] * 4
     assert [s.median_ms for s in stats] == [1.0, 2.0, 3.0, 4.0]  # nobody's samples mixed up
 
 
