@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from kernels.measure import GRAPH_REPLAYS, balanced_order  # noqa: E402
+from workbench.noise import median_noise_pct, ratio_noise_pct, turn_medians  # noqa: E402
 from workbench.report import read_group, speedup  # noqa: E402
 from workbench.store import Store  # noqa: E402
 
@@ -67,22 +68,10 @@ def round_medians(samples_ms: list[float], per_turn: int = GRAPH_REPLAYS) -> lis
     """A stored point's samples as one median per turn (a turn is ``per_turn`` samples in a
     row, one turn per interleaved round), so its noise is counted in rounds, not samples:
     samples within a turn share the clock state of that turn."""
-    turns = [samples_ms[i : i + per_turn] for i in range(0, len(samples_ms), per_turn)]
-    return [statistics.median(t) for t in turns if t]
-
-
-def median_noise_pct(rounds: list[float]) -> float:
-    """One standard error of the median of per-round values, in percent of that median
-    (the median's standard error is about 1.2533·σ/√n for a near-normal spread)."""
-    if len(rounds) < 2:
-        return float("inf")
-    spread = statistics.stdev(rounds) / statistics.median(rounds)
-    return 100 * 1.2533 * spread / len(rounds) ** 0.5
-
-
-def ratio_noise_pct(*noises_pct: float) -> float:
-    """The noise of a ratio (or of a difference of ratios) from its independent parts."""
-    return sum(x * x for x in noises_pct) ** 0.5
+    sizes = [per_turn] * (len(samples_ms) // per_turn)
+    if len(samples_ms) % per_turn:
+        sizes.append(len(samples_ms) % per_turn)
+    return turn_medians(samples_ms, sizes)
 
 
 def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list[dict[str, Any]]:

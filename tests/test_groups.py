@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import itertools
 import json
 from pathlib import Path
 
@@ -86,8 +88,8 @@ def test_a_group_measures_each_length_in_balanced_interleaved_rounds(
     with Store(db_path) as store:
         list(run_group(plan, store, backends=backends, timings=[settings, settings]))
     assert len(turns) == 8  # four rounds of two; CPU samplers get no untimed round
-    firsts = [turns[i] for i in range(0, 8, 2)]
-    assert firsts.count("reference") == firsts.count(cpu_peers.NAME) == 2  # each leads as often
+    # Two backends alternate: each turn follows the other backend's, never its own.
+    assert all(a != b for a, b in itertools.pairwise(turns)), turns
 
 
 def test_a_group_with_an_unavailable_backend_is_refused_before_anything_is_written(
@@ -125,6 +127,30 @@ def test_the_cli_group_prints_each_length_with_every_backend(run_cli, fast_args,
     compared = run_cli("compare", "--group", "1", "--json")
     assert compared.code == 0
     assert [r["backend"] for r in json.loads(compared.out)["runs"]] == names.split(",")
+
+
+def test_a_group_in_rounds_stores_each_medians_noise_for_compare_and_the_csv(
+    run_cli, fast_args, db_path, tmp_path
+) -> None:
+    names = f"reference,{cpu_peers.NAME}"
+    result = run_cli("sweep", *fast_args, "--seq-lens", "16,32", "--backends", names,
+                     "--rounds", "6", "--json")  # fmt: skip
+    assert result.code == 0, result.err
+    compared = json.loads(run_cli("compare", "--group", "1", "--json").out)
+    for entry in compared["points"]:
+        cell = entry["runs"]["2"]
+        # The threshold is the rounds' 2σ, never under the run-to-run floor.
+        assert cell["noise_pct"] >= 2.0
+        assert cell["significant"] == (abs(cell["delta_pct"]) > cell["noise_pct"])
+    target = tmp_path / "g.csv"
+    assert run_cli("export", "--csv", str(target), "--group", "1").code == 0
+    rows = list(csv.DictReader(target.open(encoding="utf-8")))
+    assert len(rows) == 4
+    for row in rows:
+        assert 0 < float(row["latency_se_pct"]) < 100, row["latency_se_pct"]
+    with Store(db_path) as store:
+        point = store.points(1)[0]
+        assert point.extra["turns"] >= 6 and point.extra["median_noise_pct"] > 0
 
 
 def test_a_length_one_backend_cannot_fit_is_left_out_for_it_alone(monkeypatch) -> None:

@@ -70,8 +70,10 @@ def test_run_points_and_block_maps_round_trip(
         assert [p.seq_len for p in points] == [16, 40, 64]
         for point in points:
             result = results[point.seq_len]
-            # The timer that took the samples is kept with the point (CPU clock here).
-            assert point.to_dict() == written[point.seq_len].to_dict() | {"extra": {"timer": "cpu"}}
+            # The timer that took the samples is kept with the point (CPU clock here), and how
+            # many turns it took (Compare's noise needs four or more).
+            facts = {"timer": "cpu", "turns": len(result.timing.turn_sizes)}
+            assert point.to_dict() == written[point.seq_len].to_dict() | {"extra": facts}
             assert point.latency_ms == pytest.approx(result.timing.median_ms)
             assert point.samples == result.timing.count
             assert point.tflops == pytest.approx(result.tflops)

@@ -18,7 +18,7 @@ from kernels import knobs
 from kernels.schedule import BlockKind
 from workbench.backends.base import schedule_for
 from workbench.cli_args import UsageError, build_parser, knob_arch, spec_from_args, timing_from_args
-from workbench.compare import compare_runs, format_delta, format_speedup
+from workbench.compare import compare_runs, format_delta, format_speedup, noise_rule
 from workbench.config import (
     ConfigError,
     KernelConfig,
@@ -256,7 +256,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             rows.append(row)
         print(_table(rows, header))
         if any(cell.endswith(" ~") for row in rows for cell in row):
-            print("~ within the runs' own noise (p20-p80 half-spreads added, at least 1 %)")
+            print(f"~ within the noise: {noise_rule()}")
     return EXIT_OK
 
 

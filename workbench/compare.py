@@ -5,10 +5,13 @@ One convention for the window and the CLI: "speed-up ×" is the baseline's laten
 faster). Both are printed by :func:`format_speedup` / :func:`format_delta`, a speed-up within the
 noise marked with "~".
 
-A difference counts only when it is larger than the noise the runs themselves show: the
-half-widths of their p20–p80 bands, relative to their medians, added (two bands that do not overlap
-differ by at least that much), with a floor of MIN_NOISE_PCT because a handful of samples
-understates run-to-run noise. The GUI colours only such differences; the CLI marks them.
+A difference counts only when it is larger than its noise. Points timed in rounds record how
+well their median is known (``median_noise_pct`` in their extra, from the spread of their turns'
+medians, :mod:`workbench.noise`): the threshold is twice the standard error of the difference,
+at least RUN_TO_RUN_PCT, because runs minutes apart move by more than their own rounds show.
+Points stored without it (older databases, fewer than four turns) fall back to the half-widths
+of their p20–p80 bands added, at least MIN_NOISE_PCT. The GUI colours only such differences;
+the CLI marks them.
 
 Runs are compared like for like only when they solve the same problem
 (:func:`problem_differences`) on the same machine (:func:`machine_differences`); both views warn
@@ -22,7 +25,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.noise import ratio_noise_pct
+
 MIN_NOISE_PCT = 1.0
+# The rule in words, as the window's Compare tab and the CLI's compare print it.
+NOISE_RULE = (
+    "twice the standard error of the two medians from their rounds, at least {run:g} % "
+    "(points stored without rounds: their p20–p80 half-spreads added, at least {floor:g} %)"
+)
+# On the H200 two group sweeps run back to back agreed within 2 % at 38 of 40 points, where
+# their rounds' 2σ was 1.2 % at the median point (docs/performance.md).
+RUN_TO_RUN_PCT = 2.0
+
+
+def noise_rule() -> str:
+    return NOISE_RULE.format(run=RUN_TO_RUN_PCT, floor=MIN_NOISE_PCT)
 
 
 @dataclass(frozen=True)
@@ -70,11 +87,26 @@ def relative_spread_pct(point: Any) -> float:
     return 50.0 * (point.latency_p80_ms - point.latency_p20_ms) / point.latency_ms
 
 
+def median_noise(point: Any) -> float | None:
+    """One standard error of the point's median in percent, as it was measured; None when the
+    point did not record one."""
+    value = (getattr(point, "extra", None) or {}).get("median_noise_pct")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def noise_threshold_pct(point: Any, base: Any) -> float:
+    """How large a difference between two points must be to count (the module's rule)."""
+    ours, theirs = median_noise(point), median_noise(base)
+    if ours is not None and theirs is not None:
+        return max(2 * ratio_noise_pct(ours, theirs), RUN_TO_RUN_PCT)
+    return max(relative_spread_pct(point) + relative_spread_pct(base), MIN_NOISE_PCT)
+
+
 def compare_cell(point: Any, base: Any | None) -> Cell:
     if base is None or base.latency_ms <= 0:
         return Cell(point.latency_ms, None, None, False)
     delta = 100.0 * (point.latency_ms - base.latency_ms) / base.latency_ms
-    noise = max(relative_spread_pct(point) + relative_spread_pct(base), MIN_NOISE_PCT)
+    noise = noise_threshold_pct(point, base)
     return Cell(point.latency_ms, delta, noise, abs(delta) > noise)
 
 

@@ -653,8 +653,8 @@ class Store:
             for point in self.points(run.id):
                 data = point.to_dict()
                 data.pop("run_id")
-                data.pop("extra")
-                yield {**base, **data}
+                extra = data.pop("extra") or {}
+                yield {**base, **data, "latency_se_pct": extra.get("median_noise_pct")}
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
         """Write the rows to ``path`` atomically; returns the number of rows."""
@@ -702,7 +702,11 @@ def export_columns() -> list[str]:
         "input_pos",
     ]
     config_cols = [f"config_{name}" for name in KernelConfig().to_dict()]
-    return [*run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS]
+    # latency_se_pct: one standard error of the median latency in %, from its rounds (empty
+    # where the point was timed in fewer than four turns or stored before it was recorded).
+    return [
+        *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct"
+    ]  # fmt: skip
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from kernels.measure import balanced_order
+from workbench.noise import MIN_TURNS, median_noise_pct, turn_medians
 
 # Methods a point's timing can come from (stored with the point).
 TIMER_METHODS = ("graph", "events", "cpu")
@@ -62,10 +63,21 @@ class TimingStats:
     samples_ms: tuple[float, ...] = field(repr=False)
     method: str = "cpu"  # one of TIMER_METHODS
     note: str | None = None  # why a GPU launch fell back from graphs to events
+    turn_sizes: tuple[int, ...] = ()  # samples each turn gave, in order (empty: not recorded)
 
     def __post_init__(self) -> None:
         if not self.samples_ms:
             raise ValueError("a timing needs at least one sample")
+        if self.turn_sizes and sum(self.turn_sizes) != len(self.samples_ms):
+            raise ValueError("turn sizes must add up to the number of samples")
+
+    @property
+    def median_noise_pct(self) -> float | None:
+        """One standard error of the median in percent, from the spread of the turns'
+        medians (:mod:`workbench.noise`); None with fewer than ``MIN_TURNS`` turns."""
+        if len(self.turn_sizes) < MIN_TURNS:
+            return None
+        return median_noise_pct(turn_medians(self.samples_ms, self.turn_sizes))
 
     def _percentile(self, q: float) -> float:
         return float(np.percentile(np.asarray(self.samples_ms), q))
@@ -126,8 +138,23 @@ class CpuSampler:
         return samples
 
 
-def _stats(sampler: Sampler, samples: list[float]) -> TimingStats:
-    return TimingStats(tuple(samples), sampler.method, getattr(sampler, "fallback_reason", None))
+def timing_facts(timing: TimingStats) -> dict[str, object]:
+    """What a stored point keeps about how it was timed (its ``extra``): the timer, why it fell
+    back to events, its number of turns and its median's noise (Compare's threshold)."""
+    facts: dict[str, object] = {"timer": timing.method}
+    if timing.note:
+        facts["timer_note"] = timing.note
+    if timing.turn_sizes:
+        facts["turns"] = len(timing.turn_sizes)
+    noise = timing.median_noise_pct
+    if noise is not None and noise < float("inf"):
+        facts["median_noise_pct"] = round(noise, 4)
+    return facts
+
+
+def _stats(sampler: Sampler, samples: list[float], sizes: list[int]) -> TimingStats:
+    note = getattr(sampler, "fallback_reason", None)
+    return TimingStats(tuple(samples), sampler.method, note, tuple(sizes))
 
 
 def measure(sampler: Sampler, settings: TimingSettings) -> TimingStats:
@@ -159,14 +186,17 @@ def measure_interleaved(
             if samplers[i].method != "cpu":
                 samplers[i].turn()
     samples: list[list[float]] = [[] for _ in samplers]
+    sizes: list[list[int]] = [[] for _ in samplers]
     spent = [0.0] * count
     started = time.perf_counter()
     round_index = 0
     while True:
         for i in balanced_order(count, round_index):
             begun = time.perf_counter()
-            samples[i].extend(samplers[i].turn())
+            taken = samplers[i].turn()
             spent[i] += time.perf_counter() - begun
+            samples[i].extend(taken)
+            sizes[i].append(len(taken))
         round_index += 1
         enough = round_index >= min_rounds and all(
             len(samples[i]) >= s.min_samples and spent[i] >= s.min_time_s
@@ -177,4 +207,4 @@ def measure_interleaved(
         )
         if enough or capped:
             break
-    return [_stats(sampler, taken) for sampler, taken in zip(samplers, samples)]
+    return [_stats(*parts) for parts in zip(samplers, samples, sizes, strict=True)]

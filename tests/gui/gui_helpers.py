@@ -168,6 +168,7 @@ def seed_run(
     launches: dict[int, dict[str, Any]] | None = None,
     heads: int = 2,
     backend: str = "reference",
+    turn_sizes: dict[int, tuple[int, ...]] | None = None,
 ) -> int:
     """A stored run with chosen timings, written through the store's own API.
 
@@ -176,13 +177,15 @@ def seed_run(
     ``extra["launch"]`` record the cuTile backend stores (the launch the tuner chose).
     ``samples_ms`` gives each length's raw samples, so latencies and p20–p80 spreads are
     exact; lengths without samples get (1.0, 1.0, 1.0) ms scaled by (N / 64)².
+    ``turn_sizes`` splits a length's samples into turns, as a timed group records them: the
+    point then stores its median's noise (Compare's threshold) as a measured point does.
     """
     import numpy as np
 
     from workbench.accuracy import AccuracyReport
     from workbench.backends.base import PointResult, problem_flops, schedule_for
     from workbench.config import KernelConfig, Problem, SweepSpec
-    from workbench.timing import TimingStats
+    from workbench.timing import TimingStats, timing_facts
 
     problem = Problem(batch=1, heads=heads, head_dim=32)
     config = KernelConfig(tile_m=32, tile_n=32, mask=mask, autotune=autotune)
@@ -200,14 +203,17 @@ def seed_run(
         # The block map is the launch's: an autotuned point's grid has the tuner's tiles.
         tiles = {"tile_m": launch["tile_m"], "tile_n": launch["tile_n"]} if launch else {}
         map_config = dataclasses.replace(config, **tiles)
+        sizes = (turn_sizes or {}).get(n, ())
+        timing = TimingStats((samples_ms or {}).get(n, default), turn_sizes=sizes)
+        facts = timing_facts(timing) if sizes else {}
         result = PointResult(
             problem=p,
-            timing=TimingStats((samples_ms or {}).get(n, default)),
+            timing=timing,
             compile_s=0.01,
             accuracy=AccuracyReport(1e-4, 1e-4, n, 1e-2),
             block_map=np.asarray(schedule_for(p, map_config).block_map, dtype=np.int8),
             flops=problem_flops(p, config),
-            extra={"launch": launch} if launch else {},
+            extra={**facts, **({"launch": launch} if launch else {})},
         )
         store.add_point(run_id, result)
     store.finish_run(run_id, status)

@@ -19,7 +19,14 @@ import numpy as np
 from kernels.schedule import BlockKind, Schedule
 from workbench.accuracy import AccuracyReport, check_output
 from workbench.config import KernelConfig, Problem
-from workbench.timing import CpuSampler, Sampler, TimingSettings, TimingStats, measure
+from workbench.timing import (
+    CpuSampler,
+    Sampler,
+    TimingSettings,
+    TimingStats,
+    measure,
+    timing_facts,
+)
 
 
 class BackendError(RuntimeError):
@@ -245,7 +252,7 @@ class Backend(ABC):
             block_map=np.asarray(grid, dtype=np.int8),
             flops=problem_flops(opened.problem, opened.config),
             peak_mem_bytes=peak,
-            extra={"timer": timing.method, **({"timer_note": timing.note} if timing.note else {})},
+            extra=timing_facts(timing),
         )
 
     def measure_point(

@@ -28,13 +28,13 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.compare import (
-    MIN_NOISE_PCT,
     Cell,
     compare_table,
     default_baseline,
     format_delta,
     format_speedup,
     machine_differences,
+    noise_rule,
     problem_differences,
     run_name,
 )
@@ -221,8 +221,7 @@ class ComparePanel(QWidget):
         text = (
             "Δ % is latency against the baseline (negative = faster); speed-up × is the "
             "baseline's latency over the run's (above 1 = faster, ~ within the noise). Δ % is "
-            "coloured only beyond the noise threshold: the runs' p20–p80 half-spreads added, at "
-            f"least {MIN_NOISE_PCT:g} %."
+            f"coloured only beyond the noise threshold: {noise_rule()}."
         )
         machines = machine_differences(self._runs)
         if machines:

@@ -1,0 +1,47 @@
+"""How sure a point's median is, and how sure a difference between two medians is.
+
+A GPU holding its power limit steps its clock: samples 15 ms apart move together, samples a
+turn apart hardly at all (docs/performance.md). So a point's noise is counted in turns, not in
+samples: one median per turn, and the standard error of the point's median from their spread.
+The p20–p80 spread of the samples says how much single launches vary, which is much more than
+how well their median is known once there are many rounds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+# The median's standard error is about 1.2533·σ/√n for a near-normal spread.
+MEDIAN_SE_FACTOR = 1.2533
+# Fewer turns than this give no usable spread: the point's noise is then unknown.
+MIN_TURNS = 4
+
+
+def turn_medians(samples: Sequence[float], sizes: Sequence[int]) -> list[float]:
+    """One median per turn: ``sizes`` holds how many of ``samples`` (in order) each turn took."""
+    if sum(sizes) != len(samples):
+        raise ValueError(f"turn sizes add up to {sum(sizes)}, not the {len(samples)} samples")
+    medians, start = [], 0
+    for size in sizes:
+        if size:
+            medians.append(statistics.median(samples[start : start + size]))
+        start += size
+    return medians
+
+
+def median_noise_pct(per_turn: Sequence[float]) -> float:
+    """One standard error of the median of per-turn values, in percent of that median
+    (infinite for fewer than two turns)."""
+    if len(per_turn) < 2:
+        return math.inf
+    middle = statistics.median(per_turn)
+    if middle <= 0:
+        return math.inf
+    return 100 * MEDIAN_SE_FACTOR * statistics.stdev(per_turn) / middle / len(per_turn) ** 0.5
+
+
+def ratio_noise_pct(*noises_pct: float) -> float:
+    """The noise of a ratio (or of a difference of ratios) from its independent parts."""
+    return math.sqrt(sum(x * x for x in noises_pct))
