@@ -373,3 +373,40 @@ def test_exported_config_columns_keep_their_order_and_new_knobs_append(db_path: 
     }  # fmt: skip
     with out.open(newline="") as handle:
         assert next(csv.reader(handle)) == columns
+
+
+def test_gpu_points_stored_before_turns_were_recorded_get_their_noise_from_their_samples(
+    db_path: Path, rng: np.random.Generator, measure: Callable[..., PointResult]
+) -> None:
+    # bench/results/h200.db (e265132) is such a database: Compare must not fall back to the
+    # samples' p20-p80 spread for it. Every GPU turn since the one timer is ten samples.
+    import dataclasses
+
+    from workbench.compare import median_noise
+    from workbench.timing import TimingStats
+
+    spec = small_spec()
+    levels = 1 + 0.02 * rng.standard_normal(32)
+    samples = tuple(float(lv * (1 + 0.05 * x)) for lv in levels for x in rng.uniform(-1, 1, 10))
+    with Store(db_path) as store:
+        run_id = store.create_run(spec, {"hostname": "here"})
+        shapes = list(spec.problems())
+        for problem, timer, taken in (
+            (shapes[0], "graph", samples),
+            (shapes[1], "cpu", samples),  # a CPU turn's size was never fixed
+            (shapes[2], "events", samples[:-3]),  # not whole turns of ten: left alone
+        ):
+            result = dataclasses.replace(
+                measure(problem, spec.config, rng),
+                timing=TimingStats(taken, timer),
+                extra={"timer": timer},
+            )
+            store.add_point(run_id, result)
+        store.finish_run(run_id, "complete")
+        graph, cpu, ragged = store.points(run_id)
+    expected = TimingStats(samples, "graph", None, (10,) * 32).median_noise_pct
+    assert graph.extra["turns"] == 32
+    assert median_noise(graph) == pytest.approx(expected, rel=1e-3)
+    assert 0.2 < median_noise(graph) < 0.8  # about 1.25 · 2 % / √32
+    assert median_noise(cpu) is None and "turns" not in cpu.extra
+    assert median_noise(ragged) is None and "turns" not in ragged.extra

@@ -9,9 +9,10 @@ A difference counts only when it is larger than its noise. Points timed in round
 well their median is known (``median_noise_pct`` in their extra, from the spread of their turns'
 medians, :mod:`workbench.noise`): the threshold is twice the standard error of the difference,
 at least RUN_TO_RUN_PCT, because runs minutes apart move by more than their own rounds show.
-Points stored without it (older databases, fewer than four turns) fall back to the half-widths
-of their p20–p80 bands added, at least MIN_NOISE_PCT. The GUI colours only such differences;
-the CLI marks them.
+Points without it (CPU points of older databases, fewer than four turns; older GPU points get it
+from their samples when read, :func:`workbench.timing.facts_from_stored_samples`) fall back to
+the half-widths of their p20–p80 bands added, at least MIN_NOISE_PCT. The GUI colours only such
+differences; the CLI marks them.
 
 Runs are compared like for like only when they solve the same problem
 (:func:`problem_differences`) on the same machine (:func:`machine_differences`); both views warn

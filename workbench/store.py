@@ -33,6 +33,7 @@ import numpy as np
 import sqlite_utils
 
 from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.timing import facts_from_stored_samples
 
 APP_NAME = "fmha-workbench"
 STATUSES = ("running", "complete", "failed", "cancelled")
@@ -245,7 +246,10 @@ class PointRecord:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PointRecord:
         values = {name: row[name] for name in POINT_FIELDS}
-        return cls(run_id=row["run_id"], extra=json.loads(row.get("extra") or "{}"), **values)
+        extra = json.loads(row.get("extra") or "{}")
+        if "samples_ms" in row and "turns" not in extra:  # stored before turns were recorded
+            extra = facts_from_stored_samples(extra, json.loads(row["samples_ms"] or "[]"))
+        return cls(run_id=row["run_id"], extra=extra, **values)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"run_id": self.run_id, **{name: getattr(self, name) for name in POINT_FIELDS}}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -150,6 +150,23 @@ def timing_facts(timing: TimingStats) -> dict[str, object]:
     if noise is not None and noise < float("inf"):
         facts["median_noise_pct"] = round(noise, 4)
     return facts
+
+
+# Every GPU turn since the one timer (4f9adfa) is GRAPH_REPLAYS replays or EVENT_BATCH launches,
+# ten either way; points stored before turns were recorded get their noise from that.
+GPU_TURN_SAMPLES = 10
+
+
+def facts_from_stored_samples(extra: dict[str, Any], samples_ms: Sequence[float]) -> dict[str, Any]:
+    """``extra`` of a stored point, with its turns and median's noise worked out from its
+    samples where it was timed on a GPU before they were recorded; otherwise as it is."""
+    if "turns" in extra or extra.get("timer") not in ("graph", "events"):
+        return extra
+    if not samples_ms or len(samples_ms) % GPU_TURN_SAMPLES:
+        return extra
+    turns = (GPU_TURN_SAMPLES,) * (len(samples_ms) // GPU_TURN_SAMPLES)
+    facts = timing_facts(TimingStats(tuple(samples_ms), extra["timer"], None, turns))
+    return {**extra, **{k: v for k, v in facts.items() if k in ("turns", "median_noise_pct")}}
 
 
 def _stats(sampler: Sampler, samples: list[float], sizes: list[int]) -> TimingStats:
