@@ -177,21 +177,17 @@ def test_a_gap_its_rounds_pin_down_is_coloured_though_single_launches_spread_wid
     sizes = {64: (10,) * 32, 128: (10,) * 32}
     with Store(db_path) as store:
         gid = store.create_group("backends", "pair", {"backends": ["ours", "peer"], "seed": 3})
-        ours = seed_run(
-            store,
-            label="pair",
-            samples_ms={64: _turns(rng, 1.0), 128: _turns(rng, 2.0)},
-            turn_sizes=sizes,
-            group_id=gid,
-            step="ours",
-        )
-        peer = seed_run(
-            store,
-            label="pair",
-            samples_ms={64: _turns(rng, 1.057), 128: _turns(rng, 2.02)},
-            turn_sizes=sizes,
-            group_id=gid,
-            step="peer",
+        # ours at 1.0 and 2.0 ms; the peer 5.7 % and 1.0 % slower.
+        ours, peer = (
+            seed_run(
+                store,
+                label="pair",
+                samples_ms={64: _turns(rng, at_64), 128: _turns(rng, at_128)},
+                turn_sizes=sizes,
+                group_id=gid,
+                step=step,
+            )
+            for step, at_64, at_128 in (("ours", 1.0, 2.0), ("peer", 1.057, 2.02))
         )
     window = make_window()
     panel = window.compare
