@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kernels.measure import balanced_order
+from kernels.measure import EVENT_BATCH, GRAPH_REPLAYS, balanced_order
 from workbench.noise import MIN_TURNS, median_noise_pct, turn_medians
 
 # Methods a point's timing can come from (stored with the point).
@@ -152,19 +152,18 @@ def timing_facts(timing: TimingStats) -> dict[str, object]:
     return facts
 
 
-# Every GPU turn since the one timer (4f9adfa) is GRAPH_REPLAYS replays or EVENT_BATCH launches,
-# ten either way; points stored before turns were recorded get their noise from that.
-GPU_TURN_SAMPLES = 10
+# Samples a GPU turn gives, per timer: fixed since the one timer (4f9adfa), so points stored
+# before turns were recorded get their noise from their samples.
+GPU_TURN_SAMPLES = {"graph": GRAPH_REPLAYS, "events": EVENT_BATCH}
 
 
 def facts_from_stored_samples(extra: dict[str, Any], samples_ms: Sequence[float]) -> dict[str, Any]:
     """``extra`` of a stored point, with its turns and median's noise worked out from its
     samples where it was timed on a GPU before they were recorded; otherwise as it is."""
-    if "turns" in extra or extra.get("timer") not in ("graph", "events"):
+    per_turn = GPU_TURN_SAMPLES.get(extra.get("timer", ""))
+    if "turns" in extra or per_turn is None or not samples_ms or len(samples_ms) % per_turn:
         return extra
-    if not samples_ms or len(samples_ms) % GPU_TURN_SAMPLES:
-        return extra
-    turns = (GPU_TURN_SAMPLES,) * (len(samples_ms) // GPU_TURN_SAMPLES)
+    turns = (per_turn,) * (len(samples_ms) // per_turn)
     facts = timing_facts(TimingStats(tuple(samples_ms), extra["timer"], None, turns))
     return {**extra, **{k: v for k, v in facts.items() if k in ("turns", "median_noise_pct")}}
 
