@@ -36,6 +36,10 @@ _SEARCH_NODES = 1500
 _SEARCH_MAX_ITEMS = 10
 
 
+class _OutOfBudget(Exception):
+    pass
+
+
 def _even_cycle(rows: list[list[int]], uses: int, target: int) -> list[list[int]] | None:
     """A cycle that uses every row ``uses`` times and every boundary pair once, in which no
     prefix lets any item follow one neighbour more than ``target`` times more often than
@@ -64,7 +68,7 @@ def _even_cycle(rows: list[list[int]], uses: int, target: int) -> list[list[int]
         nonlocal visited
         visited += 1
         if visited > _SEARCH_NODES:
-            raise TimeoutError
+            raise _OutOfBudget
         if len(chosen) == len(rows) * uses:
             wrap = (rows[chosen[-1]][-1], rows[chosen[0]][0])
             return wrap[0] != wrap[1] and wrap not in used
@@ -95,7 +99,7 @@ def _even_cycle(rows: list[list[int]], uses: int, target: int) -> list[list[int]
 
     try:
         return [rows[i] for i in chosen] if extend() else None
-    except TimeoutError:
+    except _OutOfBudget:
         return None
 
 
