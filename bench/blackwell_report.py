@@ -99,6 +99,17 @@ _CONSUMER = (
     _cfg(64, 64, num_ctas=2),
     _cfg(64, 64, persistent=True, poly_exp2_cols=16),
     _cfg(256, 128),
+    # Third round: the 256-key tile (tile_n 256), which the workbench offered on sm_120 with
+    # no compile behind it: 64 and 128 rows at one CTA per SM, one CTA per tile and the
+    # persistent grid (whose causal form needs square tiles, so causal runs one CTA per tile).
+    _cfg(64, 256, occupancy=1),
+    _cfg(128, 256, occupancy=1),
+    _cfg(64, 256, occupancy=1, persistent=True),
+    _cfg(128, 256, occupancy=1, persistent=True),
+    # and around 64x256, which fitted at D = 64 only: no hint, 8 worker warps, the polynomial.
+    _cfg(64, 256),
+    _cfg(64, 256, num_worker_warps=8),
+    _cfg(64, 256, occupancy=1, poly_exp2_cols=16),
 )
 _DATACENTER = (
     _cfg(256, 128, num_worker_warps=8),
