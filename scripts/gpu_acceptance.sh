@@ -29,7 +29,7 @@ export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
 SEQ=${SEQ:-1k-16k}
 ROUNDS=${ROUNDS:-8}
 CHECK_ROUNDS=${CHECK_ROUNDS:-$ROUNDS}
-BACKENDS=${BACKENDS:-cutile,torch-cudnn,fa4,torch-flash}
+BACKENDS=${BACKENDS:-cutile,torch-flash,torch-cudnn,fa4}  # the window's list order
 DB=$STATE/h200.db
 SHAPE=(--batch 4 --heads 32 --head-dim 128 --dtype float16)
 stage() { [[ ",$STAGES," == *",$1,"* ]]; }

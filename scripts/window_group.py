@@ -1,7 +1,7 @@
 """Drive the real window through group sweeps and save screenshots of Compare.
 
     QT_QPA_PLATFORM=offscreen python scripts/window_group.py --db runs.db \\
-        --backends cutile,torch-cudnn,fa4,torch-flash --batch 1 --heads 16 --head-dim 128 \\
+        --backends cutile,torch-flash,torch-cudnn,fa4 --batch 1 --heads 16 --head-dim 128 \\
         --dtype bfloat16 --seq-lens 1k-16k --autotune --masks causal,none --out shots/
 
 As a user would: it opens the window on --db, waits for the backend probe, ticks the backends,
@@ -33,7 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True, help="run database (created if new)")
-    parser.add_argument("--backends", default="reference", help="comma-separated, in order")
+    parser.add_argument(
+        "--backends",
+        default="reference",
+        help="comma-separated; a group takes them in the window's list order, as a user's ticks do",
+    )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=64)

@@ -251,3 +251,14 @@ def test_the_benchmark_preset_stores_its_groups_and_writes_the_generated_table(t
         assert [[r.config.mask for r in rs] for rs in runs] == [["causal"], ["none"]]
         assert all(r.config.autotune and r.config.fast_math for rs in runs for r in rs)
         assert table.read_text() == markdown(build_report(store, [1, 2]))
+
+
+def test_the_benchmark_lists_its_backends_in_the_order_the_window_gives_a_group() -> None:
+    # The window's picker lists backend_statuses() in order and a group takes the ticked rows
+    # in that order; the same order means the same sequence of turns, so a benchmark group
+    # repeats a window group like for like (the acceptance's back-to-back comparison).
+    from bench.bench_fmha import BACKENDS
+    from workbench.backends import backend_statuses
+
+    listed = [name for name in backend_statuses() if name in BACKENDS]
+    assert listed == list(BACKENDS)
