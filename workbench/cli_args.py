@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from kernels import knobs
@@ -13,7 +12,6 @@ from kernels.schedule import MASK_MODES
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
-    ConfigError,
     KernelConfig,
     Problem,
     SweepSpec,
@@ -301,7 +299,9 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         window=args.window,
         **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
     )
-    check_offered(config, _sweep_backends(args), args)
+    from workbench.backends import check_offered
+
+    check_offered(config, _sweep_backends(args), knob_arch(args))
     return SweepSpec(
         problem=problem,
         seq_lens=parse_seq_lens(args.seq_lens),
@@ -315,22 +315,6 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
 def _sweep_backends(args: argparse.Namespace) -> list[str]:
     names = args.backends.split(",") if getattr(args, "backends", None) else [args.backend]
     return [n.strip() for n in names if n.strip()]
-
-
-def check_offered(config: KernelConfig, backends: Sequence[str], args: argparse.Namespace) -> None:
-    """Refuse a knob value a backend does not run (the cuTile kernel's tiles; on the GPU
-    architecture, what the registry keeps off it), in the words the backend and the window use,
-    before anything is written."""
-    from workbench.backends import knob_capability
-
-    capabilities = {knob_capability(name) for name in backends} - {None}
-    if not capabilities:
-        return
-    arch = knob_arch(args)
-    for capability in sorted(capabilities):
-        values = config.knob_values()
-        for problem in knobs.value_violations(values, capability=capability, arch=arch):
-            raise ConfigError(problem.field, problem.value, problem.reason)
 
 
 def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:

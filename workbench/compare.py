@@ -34,8 +34,8 @@ NOISE_RULE = (
     "twice the standard error of the two medians from their rounds, at least {run:g} % "
     "(points stored without rounds: their p20–p80 half-spreads added, at least {floor:g} %)"
 )
-# On the H200 two group sweeps run back to back agreed within 2 % at 38 of 40 points, where
-# their rounds' 2σ was 1.2 % at the median point (docs/performance.md).
+# Runs minutes apart move by more than their own rounds show (docs/performance.md, "How far
+# two measurements agree"): no smaller difference between two runs counts.
 RUN_TO_RUN_PCT = 2.0
 
 

@@ -448,3 +448,24 @@ def test_on_sm_120_the_form_offers_only_what_the_architecture_runs(
     # The window follows the probe: on an H200 only the kernel's own tiles are narrowed.
     form.set_arch("sm_90")
     assert form.offered("tile_m") == [64, 128, 256] and 2 in form.offered("occupancy")
+
+
+def test_on_sm_120_run_refuses_a_greyed_value_that_a_stored_setting_forces_in(
+    qtbot: Any, form: ControlsPanel
+) -> None:
+    # Saved settings or Load settings can set an entry the architecture greys out; Run then
+    # refuses it naming the field, in the CLI's words, before any job exists.
+    from gui_helpers import tick_backends
+
+    form.set_backend_statuses(
+        {"reference": Availability(True, "cpu"), "cutile": Availability(True, BLACKWELL)}
+    )
+    tick_backends(qtbot, form, ["cutile"])
+    form.apply_state({"tile_m": 256})
+    assert form.tile_m.currentData() == 256
+    with pytest.raises(ConfigError) as refused:
+        form.job()
+    assert refused.value.field == "tile_m"
+    assert refused.value.allowed.startswith("not on sm_120: 256-row tiles spill")
+    form.set_arch("sm_90")  # an H200 runs it
+    assert form.job().spec.config.tile_m == 256

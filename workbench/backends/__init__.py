@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernels import knobs
@@ -48,6 +48,19 @@ def knob_capability(name: str) -> str | None:
     architecture rules backend ``name`` follows; None for the backends that run every value the
     config takes (the CPU reference) or ignore the kernel's knobs (the peers)."""
     return knobs.CUTILE if name == "cutile" else None
+
+
+def check_offered(config: Any, backends: Sequence[str], arch: str | None) -> None:
+    """Refuse a knob value one of ``backends`` does not run (the cuTile kernel's tiles; on GPU
+    architecture ``arch``, what the registry keeps off it) as a ConfigError, in the words the
+    window's greyed entries use, before anything is written. The CLI's sweep and the window's
+    Run both ask this; the ladder's presets run their steps as the study ran them."""
+    from workbench.config import ConfigError
+
+    values = config.knob_values()
+    for capability in sorted({knob_capability(name) for name in backends} - {None}):
+        for problem in knobs.value_violations(values, capability=capability, arch=arch):
+            raise ConfigError(problem.field, problem.value, problem.reason)
 
 
 def offered_values(

@@ -471,9 +471,14 @@ class ControlsPanel(QWidget):
     def job(self) -> Any:
         """What Run runs: the sweep for one ticked backend, a GroupJob for several (the core
         decides, :func:`workbench.jobs.job_for`). Raises the core's ConfigError."""
+        from workbench.backends import check_offered
         from workbench.jobs import job_for  # the core's job module, only once Run is pressed
 
-        return job_for(self.spec(), self.backends.checked())
+        spec = self.spec()
+        # A greyed-out value can still reach the form (saved settings, Load settings): refuse it
+        # as the CLI does.
+        check_offered(spec.config, self.backends.checked(), self._arch)
+        return job_for(spec, self.backends.checked())
 
     def load_run(
         self,
