@@ -215,3 +215,33 @@ def test_a_sweep_job_checks_at_preflight_and_where_a_point_opens(monkeypatch, tm
     with Store(tmp_path / "runs.db") as store:
         list(SweepJob(spec).run(store, timing=quick))
     assert sorted(asked) == [16, 16, 32, 32]
+
+
+def test_each_job_asks_each_backend_once_whether_it_is_available(monkeypatch, tmp_path) -> None:
+    """A GPU backend's availability probes the device: a job's preflight asks it once per
+    backend, not once per length or per ladder step."""
+    from tests import cpu_peers
+    from workbench.jobs import GroupJob, LadderJob, SweepJob
+    from workbench.ladder import Ladder, LadderStep
+
+    cpu_peers.register(monkeypatch)
+    probes: list[str] = []
+    original = ReferenceBackend.availability
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        probes.append(self.name)
+        return original(self)
+
+    monkeypatch.setattr(ReferenceBackend, "availability", counting)
+    spec = SweepSpec(
+        Problem(heads=1, head_dim=32), (16, 32, 48, 64), KernelConfig(), backend="reference"
+    )
+    SweepJob(spec).preflight()
+    assert probes == ["reference"]
+    probes.clear()
+    GroupJob(spec, ("reference", cpu_peers.NAME)).preflight()
+    assert sorted(probes) == sorted(["reference", cpu_peers.NAME])
+    probes.clear()
+    steps = tuple(LadderStep(f"s{i}", KernelConfig(tile_m=16 * 2**i)) for i in range(3))
+    LadderJob(Ladder("three", steps, {}), spec.problem, spec.seq_lens, "reference").preflight()
+    assert probes == ["reference"]

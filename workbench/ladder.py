@@ -169,7 +169,7 @@ def run_ladder(
     """Check every step (unless ``checked``: a job's preflight did), store the group, and
     return (group id, events of all steps)."""
     from workbench.backends import get_backend
-    from workbench.runner import preflight, run_sweep
+    from workbench.runner import check_available, check_points, run_sweep
 
     seed = secrets.randbits(32) if seed is None else seed
     backend = backend or get_backend(backend_name)
@@ -178,8 +178,9 @@ def run_ladder(
         for step in ladder.steps
     ]
     if not checked:
+        check_available(specs[0], backend)
         for spec in specs:
-            preflight(spec, backend)
+            check_points(spec, backend)
     group_id = store.create_group(
         "ladder",
         label or f"{ladder.name} on {backend_name}",

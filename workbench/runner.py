@@ -31,6 +31,8 @@ __all__ = [
     "PointStarted",
     "RunFinished",
     "RunStarted",
+    "check_available",
+    "check_points",
     "preflight",
     "run_sweep",
 ]
@@ -42,9 +44,19 @@ class BackendUnavailable(BackendError):
 
 def preflight(spec: SweepSpec, backend: Backend) -> None:
     """Everything that can be refused before a run is written."""
+    check_available(spec, backend)
+    check_points(spec, backend)
+
+
+def check_available(spec: SweepSpec, backend: Backend) -> None:
     status = backend.availability()
     if not status.available:
         raise BackendUnavailable(f"backend {spec.backend!r} is not available: {status.reason}")
+
+
+def check_points(spec: SweepSpec, backend: Backend) -> None:
+    """The backend's refusals of ``spec``'s points, for a caller that already knows it is
+    available (asking again probes the GPU again)."""
     for problem in spec.problems():
         backend.check_supported(problem, spec.config)
 

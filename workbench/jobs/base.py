@@ -149,10 +149,10 @@ class SweepJob:
         return tuple(self.spec.seq_lens)
 
     def preflight(self) -> Plan:
-        from workbench.runner import preflight
+        from workbench.runner import check_points
 
-        backend = backend_for(self.spec.backend)
-        preflight(self.spec, backend)
+        backend = backend_for(self.spec.backend)  # asks whether it is available
+        check_points(self.spec, backend)
         return Plan((backend,), self.planned_lengths())
 
     def run(

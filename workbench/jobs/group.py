@@ -39,7 +39,7 @@ from workbench.events import (
 )
 from workbench.jobs.base import Plan, Timing, backend_for, finishing, job_names, timing_for
 from workbench.machine import host_info
-from workbench.runner import preflight
+from workbench.runner import check_available, check_points
 from workbench.store import Store
 from workbench.timing import TimingSettings, measure_interleaved
 
@@ -90,8 +90,10 @@ def plan_group(
     backends: Sequence[Backend] | None = None,
     *,
     label: str = "",
+    available: bool = False,
 ) -> tuple[GroupPlan, list[Backend]]:
-    """Check a group before anything is written.
+    """Check a group before anything is written (``available``: the caller has asked each
+    backend whether it is available already, as :meth:`GroupJob.preflight` does).
 
     An unavailable backend or a bad knob refuses the whole group (raises, like a single
     sweep); a length that one backend cannot fit (naive attention whose N×N scores do not
@@ -100,10 +102,12 @@ def plan_group(
     backends = list(backends) if backends is not None else [get_backend(s.backend) for s in specs]
     kept_specs, kept_backends, skipped = [], [], []
     for spec, backend in zip(specs, backends, strict=True):
+        if not available:
+            check_available(spec, backend)  # once per backend: each probe asks the GPU
         fits = []
         for n in spec.seq_lens:
             try:
-                preflight(dataclasses.replace(spec, seq_lens=(n,)), backend)
+                check_points(dataclasses.replace(spec, seq_lens=(n,)), backend)
                 fits.append(n)
             except ConfigError as exc:
                 if exc.field != "q_len":  # only a size refusal is per length
@@ -340,9 +344,11 @@ class GroupJob:
     def preflight(self) -> Plan:
         """:func:`plan_group` for the job, every refusal a ConfigError naming ``backends`` (an
         unknown or unavailable backend) or the knob at fault, before anything is written."""
-        backends = [backend_for(name) for name in self.backends]
+        backends = [backend_for(name) for name in self.backends]  # each asked once
         specs = group_specs(self.spec, self.backends)
-        plan, kept = plan_group(specs, backends, label=self.label or self.spec.label)
+        plan, kept = plan_group(
+            specs, backends, label=self.label or self.spec.label, available=True
+        )
         return Plan(tuple(kept), plan.lengths, plan.skipped, plan)
 
     def run(

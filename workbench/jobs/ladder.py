@@ -59,15 +59,15 @@ class LadderJob:
         """The backend and every step on every length, before the group is written. A step's
         knob that cannot run is a :class:`LadderStepError` naming the step."""
         from workbench.ladder import step_label
-        from workbench.runner import preflight
+        from workbench.runner import check_points
 
-        backend = backend_for(self.backend)
+        backend = backend_for(self.backend)  # asks whether it is available
         for step in self.ladder.steps:
             spec = SweepSpec(
                 self.problem, self.seq_lens, step.config, self.backend, step_label("", step)
             )
             try:
-                preflight(spec, backend)
+                check_points(spec, backend)
             except ConfigError as exc:
                 if exc.field in GIVEN_FIELDS:
                     raise
