@@ -23,7 +23,7 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -215,9 +215,10 @@ def run_ladder(
     return group_id, events()
 
 
-def ladder_table(store: Store, group_id: int) -> dict[str, Any]:
-    """Per step and sequence length: TFLOP/s, latency, speed-up vs previous step and baseline."""
-    runs = store.group_runs(group_id)
+def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Per step and sequence length: TFLOP/s, latency, speed-up vs previous step and baseline
+    (``runs``: the group's runs, when the caller has read them already)."""
+    runs = store.group_runs(group_id) if runs is None else runs
     if not runs:
         raise ConfigError("group", group_id, "the id of a stored ladder (see `runs`)")
     per_run = {r.id: {p.seq_len: p for p in store.points(r.id)} for r in runs}
@@ -343,14 +344,15 @@ def read_ladder(store: Store, group_id: int, *, live: bool = False) -> LadderDat
     but that have no run are NOT_RUN (PENDING while ``live``: the ladder still runs)."""
     group = store.group(group_id)
     runs = store.group_runs(group_id)
-    table = ladder_table(store, group_id) if runs else {"seq_lens": [], "steps": []}
+    table = ladder_table(store, group_id, runs) if runs else {"seq_lens": [], "steps": []}
+    by_id = {r.id: r for r in runs}
     planned = {n for run in runs for n in run.seq_lens}
     seq_lens = sorted(planned | set(table["seq_lens"]))
     spec = group.get("spec") or {}
     published = spec.get("published") or {}
     rows = []
     for number, step in enumerate(table["steps"], start=1):
-        run = next(r for r in runs if r.id == step["run_id"])
+        run = by_id[step["run_id"]]
         rows.append(
             StepRow(
                 number=number,
