@@ -150,6 +150,12 @@ class Problem:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def refuse_first(violations: Iterable[knobs.Violation]) -> None:
+    """The registry's first violation, as the ConfigError every boundary raises."""
+    for problem in violations:
+        raise ConfigError(problem.field, problem.value, problem.reason)
+
+
 # Where mask and window sit among the knob fields: after remap, as in the first exported CSVs,
 # so that column order holds for old knobs and every new knob appends.
 _MASK_FIELDS_AFTER = "remap"
@@ -165,8 +171,7 @@ class KernelConfig:
 
     def __post_init__(self) -> None:
         values = self.knob_values()
-        for problem in knobs.value_violations(values):
-            raise ConfigError(problem.field, problem.value, problem.reason)
+        refuse_first(knobs.value_violations(values))
         _check_choice("mask", self.mask, MASK_MODES)
         if self.mask == "window":
             if self.window is None:
@@ -174,8 +179,7 @@ class KernelConfig:
             _check_int("window", self.window, 1, MAX_SEQ_LEN)
         elif self.window is not None:
             raise ConfigError("window", self.window, "a window size needs mask 'window'")
-        for problem in knobs.rule_violations(values, self.mask):
-            raise ConfigError(problem.field, problem.value, problem.reason)
+        refuse_first(knobs.rule_violations(values, self.mask))
 
     def knob_values(self) -> dict[str, Any]:
         """The registry's knobs and their values (no mask, no window)."""

@@ -55,12 +55,11 @@ def check_offered(config: Any, backends: Sequence[str], arch: str | None) -> Non
     architecture ``arch``, what the registry keeps off it) as a ConfigError, in the words the
     window's greyed entries use, before anything is written. The CLI's sweep and the window's
     Run both ask this; the ladder's presets run their steps as the study ran them."""
-    from workbench.config import ConfigError
+    from workbench.config import refuse_first
 
     values = config.knob_values()
     for capability in sorted({knob_capability(name) for name in backends} - {None}):
-        for problem in knobs.value_violations(values, capability=capability, arch=arch):
-            raise ConfigError(problem.field, problem.value, problem.reason)
+        refuse_first(knobs.value_violations(values, capability=capability, arch=arch))
 
 
 def offered_values(

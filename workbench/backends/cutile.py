@@ -20,7 +20,7 @@ from kernels.cutile.diagnostics import assess
 from workbench.backends.base import Availability, OpenPoint, PointResult, schedule_for
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import cuda_home_problem, cupy_device, device_inputs
-from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 from workbench.timing import TimingSettings, TimingStats
 
 KERNEL_HEAD_DIMS = (64, 128, 256)
@@ -104,8 +104,7 @@ class CutileBackend(CupyBackend):
             )
         # The kernel's own value sets (the registry's narrower ones); with autotune the tuner
         # sets the tunable knobs, so the config's are not checked.
-        for problem in knobs.value_violations(config.knob_values(), capability=knobs.CUTILE):
-            raise ConfigError(problem.field, problem.value, problem.reason)
+        refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
         inputs = tuple(to_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
@@ -154,13 +153,13 @@ class CutileBackend(CupyBackend):
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         """From the instrumented kernel, with the tiles and knobs that were timed."""
         fmha = _kernel_module()
-        knobs = _knobs(self._kwargs)
+        launch = _knobs(self._kwargs)
         started = time.perf_counter()
         recorded = fmha.gpu_block_map(
             problem.q_len,
             problem.k_len,
-            knobs.pop("tile_m"),
-            knobs.pop("tile_n"),
+            launch.pop("tile_m"),
+            launch.pop("tile_n"),
             config.mask,
             problem.input_pos,
             config.window,
@@ -170,7 +169,7 @@ class CutileBackend(CupyBackend):
             head_dim=problem.head_dim,
             dtype=problem.dtype,
             lib="cupy",
-            **knobs,
+            **launch,
         )
         self._map_s = time.perf_counter() - started
         return recorded.map
