@@ -296,8 +296,8 @@ _KNOBS: tuple[Knob, ...] = (
     _bools(
         "q_halves", True, "--q-halves", "Q in column halves",
         "the persistent grid fetches each Q tile as two column halves joined in registers, "
-        "so its Q gets shared-memory buffers of its own (off: one whole tile; on the H200 "
-        "halves were 1-5 % faster, bench/results/experiments/h200-explore-q-split.md)",
+        "so its Q gets shared-memory buffers of its own (off: one whole tile; "
+        "docs/experiments.md has what each was measured at)",
         word_off="whole-q", constant="Q_HALVES",
     ),
 )  # fmt: skip

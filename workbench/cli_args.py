@@ -18,8 +18,6 @@ from workbench.config import (
     parse_seq_lens,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
 
 class UsageError(Exception):
     """Bad input: one line on stderr, exit 2."""
@@ -335,6 +333,3 @@ def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:
     if args.flush_l2:
         changes["flush_l2"] = True
     return dataclasses.replace(backend_default, **changes)
-
-
-# --- commands -----------------------------------------------------------------------------------

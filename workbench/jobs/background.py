@@ -3,9 +3,9 @@ iterates. No Qt here.
 
 Where the job computes: a job on a backend that computes in the calling process (the NumPy
 reference) runs whole in an engine child (:meth:`workbench.engine.Engine.stream`), because its
-Python loops would hold the GIL the window needs for every repaint (a 10 ms event loop stalled
-for up to 300 ms). A job whose backends all compute in the GPU engine already runs its loop here
-and keeps that engine (and its compile cache) alive across runs.
+Python loops would hold the GIL the window needs for every repaint. A job whose backends all
+compute in the GPU engine already runs its loop here and keeps that engine (and its compile
+cache) alive across runs.
 
 Cancel ends the process computing the current point (the job's child, or the GPU engine's child,
 which restarts on its next call) and every run still open is stored ``cancelled`` with the points

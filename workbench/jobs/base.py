@@ -179,10 +179,10 @@ class SweepJob:
         started = SweepStarted(
             plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
         )
-        return finishing(_prepend((started, first), events), cancel)
+        return finishing(prepend((started, first), events), cancel)
 
 
-def _prepend(head: Sequence[Event], tail: Iterator[Event]) -> Iterator[Event]:
+def prepend(head: Sequence[Event], tail: Iterator[Event]) -> Iterator[Event]:
     try:
         yield from head
         yield from tail

@@ -10,15 +10,24 @@ from typing import Any, ClassVar
 
 from workbench.config import ConfigError, Problem, SweepSpec
 from workbench.events import Event, LadderStarted
-from workbench.jobs.base import Plan, Timing, backend_for, finishing, job_names, timing_for
+from workbench.jobs.base import (
+    Plan,
+    Timing,
+    backend_for,
+    finishing,
+    job_names,
+    prepend,
+    timing_for,
+)
 from workbench.store import Store
 
 # The fields a ladder job is given (its problem, lengths and backend): a refusal naming one of
 # them is about the input; any other field is a step's own knob, from the ladder's preset.
-GIVEN_FIELDS = frozenset(
-    {"batch", "heads", "kv_heads", "head_dim", "dtype", "seq_lens", "q_len", "k_len"}
-    | {"input_pos", "backend", "backends"}
-)
+GIVEN_FIELDS = frozenset(f.name for f in dataclasses.fields(Problem)) | {
+    "seq_lens",
+    "backend",
+    "backends",
+}
 
 # A ladder's problem when not given: a size a GPU measures in minutes, the reference in seconds.
 LADDER_DEFAULTS = {
@@ -108,12 +117,7 @@ class LadderJob:
             backends=self.backends,
             steps=tuple(step.name for step in self.ladder.steps),
         )
-        return finishing(_first(started, events), cancel)
-
-
-def _first(started: LadderStarted, events: Iterator[Event]) -> Iterator[Event]:
-    yield started
-    yield from events
+        return finishing(prepend((started,), events), cancel)
 
 
 def ladder_job(
