@@ -212,3 +212,27 @@ def test_a_fault_between_backends_ends_the_group_in_the_window(
     qtbot.waitUntil(lambda: not window.is_running(), timeout=30_000)
     (stored,) = window.store.groups("backends")
     assert [r.status for r in window.store.group_runs(stored["id"])] == ["failed", "failed"]
+
+
+def test_a_groups_points_of_one_length_redraw_the_views_once(
+    qtbot: Any, window: Any, db_path: Any
+) -> None:
+    # The members of a group finish a length together; each redraw re-reads every selected
+    # run's points and rebuilds plots, Compare and the block map.
+    from gui_helpers import seed_run
+
+    from workbench.store import Store
+
+    with Store(db_path) as store:
+        ids = [seed_run(store, label=f"m{i}") for i in range(4)]
+    window.history.refresh(keep_selection=False)
+    window.history.select_runs(ids)
+    qtbot.waitUntil(lambda: sorted(window.plots.run_ids()) == sorted(ids))
+    redraws: list[list[int]] = []
+    original = window._on_selection
+    window._on_selection = lambda shown: (redraws.append(list(shown)), original(shown))
+    for run_id in ids:
+        window._refresh_run_views(run_id)
+    qtbot.waitUntil(lambda: len(redraws) >= 1)
+    qtbot.wait(50)
+    assert len(redraws) == 1 and sorted(redraws[0]) == sorted(ids)

@@ -93,6 +93,11 @@ class MainWindow(QMainWindow):
         self.progress_model: ProgressModel | None = None
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
+        # A group's members finish a length together: their points redraw the views once.
+        self._views_timer = QTimer(self)
+        self._views_timer.setSingleShot(True)
+        self._views_timer.setInterval(0)
+        self._views_timer.timeout.connect(lambda: self._on_selection(self.history.selected_ids()))
 
         self.setWindowTitle("")  # Qt shows the application display name
         self._build_widgets()
@@ -554,10 +559,8 @@ class MainWindow(QMainWindow):
 
     def _refresh_run_views(self, run_id: int) -> None:
         """A run gained points or changed status: update its curves, the heatmap and compare."""
-        ids = self.history.selected_ids()
-        if run_id not in ids:
-            return
-        self._on_selection(ids)
+        if run_id in self.history.selected_ids():
+            self._views_timer.start()  # coalesced: one redraw for a burst of events
 
     @staticmethod
     def _series_name(run: Any) -> str:
