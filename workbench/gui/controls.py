@@ -16,7 +16,7 @@ greyed out with the reason as tooltip.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -306,13 +306,24 @@ class ControlsPanel(QWidget):
     def arch(self) -> str | None:
         return self._arch
 
-    def _refusal(self, name: str, value: Any, values: Mapping[str, Any], mask: str) -> str:
-        """Why a ticked backend (or the config itself) refuses ``value`` of knob ``name``, the
-        rest of the form as it is; "" where none does."""
+    def _ticked_capabilities(self) -> list[str | None]:
+        """The registry capabilities of the ticked backends; [None] (the config's own checks)
+        where none narrows: a capability's check runs the config's first."""
         from workbench.backends import knob_capability
 
         ticked = {knob_capability(b) for b in self.backends.checked()} - {None}
-        capabilities = [None, *sorted(ticked)]
+        return sorted(ticked) or [None]
+
+    def _refusal(
+        self,
+        name: str,
+        value: Any,
+        values: Mapping[str, Any],
+        mask: str,
+        capabilities: Sequence[str | None],
+    ) -> str:
+        """Why a ticked backend (or the config itself) refuses ``value`` of knob ``name``, the
+        rest of the form as it is; "" where none does."""
         for capability in capabilities:
             refused = knobs.refusal(
                 name, value, values, mask, capability=capability, arch=self._arch
@@ -388,6 +399,7 @@ class ControlsPanel(QWidget):
                 if not changed:
                     break
             values = self._knob_values()
+            capabilities = self._ticked_capabilities()  # once: every entry below asks
             for knob in knobs.EXPOSED:
                 widget = self._fields[knob.name]
                 reason = knobs.applies(knob.name, values, mask)
@@ -396,7 +408,9 @@ class ControlsPanel(QWidget):
                     widget.setToolTip(f"{reason}\n\n{self._help[knob.name]}")
                     continue
                 if isinstance(widget, QCheckBox):
-                    why = self._refusal(knob.name, not widget.isChecked(), values, mask)
+                    why = self._refusal(
+                        knob.name, not widget.isChecked(), values, mask, capabilities
+                    )
                     widget.setEnabled(not why)
                     widget.setToolTip(
                         f"{why}\n\n{self._help[knob.name]}" if why else self._help[knob.name]
@@ -407,7 +421,7 @@ class ControlsPanel(QWidget):
                 box: QComboBox = widget  # type: ignore[assignment]
                 model = box.model()
                 for row in range(box.count()):
-                    why = self._refusal(knob.name, box.itemData(row), values, mask)
+                    why = self._refusal(knob.name, box.itemData(row), values, mask, capabilities)
                     item = model.item(row)  # type: ignore[attr-defined]
                     item.setEnabled(not why)
                     item.setToolTip(why)
