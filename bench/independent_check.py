@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -27,8 +28,9 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from kernels.measure import GRAPH_REPLAYS, balanced_order  # noqa: E402
-from workbench.noise import median_noise_pct, ratio_noise_pct, turn_medians  # noqa: E402
+from kernels.measure import balanced_order  # noqa: E402
+from workbench.compare import median_noise  # noqa: E402
+from workbench.noise import median_noise_pct, ratio_noise_pct  # noqa: E402
 from workbench.report import read_group, speedup  # noqa: E402
 from workbench.store import Store  # noqa: E402
 
@@ -64,14 +66,11 @@ INDEPENDENT_THRESHOLD_PCT = 1.5
 REPEAT_THRESHOLD_PCT = 2.0
 
 
-def round_medians(samples_ms: list[float], per_turn: int = GRAPH_REPLAYS) -> list[float]:
-    """A stored point's samples as one median per turn (a turn is ``per_turn`` samples in a
-    row, one turn per interleaved round), so its noise is counted in rounds, not samples:
-    samples within a turn share the clock state of that turn."""
-    sizes = [per_turn] * (len(samples_ms) // per_turn)
-    if len(samples_ms) % per_turn:
-        sizes.append(len(samples_ms) % per_turn)
-    return turn_medians(samples_ms, sizes)
+def stored_noise_pct(point: Any) -> float:
+    """One standard error of a stored point's median in percent, as the workbench recorded it
+    (:func:`workbench.compare.median_noise`); infinite where it has none."""
+    noise = median_noise(point)
+    return math.inf if noise is None else noise
 
 
 def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list[dict[str, Any]]:
@@ -104,7 +103,7 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
         row["independent_ms"] = median
         row["workbench_ms"] = {b: group.points[b][n].latency_ms for b in names}
         noise = {b: median_noise_pct(times[b]) for b in names}
-        stored = {b: median_noise_pct(round_medians(store.samples(runs[b].id, n))) for b in names}
+        stored = {b: stored_noise_pct(group.points[b][n]) for b in names}
         for peer in (b for b in names if b != subject):
             ours = speedup(group.points[subject].get(n), group.points[peer].get(n))
             theirs = median[peer] / median[subject] if subject in median else None
@@ -130,16 +129,12 @@ def repeat_rows(store: Store, pairs: list[tuple[int, int]]) -> list[dict[str, An
     rows = []
     for first, second in pairs:
         a, b = read_group(store, first), read_group(store, second)
-        run_a, run_b = ({r.backend: r.id for r in g.runs} for g in (a, b))
         for backend in a.backends:
             for n in a.seq_lens:
                 pa, pb = a.points[backend].get(n), b.points.get(backend, {}).get(n)
                 if pa and pb:
                     diff = 100 * (pb.latency_ms / pa.latency_ms - 1)
-                    noise = ratio_noise_pct(
-                        median_noise_pct(round_medians(store.samples(run_a[backend], n))),
-                        median_noise_pct(round_medians(store.samples(run_b[backend], n))),
-                    )
+                    noise = ratio_noise_pct(stored_noise_pct(pa), stored_noise_pct(pb))
                     rows.append({"groups": [first, second], "mask": a.mask, "backend": backend,
                                  "seq_len": n, "first_ms": pa.latency_ms,
                                  "second_ms": pb.latency_ms, "diff_pct": diff,

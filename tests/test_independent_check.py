@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.independent_check import (
-    agreement_line,
-    median_noise_pct,
-    ratio_noise_pct,
-    round_medians,
-)
+from bench.independent_check import agreement_line, median_noise_pct, ratio_noise_pct
+from workbench.noise import turn_medians
 
 PER_TURN = 10
 
@@ -31,8 +27,8 @@ def _ratio_and_noise(rng: np.random.Generator, ours_ms: float, peer_ms: float, r
     ours, peer = _point(rng, ours_ms, rounds), _point(rng, peer_ms, rounds)
     ratio = float(np.median(peer) / np.median(ours))
     noise = ratio_noise_pct(
-        median_noise_pct(round_medians(ours, PER_TURN)),
-        median_noise_pct(round_medians(peer, PER_TURN)),
+        median_noise_pct(turn_medians(ours, [PER_TURN] * rounds)),
+        median_noise_pct(turn_medians(peer, [PER_TURN] * rounds)),
     )
     return ratio, noise
 
