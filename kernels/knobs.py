@@ -409,10 +409,6 @@ ARCH_RULES: tuple[ArchRule, ...] = (
 )  # fmt: skip
 
 
-def knob(name: str) -> Knob:
-    return KNOBS[name]
-
-
 def defaults() -> dict[str, Any]:
     """Every knob at its default."""
     return {k.name: k.default for k in _KNOBS}

@@ -185,10 +185,9 @@ def prepare(
 ) -> Callable[[], Any]:
     """Validate and allocate once; return a zero-argument launcher for timing loops.
 
-    ``knobs`` are the fields of :class:`LaunchConfig` (``tile_m=64``, ``tile_n=64``,
-    ``fast_math=True``, ``k_split=True``, ``remap=True``, ``occupancy``, ``num_worker_warps``,
-    ``num_ctas``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``, ``poly_exp2_cols=0``,
-    ``store_tma=True``, ``persistent=False``). The launcher re-runs the same launch (same
+    ``knobs`` are the fields of :class:`LaunchConfig`, one per launch knob of the registry
+    (:data:`kernels.knobs.KNOBS`, which gives each one's default; ``fmha-workbench knobs``
+    prints them). The launcher re-runs the same launch (same
     inputs, same ``out``) with no validation and no allocation, and returns what
     :func:`attention` would. With ``stream=None`` it launches on the library's *current* stream
     at call time, so it can be captured in a CUDA graph.
@@ -233,30 +232,14 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     """softmax(scale · q kᵀ + mask) v for (B, H, N, D) fp16/bf16 torch tensors or CuPy arrays.
 
     Keyword arguments (all optional): ``scale=None`` (1/sqrt(D)), ``mask="none"``,
-    ``input_pos=0``, ``window=None``, ``tile_m=64``, ``tile_n=64``, ``fast_math=True``,
-    ``k_split=True``, ``remap=True``, ``occupancy=None``, ``num_worker_warps=None``,
-    ``num_ctas=None``, ``k_latency=2``, ``v_latency=4``, ``pipeline=False``,
-    ``poly_exp2_cols=0``, ``store_tma=True``, ``persistent=False``, ``return_lse=False``,
-    ``out=None``, ``stream=None``; see :func:`prepare` and :class:`LaunchConfig`.
+    ``input_pos=0``, ``window=None``, ``return_lse=False``, ``out=None``, ``stream=None``, and
+    the launch knobs of :class:`LaunchConfig` (the registry, :data:`kernels.knobs.KNOBS`, has
+    each one's default, values and meaning); see :func:`prepare`.
 
     k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
     ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
     ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
     ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
-
-    Knobs (each changes the compiled kernel, compiled once per combination): ``tile_m`` and
-    ``tile_n`` in {64, 128, 256}; ``fast_math`` (flush-to-zero exp2, approximate reciprocal);
-    ``k_split`` (unmasked blocks in a mask-free loop, masked blocks in a second loop);
-    ``remap`` (heaviest q-blocks first, batch·heads grouped for L2 reuse); ``occupancy``,
-    ``num_worker_warps``, ``num_ctas`` compiler hints; ``k_latency``/``v_latency`` load hints;
-    ``pipeline`` (with ``k_split``: the next block's q·Kᵀ is issued before this block's softmax);
-    ``poly_exp2_cols`` (with ``k_split``: that many of each unmasked block's score columns take
-    exp2 as an FMA polynomial instead of the MUFU unit; 0 or tile_n/2, /4, /8, /16);
-    ``store_tma`` (False: the output is stored straight from registers, not through a TMA
-    store); ``persistent`` (``mask="none"`` or ``"causal"``: one program per SM slot looping
-    over the tiles; without a mask the next tile's Q is fetched during this one, and causal
-    problems that are not whole square tiles run one CTA per tile, see
-    :meth:`LaunchConfig.kernel_form`).
     """
     return prepare(q, k, v, **kwargs)()
 
