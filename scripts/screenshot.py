@@ -213,5 +213,5 @@ def _save(app: object, widget: Any, path: Path) -> None:
     print(f"saved {path} ({path.stat().st_size / 1024:.0f} KB)")
 
 
-if __name__ == "__main__":  # the sweep child process re-imports this file: keep the guard
+if __name__ == "__main__":  # a spawned child (the engine's) re-imports this file: keep it
     sys.exit(main(sys.argv[1:]))

@@ -20,8 +20,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    # Imported here, not above: a sweep child process re-imports this module as __mp_main__
-    # and must not load Qt.
+    # Imported here, not above: a spawned child (the engine's, a job's) re-imports this module
+    # as __mp_main__ and must not load Qt.
     from workbench.gui.app import main
 
     sys.exit(main(_parse(sys.argv[1:]).db))

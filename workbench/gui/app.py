@@ -50,9 +50,8 @@ def limit_child_blas_threads() -> None:
     """One BLAS thread in the processes the window starts, unless the user chose otherwise.
 
     A reference sweep's child runs at lower priority, but with one BLAS thread per core it
-    still took the core the window needs: on 2 cores the 10 ms event loop stalled 110-170 ms;
-    with one thread it stays under 100 ms. Set here, at start-up in the main thread, because
-    changing the environment while other threads run is not safe.
+    still took the core the window needs and stalled its event loop. Set here, at start-up in
+    the main thread, because changing the environment while other threads run is not safe.
     """
     for name in BLAS_THREAD_VARIABLES:
         os.environ.setdefault(name, "1")

@@ -91,7 +91,7 @@ class ControlsPanel(QWidget):
         self._quiet = False  # set while the form sets its own fields
 
         # The problem and kernel groups scroll; Run and Cancel stay below them, always in view
-        # (at 1024×700 they were below the fold of one long scrolling form).
+        # (in one long scrolling form a small window hid them below the fold).
         form = QWidget()
         form.setObjectName("form_groups")
         groups = QVBoxLayout(form)

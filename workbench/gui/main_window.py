@@ -79,8 +79,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.settings = settings if settings is not None else QSettings()
         self.timing = timing
-        # None: a child process for backends that compute in process (see worker.py); tests
-        # that patch a backend in this process set False.
+        # None: a child process for backends that compute in process (workbench.jobs.background
+        # decides); tests that patch a backend in this process set False.
         self.sweep_in_child: bool | None = None
         self.store: Store | None = None
         self._worker: SweepWorker | None = None
@@ -179,8 +179,8 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.machine_label)
         self.resize(1440, 900)
-        # Initial shares (saved ones win): left to the size hints, History got 2.5 rows at
-        # 1440×900. The splitter keeps the proportion when the window is resized.
+        # Initial shares (saved ones win): the size hints alone left History a few rows. The
+        # splitter keeps the proportion when the window is resized.
         self.right_split.setSizes([520, 380])
 
     def _build_menus(self) -> None:
