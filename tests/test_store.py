@@ -378,8 +378,8 @@ def test_exported_config_columns_keep_their_order_and_new_knobs_append(db_path: 
 def test_gpu_points_stored_before_turns_were_recorded_get_their_noise_from_their_samples(
     db_path: Path, rng: np.random.Generator, measure: Callable[..., PointResult]
 ) -> None:
-    # bench/results/h200.db (e265132) is such a database: Compare must not fall back to the
-    # samples' p20-p80 spread for it. Every GPU turn since the one timer is ten samples.
+    # bench/results/h200.db as committed at e265132 is such a database: Compare must not fall
+    # back to the samples' p20-p80 spread for it. Every GPU turn since the one timer is ten samples.
     import dataclasses
 
     from workbench.compare import median_noise
