@@ -73,6 +73,10 @@ def test_two_ticked_backends_run_one_group_on_the_same_inputs(
     # When the group ends, History selects its runs, and the progress counted all points.
     assert sorted(window.history.selected_ids()) == sorted(r.id for r in runs)
     assert f"Group #{stored['id']} complete" in window.statusBar().currentMessage()
+    # Plots names the group's runs apart, as Compare does: they share their label.
+    qtbot.waitUntil(lambda: len(window.plots.legend_names()) == 2)
+    names = [f"#{runs[0].id} reference pair", f"#{runs[1].id} reference-b pair"]
+    assert window.plots.legend_names() == window.plots.legend_names("tflops") == names
 
 
 def test_one_ticked_backend_is_a_plain_run(qtbot: Any, group_window: Any) -> None:

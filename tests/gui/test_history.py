@@ -118,8 +118,14 @@ def test_selecting_runs_overlays_them_with_their_colours(
     swatch = window.history.model.index(1, 0).data(Qt.ItemDataRole.DecorationRole)
     assert swatch == run_color(first)
     # Listed by id (the order the runs were made), though the newer one was selected first.
-    assert window.plots.legend_names() == [f"#{first} baseline", f"#{second} causal"]
-    assert window.plots.legend_names("tflops") == [f"#{first} baseline", f"#{second} causal"]
+    assert window.plots.legend_names() == [
+        f"#{first} reference baseline",
+        f"#{second} reference causal",
+    ]
+    assert window.plots.legend_names("tflops") == [
+        f"#{first} reference baseline",
+        f"#{second} reference causal",
+    ]
 
 
 def test_relabel_through_the_dialog_and_in_place(
@@ -134,7 +140,7 @@ def test_relabel_through_the_dialog_and_in_place(
     qtbot.mouseClick(window.history.relabel_button, Qt.MouseButton.LeftButton)
     assert window.store.run(first).label == "tuned 128x64"
     assert window.history.model.index(1, COL_LABEL).data() == "tuned 128x64"
-    qtbot.waitUntil(lambda: window.plots.legend_names() == [f"#{first} tuned 128x64"])
+    qtbot.waitUntil(lambda: window.plots.legend_names() == [f"#{first} reference tuned 128x64"])
 
     # Cancelling the dialog changes nothing.
     dialogs.text_answer = ("ignored", False)

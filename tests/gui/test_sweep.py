@@ -56,7 +56,7 @@ def test_reference_sweep_fills_plots_history_and_heatmap(qtbot: Any, window: Any
     np.testing.assert_allclose(high, [p.latency_p80_ms for p in points])
     t_low, t_high = window.plots.band_data(run_id, "tflops")
     assert np.all(t_low <= tflops + 1e-12) and np.all(t_high >= tflops - 1e-12)
-    assert window.plots.legend_names() == [f"#{run_id} first sweep"]
+    assert window.plots.legend_names() == [f"#{run_id} reference first sweep"]
     line = window.plots._curves[run_id][0].line
     assert line.opts["pen"].color() == run_color(run_id)
 

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench import events as ev
+from workbench.compare import run_name
 from workbench.config import ConfigError
 from workbench.gui import _pyside_fix
 from workbench.gui.compare import ComparePanel
@@ -564,11 +565,10 @@ class MainWindow(QMainWindow):
 
     @staticmethod
     def _series_name(run: Any) -> str:
-        return (
-            f"#{run.id} {run.label}".strip()
-            if run.label
-            else f"#{run.id} {run.config.summary_for(run.backend)}"
-        )
+        """Compare's name for the run (a group's runs share a label, the backend tells them
+        apart); an unlabelled run adds its config."""
+        name = run_name(run)
+        return name if run.label else f"{name} {run.config.summary_for(run.backend)}"
 
     @Slot(int)
     def open_ladder(self, group_id: int) -> None:
