@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from tests.cpu_peers import Flaky, register
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.gui.history import COL_STATUS
 
 pytestmark = pytest.mark.gui
 
@@ -201,7 +202,7 @@ def test_a_member_that_breaks_while_opening_fails_alone_and_the_group_ends(
 
 
 def test_a_fault_between_backends_ends_the_group_in_the_window(
-    qtbot: Any, group_window: Any, monkeypatch: pytest.MonkeyPatch
+    qtbot: Any, group_window: Any, monkeypatch: pytest.MonkeyPatch, dialogs: Any
 ) -> None:
     import workbench.jobs.group as group_module
 
@@ -216,6 +217,12 @@ def test_a_fault_between_backends_ends_the_group_in_the_window(
     qtbot.waitUntil(lambda: not window.is_running(), timeout=30_000)
     (stored,) = window.store.groups("backends")
     assert [r.status for r in window.store.group_runs(stored["id"])] == ["failed", "failed"]
+    # Said as the group it was, with the error, and History shows both runs failed.
+    (title, text) = next((t, x) for k, t, x in dialogs.shown if k == "critical")
+    assert title == "Group stopped" and "The group could not run" in text
+    assert "TypeError: a bug between the backends" in text
+    statuses = {window.history.model.index(r, COL_STATUS).data() for r in range(2)}
+    assert statuses == {"failed"}
 
 
 def test_a_groups_points_of_one_length_redraw_the_views_once(

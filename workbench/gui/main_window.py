@@ -463,10 +463,13 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_crashed(self, message: str) -> None:
-        self._error("Sweep stopped", f"The sweep could not run:\n\n{message}")
-        self._show_status(message.splitlines()[0] if message else "The sweep stopped")
-        if self._live_run_id is not None:
-            self.history.refresh_run(self._live_run_id)
+        model = self.progress_model
+        job = model.kind if model is not None else "sweep"  # sweep, group or ladder
+        self._error(f"{job.capitalize()} stopped", f"The {job} could not run:\n\n{message}")
+        self._show_status(message.splitlines()[0] if message else f"The {job} stopped")
+        started = model.run_ids if model is not None and model.run_ids else ()
+        for run_id in started or ([self._live_run_id] if self._live_run_id is not None else []):
+            self.history.refresh_run(run_id)
 
     @Slot()
     def _on_worker_done(self) -> None:
