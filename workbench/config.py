@@ -29,6 +29,9 @@ MAX_ELEMENTS = (1 << 31) - 1
 MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "fa4", "naive"})
 MASK_FIELDS = ("mask", "window")
 NOT_APPLICABLE = "—"
+# With autotune on, these backends' tuner picks the tunable knobs per length (each point records
+# its launch), so the config's own values of them are only nominal and are not shown as run.
+TUNED_BACKENDS = frozenset({"cutile"})
 
 
 class ConfigError(ValueError):
@@ -195,17 +198,27 @@ class KernelConfig:
 
     def summary_for(self, backend: str) -> str:
         """:meth:`summary` where the backend has these knobs; the mask alone where it has not
-        (a torch-cudnn run never used 64×64 tiles or autotune)."""
+        (a torch-cudnn run never used 64×64 tiles or autotune); without the tuned knobs where
+        its tuner chose them per length (an autotuned cuTile run did not run the form's 64×64)."""
         if backend in MASK_ONLY_BACKENDS:
             return f"{self.mask_summary()} · kernel knobs {NOT_APPLICABLE}"
+        if self.tuned_by(backend):
+            kept = [name for name in knobs.KNOBS if name not in knobs.TUNABLE]
+            return " ".join([self.mask_summary(), *knobs.words(self.knob_values(), kept)])
         return self.summary()
 
+    def tuned_by(self, backend: str) -> bool:
+        """Whether ``backend``'s tuner set the tunable knobs of this config's runs."""
+        return self.autotune and backend in TUNED_BACKENDS
+
     def fields_for(self, backend: str) -> dict[str, Any]:
-        """:meth:`to_dict`, with None for each knob the backend does not have (an empty cell in
-        the CSV); the mask and window always apply."""
+        """:meth:`to_dict`, with None for each knob the backend does not have, or had chosen by
+        its tuner (an empty cell in the CSV); the mask and window always apply."""
         data = self.to_dict()
         if backend in MASK_ONLY_BACKENDS:
             data = {k: (v if k in MASK_FIELDS else None) for k, v in data.items()}
+        elif self.tuned_by(backend):
+            data = {k: (None if k in knobs.TUNABLE else v) for k, v in data.items()}
         return data
 
     def summary(self) -> str:

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 import sqlite_utils
 
+from kernels.knobs import TUNABLE
 from workbench.config import KernelConfig, Problem, SweepSpec
 from workbench.timing import facts_from_stored_samples
 
@@ -654,11 +655,19 @@ class Store:
                 "hostname": run.machine.get("hostname", ""),
                 "git_commit": run.machine.get("git_commit", ""),
             }
+            tuned = run.config.tuned_by(run.backend)
             for point in self.points(run.id):
                 data = point.to_dict()
                 data.pop("run_id")
                 extra = data.pop("extra") or {}
-                yield {**base, **data, "latency_se_pct": extra.get("median_noise_pct")}
+                launch = extra.get("launch") if tuned else None
+                launched = launch if isinstance(launch, dict) else {}
+                yield {
+                    **base,
+                    **data,
+                    "latency_se_pct": extra.get("median_noise_pct"),
+                    **{f"tuned_{name}": launched.get(name) for name in TUNABLE},
+                }
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
         """Write the rows to ``path`` atomically; returns the number of rows."""
@@ -708,8 +717,11 @@ def export_columns() -> list[str]:
     config_cols = [f"config_{name}" for name in KernelConfig().to_dict()]
     # latency_se_pct: one standard error of the median latency in %, from its rounds (empty
     # where the point was timed in fewer than four turns or stored before it was recorded).
+    # tuned_*: what the tuner launched at that length (an autotuned cuTile run), else empty.
+    tuned_cols = [f"tuned_{name}" for name in TUNABLE]
     return [
-        *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct"
+        *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
+        *tuned_cols,
     ]  # fmt: skip
 
 
