@@ -41,6 +41,16 @@ def slow_open(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ReferenceBackend, "open_point", slow)
 
 
+def run_to_end(
+    qtbot: Any, window: Any, backends: list[str], timeout: int = 60_000, **problem: Any
+) -> None:
+    """Set the problem, tick ``backends``, press Run and wait until the job has ended."""
+    small_problem(qtbot, window, **problem)
+    tick_backends(qtbot, window.controls, backends)
+    click_run(qtbot, window)
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=timeout)
+
+
 @pytest.mark.usefixtures("slow_open")
 def test_two_ticked_backends_run_one_group_on_the_same_inputs(
     qtbot: Any, group_window: Any
@@ -82,10 +92,7 @@ def test_two_ticked_backends_run_one_group_on_the_same_inputs(
 
 def test_one_ticked_backend_is_a_plain_run(qtbot: Any, group_window: Any) -> None:
     window = group_window
-    small_problem(qtbot, window, seq_lens="64")
-    tick_backends(qtbot, window.controls, ["reference-b"])
-    click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    run_to_end(qtbot, window, ["reference-b"], seq_lens="64")
     run = window.store.run(window.last_run_id)
     assert run.backend == "reference-b" and run.group_id is None
     assert window.store.groups() == []
@@ -189,10 +196,14 @@ def test_a_member_that_breaks_while_opening_fails_alone_and_the_group_ends(
     qtbot: Any, group_window: Any
 ) -> None:
     window = group_window
-    small_problem(qtbot, window, seq_lens="64,128", mask="causal", label="broken")
-    tick_backends(qtbot, window.controls, ["reference", "broken-open"])
-    click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    run_to_end(
+        qtbot,
+        window,
+        ["reference", "broken-open"],
+        seq_lens="64,128",
+        mask="causal",
+        label="broken",
+    )
     (stored,) = window.store.groups("backends")
     runs = {r.backend: r for r in window.store.group_runs(stored["id"])}
     assert runs["broken-open"].status == "failed"
@@ -211,10 +222,9 @@ def test_a_fault_between_backends_ends_the_group_in_the_window(
 
     monkeypatch.setattr(group_module, "measure_group_point", broken)
     window = group_window
-    small_problem(qtbot, window, seq_lens="64", mask="causal", label="fault")
-    tick_backends(qtbot, window.controls, ["reference", "reference-b"])
-    click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=30_000)
+    run_to_end(
+        qtbot, window, ["reference", "reference-b"], seq_lens="64", mask="causal", label="fault"
+    )
     (stored,) = window.store.groups("backends")
     assert [r.status for r in window.store.group_runs(stored["id"])] == ["failed", "failed"]
     # Said as the group it was, with the error, and History shows both runs failed.
