@@ -88,7 +88,6 @@ class MainWindow(QMainWindow):
         self._thread: QThread | None = None
         self._probe: ProbeWorker | None = None
         self._probe_thread: QThread | None = None
-        self._live_run_id: int | None = None
         self._pending_notice: str | None = None
         # The running (or last) job's progress, fed by its events.
         self.progress_model: ProgressModel | None = None
@@ -373,7 +372,6 @@ class MainWindow(QMainWindow):
     def _start_worker(self, job: Any) -> None:
         assert self.store is not None
         self.progress_model = ProgressModel.for_job(job)
-        self._live_run_id = None
         worker = SweepWorker(job, self.store.path, self.timing, in_child=self.sweep_in_child)
         worker.event.connect(self._on_event)
         worker.rejected.connect(self._on_rejected)
@@ -429,7 +427,7 @@ class MainWindow(QMainWindow):
             elif model.kind == "ladder":
                 self.ladder.set_live_group(event.group_id)
         elif isinstance(event, ev.RunStarted):
-            self._live_run_id = self.last_run_id = event.run_id
+            self.last_run_id = event.run_id
             if model.kind != "group":  # a group's runs were selected when it started
                 self.history.refresh(keep_selection=False)
                 self.history.select_runs([event.run_id])
@@ -467,8 +465,7 @@ class MainWindow(QMainWindow):
         job = model.kind if model is not None else "sweep"  # sweep, group or ladder
         self._error(f"{job.capitalize()} stopped", f"The {job} could not run:\n\n{message}")
         self._show_status(message.splitlines()[0] if message else f"The {job} stopped")
-        started = model.run_ids if model is not None and model.run_ids else ()
-        for run_id in started or ([self._live_run_id] if self._live_run_id is not None else []):
+        for run_id in model.run_ids if model is not None else ():  # every job names its runs
             self.history.refresh_run(run_id)
 
     @Slot()
@@ -480,7 +477,6 @@ class MainWindow(QMainWindow):
         cancelled = self._worker_cancelling()
         self._thread = None
         self._worker = None
-        self._live_run_id = None
         self._set_running_ui(False)
         self.progress.hide()
         self.progress_label.hide()
