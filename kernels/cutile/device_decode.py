@@ -125,7 +125,7 @@ def fmha_decode_kernel(
         for j in range(v_lo, v_hi):
             state = block_step(q, K, V, (b, hk, j), state, edge, True, True, opts)
     else:
-        for j in range(u_lo, v_hi):
+        for j in range(min(s_lo, hi), v_hi):  # the split's visited blocks in key order
             masked = j >= full_hi
             state = block_step(q, K, V, (b, hk, j), state, edge, True, masked, opts)
 

@@ -1,0 +1,212 @@
+"""Decode on the GPU: the decode form (packed GQA heads, split key range, auto) beside SDPA
+cuDNN and flash, in one process, interleaved (needs a GPU).
+
+    python3 bench/decode_bench.py --rounds 5 --json decode.json [--only B1-k32k] [--variants ...]
+
+bf16 GQA 32/8, D 128, the issue's problems (#34): B=8 q_len 1 k_len 8k; B=1 q_len 1 k_len 32k
+and 128k; B=8 q_len 16 k_len 8k causal bottom-right (k_len = q_len + input_pos). Every variant
+is first checked against a float32 reference (relative error < 2e-2), then timed with
+``triton.testing.do_bench_cudagraph`` (median) once a round in a rotating order; a variant's
+time is the median over rounds. TB/s = bytes of K and V / time. Each problem's K and V are
+larger than the H200's 60 MB L2, so they come from HBM every replay without a flush; a problem
+whose K+V fits in L2 times over rotating copies of its inputs instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+L2_BYTES = 60 * 1024 * 1024
+# (name, batch, heads, kv_heads, q_len, k_len, causal)
+PROBLEMS = (
+    ("B8-q1-k8k", 8, 32, 8, 1, 8192, False),
+    ("B1-q1-k32k", 1, 32, 8, 1, 32768, False),
+    ("B1-q1-k128k", 1, 32, 8, 1, 131072, False),
+    ("B8-q16-k8k-causal", 8, 32, 8, 16, 8192, True),
+)
+# Our variants: name -> launch knobs (the tile form first: what the issue measured against).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "ours-tile": dict(tile_m=64, tile_n=64, occupancy=2),
+    "ours-pack": dict(tile_n=128, pack_gqa=True),
+    "ours-pack-s8": dict(tile_n=128, pack_gqa=True, kv_splits=8),
+    "ours-pack-s16": dict(tile_n=128, pack_gqa=True, kv_splits=16),
+    "ours-pack-s32": dict(tile_n=128, pack_gqa=True, kv_splits=32),
+    "ours-pack-s64": dict(tile_n=128, pack_gqa=True, kv_splits=64),
+    "ours-auto": dict(tile_n=128, pack_gqa=True, kv_splits=None),
+    "ours-auto-n64": dict(tile_n=64, pack_gqa=True, kv_splits=None),
+    "ours-auto-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=None, occupancy=2),
+}
+PEERS = ("sdpa-cudnn", "sdpa-flash")
+
+
+def sdpa(which: str, q, k, v, causal: bool):
+    """SDPA with one backend; GQA through enable_gqa; bottom-right causal as torch's
+    causal_lower_right bias (an explicit bool mask where the backend refuses that)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+
+    backend = {"sdpa-cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa-flash": SDPBackend.FLASH_ATTENTION}
+    masks: list[tuple[str, Any]] = [("none", None)]
+    if causal:
+        q_len, k_len = q.shape[2], k.shape[2]
+        dense = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
+        masks = [("causal_lower_right", causal_lower_right(q_len, k_len)), ("bool mask", dense)]
+    errors = []
+    for how, mask in masks:
+
+        def run(mask=mask):
+            with sdpa_kernel([backend[which]]):
+                return torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, enable_gqa=True
+                )
+
+        try:
+            run()
+            torch.cuda.synchronize()
+            return run, how
+        except Exception as exc:  # the backend has no kernel for this: say which
+            errors.append(f"{how}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+    return None, "; ".join(errors)
+
+
+def reference(q, k, v, causal: bool):
+    import torch
+
+    group = q.shape[1] // k.shape[1]
+    kf = k.float().repeat_interleave(group, dim=1)
+    vf = v.float().repeat_interleave(group, dim=1)
+    s = (q.float() @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        q_len, k_len = q.shape[2], k.shape[2]
+        seen = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
+        s = s.masked_fill(~seen, -math.inf)
+    return torch.softmax(s, dim=-1) @ vf
+
+
+def rel_err(out, ref) -> float:
+    import torch
+
+    return (torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+def run_problem(problem: tuple, variants: list[str], rounds: int, seed: int) -> dict[str, Any]:
+    import torch
+    import triton.testing
+
+    from kernels.cutile import forms, launch
+
+    name, batch, heads, kv_heads, q_len, k_len, causal = problem
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shape_q, shape_kv = (batch, heads, q_len, 128), (batch, kv_heads, k_len, 128)
+    kv_bytes = 2 * batch * kv_heads * k_len * 128 * 2
+    copies = 1 if kv_bytes > L2_BYTES else -(-3 * L2_BYTES // kv_bytes)
+    sets = [
+        tuple(
+            torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16)
+            for s in (shape_q, shape_kv, shape_kv)
+        )
+        for _ in range(copies)
+    ]
+    q, k, v = sets[0]
+    ref = reference(q, k, v, causal)
+    mask = "causal" if causal else "none"
+    input_pos = k_len - q_len if causal else 0
+    row: dict[str, Any] = {"problem": name, "kv_bytes": kv_bytes, "input_copies": copies}
+    fns: dict[str, Any] = {}
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    for variant in variants:
+        knobs = VARIANTS[variant]
+        try:
+            runs = [
+                launch.prepare(a, b, c, mask=mask, input_pos=input_pos, **knobs) for a, b, c in sets
+            ]
+            err = rel_err(runs[0](), ref)
+            p = forms.Problem(batch, heads, kv_heads, q_len, k_len, 128, "bfloat16")
+            plan = forms.plan(
+                p, launch.LaunchConfig.of(knobs), scale=0.1, mask=mask, input_pos=input_pos,
+                window=None, with_lse=False, with_map=False, sm_count=lambda: sm,
+            )  # fmt: skip
+            row[variant] = {"rel_err": err, "form": plan.form, "grid": list(plan.grid)}
+            if not err < 2e-2:
+                row[variant]["error"] = "wrong result: not timed"
+                continue
+        except Exception as exc:
+            row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            continue
+        fns[variant] = runs
+    for peer in PEERS:
+        runs, how = [], ""
+        for a, b, c in sets:
+            fn, how = sdpa(peer, a, b, c, causal)
+            if fn is None:
+                break
+            runs.append(fn)
+        row[peer] = {"how": how}
+        if runs:
+            row[peer]["rel_err"] = rel_err(runs[0](), ref)
+            fns[peer] = runs
+    torch.cuda.synchronize()
+    names = list(fns)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(-1, rounds):  # round -1 warms up, untimed
+        order = names[r % len(names) :] + names[: r % len(names)] if names else []
+        for n in order:
+            runs = fns[n]
+            turn = [0]
+
+            def step(runs=runs, turn=turn):  # rotate input copies where K+V fits in L2
+                runs[turn[0] % len(runs)]()
+                turn[0] += 1
+
+            ms = triton.testing.do_bench_cudagraph(step, rep=20, return_mode="median")
+            if r >= 0:
+                samples[n].append(float(ms))
+    for n in names:
+        us = statistics.median(samples[n]) * 1e3
+        row[n].update(us=us, tbps=kv_bytes / (us * 1e-6) / 1e12, samples_ms=samples[n])
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5, help="timed rounds per problem")
+    ap.add_argument("--json", type=Path, default=Path("decode-bench.json"), help="result file")
+    ap.add_argument("--only", nargs="*", help="problem names (default: all)")
+    ap.add_argument("--variants", nargs="*", help=f"our variants (default: {list(VARIANTS)})")
+    args = ap.parse_args(argv)
+    seed = int.from_bytes(os.urandom(4), "little")
+    print("seed", seed, flush=True)
+    variants = args.variants or list(VARIANTS)
+    rows = []
+    for problem in PROBLEMS:
+        if args.only and problem[0] not in args.only:
+            continue
+        rows.append(run_problem(problem, variants, args.rounds, seed))
+        args.json.write_text(json.dumps({"seed": seed, "rows": rows}, indent=1))
+        row = rows[-1]
+        print(f"\n{row['problem']}  K+V {row['kv_bytes'] / 1e6:.0f} MB", flush=True)
+        cudnn = row.get("sdpa-cudnn", {}).get("us")
+        for n, r in row.items():
+            if not isinstance(r, dict):
+                continue
+            if "us" in r:
+                vs = f"  {cudnn / r['us']:.2f}x cuDNN" if cudnn else ""
+                extra = f" grid {r['grid']}" if "grid" in r else f" ({r.get('how', '')})"
+                print(f"  {n:18s} {r['us']:8.1f} us {r['tbps']:5.2f} TB/s{vs}{extra}", flush=True)
+            else:
+                print(f"  {n:18s} {r}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
