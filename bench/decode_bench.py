@@ -40,12 +40,43 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "ours-pack-s8": dict(tile_n=128, pack_gqa=True, kv_splits=8),
     "ours-pack-s16": dict(tile_n=128, pack_gqa=True, kv_splits=16),
     "ours-pack-s32": dict(tile_n=128, pack_gqa=True, kv_splits=32),
-    "ours-pack-s64": dict(tile_n=128, pack_gqa=True, kv_splits=64),
     "ours-auto": dict(tile_n=128, pack_gqa=True, kv_splits=None),
-    "ours-auto-n64": dict(tile_n=64, pack_gqa=True, kv_splits=None),
     "ours-auto-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=None, occupancy=2),
 }
+# Explored once (docs/experiments.md): tiles, load latencies, occupancy, the SM slots auto
+# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), and the split kernel alone
+# (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
+EXPLORE: dict[str, dict[str, Any]] = {
+    "ours-s16-n256": dict(tile_n=256, pack_gqa=True, kv_splits=16),
+    "ours-s8-n256": dict(tile_n=256, pack_gqa=True, kv_splits=8),
+    "ours-s16-lat8-10": dict(tile_n=128, pack_gqa=True, kv_splits=16, k_latency=8, v_latency=10),
+    "ours-s16-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=16, occupancy=2),
+    "ours-s32-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=32, occupancy=2),
+    "ours-s32-occ3": dict(tile_n=128, pack_gqa=True, kv_splits=32, occupancy=3),
+    "ours-auto-slots2": dict(tile_n=128, pack_gqa=True, kv_splits=None, _slots=2),
+    "ours-pack-s64": dict(tile_n=128, pack_gqa=True, kv_splits=64),
+    "ours-auto-n64": dict(tile_n=64, pack_gqa=True, kv_splits=None),
+    "ours-s16-splitonly": dict(tile_n=128, pack_gqa=True, kv_splits=16, _first_only=True),
+}
 PEERS = ("sdpa-cudnn", "sdpa-flash")
+
+
+def first_launch_only(q, k, v, mask: str, input_pos: int, knobs: dict[str, Any]):
+    """The decode form's split kernel alone (no combine): what the combine costs beside it."""
+    import cuda.tile as ct
+    import torch
+
+    from kernels.cutile import launch
+
+    p = launch.check_inputs(q, k, v)
+    config = launch.LaunchConfig.of(knobs)
+    arrays = {"Q": q, "K": k, "V": v, "Out": torch.empty_like(q)}
+    grid, args, form = launch.launch_of(
+        p, arrays, config, launch.Allocator(p.lib, q), scale=1 / math.sqrt(q.shape[-1]),
+        mask=mask, input_pos=input_pos, window=None,
+    )  # fmt: skip
+    kern = config.kernel(form)
+    return lambda: ct.launch(torch.cuda.current_stream(), grid, kern, args)
 
 
 def sdpa(which: str, q, k, v, causal: bool):
@@ -125,24 +156,35 @@ def run_problem(problem: tuple, variants: list[str], rounds: int, seed: int) -> 
     fns: dict[str, Any] = {}
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     for variant in variants:
-        knobs = VARIANTS[variant]
+        spec = {**VARIANTS, **EXPLORE}[variant]
+        knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
+        slots = forms.DECODE_CTAS_PER_SM
+        forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
         try:
-            runs = [
-                launch.prepare(a, b, c, mask=mask, input_pos=input_pos, **knobs) for a, b, c in sets
-            ]
-            err = rel_err(runs[0](), ref)
             p = forms.Problem(batch, heads, kv_heads, q_len, k_len, 128, "bfloat16")
             plan = forms.plan(
                 p, launch.LaunchConfig.of(knobs), scale=0.1, mask=mask, input_pos=input_pos,
                 window=None, with_lse=False, with_map=False, sm_count=lambda: sm,
             )  # fmt: skip
-            row[variant] = {"rel_err": err, "form": plan.form, "grid": list(plan.grid)}
+            row[variant] = {"form": plan.form, "grid": list(plan.grid)}
+            if spec.get("_first_only"):
+                fns[variant] = [
+                    first_launch_only(a, b, c, mask, input_pos, knobs) for a, b, c in sets
+                ]
+                continue
+            runs = [
+                launch.prepare(a, b, c, mask=mask, input_pos=input_pos, **knobs) for a, b, c in sets
+            ]
+            err = rel_err(runs[0](), ref)
+            row[variant]["rel_err"] = err
             if not err < 2e-2:
                 row[variant]["error"] = "wrong result: not timed"
                 continue
         except Exception as exc:
             row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             continue
+        finally:
+            forms.DECODE_CTAS_PER_SM = slots
         fns[variant] = runs
     for peer in PEERS:
         runs, how = [], ""
@@ -182,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per problem")
     ap.add_argument("--json", type=Path, default=Path("decode-bench.json"), help="result file")
     ap.add_argument("--only", nargs="*", help="problem names (default: all)")
-    ap.add_argument("--variants", nargs="*", help=f"our variants (default: {list(VARIANTS)})")
+    ap.add_argument(
+        "--variants", nargs="*", help=f"ours (default: {list(VARIANTS)}; also {list(EXPLORE)})"
+    )
     args = ap.parse_args(argv)
     seed = int.from_bytes(os.urandom(4), "little")
     print("seed", seed, flush=True)

@@ -218,12 +218,16 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
     assert values["kv_group"] == 1 and values["SPLIT"] is True and values["WITH_LSE"] is False
     combine = plan.then
     assert combine is not None and combine.then is None
-    assert (combine.form, combine.grid) == ("combine", (1, 4, 1))
+    # Every split's rows in one load: 4 splits × 16 rows × 64 of the 128 columns a CTA.
+    assert (combine.form, combine.grid) == ("combine", (1, 4, 2))
     assert list(combine.values) == list(forms.parameters("combine"))
     # The same partial outputs pass from the one launch to the other; the combine writes Lse.
     assert combine.values["OutParts"] == values["OutParts"]
     assert combine.values["LseParts"] == values["LseParts"]
-    assert combine.values["WITH_LSE"] is True and combine.values["TILE_R"] == 16
+    assert combine.values["WITH_LSE"] is True
+    assert [combine.values[n] for n in ("TILE_S", "TILE_R", "TILE_DC")] == [4, 16, 64]
+    assert forms.combine_tile(splits=29, rows=4, head_dim=128) == (32, 4, 32)
+    assert forms.combine_tile(splits=128, rows=64, head_dim=64) == (128, 16, 8)
     # Unpacked, one split: the decode kernel writes Out and Lse itself, with no combine.
     plan, _ = package.compile.offline_plan(
         batch=2, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64,
@@ -254,9 +258,12 @@ def test_auto_splits_ask_the_sm_count_and_a_full_grid_runs_the_tile_form(
     decode = forms.Problem(1, 32, 8, 1, 32768, 128, "bfloat16")
     auto = LaunchConfig(tile_n=128, kv_splits=None, pack_gqa=True)
     plan = forms.plan(decode, auto, mask="none", sm_count=lambda: 132, **options)
-    assert plan.grid == (1, 8, 29) and plan.then is not None  # 2 CTA slots an SM
+    assert plan.grid == (1, 8, 15) and plan.then is not None  # one CTA an SM: 120 of 132
     plan = forms.plan(decode, auto, mask="none", sm_count=lambda: 8, **options)
-    assert plan.grid == (1, 8, 2)
+    assert plan.grid == (1, 8, 1) and plan.then is None  # 8 tiles fill 8 SMs: no split
+    # An occupancy hint of 2 gives auto two slots an SM.
+    occ2 = LaunchConfig(tile_n=128, kv_splits=None, pack_gqa=True, occupancy=2)
+    assert forms.plan(decode, occ2, mask="none", sm_count=lambda: 132, **options).grid[2] == 29
     # Prefill fills the GPU: auto resolves to one split and the tile form runs.
     prefill = forms.Problem(4, 32, 8, 4096, 4096, 128, "bfloat16")
     plan = forms.plan(prefill, LaunchConfig(kv_splits=None), mask="causal",

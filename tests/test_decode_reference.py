@@ -228,9 +228,11 @@ def test_auto_takes_the_fewest_splits_near_the_best_wave_efficiency(
 
 
 def test_the_issue_problems_split_as_flash_attention_would() -> None:
-    # bf16 GQA 32/8, D 128, 128-key blocks, 132 SMs × 2 slots: B=1 at 32k and 128k splits
-    # each KV head's range about 30 ways; B=8 q_len 1 at 8k (64 tiles) about 4 ways.
-    assert auto_kv_splits(8, 256, 264) == 29
-    assert auto_kv_splits(8, 1024, 264) == 29
-    assert auto_kv_splits(64, 64, 264) == 4
-    assert split_ranges(256, 29)[-1] == (252, 256)
+    # bf16 GQA 32/8, D 128, 128-key blocks, 132 SMs of one decode CTA each: B=1 at 32k and
+    # 128k splits each KV head's range 15 ways (120 CTAs); B=8 q_len 1 at 8k (64 tiles) 2 ways.
+    assert auto_kv_splits(8, 256, 132) == 15
+    assert auto_kv_splits(8, 1024, 132) == 15
+    assert auto_kv_splits(64, 64, 132) == 2
+    assert split_ranges(256, 15)[-1] == (252, 256)  # 14 runs of 18 blocks, then 4
+    # Two CTAs an SM (an occupancy hint of 2): about twice the splits.
+    assert auto_kv_splits(8, 256, 264) == 29 and auto_kv_splits(64, 64, 264) == 4

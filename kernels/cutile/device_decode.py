@@ -146,46 +146,42 @@ def fmha_decode_combine_kernel(
     LseParts,  # [B·HQ, splits, R] float32, base 2
     Out,  # [B, HQ, R, D]
     Lse,  # [B, HQ, R] float32, natural log (dummy [1, 1, 1] unless WITH_LSE)
-    TILE_R: ConstInt,
-    TILE_D: ConstInt,
+    TILE_S: ConstInt,  # the splits, padded to a power of two
+    TILE_R: ConstInt,  # rows per CTA
+    TILE_DC: ConstInt,  # head-dim columns per CTA
     WITH_LSE: ConstBool,
     STORE_TMA: ConstBool,
 ):
-    """Merge the splits of one (row block, batch·head): the online-softmax rescale, each split
-    weighed by exp2(lse_s - max lse), not averaged; rows no split saw get 0 and -inf."""
+    """Merge the splits of one (row block, batch·head, column block): the online-softmax
+    rescale, each split weighed by exp2(lse_s - max lse), not averaged; rows no split saw get
+    0 and -inf. Every split's LSE and output come in one load each (no loop over the splits:
+    a loop of dependent small loads cost more than the split kernel saved)."""
     rb = ct.bid(0)
     bh = ct.bid(1)
+    dc = ct.bid(2)
     n_heads = Out.shape[1]
     b = bh // n_heads
     h = bh % n_heads
-    n_splits = LseParts.shape[1]
 
-    top = ct.full((TILE_R, 1), NEG_INF, dtype=ct.float32)
-    for s in range(n_splits):
-        lse_s = ct.load(
-            LseParts, index=(bh, s, rb), shape=(1, 1, TILE_R), padding_mode=ct.PaddingMode.NEG_INF
-        ).reshape((TILE_R, 1))
-        top = max(top, lse_s)
+    lse = ct.load(
+        LseParts, index=(bh, 0, rb), shape=(1, TILE_S, TILE_R), padding_mode=ct.PaddingMode.NEG_INF
+    ).reshape((TILE_S, TILE_R))
+    top = ct.max(lse, axis=0, keepdims=True)  # [1, TILE_R]
     # Rows no split saw keep -inf: subtract 0 there so that exp2 gives 0, not NaN.
     top_safe = ct.where(top == NEG_INF, 0.0, top)
-    total = ct.zeros((TILE_R, 1), dtype=ct.float32)
-    acc = ct.zeros((TILE_R, TILE_D), dtype=ct.float32)
-    for s in range(n_splits):
-        lse_s = ct.load(
-            LseParts, index=(bh, s, rb), shape=(1, 1, TILE_R), padding_mode=ct.PaddingMode.NEG_INF
-        ).reshape((TILE_R, 1))
-        weight = ct.exp2(lse_s - top_safe)
-        part = ct.load(
-            OutParts,
-            index=(bh, s, rb, 0),
-            shape=(1, 1, TILE_R, TILE_D),
-            padding_mode=ct.PaddingMode.ZERO,
-        ).reshape((TILE_R, TILE_D))
-        total = total + weight
-        acc = acc + part * weight
-    total_safe = ct.where(total == 0.0, 1.0, total)
-    out = (acc / total_safe).astype(Out.dtype).reshape((1, 1, TILE_R, TILE_D))
-    ct.store(Out, index=(b, h, rb, 0), tile=out, allow_tma=STORE_TMA)
-    if WITH_LSE:
-        lse = (top_safe + ct.log2(total)) * LN2  # log2(0) = -inf for rows no split saw
-        ct.store(Lse, index=(b, h, rb), tile=lse.reshape((1, 1, TILE_R)))
+    weight = ct.exp2(lse - top_safe)  # [TILE_S, TILE_R]; 0 for splits that saw nothing
+    total = ct.sum(weight, axis=0, keepdims=True)  # [1, TILE_R]
+    parts = ct.load(
+        OutParts,
+        index=(bh, 0, rb, dc),
+        shape=(1, TILE_S, TILE_R, TILE_DC),
+        padding_mode=ct.PaddingMode.ZERO,
+    ).reshape((TILE_S, TILE_R, TILE_DC))
+    acc = ct.sum(parts * weight.reshape((TILE_S, TILE_R, 1)), axis=0)  # [TILE_R, TILE_DC]
+    total_safe = ct.where(total == 0.0, 1.0, total).reshape((TILE_R, 1))
+    out = (acc / total_safe).astype(Out.dtype).reshape((1, 1, TILE_R, TILE_DC))
+    ct.store(Out, index=(b, h, rb, dc), tile=out, allow_tma=STORE_TMA)
+    if WITH_LSE:  # noqa: SIM102 (a compile-time switch around a runtime test)
+        if dc == 0:
+            lse_out = (top_safe + ct.log2(total)) * LN2  # log2(0) = -inf: rows no split saw
+            ct.store(Lse, index=(b, h, rb), tile=lse_out.reshape((1, 1, TILE_R)))

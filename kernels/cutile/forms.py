@@ -64,11 +64,15 @@ _KERNELS = {
     "decode": fmha_decode_kernel,
     COMBINE: fmha_decode_combine_kernel,
 }
-# The SM slots the "auto" split count fills: CTAs per SM of the decode kernel (its tiles are
-# small; two fit an SM's shared memory and registers).
-DECODE_CTAS_PER_SM = 2
-# Rows per tile of the combine kernel, at most (its tile is [rows, D] of float32).
-COMBINE_ROWS = 32
+# The SM slots the "auto" split count fills: CTAs per SM of the decode kernel, times the
+# occupancy hint where one is given (without one tileiras gives its tile 255 registers and
+# ~150 KB of shared memory: one CTA an SM; auto at 2 a SM was 4-20 % slower on the H200,
+# docs/experiments.md).
+DECODE_CTAS_PER_SM = 1
+# The combine's tile: at most this many rows, and [splits, rows, columns] of float32 within
+# this many elements (the head dim then goes in column blocks over grid axis 2, at least 8).
+COMBINE_ROWS = 16
+COMBINE_ELEMENTS = 4096
 
 
 def grid_kernel(form: str) -> Any:
@@ -267,7 +271,8 @@ def decode_layout(
     requested = config.kv_splits
     if requested is None:
         tiles = p.batch * heads * -(-rows // tile_m)
-        slots = (sm_count() if sm_count is not None else 1) * DECODE_CTAS_PER_SM
+        per_sm = DECODE_CTAS_PER_SM * (config.occupancy or 1)
+        slots = (sm_count() if sm_count is not None else 1) * per_sm
         requested = auto_kv_splits(tiles, n_k_blocks, slots)
     splits = effective_splits(n_k_blocks, requested)
     return Decode(heads, rows, tile_m, splits, blocks_per_split(n_k_blocks, splits))
@@ -344,15 +349,31 @@ def plan(
     )  # fmt: skip
     then = None
     if layout is not None and layout.splits > 1:
-        combine_rows = decode_tile_m(COMBINE_ROWS, layout.rows)
-        combine_grid = (-(-layout.rows // combine_rows), p.batch * layout.heads, 1)
+        tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.head_dim)
+        combine_grid = (-(-layout.rows // tile_r), p.batch * layout.heads, p.head_dim // tile_dc)
         combine_sources = {
             **sources,
-            "TILE_R": lambda: combine_rows,
+            "TILE_S": lambda: tile_s,
+            "TILE_R": lambda: tile_r,
+            "TILE_DC": lambda: tile_dc,
             "WITH_LSE": lambda: bool(with_lse),  # the combine writes the LSE of every split
         }
         then = LaunchPlan(COMBINE, combine_grid, _values(COMBINE, combine_sources))
     return LaunchPlan(form, grid, _values(form, sources), then)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def combine_tile(splits: int, rows: int, head_dim: int) -> tuple[int, int, int]:
+    """The combine kernel's (splits padded, rows, head-dim columns) per CTA: every split in one
+    load, at most :data:`COMBINE_ROWS` rows, columns to keep the tile near
+    :data:`COMBINE_ELEMENTS` (at least 8: a 16-byte row of the 16-bit output)."""
+    tile_s = _pow2(splits)
+    tile_r = min(_pow2(rows), COMBINE_ROWS)
+    tile_dc = min(head_dim, max(8, COMBINE_ELEMENTS // (tile_s * tile_r)))
+    return tile_s, tile_r, tile_dc
 
 
 def _values(form: str, sources: dict[str, Callable[[], Any]]) -> dict[str, Any]:
