@@ -227,6 +227,7 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
     assert combine.values["WITH_LSE"] is True
     assert [combine.values[n] for n in ("TILE_S", "TILE_R", "TILE_DC")] == [4, 16, 64]
     assert forms.combine_tile(splits=29, rows=4, head_dim=128) == (32, 4, 32)
+    assert forms.combine_tile(splits=2, rows=64, head_dim=128) == (2, 16, 64)
     assert forms.combine_tile(splits=128, rows=64, head_dim=64) == (128, 16, 8)
     # Unpacked, one split: the decode kernel writes Out and Lse itself, with no combine.
     plan, _ = package.compile.offline_plan(

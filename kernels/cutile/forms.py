@@ -69,9 +69,12 @@ _KERNELS = {
 # ~150 KB of shared memory: one CTA an SM; auto at 2 a SM was 4-20 % slower on the H200,
 # docs/experiments.md).
 DECODE_CTAS_PER_SM = 1
-# The combine's tile: at most this many rows, and [splits, rows, columns] of float32 within
-# this many elements (the head dim then goes in column blocks over grid axis 2, at least 8).
+# The combine's tile: at most this many rows and head-dim columns, and [splits, rows, columns]
+# of float32 within this many elements (the head dim goes in column blocks over grid axis 2).
+# 16 rows of a whole 128-wide head dim hit a misaligned address on the H200 (tileiras 13.4)
+# where 16-row tiles of 8-64 columns ran right (bench/results/experiments/h200-decode-*).
 COMBINE_ROWS = 16
+COMBINE_COLUMNS = 64
 COMBINE_ELEMENTS = 4096
 
 
@@ -368,11 +371,12 @@ def _pow2(n: int) -> int:
 
 def combine_tile(splits: int, rows: int, head_dim: int) -> tuple[int, int, int]:
     """The combine kernel's (splits padded, rows, head-dim columns) per CTA: every split in one
-    load, at most :data:`COMBINE_ROWS` rows, columns to keep the tile near
-    :data:`COMBINE_ELEMENTS` (at least 8: a 16-byte row of the 16-bit output)."""
+    load, at most :data:`COMBINE_ROWS` rows, at most :data:`COMBINE_COLUMNS` columns, and
+    fewer to keep the tile near :data:`COMBINE_ELEMENTS` (at least 8: a 16-byte row of the
+    16-bit output)."""
     tile_s = _pow2(splits)
     tile_r = min(_pow2(rows), COMBINE_ROWS)
-    tile_dc = min(head_dim, max(8, COMBINE_ELEMENTS // (tile_s * tile_r)))
+    tile_dc = min(head_dim, COMBINE_COLUMNS, max(8, COMBINE_ELEMENTS // (tile_s * tile_r)))
     return tile_s, tile_r, tile_dc
 
 
