@@ -18,15 +18,15 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from workbench.backends import Backend, get_backend
-from workbench.backends.base import BackendError, PointResult
+from workbench.backends.interleave import Outcome, interleaved_point
+from workbench.backends.isolated import IsolatedBackend, group_in_engine
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
 from workbench.events import (
     Event,
@@ -41,7 +41,7 @@ from workbench.jobs.base import Plan, Timing, backend_for, finishing, job_names,
 from workbench.machine import host_info
 from workbench.runner import check_available, check_points
 from workbench.store import Store
-from workbench.timing import TimingSettings, measure_interleaved
+from workbench.timing import TimingSettings
 
 GROUP_KIND = "backends"
 
@@ -235,9 +235,6 @@ def _measure_group(
 # --- one length of a group ------------------------------------------------------------------
 
 
-Outcome = PointResult | str  # a result, or the error that ended this backend's run
-
-
 def measure_group_point(
     backends: Sequence[Backend],
     problems: Sequence[Problem],
@@ -248,7 +245,6 @@ def measure_group_point(
     """One length for several backends: the same inputs, timed interleaved.
 
     Backends that run in the GPU engine are measured there in one call; the others here."""
-    from workbench.backends.isolated import IsolatedBackend, group_in_engine
 
     outcomes: list[Outcome | None] = [None] * len(backends)
     engine_members = [i for i, b in enumerate(backends) if isinstance(b, IsolatedBackend)]
@@ -269,47 +265,6 @@ def measure_group_point(
         for i, result in zip(members, results, strict=True):
             outcomes[i] = result
     return [o for o in outcomes if o is not None]
-
-
-def interleaved_point(
-    backends: Sequence[Backend],
-    problems: Sequence[Problem],
-    configs: Sequence[KernelConfig],
-    timings: Sequence[TimingSettings],
-    seed: np.random.SeedSequence,
-    faults: list[BaseException] | None = None,
-) -> list[Outcome]:
-    """Open every backend's point (inputs from the same seed, compile, check), time them
-    together in balanced rounds, close them. A backend that fails to open is reported by its
-    error and left out of the timing; a refusal of one never stops the others. Errors that
-    are not refusals (a CUDA fault may have poisoned the context) are also put in ``faults``."""
-    opened: list[Any] = []
-    outcomes: list[Outcome | None] = []
-    for backend, problem, config, timing in zip(backends, problems, configs, timings, strict=True):
-        try:
-            point = backend.open_point(problem, config, timing, np.random.default_rng(seed))
-            opened.append((backend, point, timing))
-            outcomes.append(None)
-        except Exception as exc:  # a bug in one backend must not end the others' runs
-            outcomes.append(f"{type(exc).__name__}: {exc}")
-            if faults is not None and not isinstance(exc, (ConfigError, BackendError)):
-                faults.append(exc)
-    if not opened:
-        return [o if o is not None else "nothing was measured" for o in outcomes]
-    try:
-        stats = measure_interleaved([p.sampler for _, p, _ in opened], [t for _, _, t in opened])
-    except Exception as exc:
-        if faults is not None:
-            faults.append(exc)
-        for backend, _, _ in opened:
-            backend.release()
-        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
-        return [o if o is not None else error for o in outcomes]
-    results = iter(
-        backend.close_point(point, timing)
-        for (backend, point, _), timing in zip(opened, stats, strict=True)
-    )
-    return [o if o is not None else next(results) for o in outcomes]
 
 
 # --- a group as one job -------------------------------------------------------------------------
