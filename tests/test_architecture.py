@@ -21,7 +21,7 @@ import json, sys, tempfile, os
 import kernels.schedule, kernels.reference
 kernels_only = sorted(m for m in sys.modules if m == "workbench" or m.startswith("workbench."))
 import workbench.config, workbench.timing, workbench.accuracy, workbench.machine
-import workbench.store, workbench.runner, workbench.cli
+import workbench.store, workbench.jobs, workbench.cli
 import workbench.backends, workbench.backends.reference
 from workbench.backends import backend_statuses
 from workbench.cli import main

@@ -13,8 +13,8 @@ import pytest
 from tests import cpu_peers
 from workbench.backends import get_backend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.events import PointFinished, RunFinished
 from workbench.jobs import GroupStarted, group_specs, plan_group, run_group
-from workbench.runner import PointFinished, RunFinished
 from workbench.store import Store
 from workbench.timing import TimingSettings
 

@@ -37,9 +37,17 @@ from workbench.events import (
     RunStarted,
     Skipped,
 )
-from workbench.jobs.base import Plan, Timing, backend_for, finishing, job_names, timing_for
+from workbench.jobs.base import (
+    Job,
+    Plan,
+    Timing,
+    backend_for,
+    check_available,
+    check_points,
+    job_names,
+    timing_for,
+)
 from workbench.machine import host_info
-from workbench.runner import check_available, check_points
 from workbench.store import Store
 from workbench.timing import TimingSettings
 
@@ -271,7 +279,7 @@ def measure_group_point(
 
 
 @dataclass(frozen=True)
-class GroupJob:
+class GroupJob(Job):
     """A group sweep as one picklable job: a sweep and the backends to run it on.
 
     ``spec.backend`` is ignored; every name in ``backends`` gets the same problem, lengths,
@@ -306,19 +314,8 @@ class GroupJob:
         )
         return Plan(tuple(kept), plan.lengths, plan.skipped, plan)
 
-    def run(
-        self,
-        store: Store,
-        *,
-        plan: Plan | None = None,
-        timing: Timing = None,
-        cancel: Callable[[], bool] | None = None,
+    def measure(
+        self, store: Store, plan: Plan, timing: Timing, cancel: Callable[[], bool] | None
     ) -> Iterator[Event]:
-        """Plan the job (raising before anything is written) unless ``plan`` is its plan, then
-        :func:`run_group` it."""
-        plan = plan or self.preflight()
         timings = [timing_for(timing, backend) for backend in plan.backends]
-        events = run_group(
-            plan.detail, store, backends=plan.backends, timings=timings, cancel=cancel
-        )
-        return finishing(events, cancel)
+        return run_group(plan.detail, store, backends=plan.backends, timings=timings, cancel=cancel)
