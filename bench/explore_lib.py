@@ -117,30 +117,6 @@ def sdpa(backend: str, q, k, v, causal: bool):
     return run
 
 
-def naive(q, k, v, causal: bool):
-    import torch
-
-    n = q.shape[2]
-    scale = 1.0 / math.sqrt(q.shape[3])
-    tri = torch.ones(n, n, dtype=torch.bool, device=q.device).tril() if causal else None
-
-    def run():
-        s = (q @ k.transpose(-1, -2)).float() * scale
-        if tri is not None:
-            s = s.masked_fill(~tri, -math.inf)
-        return (torch.softmax(s, dim=-1).to(q.dtype)) @ v
-
-    return run
-
-
-def naive_fits(b: int, h: int, n: int) -> bool:
-    import torch
-
-    free, _ = torch.cuda.mem_get_info()
-    need = b * h * n * n * (2 + 4 + 4 + 2)  # fp16 scores, fp32 copy, softmax, fp16 probs
-    return need < 0.7 * free
-
-
 def check_rows(out, q, k, v, causal: bool, rows: int = 128) -> float:
     """Relative error against float64 on batch 0, four heads, the first and last rows."""
     import torch

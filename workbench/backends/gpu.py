@@ -19,7 +19,7 @@ from typing import Any
 from kernels.cutile.arrays import HostView as HostView  # re-exported for the backends
 from kernels.cutile.arrays import as_torch as as_torch
 from kernels.cutile.diagnostics import tileiras_version
-from workbench.backends.base import Availability, BackendError
+from workbench.backends.base import Availability
 from workbench.machine import package_version
 from workbench.timing import TimingSettings
 
@@ -160,11 +160,6 @@ def nvidia_smi_fields() -> dict[str, Any]:
         "power_limit_w",
     ]
     return dict(zip(keys, values))
-
-
-def require(status: Availability) -> None:
-    if not status.available:
-        raise BackendError(status.reason)
 
 
 # --- inputs on the device -------------------------------------------------------------------
