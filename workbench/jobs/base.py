@@ -35,6 +35,7 @@ from workbench.events import (
     job_status,
 )
 from workbench.store import Store
+from workbench.stories import JobStory
 from workbench.timing import TimingSettings
 
 # One timing for every backend, one per backend name, or None: each backend's own.
@@ -152,6 +153,7 @@ class Job(ABC):
     ``preflight`` and its ``measure``."""
 
     kind: ClassVar[str]
+    story: ClassVar[JobStory]  # how it reads: its name, failure wording, outcome line
     backends: tuple[str, ...]  # the backend names it computes on (a field or a property)
 
     @abstractmethod

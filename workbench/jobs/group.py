@@ -49,6 +49,7 @@ from workbench.jobs.base import (
 )
 from workbench.machine import host_info
 from workbench.store import Store
+from workbench.stories import GroupStory, JobStory
 from workbench.timing import TimingSettings
 
 GROUP_KIND = "backends"
@@ -291,6 +292,7 @@ class GroupJob(Job):
     backends: tuple[str, ...]
     label: str = ""
     kind: ClassVar[str] = "group"
+    story: ClassVar[JobStory] = GroupStory()
 
     def __post_init__(self) -> None:
         names = tuple(name.strip() for name in self.backends)

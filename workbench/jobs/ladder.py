@@ -26,6 +26,7 @@ from workbench.jobs.base import (
 from workbench.jobs.sweep import run_sweep
 from workbench.ladder import Ladder, load_ladder, step_label
 from workbench.store import Store
+from workbench.stories import JobStory, LadderStory
 from workbench.timing import TimingSettings
 
 # The fields a ladder job is given (its problem, lengths and backend): a refusal naming one of
@@ -63,6 +64,7 @@ class LadderJob(Job):
     label: str = ""
     seed: int | None = None
     kind: ClassVar[str] = "ladder"
+    story: ClassVar[JobStory] = LadderStory()
 
     @property
     def backends(self) -> tuple[str, ...]:

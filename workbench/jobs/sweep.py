@@ -40,6 +40,7 @@ from workbench.jobs.base import (
 )
 from workbench.machine import host_info
 from workbench.store import Store
+from workbench.stories import JobStory, SweepStory
 from workbench.timing import TimingSettings
 
 
@@ -49,6 +50,7 @@ class SweepJob(Job):
 
     spec: SweepSpec
     kind: ClassVar[str] = "sweep"
+    story: ClassVar[JobStory] = SweepStory()
 
     @property
     def backend(self) -> str:
