@@ -24,7 +24,7 @@ from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 from workbench.machine import cuda_home_problem
 from workbench.timing import TimingSettings, TimingStats
 
-KERNEL_HEAD_DIMS = (64, 128, 256)
+KERNEL_HEAD_DIMS = knobs.HEAD_DIM.values_for(knobs.CUTILE)
 
 
 def _knobs(launch_kwargs: dict[str, Any]) -> dict[str, Any]:
