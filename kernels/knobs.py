@@ -310,9 +310,6 @@ LAUNCH: dict[str, Any] = {k.name: k.default for k in _KNOBS if k.launch}
 TUNABLE: tuple[str, ...] = tuple(k.name for k in _KNOBS if k.tunable)
 FIXED_IN_TUNING: tuple[str, ...] = tuple(n for n in LAUNCH if n not in TUNABLE)
 
-# The bench scripts' config labels read the load latencies' defaults by this name.
-DEFAULT_LOAD_LATENCIES: tuple[int, int] = (KNOBS["k_latency"].default, KNOBS["v_latency"].default)
-
 
 def _requires(
     name: str,

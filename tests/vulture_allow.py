@@ -41,8 +41,9 @@ export_csv_action
 export_png_action
 
 # Kernel facts kept for the schedule's and the cubin's full picture (read by the tests; the
-# memory-bound and resources views build on them).
+# memory-bound, split and resources views build on them).
 spills
+split_map
 program_order
 flops_computed
 bytes_moved
