@@ -123,8 +123,10 @@ class Knob:
             if not self.always and value == self.default and partner == other.default:
                 return None
             return self.word.format(value, partner)
-        if value is None or (value == self.default and not self.always):
+        if value == self.default and not self.always:
             return None
+        if value is None:  # "auto" where the knob names it, else nothing to say
+            return self.word.format(self.names[None]) if None in self.names else None
         return self.word.format(value)
 
 
@@ -192,6 +194,8 @@ def _bools(name: str, default: bool, flag: str, label: str, help: str, **more: A
 
 
 _TILES = (16, 32, 64, 128, 256)
+# Splits of the key range a user can ask for (None, "auto", picks any count up to the last).
+KV_SPLIT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 _KERNEL_TILES = (64, 128, 256)
 
 # The CSV's column order follows this order (mask and window sit after remap, see
@@ -300,6 +304,20 @@ _KNOBS: tuple[Knob, ...] = (
         "docs/experiments.md has what each was measured at)",
         word_off="whole-q", constant="Q_HALVES",
     ),
+    Knob(
+        "kv_splits", int, 1, (None, *KV_SPLIT_COUNTS), "--kv-splits", "KV splits",
+        "split each tile's key range across this many CTAs (FlashDecoding): each gives a "
+        "partial output and its log-sum-exp, and a combine kernel merges them; named apart "
+        "from the K-loop split; auto: from the grid, the SM count and k_len (no split where "
+        "the grid fills the GPU or the keys are a few blocks)",
+        word="kv-split {}", names={None: "auto"},
+    ),
+    _bools(
+        "pack_gqa", False, "--pack-gqa", "Pack GQA heads",
+        "the query heads that share a KV head are the rows of one tile, so each K/V byte is "
+        "read once per group (q_len 1 with a group of 4 fills 4 rows of a 16-row tile)",
+        word="pack-gqa",
+    ),
 )  # fmt: skip
 
 KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}
@@ -370,6 +388,37 @@ RULES: tuple[Rule, ...] = (
         "only the persistent grid fetches Q in column halves (one CTA per tile always "
         "fetches it whole); turn the persistent grid on",
         "the persistent grid",
+    ),
+    _requires(
+        "kv_splits", ("persistent",), lambda v, m: not v["persistent"],
+        "the key range is split across CTAs of one CTA per tile, not the persistent grid; "
+        "turn the persistent grid off or take 1 split",
+        "one CTA per tile (persistent off)",
+    ),
+    _requires(
+        "kv_splits", ("mask",), lambda v, m: m != "window",
+        lambda v, m: f"the split of the key range is for mask none or causal (got {m}): there "
+        "is no window decode kernel",
+        "mask none or causal",
+    ),
+    _requires(
+        "pack_gqa", ("persistent",), lambda v, m: not v["persistent"],
+        "packed GQA heads run one CTA per tile, not the persistent grid; turn the persistent "
+        "grid off",
+        "one CTA per tile (persistent off)",
+    ),
+    _requires(
+        "pack_gqa", ("mask",), lambda v, m: m != "window",
+        lambda v, m: f"packed GQA heads are for mask none or causal (got {m}): there is no "
+        "window decode kernel",
+        "mask none or causal",
+    ),
+    _excludes(
+        "pipeline", ("kv_splits", "pack_gqa"),
+        lambda v, m: v["pipeline"] and (v["kv_splits"] != 1 or v["pack_gqa"]),
+        "the decode kernel (KV splits or packed GQA heads) has no software pipeline; turn "
+        "the pipeline off",
+        "KV splits or packed GQA heads",
     ),
     _requires(
         "poly_exp2_cols", ("k_split",), lambda v, m: v["k_split"],

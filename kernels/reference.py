@@ -45,58 +45,107 @@ def flash_attention(
     tile_n: int = 64,
     accumulate: type | str = np.float32,
     return_block_map: bool = False,
+    pack_gqa: bool = False,
+    kv_splits: int = 1,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Attention output (B, H, Nq, D) for q (B, H, Nq, D) and k, v (B, Hkv, Nk, D).
 
     ``accumulate`` is the arithmetic precision (float32 as on the GPU, or float64 for a
     reference). With ``return_block_map`` the (q-blocks, k-blocks) map of
     :class:`~kernels.schedule.BlockKind` codes that was actually visited comes back too.
+
+    ``pack_gqa``: the query heads of one KV head are the rows of one tile (the decode form's
+    layout; ``tile_m`` is then the tile as it runs, see :func:`kernels.schedule.decode_tile_m`).
+    ``kv_splits``: each tile's key blocks are read by that many splits
+    (:func:`kernels.schedule.split_ranges`), each giving a partial output and its log-sum-exp,
+    merged by :func:`combine_splits` as the GPU's combine kernel merges them.
     """
     _check_inputs(q, k, v)
     acc_dtype = np.dtype(accumulate)
     batch, heads, q_len, head_dim = q.shape
     kv_heads, k_len = k.shape[1], k.shape[2]
     group = heads // kv_heads
-    schedule = Schedule(q_len, k_len, tile_m, tile_n, mask, input_pos, window)
+    schedule = Schedule(
+        q_len, k_len, tile_m, tile_n, mask, input_pos, window, group=group, pack_gqa=pack_gqa,
+        kv_splits=kv_splits,
+    )  # fmt: skip
     if scale is None:
         scale = 1.0 / np.sqrt(head_dim)
 
     qf = q.astype(acc_dtype, copy=False)
-    # GQA: query head h reads kv head h // group; a view, no copy of K or V per query head.
-    kf = np.repeat(k.astype(acc_dtype, copy=False), group, axis=1)
-    vf = np.repeat(v.astype(acc_dtype, copy=False), group, axis=1)
-    out = np.zeros((batch, heads, q_len, head_dim), dtype=acc_dtype)
+    if pack_gqa:
+        # Query head h = hk·group + g is contiguous with its group: (B, Hkv, group·Nq, D).
+        qf = qf.reshape(batch, kv_heads, group * q_len, head_dim)
+        kf = k.astype(acc_dtype, copy=False)
+        vf = v.astype(acc_dtype, copy=False)
+    else:
+        # GQA: query head h reads kv head h // group.
+        kf = np.repeat(k.astype(acc_dtype, copy=False), group, axis=1)
+        vf = np.repeat(v.astype(acc_dtype, copy=False), group, axis=1)
+    out = np.zeros(qf.shape, dtype=acc_dtype)
     visited = np.zeros((schedule.n_q_blocks, schedule.n_k_blocks), dtype=np.int8)
 
-    for qb, k_range in enumerate(schedule.k_ranges):
-        r0, r1 = qb * tile_m, min((qb + 1) * tile_m, q_len)
+    for qb in range(schedule.n_q_blocks):
+        r0, r1 = qb * tile_m, min((qb + 1) * tile_m, schedule.rows)
+        positions = np.arange(r0, r1) % q_len  # each row's query position
         q_tile = qf[:, :, r0:r1, :] * acc_dtype.type(scale)
-        rows = r1 - r0
-        m = np.full((batch, heads, rows, 1), -np.inf, dtype=acc_dtype)
-        l_sum = np.zeros((batch, heads, rows, 1), dtype=acc_dtype)
-        u = np.zeros((batch, heads, rows, head_dim), dtype=acc_dtype)
-        for kb in range(k_range.lo, k_range.hi):
-            c0, c1 = kb * tile_n, min((kb + 1) * tile_n, k_len)
-            scores = q_tile @ kf[:, :, c0:c1, :].swapaxes(-1, -2)
-            needs_mask = not (k_range.full_lo <= kb < k_range.full_hi)
-            visited[qb, kb] = BlockKind.MASKED if needs_mask else BlockKind.COMPUTED
-            if needs_mask:
-                seen = visible_block(range(r0, r1), range(c0, c1), mask, input_pos, window)
-                scores = np.where(seen, scores, -np.inf)
-            m_new = np.maximum(m, scores.max(axis=-1, keepdims=True))
-            # Rows with no visible key so far keep m = -inf; use 0 there so no inf - inf = NaN.
-            m_safe = np.where(np.isneginf(m_new), 0.0, m_new)
-            p = np.exp(scores - m_safe)
-            alpha = np.exp(m - m_safe)
-            l_sum = l_sum * alpha + p.sum(axis=-1, keepdims=True)
-            u = u * alpha + p @ vf[:, :, c0:c1, :]
-            m = m_new
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[:, :, r0:r1, :] = np.where(l_sum > 0, u / np.where(l_sum > 0, l_sum, 1), 0.0)
+        parts_out, parts_lse = [], []
+        for split in range(schedule.n_splits):
+            unmasked, masked = schedule.split_blocks(qb, split)
+            shape = (*q_tile.shape[:-1], 1)
+            m = np.full(shape, -np.inf, dtype=acc_dtype)
+            l_sum = np.zeros(shape, dtype=acc_dtype)
+            u = np.zeros(q_tile.shape, dtype=acc_dtype)
+            for kb in sorted([*unmasked, *masked]):
+                c0, c1 = kb * tile_n, min((kb + 1) * tile_n, k_len)
+                scores = q_tile @ kf[:, :, c0:c1, :].swapaxes(-1, -2)
+                needs_mask = kb in masked
+                visited[qb, kb] = BlockKind.MASKED if needs_mask else BlockKind.COMPUTED
+                if needs_mask:
+                    seen = visible_block(positions, range(c0, c1), mask, input_pos, window)
+                    scores = np.where(seen, scores, -np.inf)
+                m_new = np.maximum(m, scores.max(axis=-1, keepdims=True))
+                # Rows with no visible key so far keep m = -inf; use 0 there so no inf - inf.
+                m_safe = np.where(np.isneginf(m_new), 0.0, m_new)
+                p = np.exp(scores - m_safe)
+                alpha = np.exp(m - m_safe)
+                l_sum = l_sum * alpha + p.sum(axis=-1, keepdims=True)
+                u = u * alpha + p @ vf[:, :, c0:c1, :]
+                m = m_new
+            with np.errstate(invalid="ignore", divide="ignore"):
+                parts_out.append(np.where(l_sum > 0, u / np.where(l_sum > 0, l_sum, 1), 0.0))
+                parts_lse.append(np.where(l_sum > 0, m + np.log(l_sum), -np.inf))
+        if len(parts_out) == 1:
+            out[:, :, r0:r1, :] = parts_out[0]
+        else:
+            out[:, :, r0:r1, :] = combine_splits(np.stack(parts_out), np.stack(parts_lse))[0]
 
+    out = out.reshape(batch, heads, q_len, head_dim)
     if return_block_map:
         return out, visited
     return out
+
+
+def combine_splits(parts_out: np.ndarray, parts_lse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the partial outputs of the splits of one key range (FlashDecoding's combine).
+
+    ``parts_out`` (S, …, D): each split's normalised output over its keys; ``parts_lse``
+    (S, …, 1): its natural log-sum-exp, -inf for a split that saw no key. The result is what
+    one pass over all the keys gives: each split weighted by exp(lse_s - lse), not averaged
+    (blocks scoring [0, 0] and [ln 3, ln 3] over values 0 and 1 give 0.75, not 0.5). A split
+    with lse -inf weighs nothing; rows no split saw are zeros with lse -inf. Returns the
+    output and its log-sum-exp (…, 1).
+    """
+    top = parts_lse.max(axis=0)
+    top = np.where(np.isneginf(top), 0.0, top)
+    weights = np.exp(parts_lse - top)  # 0 for the splits that saw nothing
+    total = weights.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(
+            total > 0, (weights * parts_out).sum(axis=0) / np.where(total > 0, total, 1), 0.0
+        )
+        lse = np.where(total > 0, top + np.log(np.where(total > 0, total, 1)), -np.inf)
+    return out, lse
 
 
 def naive_attention(

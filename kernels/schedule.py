@@ -88,6 +88,34 @@ def k_block_range(
     """
     first_row = q_block * tile_m
     last_row = min(first_row + tile_m, q_len) - 1  # padding rows of a ragged block do not count
+    return rows_k_block_range(
+        first_row, last_row, k_len=k_len, tile_n=tile_n, mask=mask, input_pos=input_pos,
+        window=window,
+    )  # fmt: skip
+
+
+def packed_row_span(first: int, last: int, q_len: int) -> tuple[int, int]:
+    """The query positions ``i`` of packed rows ``first … last`` (row ``r`` of a packed tile
+    is query position ``r % q_len`` of head ``r // q_len`` of its KV head's group): one
+    contiguous run when the rows stay inside one head, else every position (conservative, as
+    the kernel computes it: the rows of several heads together see the union of their keys)."""
+    if last - first + 1 >= q_len or first // q_len != last // q_len:
+        return 0, q_len - 1
+    return first % q_len, last % q_len
+
+
+def rows_k_block_range(
+    first_row: int,
+    last_row: int,
+    *,
+    k_len: int,
+    tile_n: int,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+) -> KRange:
+    """:func:`k_block_range` for query positions ``first_row … last_row`` (the kernel's loop
+    bounds for a tile whose rows see the keys of those positions)."""
     n_k_blocks = cdiv(k_len, tile_n)
     even_k_blocks = k_len // tile_n  # blocks with no padded key
 
@@ -175,9 +203,86 @@ def visible_pairs(
     return int(np.clip(hi - lo + 1, 0, None).sum())
 
 
+# --------------------------------------------------------------------------------------------
+# Decode: the query heads of a KV head packed as rows, the key range split across CTAs
+# --------------------------------------------------------------------------------------------
+
+KV_SPLITS_MAX = 128
+# FlashAttention's num_splits heuristic: the fewest splits whose wave efficiency is within 85 %
+# of the best; no split when the grid already fills 80 % of the SMs or the key range is only a
+# few blocks (a split then costs its combine and saves nothing).
+WAVE_EFFICIENCY = 0.85
+FULL_GRID = 0.8
+FEW_KEY_BLOCKS = 4
+# The decode form's tile is at least this many rows (the MMA's smallest M on the tensor cores).
+DECODE_MIN_ROWS = 16
+
+
+def decode_tile_m(tile_m: int, rows: int) -> int:
+    """Rows per tile of the decode form: the ``tile_m`` knob, or the power of two (at least
+    16) that holds the ``rows`` of one tile's heads where there are fewer (q_len 1 with a group
+    of 4 runs 16-row tiles, not 64)."""
+    need = max(DECODE_MIN_ROWS, 1 << max(rows - 1, 0).bit_length())
+    return min(tile_m, need)
+
+
+def blocks_per_split(n_k_blocks: int, kv_splits: int) -> int:
+    """Key blocks each split reads: the key range in ``kv_splits`` equal runs, the last shorter."""
+    return max(cdiv(n_k_blocks, max(kv_splits, 1)), 1)
+
+
+def effective_splits(n_k_blocks: int, kv_splits: int) -> int:
+    """The splits that run: ``kv_splits``, fewer where the runs of :func:`blocks_per_split`
+    cover the key blocks in fewer (128 splits of 4 blocks run as 4)."""
+    return max(cdiv(n_k_blocks, blocks_per_split(n_k_blocks, kv_splits)), 1)
+
+
+def split_ranges(n_k_blocks: int, kv_splits: int) -> list[tuple[int, int]]:
+    """Half-open key-block range ``[lo, hi)`` of each split that runs, in order."""
+    per = blocks_per_split(n_k_blocks, kv_splits)
+    return [
+        (s * per, min((s + 1) * per, n_k_blocks))
+        for s in range(effective_splits(n_k_blocks, kv_splits))
+    ]
+
+
+def auto_kv_splits(
+    tiles: int, n_k_blocks: int, sm_slots: int, max_splits: int = KV_SPLITS_MAX
+) -> int:
+    """How many splits "auto" takes for ``tiles`` CTAs of one split (batch × heads of a tile ×
+    row blocks) over ``n_k_blocks`` key blocks on ``sm_slots`` CTA slots (SMs × CTAs per SM).
+
+    FlashAttention's heuristic: no split when the grid already fills the GPU or the key range
+    is only a few blocks; else the fewest splits whose wave efficiency (waves / whole waves) is
+    within :data:`WAVE_EFFICIENCY` of the best, skipping counts that give the same blocks per
+    split as one fewer (they would run as that many).
+    """
+    if tiles >= FULL_GRID * sm_slots or n_k_blocks <= FEW_KEY_BLOCKS:
+        return 1
+    top = max(min(max_splits, sm_slots, n_k_blocks), 1)
+    efficiency = []
+    for n in range(1, top + 1):
+        waves = tiles * n / sm_slots
+        efficiency.append(waves / -(-waves // 1))
+    best = max(efficiency)
+    for n in range(1, top + 1):
+        same_as_fewer = n > 1 and blocks_per_split(n_k_blocks, n) == blocks_per_split(
+            n_k_blocks, n - 1
+        )
+        if not same_as_fewer and efficiency[n - 1] >= WAVE_EFFICIENCY * best:
+            return n
+    return 1
+
+
 @dataclass(frozen=True)
 class Schedule:
-    """The whole tile schedule of one (batch, head) slice, with derived counts."""
+    """The whole tile schedule of one (batch, head) slice, with derived counts.
+
+    With ``pack_gqa`` a slice is one (batch, KV head): its ``group`` query heads are the rows
+    of its tiles (row ``r`` is query position ``r % q_len`` of head ``r // q_len``), so
+    ``rows`` is ``group · q_len``. With ``kv_splits`` the key blocks are read by that many
+    splits (CTAs) of each tile, :func:`split_ranges` apart (fewer where they run as fewer).
+    """
 
     q_len: int
     k_len: int
@@ -186,25 +291,55 @@ class Schedule:
     mask: str = "none"
     input_pos: int = 0
     window: int | None = None
+    group: int = 1
+    pack_gqa: bool = False
+    kv_splits: int = 1
 
     def __post_init__(self) -> None:
         if self.mask not in MASK_MODES:
             raise ValueError(f"mask must be one of {MASK_MODES}, got {self.mask!r}")
         if self.mask == "window" and (self.window is None or self.window < 1):
             raise ValueError(f"mask='window' needs window >= 1, got {self.window!r}")
-        for name in ("q_len", "k_len", "tile_m", "tile_n"):
+        for name in ("q_len", "k_len", "tile_m", "tile_n", "group", "kv_splits"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @property
+    def rows(self) -> int:
+        """Query rows of one slice: ``group · q_len`` packed, else ``q_len``."""
+        return self.q_len * self.group if self.pack_gqa else self.q_len
+
+    @property
     def n_q_blocks(self) -> int:
-        return cdiv(self.q_len, self.tile_m)
+        return cdiv(self.rows, self.tile_m)
+
+    @property
+    def n_splits(self) -> int:
+        """The splits that run (:func:`effective_splits` of ``kv_splits``)."""
+        return effective_splits(self.n_k_blocks, self.kv_splits)
+
+    @property
+    def split_ranges(self) -> list[tuple[int, int]]:
+        """Each running split's key blocks ``[lo, hi)``."""
+        return split_ranges(self.n_k_blocks, self.kv_splits)
 
     @property
     def n_k_blocks(self) -> int:
         return cdiv(self.k_len, self.tile_n)
 
+    def row_span(self, q_block: int) -> tuple[int, int]:
+        """The first and last query position whose keys the rows of ``q_block`` see."""
+        first = q_block * self.tile_m
+        last = min(first + self.tile_m, self.rows) - 1
+        return packed_row_span(first, last, self.q_len) if self.pack_gqa else (first, last)
+
     def k_range(self, q_block: int) -> KRange:
+        if self.pack_gqa:
+            first, last = self.row_span(q_block)
+            return rows_k_block_range(
+                first, last, k_len=self.k_len, tile_n=self.tile_n, mask=self.mask,
+                input_pos=self.input_pos, window=self.window,
+            )  # fmt: skip
         return k_block_range(
             q_block,
             q_len=self.q_len,
@@ -226,6 +361,30 @@ class Schedule:
         for qb, r in enumerate(self.k_ranges):
             grid[qb, r.lo : r.hi] = BlockKind.MASKED
             grid[qb, r.full_lo : r.full_hi] = BlockKind.COMPUTED
+        grid.setflags(write=False)
+        return grid
+
+    def split_blocks(self, q_block: int, split: int) -> tuple[range, list[int]]:
+        """The key blocks split ``split`` of ``q_block`` reads: its unmasked blocks and its
+        masked ones (each a range; the masked ones of the window edge come first). Empty
+        where the split's blocks are all skipped: it contributes nothing to the combine."""
+        r = self.k_range(q_block)
+        lo, hi = self.split_ranges[split]
+
+        def cut(a: int, b: int) -> range:
+            return range(max(a, lo), max(min(b, hi), max(a, lo)))
+
+        masked = [*cut(r.lo, r.full_lo), *cut(r.full_hi, r.hi)]
+        return cut(r.full_lo, r.full_hi), masked
+
+    @cached_property
+    def split_map(self) -> np.ndarray:
+        """``int16`` (q-blocks, k-blocks): the split that reads each visited block, -1 where
+        the block is skipped."""
+        grid = np.full((self.n_q_blocks, self.n_k_blocks), -1, dtype=np.int16)
+        visited = self.block_map != BlockKind.SKIPPED
+        for s, (lo, hi) in enumerate(self.split_ranges):
+            grid[:, lo:hi] = np.where(visited[:, lo:hi], s, -1)
         grid.setflags(write=False)
         return grid
 

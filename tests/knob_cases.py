@@ -41,7 +41,7 @@ class Case:
             if knob.kind is bool:
                 argv.append(knob.flag if value else "--no-" + knob.flag[2:])
             else:
-                argv += [knob.flag, str(value)]
+                argv += [knob.flag, knob.names[None] if value is None else str(value)]
         return argv
 
 

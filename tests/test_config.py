@@ -195,6 +195,12 @@ BAD_CONFIG = {
     "persistent": st.sampled_from([1, "yes"]),
     "store_tma": st.sampled_from([0, "off"]),
     "q_halves": st.sampled_from([1, "on"]),
+    # powers of two up to 128, or None (auto): 3, 0, 256, a bool and the word are refused
+    "kv_splits": st.one_of(
+        st.integers(-3, 300).filter(lambda s: s not in (1, 2, 4, 8, 16, 32, 64, 128)),
+        st.sampled_from([True, "auto", 2.0]),
+    ),
+    "pack_gqa": st.sampled_from([1, "yes", None]),
 }
 
 

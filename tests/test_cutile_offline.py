@@ -82,6 +82,42 @@ PERSISTENT_128 = dict(
         # The causal persistent grid (its tile assignment as an extra array), LSE and map.
         dict(PERSISTENT_128, mask="causal", q_len=2048),
         dict(mask="causal", tile_m=64, tile_n=64, persistent=True, dtype="bfloat16", head_dim=64),
+        # Decode: packed GQA heads, the key range split 16 ways (q_len 1, 32k keys).
+        dict(
+            mask="none",
+            q_len=1,
+            k_len=32768,
+            tile_n=128,
+            dtype="bfloat16",
+            kv_splits=16,
+            pack_gqa=True,
+        ),
+        # Speculative decode, bottom-right causal, ragged keys, LSE, 4 splits, D 64.
+        dict(
+            mask="causal",
+            q_len=16,
+            k_len=1000,
+            input_pos=984,
+            tile_n=64,
+            head_dim=64,
+            kv_splits=4,
+            pack_gqa=True,
+            with_lse=True,
+        ),
+        # Unpacked heads, one loop with a per-block branch, exact math, the LSE, no split.
+        dict(
+            mask="causal",
+            q_len=4,
+            k_len=4100,
+            input_pos=4096,
+            tile_n=64,
+            k_split=False,
+            fast_math=False,
+            dtype="bfloat16",
+            kv_splits=1,
+            pack_gqa=True,
+            with_lse=True,
+        ),
     ],
     ids=[
         "causal-64x64-occ2",
@@ -93,6 +129,9 @@ PERSISTENT_128 = dict(
         "none-persistent-128x128-pairs-lse-map",
         "causal-persistent-128x128-ww8-lse-map",
         "causal-persistent-64x64-bf16-d64",
+        "decode-packed-split16-bf16",
+        "decode-packed-causal-ragged-split4-lse-d64",
+        "decode-packed-onesplit-nosplit-loop-exact-lse",
     ],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
@@ -100,6 +139,30 @@ def test_compiles_for_sm90(knobs: dict) -> None:
     cubin = F.compile_cubin(arch="sm_90", batch=1, heads=4, kv_heads=2, **knobs)
     assert _is_elf(cubin)
     assert len(cubin) > 10_000
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        dict(dtype="bfloat16", head_dim=128, q_len=1, k_len=32768, kv_splits=16, pack_gqa=True),
+        dict(dtype="float16", head_dim=64, q_len=16, k_len=8192, kv_splits=2, with_lse=True),
+    ],
+    ids=["bf16-d128-packed", "fp16-d64-unpacked-lse"],
+)
+def test_the_decode_kernels_compile_without_spilling(knobs: dict) -> None:
+    # The split kernel and the combine that merges its splits, as one decode launch runs them.
+    from kernels.cubin_resources import cuobjdump_path, read_resources
+
+    _need_tileiras()
+    problem = dict(arch="sm_90", batch=1, heads=32, kv_heads=8, mask="none", tile_n=128)
+    split = F.compile_cubin(**problem, **knobs)
+    combine = F.compile_cubin(**problem, combine=True, **knobs)
+    assert _is_elf(split) and _is_elf(combine) and split != combine
+    if cuobjdump_path() is not None:
+        for cubin in (split, combine):
+            assert read_resources(cubin).stack == 0  # no local memory: nothing spilled
+    with pytest.raises(ValueError, match="has no combine kernel"):
+        F.compile_cubin(**{**problem, **knobs, "kv_splits": 1}, combine=True)
 
 
 def test_the_workbench_cluster_knob_reaches_the_kernel() -> None:

@@ -72,12 +72,14 @@ def test_the_unread_parameter_check_finds_one() -> None:
     assert unread_parameters(function) == ["window"]
 
 
-def test_the_device_files_hold_the_three_kernels() -> None:
+def test_the_device_files_hold_the_five_kernels() -> None:
     names = {f.name for path in DEVICE_FILES for f in kernel_functions(path.read_text())}
     assert names == {
         "fmha_fwd_kernel",
         "fmha_fwd_persistent_kernel",
         "fmha_fwd_causal_persistent_kernel",
+        "fmha_decode_kernel",
+        "fmha_decode_combine_kernel",
     }
 
 
@@ -99,6 +101,17 @@ FORM_CASES = {
     "persistent": dict(mask="none", tile_m=128, tile_n=128, persistent=True, k_unroll=2),
     "causal-persistent": dict(
         mask="causal", tile_m=128, tile_n=128, persistent=True, with_map=True, q_len=2048
+    ),
+    # Packed GQA heads, speculative decode (bottom-right causal), the key range in 4 splits.
+    "decode": dict(
+        mask="causal",
+        q_len=16,
+        k_len=1000,
+        input_pos=984,
+        tile_n=64,
+        kv_splits=4,
+        pack_gqa=True,
+        with_lse=True,
     ),
 }
 
@@ -184,6 +197,71 @@ def test_only_the_persistent_forms_ask_for_the_sm_count(package: types.SimpleNam
     assert grid.form == "causal-persistent" and grid.grid == (20, 1, 1)
     tiles = grid.values["Tiles"]
     assert tiles.shape == tiles.data.shape and tiles.shape[0] % forms.SHAPE_CLASS == 0
+
+
+def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
+    package: types.SimpleNamespace,
+) -> None:
+    forms = package.forms
+    # B=2, 8 query heads on 2 KV heads, q_len 3: packed, 12 rows a KV head in a 16-row tile;
+    # 1000 keys in 64-key blocks (16 blocks) in 4 splits of 4 blocks.
+    plan, _ = package.compile.offline_plan(
+        batch=2, heads=8, kv_heads=2, q_len=3, k_len=1000, input_pos=997, mask="causal",
+        tile_n=64, kv_splits=4, pack_gqa=True, with_lse=True,
+    )  # fmt: skip
+    assert (plan.form, plan.grid) == ("decode", (1, 4, 4))
+    values = plan.values
+    assert values["Q"].shape == values["Out"].shape == (2, 2, 12, 128)
+    assert values["Lse"].shape == (2, 2, 12)
+    assert values["OutParts"].shape == (4, 4, 12, 128) and values["LseParts"].shape == (4, 4, 12)
+    assert (values["TILE_M"], values["split_blocks"], values["q_len"]) == (16, 4, 3)
+    assert values["kv_group"] == 1 and values["SPLIT"] is True and values["WITH_LSE"] is False
+    combine = plan.then
+    assert combine is not None and combine.then is None
+    assert (combine.form, combine.grid) == ("combine", (1, 4, 1))
+    assert list(combine.values) == list(forms.parameters("combine"))
+    # The same partial outputs pass from the one launch to the other; the combine writes Lse.
+    assert combine.values["OutParts"] == values["OutParts"]
+    assert combine.values["LseParts"] == values["LseParts"]
+    assert combine.values["WITH_LSE"] is True and combine.values["TILE_R"] == 16
+    # Unpacked, one split: the decode kernel writes Out and Lse itself, with no combine.
+    plan, _ = package.compile.offline_plan(
+        batch=2, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64,
+        kv_splits=1, pack_gqa=True, with_lse=True,
+    )  # fmt: skip
+    assert plan.form == "decode" and plan.then is None and plan.values["SPLIT"] is False
+    assert plan.values["WITH_LSE"] is True and plan.grid == (1, 4, 1)
+    plan, _ = package.compile.offline_plan(
+        batch=2, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64, kv_splits=8
+    )  # fmt: skip
+    assert plan.grid == (1, 16, 8) and plan.values["kv_group"] == 4
+    assert plan.values["Q"].shape == (2, 8, 1, 128)
+    # 128 splits of 16 key blocks run as 16 splits of one block.
+    plan, _ = package.compile.offline_plan(
+        batch=1, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64,
+        kv_splits=128, pack_gqa=True,
+    )  # fmt: skip
+    assert plan.grid == (1, 2, 16) and plan.values["split_blocks"] == 1
+
+
+def test_auto_splits_ask_the_sm_count_and_a_full_grid_runs_the_tile_form(
+    package: types.SimpleNamespace,
+) -> None:
+    forms = package.forms
+    from kernels.cutile.launch import LaunchConfig
+
+    options = dict(scale=0.1, input_pos=0, window=None, with_lse=False, with_map=False)
+    decode = forms.Problem(1, 32, 8, 1, 32768, 128, "bfloat16")
+    auto = LaunchConfig(tile_n=128, kv_splits=None, pack_gqa=True)
+    plan = forms.plan(decode, auto, mask="none", sm_count=lambda: 132, **options)
+    assert plan.grid == (1, 8, 29) and plan.then is not None  # 2 CTA slots an SM
+    plan = forms.plan(decode, auto, mask="none", sm_count=lambda: 8, **options)
+    assert plan.grid == (1, 8, 2)
+    # Prefill fills the GPU: auto resolves to one split and the tile form runs.
+    prefill = forms.Problem(4, 32, 8, 4096, 4096, 128, "bfloat16")
+    plan = forms.plan(prefill, LaunchConfig(kv_splits=None), mask="causal",
+                      sm_count=lambda: 132, **options)  # fmt: skip
+    assert plan.form == "tile" and plan.then is None
 
 
 # --------------------------------------------------------------------------------------------

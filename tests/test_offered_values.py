@@ -88,8 +88,8 @@ def _flags(config: KernelConfig) -> list[str]:
         value = getattr(config, knob.name)
         if knob.kind is bool:
             argv.append(knob.flag if value else "--no-" + knob.flag[2:])
-        elif value is not None:
-            argv += [knob.flag, str(value)]
+        elif value is not None or knob.default is not None:  # "auto" unless it is the default
+            argv += [knob.flag, knob.names[None] if value is None else str(value)]
     return argv
 
 

@@ -102,7 +102,20 @@ def _add_knob_flag(group: Any, knob: knobs.Knob) -> None:
             help=shown,
         )
     else:
-        group.add_argument(knob.flag, dest=knob.name, type=int, default=knob.default, help=shown)
+        group.add_argument(
+            knob.flag, dest=knob.name, type=_knob_number(knob), default=knob.default, help=shown
+        )
+
+
+def _knob_number(knob: knobs.Knob) -> Any:
+    """A whole number, or the knob's word for "not set" (``auto``) where it has one."""
+    unset = knob.names.get(None) if None in knob.values else None
+
+    def parse(text: str) -> int | None:
+        return None if unset is not None and text == unset else int(text)
+
+    parse.__name__ = "int"  # argparse's refusal then reads "invalid int value"
+    return parse
 
 
 ARCH_HELP = (

@@ -30,6 +30,7 @@ __all__ = [
     "lib_of",
     "pick_lib",
     "random_qkv",
+    "reshaped",
     "side_stream",
     "sm_count",
     "synchronize",
@@ -138,6 +139,11 @@ def from_numpy(arr: np.ndarray, lib: str, like: Any) -> Any:
 
         with cupy.cuda.Device(like.device.id):
             return cupy.asarray(arr)
+
+
+def reshaped(arr: Any, shape: tuple[int, ...]) -> Any:
+    """A view of a contiguous array of either library in ``shape`` (same size; no copy)."""
+    return arr.view(shape) if lib_of(arr) == "torch" else arr.reshape(shape)
 
 
 def to_numpy(arr: Any, lib: str) -> np.ndarray:

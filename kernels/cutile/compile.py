@@ -78,6 +78,7 @@ def offline_plan(
     kv_heads: int | None = None,
     batch: int = 4,
     mask: str = "causal",
+    input_pos: int = 0,
     with_lse: bool = False,
     with_map: bool = False,
     sm_count: int = OFFLINE_SM_COUNT,
@@ -86,7 +87,7 @@ def offline_plan(
     """The plan of the launch :func:`compile_cubin` compiles, and its config."""
     k_len = q_len if k_len is None else k_len
     kv_heads = kv_heads or heads
-    check_mask(mask, 0, 1 if mask == "window" else None)
+    check_mask(mask, input_pos, 1 if mask == "window" else None)
     config = LaunchConfig.of(knobs)
     p = Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype)
     launch = forms.plan(
@@ -94,7 +95,7 @@ def offline_plan(
         config,
         scale=forms.default_scale(head_dim),
         mask=mask,
-        input_pos=0,
+        input_pos=input_pos,
         window=1 if mask == "window" else None,
         with_lse=with_lse,
         with_map=with_map,
@@ -103,20 +104,29 @@ def offline_plan(
     return launch, config
 
 
-def compile_cubin(*, arch: str = "sm_90", **problem_and_knobs: Any) -> bytes:
+def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_knobs: Any) -> bytes:
     """Compile the kernel for ``arch`` without a GPU (tileiras only) and return the cubin.
 
     Takes the keyword arguments of :func:`offline_plan`: the problem (``dtype``, ``head_dim``,
-    ``q_len``, ``k_len``, ``heads``, ``kv_heads``, ``batch``, ``mask``, ``with_lse``,
-    ``with_map``, ``sm_count``) and the fields of :class:`LaunchConfig`. The signature mirrors
-    what the JIT derives from the real launch's arrays, so registers and spills read from this
-    cubin are those of the real launch.
+    ``q_len``, ``k_len``, ``heads``, ``kv_heads``, ``batch``, ``mask``, ``input_pos``,
+    ``with_lse``, ``with_map``, ``sm_count``) and the fields of :class:`LaunchConfig`. The
+    signature mirrors what the JIT derives from the real launch's arrays, so registers and
+    spills read from this cubin are those of the real launch. ``combine``: the launch's second
+    kernel instead (the decode form's combine of a split key range; ValueError without one).
     """
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
     launch, config = offline_plan(**problem_and_knobs)
+    kern = None
+    if combine:
+        if launch.then is None:
+            raise ValueError(f"a {launch.form} launch of this problem has no combine kernel")
+        launch = launch.then
+        kern = forms.kernel_variant(launch.form)
     sig = KernelSignature(signature_parameters(launch), CallingConvention.cutile_python_v2())
     buf = io.BytesIO()
     with friendly_errors():
-        export_kernel(config.kernel(launch.form), [sig], buf, gpu_code=arch, output_format="cubin")
+        export_kernel(
+            kern or config.kernel(launch.form), [sig], buf, gpu_code=arch, output_format="cubin"
+        )
     return buf.getvalue()

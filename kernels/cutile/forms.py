@@ -25,12 +25,19 @@ import cuda.tile as ct
 import numpy as np
 
 from kernels import knobs as registry
+from kernels.cutile.device_decode import fmha_decode_combine_kernel, fmha_decode_kernel
 from kernels.cutile.device_persistent import (
     fmha_fwd_causal_persistent_kernel,
     fmha_fwd_persistent_kernel,
 )
 from kernels.cutile.device_tile import fmha_fwd_kernel
-from kernels.schedule import causal_tile_assignment
+from kernels.schedule import (
+    auto_kv_splits,
+    blocks_per_split,
+    causal_tile_assignment,
+    decode_tile_m,
+    effective_splits,
+)
 
 if TYPE_CHECKING:
     from kernels.cutile.launch import LaunchConfig
@@ -47,20 +54,30 @@ ITEMSIZE = {"float16": 2, "bfloat16": 2}
 SHAPE_CLASS = 16
 
 # The kernels a launch can run (LaunchConfig.kernel_form picks one for a problem).
-KERNEL_FORMS: tuple[str, ...] = ("tile", "persistent", "causal-persistent")
+KERNEL_FORMS: tuple[str, ...] = ("tile", "persistent", "causal-persistent", "decode")
+# The second launch of the decode form when it splits the key range: it merges the splits.
+COMBINE = "combine"
 _KERNELS = {
     "tile": fmha_fwd_kernel,
     "persistent": fmha_fwd_persistent_kernel,
     "causal-persistent": fmha_fwd_causal_persistent_kernel,
+    "decode": fmha_decode_kernel,
+    COMBINE: fmha_decode_combine_kernel,
 }
+# The SM slots the "auto" split count fills: CTAs per SM of the decode kernel (its tiles are
+# small; two fit an SM's shared memory and registers).
+DECODE_CTAS_PER_SM = 2
+# Rows per tile of the combine kernel, at most (its tile is [rows, D] of float32).
+COMBINE_ROWS = 32
 
 
 def grid_kernel(form: str) -> Any:
     """The kernel function of a form, without compiler hints: one CTA per tile ("tile"), the
     persistent grid without a mask ("persistent") or for aligned causal problems
-    ("causal-persistent"); :func:`kernel_variant` and the tuner's search add the hints."""
-    if form not in KERNEL_FORMS:
-        raise ValueError(f"kernel form must be one of {KERNEL_FORMS}, got {form!r}")
+    ("causal-persistent"), packed GQA heads and a split key range ("decode"), or the decode
+    form's combine ("combine"); :func:`kernel_variant` and the tuner's search add the hints."""
+    if form not in _KERNELS:
+        raise ValueError(f"kernel form must be one of {(*KERNEL_FORMS, COMBINE)}, got {form!r}")
     return _KERNELS[form]
 
 
@@ -223,13 +240,57 @@ def causal_tile_table(
 
 
 @dataclass(frozen=True)
+class Decode:
+    """How the decode form lays a problem out: ``heads`` of ``rows`` rows each (the KV heads
+    and group·q_len rows when packed, else the query heads and q_len), tiles of ``tile_m``
+    rows, ``splits`` splits of ``split_blocks`` key blocks each."""
+
+    heads: int
+    rows: int
+    tile_m: int
+    splits: int
+    split_blocks: int
+
+    @property
+    def row_blocks(self) -> int:
+        return -(-self.rows // self.tile_m)
+
+
+def decode_layout(
+    p: Problem, config: LaunchConfig, sm_count: Callable[[], int] | None = None
+) -> Decode:
+    """The decode form's layout of ``p``: rows per head, tile rows and the splits that run
+    (``kv_splits``; auto asks ``sm_count`` and :func:`kernels.schedule.auto_kv_splits`)."""
+    heads, rows = (p.kv_heads, p.group * p.q_len) if config.pack_gqa else (p.heads, p.q_len)
+    tile_m = decode_tile_m(config.tile_m, rows)
+    n_k_blocks = max(-(-p.k_len // config.tile_n), 1)
+    requested = config.kv_splits
+    if requested is None:
+        tiles = p.batch * heads * -(-rows // tile_m)
+        slots = (sm_count() if sm_count is not None else 1) * DECODE_CTAS_PER_SM
+        requested = auto_kv_splits(tiles, n_k_blocks, slots)
+    splits = effective_splits(n_k_blocks, requested)
+    return Decode(heads, rows, tile_m, splits, blocks_per_split(n_k_blocks, splits))
+
+
+def resolved_splits(p: Problem, config: LaunchConfig, sm_count: Callable[[], int]) -> int:
+    """The splits of the key range a launch of ``config`` on ``p`` runs (1: none); asks
+    ``sm_count`` only for auto."""
+    if config.kv_splits == 1:
+        return 1
+    return decode_layout(p, config, sm_count).splits
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     """One launch as its kernel declares it: the form, the grid, and a value for every
-    parameter of the form's kernel, in signature order (:class:`ArraySpec` for arrays)."""
+    parameter of the form's kernel, in signature order (:class:`ArraySpec` for arrays).
+    ``then``: the launch that follows on the same stream (the decode form's combine)."""
 
     form: str
     grid: tuple[int, int, int]
     values: dict[str, Any]
+    then: LaunchPlan | None = None
 
     def arguments(
         self, arrays: Mapping[str, Any], materialize: Callable[[str, ArraySpec], Any]
@@ -262,19 +323,40 @@ def plan(
 ) -> LaunchPlan:
     """The form, grid and parameter values of one launch of ``config`` on ``p``.
 
-    ``sm_count`` is asked only by the persistent forms, whose grid is one program per SM slot.
+    ``sm_count`` is asked only by the persistent forms, whose grid is one program per SM slot,
+    and by the decode form's auto split count.
     """
-    form = config.kernel_form(mask, p.q_len, p.k_len, input_pos)
+    splits = resolved_splits(p, config, sm_count)
+    form = config.kernel_form(mask, p.q_len, p.k_len, input_pos, splits=splits)
     n_tiles = -(-p.q_len // config.tile_m) * p.batch * p.heads
     programs = n_tiles
-    if form != "tile":
-        # One program per SM slot: occupancy programs per SM when the config asks for more.
-        programs = min(n_tiles, sm_count() * (config.occupancy or 1))
-    grid = (programs, 1, 1)
+    layout = decode_layout(p, config, sm_count) if form == "decode" else None
+    if layout is not None:
+        grid = (layout.row_blocks, p.batch * layout.heads, layout.splits)
+    else:
+        if form != "tile":
+            # One program per SM slot: occupancy programs per SM when the config asks for more.
+            programs = min(n_tiles, sm_count() * (config.occupancy or 1))
+        grid = (programs, 1, 1)
     sources = _sources(
         p, config, form, programs, scale=scale, mask=mask, input_pos=input_pos, window=window,
-        with_lse=with_lse, with_map=with_map,
+        with_lse=with_lse, with_map=with_map, layout=layout,
     )  # fmt: skip
+    then = None
+    if layout is not None and layout.splits > 1:
+        combine_rows = decode_tile_m(COMBINE_ROWS, layout.rows)
+        combine_grid = (-(-layout.rows // combine_rows), p.batch * layout.heads, 1)
+        combine_sources = {
+            **sources,
+            "TILE_R": lambda: combine_rows,
+            "WITH_LSE": lambda: bool(with_lse),  # the combine writes the LSE of every split
+        }
+        then = LaunchPlan(COMBINE, combine_grid, _values(COMBINE, combine_sources))
+    return LaunchPlan(form, grid, _values(form, sources), then)
+
+
+def _values(form: str, sources: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """A value for every parameter the form's kernel declares, from ``sources``."""
     values: dict[str, Any] = {}
     for param in declaration(form):
         source = sources.get(param.name)
@@ -284,7 +366,7 @@ def plan(
                 "kernels.cutile.forms._sources has no value for"
             )
         values[param.name] = _checked(param, source())
-    return LaunchPlan(form, grid, values)
+    return values
 
 
 def _checked(param: Parameter, value: Any) -> Any:
@@ -307,9 +389,10 @@ def _sources(
     window: int | None,
     with_lse: bool,
     with_map: bool,
+    layout: Decode | None = None,
 ) -> dict[str, Callable[[], Any]]:
     """Every parameter name any kernel declares, with how to compute its value (called only
-    for the names the form's kernel declares)."""
+    for the names the form's kernel declares). ``layout``: the decode form's."""
     n_q_blocks = -(-p.q_len // config.tile_m)
     n_k_blocks = -(-p.k_len // config.tile_n)
     batch_heads = p.batch * p.heads
@@ -381,6 +464,29 @@ def _sources(
         "EVEN_K": even_k,
         "Q_PREFETCH": q_prefetch,
         "PAIRED_K": paired_k,
+        **(_decode_sources(p, layout, with_lse) if layout is not None else {}),
+    }
+
+
+def _decode_sources(p: Problem, layout: Decode, with_lse: bool) -> dict[str, Callable[[], Any]]:
+    """The decode form's values, where they differ from the other forms' (Q, Out and Lse in
+    the packed shape: a caller's array of the problem's shape is viewed so)."""
+    split = layout.splits > 1
+    rows_shape = (p.batch, layout.heads, layout.rows)
+    parts = (p.batch * layout.heads, layout.splits, layout.rows)
+    return {
+        "Q": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
+        "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
+        "Lse": lambda: ArraySpec("float32", rows_shape if with_lse else (1, 1, 1)),
+        "OutParts": lambda: ArraySpec("float32", (*parts, p.head_dim) if split else (1, 1, 1, 1)),
+        "LseParts": lambda: ArraySpec("float32", parts if split else (1, 1, 1)),
+        "q_len": lambda: p.q_len,
+        "kv_group": lambda: p.group if layout.heads == p.heads else 1,
+        "split_blocks": lambda: layout.split_blocks,
+        "TILE_M": lambda: layout.tile_m,
+        "SPLIT": lambda: split,
+        # The decode kernel writes the LSE only without splits; the combine writes it else.
+        "WITH_LSE": lambda: bool(with_lse) and not split,
     }
 
 

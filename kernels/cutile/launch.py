@@ -25,6 +25,7 @@ from kernels.cutile.arrays import (
     from_numpy,
     is_contiguous,
     lib_of,
+    reshaped,
     sm_count,
 )
 from kernels.cutile.diagnostics import check_arch, friendly_errors
@@ -125,8 +126,14 @@ class LaunchConfig:
         registry.check_launch(given)  # an unknown knob is named, with the real ones
         return cls(**given)
 
-    def kernel_form(self, mask: str, q_len: int, k_len: int, input_pos: int = 0) -> str:
+    def kernel_form(
+        self, mask: str, q_len: int, k_len: int, input_pos: int = 0, *, splits: int = 1
+    ) -> str:
         """Which kernel runs this config on a problem (one of :data:`KERNEL_FORMS`).
+
+        ``decode`` (packed GQA heads, the key range in ``splits`` splits and their combine)
+        runs with ``pack_gqa`` or where the key range is split (``splits``: the count that
+        runs, :func:`kernels.cutile.forms.resolved_splits`; auto may resolve to 1).
 
         ``persistent`` with ``mask="causal"`` runs the causal persistent grid only where the
         problem is aligned (:func:`kernels.schedule.causal_grid_aligned`); elsewhere the same
@@ -134,6 +141,8 @@ class LaunchConfig:
         N = 2000 (the tuner's cache is keyed by N bucket).
         """
         self.check_mask(mask)
+        if self.pack_gqa or splits > 1:
+            return "decode"
         if not self.persistent:
             return "tile"
         if mask == "none":
@@ -275,11 +284,33 @@ def launch_of(
     input_pos: int,
     window: int | None,
 ) -> tuple[tuple[int, int, int], tuple[Any, ...], str]:
-    """Grid, argument tuple and kernel form of one launch (for attention, the block map and
-    the tuner). ``arrays``: the caller's arrays by parameter name ("Q", "K", "V", "Out", and
-    "Lse", "BlockMap", "Order" when wanted); the others come from ``allocate``."""
+    """Grid, argument tuple and kernel form of the first launch of :func:`launches_of` (the
+    only one but for the decode form's combine; the tuner's search times this one)."""
+    return launches_of(
+        p, arrays, config, allocate, scale=scale, mask=mask, input_pos=input_pos, window=window
+    )[0]
+
+
+def launches_of(
+    p: Problem,
+    arrays: dict[str, Any],
+    config: LaunchConfig,
+    allocate: Allocator,
+    *,
+    scale: float,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+) -> list[tuple[tuple[int, int, int], tuple[Any, ...], str]]:
+    """Grid, argument tuple and kernel form of each launch of one attention call, in order
+    (for attention, the block map and the tuner): one, or the decode form's split kernel and
+    its combine. ``arrays``: the caller's arrays by parameter name ("Q", "K", "V", "Out", and
+    "Lse", "BlockMap", "Order" when wanted); the others come from ``allocate`` (the same
+    stand-in for the same parameter of both launches: the splits' partial outputs). A given
+    array the plan wants in another shape of the same size is viewed in it (the decode form's
+    packed Q, Out and Lse)."""
     q = arrays["Q"]
-    launch = forms.plan(
+    launch: forms.LaunchPlan | None = forms.plan(
         p,
         config,
         scale=scale,
@@ -290,7 +321,24 @@ def launch_of(
         with_map=arrays.get("BlockMap") is not None,
         sm_count=lambda: sm_count(device_id(q, p.lib) or 0, p.lib),
     )
-    return launch.grid, launch.arguments(arrays, allocate), launch.form
+    out = []
+    first = True
+    while launch is not None:
+        given = {
+            name: _planned_view(arr, launch.values.get(name))
+            for name, arr in arrays.items()
+            if first or name in launch.values  # the combine takes only its own arrays
+        }
+        out.append((launch.grid, launch.arguments(given, allocate), launch.form))
+        launch, first = launch.then, False
+    return out
+
+
+def _planned_view(arr: Any, spec: Any) -> Any:
+    """``arr`` viewed in the shape ``spec`` plans for it, where that differs (same size)."""
+    if arr is None or not isinstance(spec, ArraySpec) or tuple(arr.shape) == spec.shape:
+        return arr
+    return reshaped(arr, spec.shape)
 
 
 def launcher(
@@ -317,15 +365,25 @@ def launcher(
 
         return no_keys
     check_arch(device_id(q, p.lib) or 0)
-    grid, args, form = launch_of(
-        p, arrays, config, Allocator(p.lib, q), scale=scale, mask=mask, input_pos=input_pos,
-        window=window,
-    )  # fmt: skip
-    kern = config.kernel(form)
+    launches = [
+        (grid, args, config.kernel(form) if form != forms.COMBINE else forms.kernel_variant(form))
+        for grid, args, form in launches_of(
+            p,
+            arrays,
+            config,
+            Allocator(p.lib, q),
+            scale=scale,
+            mask=mask,
+            input_pos=input_pos,
+            window=window,
+        )
+    ]
     lib = p.lib
 
     def run() -> None:
         with friendly_errors():
-            ct.launch(stream if stream is not None else default_stream(lib), grid, kern, args)
+            on = stream if stream is not None else default_stream(lib)
+            for grid, args, kern in launches:
+                ct.launch(on, grid, kern, args)
 
     return run

@@ -226,7 +226,7 @@ def autotune(
                 stream,
                 lambda cfg: launch_for(cfg)[0],
                 # The kernel form picks the kernel; hints_of adds the compiler hints to it.
-                lambda cfg: forms.grid_kernel(cfg.kernel_form(mask, p.q_len, p.k_len, input_pos)),
+                lambda cfg: forms.grid_kernel(launch_for(cfg)[2]),
                 lambda cfg: launch_for(cfg)[1],
                 hints_of,
                 quiet=quiet,
