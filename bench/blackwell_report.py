@@ -38,13 +38,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kernels.cubin_resources import ARCH_LIMITS, KB, check_fit, read_resources  # noqa: E402
-from kernels.knobs import DEFAULT_LOAD_LATENCIES  # noqa: E402
+from kernels.knobs import CUTILE, DTYPE, HEAD_DIM, tuning_label  # noqa: E402
 from kernels.tuning_spaces import _cfg, search_space  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "blackwell-offline"
 ARCHS = ("sm_120", "sm_121", "sm_100", "sm_103", "sm_90")
-HEAD_DIMS = (128, 64, 256)
-DTYPES = ("float16", "bfloat16")
+HEAD_DIMS = tuple(sorted(HEAD_DIM.values_for(CUTILE), key=lambda d: d != 128))  # 128 first
+DTYPES = DTYPE.values
 MASKS = ("none", "causal", "window")
 # The problem the cubins are compiled for (the benchmark's shape; registers and shared memory
 # do not depend on it, the persistent grid's causal form needs whole tiles).
@@ -135,22 +135,8 @@ CANDIDATES: dict[str, tuple[dict[str, Any], ...]] = {
 
 
 def label(cfg: dict[str, Any]) -> str:
-    """A config in a few words: ``128x128 ww8 poly16 pers``."""
-    parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
-    for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
-        if cfg.get(key):
-            parts.append(f"{short}{cfg[key]}")
-    if (cfg.get("k_latency"), cfg.get("v_latency")) != tuple(DEFAULT_LOAD_LATENCIES):
-        parts.append(f"lat{cfg['k_latency']}/{cfg['v_latency']}")
-    if cfg.get("poly_exp2_cols"):
-        parts.append(f"poly{cfg['poly_exp2_cols']}")
-    if cfg.get("store_tma") is False:
-        parts.append("stg")
-    if cfg.get("persistent"):
-        parts.append("pers")
-    if cfg.get("k_unroll", 1) != 1:
-        parts.append(f"u{cfg['k_unroll']}")
-    return " ".join(parts)
+    """A config in the registry's label words (:func:`kernels.knobs.tuning_label`)."""
+    return tuning_label(cfg)
 
 
 def _applies(cfg: dict[str, Any], mask: str, head_dim: int) -> bool:
@@ -295,7 +281,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return results
 
 
-_DT = {"float16": "fp16", "bfloat16": "bf16"}
+_DT = DTYPE.short
 
 
 def _kb(n: int) -> str:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels.knobs import DEFAULT_LOAD_LATENCIES  # noqa: E402  (after the path set-up)
+from kernels.knobs import tuning_label  # noqa: E402  (after the path set-up)
 from kernels.measure import LaunchSampler, balanced_order  # noqa: E402
 
 T = TypeVar("T")  # what one measurement returns
@@ -115,30 +115,6 @@ def sdpa(backend: str, q, k, v, causal: bool):
             )
 
     return run
-
-
-def naive(q, k, v, causal: bool):
-    import torch
-
-    n = q.shape[2]
-    scale = 1.0 / math.sqrt(q.shape[3])
-    tri = torch.ones(n, n, dtype=torch.bool, device=q.device).tril() if causal else None
-
-    def run():
-        s = (q @ k.transpose(-1, -2)).float() * scale
-        if tri is not None:
-            s = s.masked_fill(~tri, -math.inf)
-        return (torch.softmax(s, dim=-1).to(q.dtype)) @ v
-
-    return run
-
-
-def naive_fits(b: int, h: int, n: int) -> bool:
-    import torch
-
-    free, _ = torch.cuda.mem_get_info()
-    need = b * h * n * n * (2 + 4 + 4 + 2)  # fp16 scores, fp32 copy, softmax, fp16 probs
-    return need < 0.7 * free
 
 
 def check_rows(out, q, k, v, causal: bool, rows: int = 128) -> float:
@@ -249,27 +225,8 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
 
 
 def config_label(cfg: dict[str, Any]) -> str:
-    """A launch config in a few words, e.g. ``128x128 ww8 lat2/4 poly16 stg pers u2``: the tiles,
-    the hints that are set, the load latencies, and the knobs that differ from their defaults."""
-    parts = [f"{cfg['tile_m']}x{cfg['tile_n']}"]
-    for key, short in (("occupancy", "occ"), ("num_worker_warps", "ww"), ("num_ctas", "ctas")):
-        if cfg.get(key):
-            parts.append(f"{short}{cfg[key]}")
-    k_lat, v_lat = DEFAULT_LOAD_LATENCIES
-    parts.append(f"lat{cfg.get('k_latency', k_lat)}/{cfg.get('v_latency', v_lat)}")
-    if cfg.get("pipeline"):
-        parts.append("pipe")
-    if cfg.get("poly_exp2_cols"):
-        parts.append(f"poly{cfg['poly_exp2_cols']}")
-    if cfg.get("remap") is False:
-        parts.append("no-remap")
-    if cfg.get("store_tma") is False:
-        parts.append("stg")
-    if cfg.get("persistent"):
-        parts.append("pers")
-    if cfg.get("k_unroll", 1) != 1:
-        parts.append(f"u{cfg['k_unroll']}")
-    return " ".join(parts)
+    """A launch config in the registry's label words (:func:`kernels.knobs.tuning_label`)."""
+    return tuning_label(cfg)
 
 
 def _variant_key(job: dict[str, Any]) -> str:

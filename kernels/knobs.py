@@ -328,9 +328,6 @@ LAUNCH: dict[str, Any] = {k.name: k.default for k in _KNOBS if k.launch}
 TUNABLE: tuple[str, ...] = tuple(k.name for k in _KNOBS if k.tunable)
 FIXED_IN_TUNING: tuple[str, ...] = tuple(n for n in LAUNCH if n not in TUNABLE)
 
-# The bench scripts' config labels read the load latencies' defaults by this name.
-DEFAULT_LOAD_LATENCIES: tuple[int, int] = (KNOBS["k_latency"].default, KNOBS["v_latency"].default)
-
 
 def _requires(
     name: str,
@@ -667,6 +664,12 @@ def words(values: Values, names: Iterable[str] | None = None) -> list[str]:
     return out
 
 
+def tuning_label(values: Values) -> str:
+    """A tuning table entry in the label words of the knobs the tuner sets (``128×128 8 warps
+    poly 16``): how the benchmark scripts and reports name a config."""
+    return " ".join(words(values, TUNABLE))
+
+
 def rules_text(name: str) -> str:
     """The rules about knob ``name`` in a few words (``only with the persistent grid, mask
     none``), for help texts; "" where there are none."""
@@ -697,3 +700,31 @@ def with_knob_fields(names: Iterable[str], *, own_after: str | None = None) -> C
         return dataclass(frozen=True)(cls)
 
     return build
+
+
+# --- the problem's axes that a backend narrows -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProblemAxis:
+    """One dimension of the problem with a fixed set of values (head dim, dtype): what the
+    workbench's problems take, the fewer a backend runs (``narrower``), and the short words
+    that labels and tables use (``short``)."""
+
+    name: str
+    values: tuple[Any, ...]
+    narrower: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    short: Mapping[Any, str] = field(default_factory=dict)
+
+    def values_for(self, capability: str | None = None) -> tuple[Any, ...]:
+        return self.narrower.get(capability, self.values) if capability else self.values
+
+    def word(self, value: Any) -> str:
+        return self.short.get(value, str(value))
+
+
+# cuTile tiles are powers of two; the cuTile kernel is tuned and tested from 64 up (the CPU
+# reference also runs 32).
+HEAD_DIM = ProblemAxis("head_dim", (32, 64, 128, 256), {CUTILE: (64, 128, 256)})
+DTYPE = ProblemAxis("dtype", ("float16", "bfloat16"), short={"float16": "fp16", "bfloat16": "bf16"})
+DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}

@@ -34,8 +34,9 @@ def test_tuner_table_marks_each_runs_pick_beside_the_benchmark_time() -> None:
     body = [ln for ln in lines if ln.startswith("| ") and "---" not in ln][1:]
     # Fastest in the benchmark first; each run's pick is marked; a config that was not a
     # finalist in a run shows a dash; the ratio is cuDNN's time over the config's.
-    assert body[0] == "| 128x128 occ2 ctas2 lat3/6 | 332.5 | 318.4 **picked** | 315.2 | 0.98 |"
-    assert body[1] == "| 64x128 occ2 lat2/4 | 316.4 **picked** | – | 336.2 | 0.92 |"
+    picked = "| 332.5 | 318.4 **picked** | 315.2 | 0.98 |"
+    assert body[0] == f"| 128×128 occ 2 cluster 2 lat 3/6 {picked}"
+    assert body[1] == "| 64×128 occ 2 | 316.4 **picked** | – | 336.2 | 0.92 |"
     assert body[2].startswith("| cuDNN |") and body[2].endswith("| 309.2 | 1.00 |")
 
 
@@ -229,7 +230,7 @@ def test_every_tuning_table_entry_has_a_label_of_its_own() -> None:
         labels = [config_label(c) for c in table]
         assert len(set(labels)) == len(labels), arch
     pairs = [c for c in SEARCH_SPACES["sm_90"] if c["k_unroll"] == 2]
-    assert pairs and all(config_label(c).endswith("pers u2") for c in pairs)
+    assert pairs and all(config_label(c).endswith("persistent k-unroll 2") for c in pairs)
 
 
 def test_the_benchmark_preset_stores_its_groups_and_writes_the_generated_table(tmp_path, capsys):

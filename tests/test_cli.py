@@ -273,7 +273,7 @@ def test_compare_a_group(
     run_cli: RunCli, db_path: Path, measure: Callable, fast_args: list[str]
 ) -> None:
     from workbench.config import KernelConfig, Problem, SweepSpec
-    from workbench.runner import run_sweep
+    from workbench.jobs import run_sweep
     from workbench.timing import TimingSettings
 
     quick = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)

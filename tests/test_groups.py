@@ -13,8 +13,8 @@ import pytest
 from tests import cpu_peers
 from workbench.backends import get_backend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.events import PointFinished, RunFinished
 from workbench.jobs import GroupStarted, group_specs, plan_group, run_group
-from workbench.runner import PointFinished, RunFinished
 from workbench.store import Store
 from workbench.timing import TimingSettings
 
@@ -65,7 +65,7 @@ def test_a_group_measures_each_length_in_balanced_interleaved_rounds(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Within a length the backends take turns: each runs right after each other one."""
-    import workbench.jobs.group as jobs
+    import workbench.backends.interleave as interleave
     import workbench.timing as timing
 
     turns: list[str] = []
@@ -82,7 +82,7 @@ def test_a_group_measures_each_length_in_balanced_interleaved_rounds(
             sampler.turn = turn
         return real(samplers, settings, **kwargs)
 
-    monkeypatch.setattr(jobs, "measure_interleaved", spy)
+    monkeypatch.setattr(interleave, "measure_interleaved", spy)
     plan, backends = plan_group(group_specs(_spec(7, (32,)), ["reference", cpu_peers.NAME]))
     settings = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0, rounds=4)
     with Store(db_path) as store:

@@ -9,7 +9,8 @@ import pytest
 import workbench.ladder as ladder_module
 from workbench.cli import main
 from workbench.config import ConfigError, Problem
-from workbench.ladder import ladder_table, load_ladder, run_ladder
+from workbench.jobs import run_ladder
+from workbench.ladder import ladder_table, load_ladder
 from workbench.store import Store
 from workbench.timing import TimingSettings
 

@@ -19,7 +19,8 @@ PAGE_BOUND_S = 0.1  # one page of the run history, with 5,000 runs stored
 SWEEP_2000 = """
 import json, resource, sys
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.runner import PointFinished, RunFinished, run_sweep
+from workbench.events import PointFinished, RunFinished
+from workbench.jobs import run_sweep
 from workbench.store import Store
 from workbench.timing import TimingSettings
 

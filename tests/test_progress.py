@@ -15,6 +15,7 @@ from workbench.jobs import GroupJob, LadderJob, SweepJob
 from workbench.ladder import load_ladder
 from workbench.progress import ProgressModel, ProgressPrinter, TimeLeft, format_duration
 from workbench.store import Store
+from workbench.stories import SweepStory
 from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
@@ -156,7 +157,7 @@ def test_a_cancelled_ladder_names_its_step_and_keeps_saying_cancelling(db_path: 
 def test_a_failed_run_is_one_failure_line_with_its_error() -> None:
     from workbench.events import RunStarted, SweepStarted
 
-    model = ProgressModel("sweep", (16,))
+    model = ProgressModel(SweepStory(), (16,))
     for event in (
         SweepStarted(1, (16,), run_ids=(7,), backends=("reference",)),
         RunStarted(7, 1),
@@ -166,13 +167,13 @@ def test_a_failed_run_is_one_failure_line_with_its_error() -> None:
     outcome = model.outcome()
     assert outcome is not None and outcome.line == "Run #7 failed"
     assert outcome.failures == ("BackendError: the kernel faulted\nTraceback ...",)
-    assert ProgressModel("sweep", (16,)).outcome() is None  # refused: it never started
+    assert ProgressModel(SweepStory(), (16,)).outcome() is None  # refused: it never started
 
 
 def test_the_printer_prints_each_point_with_the_time_left(db_path: Path) -> None:
     clock = Clock()
     out = io.StringIO()
-    printer = ProgressPrinter(out.write, clock=clock)
+    printer = ProgressPrinter(SweepStory(), out.write, clock=clock)
     with Store(db_path) as store:
         for event in SweepJob(spec((16, 32))).run(store, timing=QUICK):
             if isinstance(event, PointFinished):

@@ -91,7 +91,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plan = job.preflight()
     timing = _timings(args, plan)
     with _open_store(_db_of(args)) as store:
-        code, group_id, run_ids = _follow(job.run(store, plan=plan, timing=timing))
+        code, group_id, run_ids = _follow(job, job.run(store, plan=plan, timing=timing))
         if args.json:
             runs = [
                 {**store.run(r).to_dict(), "points": [p.to_dict() for p in store.points(r)]}
@@ -104,10 +104,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return code
 
 
-def _follow(events: Any) -> tuple[int, int | None, list[int]]:
+def _follow(job: Any, events: Any) -> tuple[int, int | None, list[int]]:
     """Print a job's events on stderr as they come. Returns the exit code (1 if a run did not
     complete), the job's group id (None for a sweep) and its run ids."""
-    printer = ProgressPrinter()
+    printer = ProgressPrinter(job.story)
     code, group_id, run_ids = EXIT_OK, None, []
     try:
         for event in events:
@@ -349,7 +349,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     plan = job.preflight()
     timing = _timings(args, plan)
     with _open_store(_db_of(args)) as store:
-        code, group_id, _ = _follow(job.run(store, plan=plan, timing=timing))
+        code, group_id, _ = _follow(job, job.run(store, plan=plan, timing=timing))
         table = ladder_table(store, group_id)
     if args.json:
         _emit_json({**table, "published_blackwell": job.ladder.published})

@@ -16,9 +16,9 @@ from typing import Any
 from kernels import knobs
 from kernels.schedule import MASK_MODES
 
-DTYPES = ("float16", "bfloat16")
-DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
-HEAD_DIMS = (32, 64, 128, 256)
+DTYPES = knobs.DTYPE.values
+DTYPE_ITEMSIZE = knobs.DTYPE_ITEMSIZE
+HEAD_DIMS = knobs.HEAD_DIM.values
 MAX_SEQ_LEN = 1 << 20
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1

@@ -37,7 +37,8 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from workbench.backends.base import BackendError
+from workbench.errors import BackendError
+from workbench.machine import cuda_home_problem
 
 # A first cuTile compile of a large tile takes tens of seconds, an autotune minutes;
 # FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it.
@@ -157,8 +158,6 @@ class Engine:
         if self._process is not None:
             self._stop(kill=True)
             self.restarts += 1
-        from workbench.backends.gpu import cuda_home_problem
-
         parent, child = self._context.Pipe()
         unset = ("CUDA_HOME", "CUDA_PATH") if cuda_home_problem() else ()
         process = self._context.Process(

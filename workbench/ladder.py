@@ -20,22 +20,18 @@ import dataclasses
 import json
 import math
 import os
-import secrets
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import RunEvent, StepStarted
+from workbench.config import ConfigError, KernelConfig
 
-if TYPE_CHECKING:  # the runner and the backends load when a ladder runs, not when one is read
-    from workbench.backends import Backend
+if TYPE_CHECKING:
     from workbench.store import Store
-    from workbench.timing import TimingSettings
 
 
 @dataclass(frozen=True)
@@ -150,69 +146,6 @@ def step_label(label: str, step: LadderStep) -> str:
     """A step's run label: the step's name, after the ladder's label when one was given, so
     seven runs never share one name."""
     return f"{label} · {step.name}" if label else step.name
-
-
-def run_ladder(
-    ladder: Ladder,
-    problem: Problem,
-    seq_lens: tuple[int, ...],
-    backend_name: str,
-    store: Store,
-    *,
-    label: str = "",
-    timing: TimingSettings | None = None,
-    cancel: Callable[[], bool] | None = None,
-    seed: int | None = None,
-    backend: Backend | None = None,
-    checked: bool = False,
-) -> tuple[int, Iterator[StepStarted | RunEvent]]:
-    """Check every step (unless ``checked``: a job's preflight did), store the group, and
-    return (group id, events of all steps)."""
-    from workbench.backends import get_backend
-    from workbench.runner import check_available, check_points, run_sweep
-
-    seed = secrets.randbits(32) if seed is None else seed
-    backend = backend or get_backend(backend_name)
-    specs = [
-        SweepSpec(problem, seq_lens, step.config, backend_name, step_label(label, step), seed)
-        for step in ladder.steps
-    ]
-    if not checked:
-        check_available(specs[0], backend)
-        for spec in specs:
-            check_points(spec, backend)
-    group_id = store.create_group(
-        "ladder",
-        label or f"{ladder.name} on {backend_name}",
-        {
-            "steps": [s.name for s in ladder.steps],
-            # Each step's knobs, so a view can name a step that never ran (cancelled, failed).
-            "configs": [s.config.summary() for s in ladder.steps],
-            "published": ladder.published,
-            # Which preset ran, so the view can say so (a Hopper ladder is not Blackwell's).
-            "preset": ladder.preset,
-            "ladder": ladder.name,
-            "archs": list(ladder.archs),
-        },
-    )
-
-    def events() -> Iterator[StepStarted | RunEvent]:
-        for index, (step, spec) in enumerate(zip(ladder.steps, specs)):
-            if cancel is not None and cancel():
-                return
-            yield StepStarted(index, len(specs), step.name, step.config)
-            yield from run_sweep(
-                spec,
-                store,
-                timing=timing,
-                backend=backend,
-                cancel=cancel,
-                group_id=group_id,
-                step=step.name,
-                checked=True,  # every step was checked before the group was stored
-            )
-
-    return group_id, events()
 
 
 def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None) -> dict[str, Any]:

@@ -65,3 +65,27 @@ def host_info() -> dict[str, Any]:
         "fmha_workbench": package_version("fmha-workbench") or "source",
         "git_commit": git_commit(),
     }
+
+
+def cuda_home_problem() -> str | None:
+    """The CUDA_HOME trap: tileiras 13.4 run with CUDA_HOME at an older toolkit fails every
+    compile with return code 5. Returns what to do, or None when CUDA_HOME is harmless."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if not home:
+        return None
+    version_file = os.path.join(home, "version.json")
+    version = ""
+    try:
+        import json
+
+        with open(version_file, encoding="utf-8") as handle:
+            version = json.load(handle).get("cuda", {}).get("version", "")
+    except (OSError, ValueError):
+        pass
+    if version and tuple(int(p) for p in version.split(".")[:2]) >= (13, 4):
+        return None
+    shown = f" (CUDA {version})" if version else ""
+    return (
+        f"CUDA_HOME={home}{shown} makes tileiras 13.4 fail with return code 5; "
+        "unset CUDA_HOME and CUDA_PATH (the workbench's GPU engine does this for its own process)"
+    )

@@ -12,13 +12,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from workbench.events import (
     CANCELLED,
-    COMPLETE,
-    FAILED,
     GroupStarted,
     JobFinished,
     JobStarted,
@@ -30,6 +27,7 @@ from workbench.events import (
     Skipped,
     StepStarted,
 )
+from workbench.stories import JobStory, Outcome, SweepStory, first_line
 
 
 class TimeLeft:
@@ -88,34 +86,19 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def first_line(text: str | None) -> str:
-    return text.splitlines()[0] if text else ""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a job ended, in words: ``line`` for a status line, ``failures`` one entry per run
-    that failed (a sweep's with its whole error, a group's or ladder's with its first line)."""
-
-    kind: str
-    status: str  # complete, failed, cancelled, or stopped (by an error outside the runs)
-    line: str
-    failures: tuple[str, ...] = ()
-
-
 class ProgressModel:
-    """What a job has done and has left, from its events. ``kind`` and ``lengths`` are the
-    job's plan before it starts (:meth:`for_job`); its JobStarted replaces them with the
-    checked plan. Durations are read from ``clock`` as the events arrive."""
+    """What a job has done and has left, from its events. ``story`` (how the job reads) and
+    ``lengths`` are the job's before it starts (:meth:`for_job`); its JobStarted replaces the
+    lengths with the checked plan. Durations are read from ``clock`` as the events arrive."""
 
     def __init__(
         self,
-        kind: str = "sweep",
+        story: JobStory | None = None,
         lengths: Sequence[int] = (),
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.kind = kind
+        self.story = story or SweepStory()
         self.total = len(lengths)
         self.done = 0
         self.text = "Starting…"
@@ -137,7 +120,7 @@ class ProgressModel:
 
     @classmethod
     def for_job(cls, job: Any, **kwargs: Any) -> ProgressModel:
-        return cls(job.kind, job.planned_lengths(), **kwargs)
+        return cls(job.story, job.planned_lengths(), **kwargs)
 
     # ---- reading --------------------------------------------------------------------------------
     @property
@@ -156,6 +139,10 @@ class ProgressModel:
     def points_of(self, run_id: int) -> int:
         return self._points.get(run_id, 0)
 
+    def step_of(self, run_id: int) -> tuple[int, int, str] | None:
+        """The ladder step (index, total, name) a run measured, if it was a step's."""
+        return self._run_steps.get(run_id)
+
     def _eta(self, *, zero: bool = True) -> str:
         left = self.seconds_left
         if left is None or (not zero and not left):
@@ -163,14 +150,9 @@ class ProgressModel:
         return f" · about {format_duration(left)} left"
 
     def _prefix(self) -> str:
-        if self.kind == "group" and self.group_id is not None:
-            return f"Group #{self.group_id} · "
-        if self.kind == "ladder" and self.step is not None:
-            index, total, name = self.step
-            return f"Ladder step {index + 1}/{total} ({name}) · "
-        return ""
+        return self.story.prefix(self)
 
-    def _group_line(self) -> str:
+    def group_line(self) -> str:
         line = f"Group #{self.group_id}: {len(self.run_ids)} runs, {self.total} points"
         skips: dict[str, list[int]] = {}
         for skip in self.skipped:
@@ -198,7 +180,7 @@ class ProgressModel:
             return self._job_started(event)
         if isinstance(event, Skipped):
             self.skipped.append(event)
-            return self._group_line() if self.kind == "group" else None
+            return self.story.skip_note(self)
         if isinstance(event, StepStarted):
             self.step = (event.index, event.total, event.name)
             self.text = f"{self._prefix()}starting…"
@@ -230,13 +212,12 @@ class ProgressModel:
 
     def _job_started(self, event: JobStarted) -> str | None:
         self._started = True
-        self.kind = event.kind or self.kind
         self.total = event.total
         self._time_left = TimeLeft(event.lengths)
         self._last_s = self._clock()
         self.group_id, self.run_ids = event.group_id, tuple(event.run_ids)
         if isinstance(event, GroupStarted):
-            return self._group_line()
+            return self.group_line()
         if isinstance(event, LadderStarted):
             self.steps = tuple(event.steps)
             return f"Ladder #{event.group_id}: {len(self.steps)} steps"
@@ -244,13 +225,7 @@ class ProgressModel:
 
     def _run_finished(self, event: RunFinished) -> str | None:
         self.ended[event.run_id] = (event.status, event.error or "")
-        if self.kind == "group":
-            return f"Group #{self.group_id}: run #{event.run_id} {event.status}"
-        step = self._run_steps.get(event.run_id)
-        if step is not None:
-            index, total, name = step
-            return f"Ladder step {index + 1}/{total} ({name}): run #{event.run_id} {event.status}"
-        return None
+        return self.story.run_note(self, event)
 
     def cancelling(self) -> None:
         """The user asked the job to stop: the text says so from now on."""
@@ -268,59 +243,7 @@ class ProgressModel:
         else:
             status = CANCELLED if cancelled else "stopped"
         how = CANCELLED if cancelled or status == CANCELLED else "stopped"
-        if self.kind == "group":
-            return self._group_outcome(status, how)
-        if self.kind == "ladder":
-            return self._ladder_outcome(status, how)
-        return self._sweep_outcome(status)
-
-    def _sweep_outcome(self, status: str) -> Outcome:
-        run_id = self.run_ids[0] if self.run_ids else self.last_run_id
-        run_status, error = self.ended.get(run_id or -1, (status, ""))
-        if run_status == FAILED:
-            return Outcome(self.kind, FAILED, f"Run #{run_id} failed", (error or "no error text",))
-        if run_status == COMPLETE:
-            return Outcome(self.kind, COMPLETE, f"Run #{run_id} complete")
-        points = self.points_of(run_id or -1)
-        kept = "kept as cancelled" if run_status == CANCELLED else "kept as it is"
-        return Outcome(
-            self.kind, run_status, f"Run #{run_id} {run_status} after {points} point(s); {kept}"
-        )
-
-    def _group_outcome(self, status: str, how: str) -> Outcome:
-        failed = tuple(
-            f"run #{rid} failed: {first_line(error) or 'no error text'}"
-            for rid, (run_status, error) in sorted(self.ended.items())
-            if run_status == FAILED
-        )
-        runs = len(self.run_ids)
-        complete = sum(s == COMPLETE for s, _ in self.ended.values())
-        head = f"Group #{self.group_id}"
-        if failed:
-            line = f"{head}: {len(failed)} of {runs} runs failed"
-            return Outcome(self.kind, FAILED, line, failed)
-        if complete < runs:
-            line = f"{head} {how}: {self.done} of {self.total} points, kept as they are"
-            return Outcome(self.kind, how, line)
-        return Outcome(self.kind, status, f"{head} complete: {runs} runs, {self.done} points")
-
-    def _ladder_outcome(self, status: str, how: str) -> Outcome:
-        steps = len(self.steps)
-        failed = []
-        for run_id, (run_status, error) in self.ended.items():
-            if run_status == FAILED:
-                index, total, name = self._run_steps.get(run_id, (0, steps, "?"))
-                detail = f": {first_line(error)}" if error else ""
-                failed.append(f"step {index + 1}/{total} {name} (run #{run_id}) failed{detail}")
-        complete = sum(s == COMPLETE for s, _ in self.ended.values())
-        head = f"Ladder #{self.group_id}"
-        if failed:
-            line = f"{head}: {len(failed)} of {steps} steps failed"
-            return Outcome(self.kind, FAILED, line, tuple(failed))
-        if complete < steps:
-            line = f"{head} {how} after {complete} of {steps} steps; kept as it is"
-            return Outcome(self.kind, how, line)
-        return Outcome(self.kind, status, f"{head} complete: {steps} steps")
+        return self.story.outcome(self, status, how)
 
 
 class ProgressPrinter:
@@ -330,11 +253,12 @@ class ProgressPrinter:
 
     def __init__(
         self,
+        story: JobStory | None = None,
         write: Callable[[str], Any] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.model = ProgressModel(clock=clock)
+        self.model = ProgressModel(story, clock=clock)
         self._write = write or _stderr
         self._backend_of: dict[int, str] = {}  # run id: backend, inside a group
         self._pending = False  # a group length's line is open
@@ -368,7 +292,7 @@ class ProgressPrinter:
         elif isinstance(event, RunFinished):
             tail = f": {first_line(event.error)}" if event.error else ""
             self.say(f"run {event.run_id} {event.status}{tail}")
-        elif isinstance(event, JobFinished) and self.model.kind != "sweep":
+        elif isinstance(event, JobFinished) and self.model.story.announces_its_end:
             outcome = self.model.outcome()
             if outcome is not None:
                 self.say(outcome.line)

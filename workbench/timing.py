@@ -23,9 +23,6 @@ import numpy as np
 from kernels.measure import EVENT_BATCH, GRAPH_REPLAYS, balanced_order
 from workbench.noise import MIN_TURNS, median_noise_pct, turn_medians
 
-# Methods a point's timing can come from (stored with the point).
-TIMER_METHODS = ("graph", "events", "cpu")
-
 
 @dataclass(frozen=True)
 class TimingSettings:
@@ -61,7 +58,7 @@ class TimingStats:
     """Raw samples in milliseconds, how they were taken, and the summary the store keeps."""
 
     samples_ms: tuple[float, ...] = field(repr=False)
-    method: str = "cpu"  # one of TIMER_METHODS
+    method: str = "cpu"  # "graph", "events" or "cpu": which timer took the samples
     note: str | None = None  # why a GPU launch fell back from graphs to events
     turn_sizes: tuple[int, ...] = ()  # samples each turn gave, in order (empty: not recorded)
 

@@ -35,8 +35,8 @@ from kernels.schedule import MASK_MODES, causal_grid_aligned
 # The kernel's tiles and worker-warp counts (tileiras 13.4: 4 and 8), from the registry.
 TILE_SIZES = registry.KNOBS["tile_m"].values_for(registry.CUTILE)
 WORKER_WARPS = tuple(w for w in registry.KNOBS["num_worker_warps"].values if w is not None)
-HEAD_DIMS = (16, 32, 64, 128, 256)  # cuTile tiles must be powers of two
-DTYPE_NAMES = ("float16", "bfloat16")
+HEAD_DIMS = registry.HEAD_DIM.values_for(registry.CUTILE)
+DTYPE_NAMES = registry.DTYPE.values_for(registry.CUTILE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads}) for GQA")
     if head_dim not in HEAD_DIMS:
-        raise ValueError(f"head dim must be one of {HEAD_DIMS} (a power of two), got {head_dim}")
+        raise ValueError(f"head dim must be one of {HEAD_DIMS}, got {head_dim}")
     return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib)
 
 

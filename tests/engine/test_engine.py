@@ -18,7 +18,8 @@ from workbench.backends.isolated import IsolatedBackend
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
 from workbench.engine import Engine, EngineFailure
-from workbench.runner import RunFinished, run_sweep
+from workbench.events import RunFinished
+from workbench.jobs import run_sweep
 from workbench.store import Store
 from workbench.timing import TimingSettings
 

@@ -10,7 +10,7 @@ from workbench.backends import get_backend
 from workbench.backends.isolated import IsolatedBackend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
 from workbench.engine import Engine, EngineFailure
-from workbench.runner import run_sweep
+from workbench.jobs import run_sweep
 from workbench.store import Store
 from workbench.timing import TimingSettings, measure
 

@@ -6,16 +6,25 @@ process that does not need them, and a broken GPU stack only makes its own entri
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernels import knobs
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
+from workbench.backends.catalog import (
+    _REGISTRY,
+    BACKEND_NAMES,
+    GPU_BACKENDS,
+    UnknownBackend,
+    load_backend,
+)
+from workbench.backends.isolated import IsolatedBackend
 
 __all__ = [
     "BACKEND_NAMES",
+    "GPU_BACKENDS",
+    "_REGISTRY",
     "Availability",
     "Backend",
     "BackendError",
@@ -28,19 +37,6 @@ __all__ = [
     "machine_summary",
     "offered_values",
 ]
-
-# name -> "module:Class", in display order.
-_REGISTRY = {
-    "reference": "workbench.backends.reference:ReferenceBackend",
-    "cutile": "workbench.backends.cutile:CutileBackend",
-    "torch-flash": "workbench.backends.torch_sdpa:TorchFlashBackend",
-    "torch-cudnn": "workbench.backends.torch_sdpa:TorchCudnnBackend",
-    "fa4": "workbench.backends.fa4:FlashAttention4Backend",
-    "naive": "workbench.backends.naive:NaiveCupyBackend",
-}
-# These touch the GPU: by default they run in the supervised engine process.
-GPU_BACKENDS = frozenset({"cutile", "torch-flash", "torch-cudnn", "fa4", "naive"})
-BACKEND_NAMES = tuple(_REGISTRY)
 
 
 def knob_capability(name: str) -> str | None:
@@ -95,23 +91,11 @@ def gpu_arch(statuses: Mapping[str, Availability]) -> str | None:
     return found.group(1) if found else None
 
 
-class UnknownBackend(KeyError):
-    def __str__(self) -> str:
-        return (
-            f"backend: {self.args[0]!r} is not allowed; expected one of {', '.join(BACKEND_NAMES)}"
-        )
-
-
 def get_backend(name: str, *, isolated: bool = True) -> Backend:
     """The backend called ``name``; GPU backends come wrapped in the crash-isolating engine
     unless ``isolated`` is false (inside the engine child, or in GPU tests)."""
-    if name not in _REGISTRY:
-        raise UnknownBackend(name)
-    module_name, class_name = _REGISTRY[name].split(":")
-    backend = getattr(importlib.import_module(module_name), class_name)()
+    backend = load_backend(name)
     if isolated and name in GPU_BACKENDS:
-        from workbench.backends.isolated import IsolatedBackend
-
         return IsolatedBackend(backend)
     return backend
 

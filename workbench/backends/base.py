@@ -19,6 +19,7 @@ import numpy as np
 from kernels.schedule import BlockKind, Schedule
 from workbench.accuracy import AccuracyReport, check_output
 from workbench.config import KernelConfig, Problem
+from workbench.errors import BackendError as BackendError  # re-exported: where backends raise it
 from workbench.timing import (
     CpuSampler,
     Sampler,
@@ -27,10 +28,6 @@ from workbench.timing import (
     measure,
     timing_facts,
 )
-
-
-class BackendError(RuntimeError):
-    """A backend cannot run this point; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ from kernels.cutile.arrays import empty_like, fill, lib_of, to_kernel_dtype
 from kernels.cutile.diagnostics import assess
 from workbench.backends.base import Availability, OpenPoint, PointResult, schedule_for
 from workbench.backends.cupy_base import CupyBackend
-from workbench.backends.gpu import cuda_home_problem, cupy_device, device_inputs
+from workbench.backends.gpu import cupy_device, device_inputs
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
+from workbench.machine import cuda_home_problem
 from workbench.timing import TimingSettings, TimingStats
 
-KERNEL_HEAD_DIMS = (64, 128, 256)
+KERNEL_HEAD_DIMS = knobs.HEAD_DIM.values_for(knobs.CUTILE)
 
 
 def _knobs(launch_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from workbench.backends.gpu import torch_device
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
 
-FA4_REQUIREMENT = "flash-attn-4==4.0.0b36"
 INSTALL_HINT = "pip install 'fmha-workbench[fa4]' (flash-attn-4 4.0.0b36)"
 MIN_CAPABILITY = (9, 0)
 

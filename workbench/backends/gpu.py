@@ -10,7 +10,6 @@ either; they are re-exported here for the backends.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 from kernels.cutile.arrays import HostView as HostView  # re-exported for the backends
 from kernels.cutile.arrays import as_torch as as_torch
 from kernels.cutile.diagnostics import tileiras_version
-from workbench.backends.base import Availability, BackendError
+from workbench.backends.base import Availability
 from workbench.machine import package_version
 from workbench.timing import TimingSettings
 
@@ -67,30 +66,6 @@ def torch_device() -> Availability:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def cuda_home_problem() -> str | None:
-    """The CUDA_HOME trap: tileiras 13.4 run with CUDA_HOME at an older toolkit fails every
-    compile with return code 5. Returns what to do, or None when CUDA_HOME is harmless."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if not home:
-        return None
-    version_file = os.path.join(home, "version.json")
-    version = ""
-    try:
-        import json
-
-        with open(version_file, encoding="utf-8") as handle:
-            version = json.load(handle).get("cuda", {}).get("version", "")
-    except (OSError, ValueError):
-        pass
-    if version and tuple(int(p) for p in version.split(".")[:2]) >= (13, 4):
-        return None
-    shown = f" (CUDA {version})" if version else ""
-    return (
-        f"CUDA_HOME={home}{shown} makes tileiras 13.4 fail with return code 5; "
-        "unset CUDA_HOME and CUDA_PATH (the workbench's GPU engine does this for its own process)"
-    )
 
 
 def launch_sampler(
@@ -185,11 +160,6 @@ def nvidia_smi_fields() -> dict[str, Any]:
         "power_limit_w",
     ]
     return dict(zip(keys, values))
-
-
-def require(status: Availability) -> None:
-    if not status.available:
-        raise BackendError(status.reason)
 
 
 # --- inputs on the device -------------------------------------------------------------------

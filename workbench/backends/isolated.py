@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
+from workbench.backends.catalog import UnknownBackend, load_backend
+from workbench.backends.interleave import interleaved_point
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.engine import Engine
+from workbench.engine import Engine, EngineFailure
 from workbench.timing import TimingSettings
 
 _engine: Engine | None = None
@@ -30,17 +32,13 @@ def shared_engine() -> Engine:
 
 
 def _in_child(name: str) -> Backend:
-    from workbench.backends import get_backend
-
     if name not in _child_backends:
-        _child_backends[name] = get_backend(name, isolated=False)
+        _child_backends[name] = load_backend(name)
     return _child_backends[name]
 
 
 def child_call(name: str, method: str, *args: Any) -> Any:
     """Run ``backend.method(*args)`` in the engine child; expected refusals come back as data."""
-    from workbench.backends import UnknownBackend
-
     try:
         return ("ok", getattr(_in_child(name), method)(*args))
     except (ConfigError, BackendError, UnknownBackend) as exc:
@@ -98,10 +96,9 @@ def child_group_point(
     timings: list[TimingSettings],
     seed: np.random.SeedSequence,
 ) -> tuple[list[Any], bool]:
-    """In the engine child: one length of a group, interleaved (see workbench.jobs). Also
-    says whether a fault that may have poisoned this CUDA context happened."""
-    from workbench.jobs import interleaved_point
-
+    """In the engine child: one length of a group, interleaved
+    (:mod:`workbench.backends.interleave`). Also says whether a fault that may have poisoned
+    this CUDA context happened."""
     faults: list[BaseException] = []
     backends = [_in_child(name) for name in names]
     outcomes = interleaved_point(backends, problems, configs, timings, seed, faults)
@@ -117,8 +114,6 @@ def group_in_engine(
 ) -> list[Any]:
     """One length of a group for backends that run in the engine: one engine call, so they
     are interleaved there. A crash of the child fails every one of them with its error."""
-    from workbench.engine import EngineFailure
-
     engines = {id(b.engine) for b in backends if isinstance(b, IsolatedBackend)}
     if len(engines) != 1:
         raise BackendError("the GPU backends of a group must share one engine")

@@ -281,10 +281,6 @@ class ControlsPanel(QWidget):
         return group
 
     # ---- backends -------------------------------------------------------------------------------
-    def set_backend_names(self, names: tuple[str, ...] | list[str]) -> None:
-        """Fill the picker; every entry but 'reference' stays disabled until statuses arrive."""
-        self.backends.set_names(names)
-
     def set_backend_statuses(self, statuses: Mapping[str, Any]) -> None:
         """Enable available backends; a disabled entry's tooltip says why it is unavailable.
         The knob values offered follow the cuTile backend's GPU architecture."""

@@ -177,10 +177,6 @@ class HeatmapPanel(QWidget):
         self._show_message(self._empty_text)
 
     # ---- input ----------------------------------------------------------------------------------
-    def set_loader(self, loader: BlockLoader) -> None:
-        """A new database: the next map comes from it."""
-        self._loader = loader
-
     def set_run(
         self,
         run: Any,

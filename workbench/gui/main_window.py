@@ -54,15 +54,6 @@ GUI_BUSY_TIMEOUT_S = 0.25
 MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
-# A job's failure dialog: its title, and what was kept of the failed runs.
-FAILURE_DIALOGS = {
-    "sweep": (
-        "Run failed",
-        "it is kept in the history as failed with the points measured before the error",
-    ),
-    "group": ("Group run failed", "each run is kept with the points it measured"),
-    "ladder": ("Ladder step failed", "each run is kept with the points it measured"),
-}
 
 
 class MainWindow(QMainWindow):
@@ -420,15 +411,16 @@ class MainWindow(QMainWindow):
         self._render_progress()
         if note:
             self._show_status(note)
+        story = model.story
         if isinstance(event, ev.JobStarted):
-            if model.kind == "group":
+            if story.selects_its_runs:
                 self.history.refresh(keep_selection=False)
                 self.history.select_runs(list(event.run_ids))
-            elif model.kind == "ladder":
+            if story.follows_its_group:
                 self.ladder.set_live_group(event.group_id)
         elif isinstance(event, ev.RunStarted):
             self.last_run_id = event.run_id
-            if model.kind != "group":  # a group's runs were selected when it started
+            if not story.selects_its_runs:  # else its runs were selected when it started
                 self.history.refresh(keep_selection=False)
                 self.history.select_runs([event.run_id])
             self._refresh_live_ladder()
@@ -445,7 +437,7 @@ class MainWindow(QMainWindow):
 
     def _refresh_live_ladder(self) -> None:
         model = self.progress_model
-        live = model is not None and model.kind == "ladder" and model.group_id is not None
+        live = model is not None and model.story.follows_its_group and model.group_id is not None
         if live and self.ladder.group_id() == model.group_id:
             self.ladder.refresh()
 
@@ -462,7 +454,7 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def _on_crashed(self, message: str) -> None:
         model = self.progress_model
-        job = model.kind if model is not None else "sweep"  # sweep, group or ladder
+        job = model.story.noun if model is not None else "job"
         self._error(f"{job.capitalize()} stopped", f"The {job} could not run:\n\n{message}")
         self._show_status(message.splitlines()[0] if message else f"The {job} stopped")
         for run_id in model.run_ids if model is not None else ():  # every job names its runs
@@ -484,16 +476,19 @@ class MainWindow(QMainWindow):
         outcome = model.outcome(cancelled) if model is not None else None
         if model is None or outcome is None:
             return  # refused before anything was stored; _on_rejected or _on_crashed said why
-        if outcome.kind == "ladder":
+        story = outcome.story
+        if story.follows_its_group:
             self.ladder.set_live_group(None)
             self.ladder.show_group(model.group_id)
-        elif outcome.kind == "group":
+        if story.selects_its_runs:
             self.history.refresh(keep_selection=False)
             self.history.select_runs(list(model.run_ids))
         self._show_status(outcome.line)
         if outcome.failures:
-            title, kept = FAILURE_DIALOGS[outcome.kind]
-            self._error(title, f"{outcome.line}; {kept}.\n\n" + "\n".join(outcome.failures))
+            self._error(
+                story.failure_title,
+                f"{outcome.line}; {story.failure_kept}.\n\n" + "\n".join(outcome.failures),
+            )
 
     # ---- selection and views --------------------------------------------------------------------
     def _runs_for(self, ids: list[int]) -> list[Any]:
@@ -725,7 +720,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.is_running():
             model = self.progress_model
-            what = "ladder" if model is not None and model.kind == "ladder" else "sweep"
+            what = model.story.noun if model is not None else "job"
             answer = QMessageBox.question(
                 self,
                 f"A {what} is running",

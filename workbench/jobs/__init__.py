@@ -1,6 +1,7 @@
 """Jobs: what the CLI and the window run, with one preflight and one event stream each.
 
-- :class:`SweepJob`: one sweep, one run (:mod:`workbench.jobs.base`);
+- :class:`SweepJob`: one sweep, one run (:mod:`workbench.jobs.sweep`, whose :func:`run_sweep` is
+  the measuring loop every job is built on);
 - :class:`GroupJob`: several backends on the same inputs, timed interleaved, one run each in one
   group (:mod:`workbench.jobs.group`);
 - :class:`LadderJob`: a ladder's steps, one run each in one group (:mod:`workbench.jobs.ladder`).
@@ -30,10 +31,12 @@ from workbench.events import (
 from workbench.jobs.background import BackgroundJob
 from workbench.jobs.base import (
     BackendRefused,
+    BackendUnavailable,
+    Job,
     Plan,
-    SweepJob,
     Timing,
     backend_for,
+    check_points,
     computes_in_process,
     job_names,
 )
@@ -43,7 +46,6 @@ from workbench.jobs.group import (
     GroupJob,
     GroupPlan,
     group_specs,
-    interleaved_point,
     measure_group_point,
     plan_group,
     run_group,
@@ -54,14 +56,15 @@ from workbench.jobs.ladder import (
     LadderStepError,
     ladder_defaults,
     ladder_job,
+    run_ladder,
 )
-
-Job = SweepJob | GroupJob | LadderJob
+from workbench.jobs.sweep import SweepJob, run_sweep
 
 __all__ = [
     "GROUP_KIND",
     "LADDER_DEFAULTS",
     "BackendRefused",
+    "BackendUnavailable",
     "BackgroundJob",
     "GroupError",
     "GroupJob",
@@ -79,15 +82,17 @@ __all__ = [
     "SweepStarted",
     "Timing",
     "backend_for",
+    "check_points",
     "computes_in_process",
     "group_specs",
-    "interleaved_point",
     "job_for",
     "ladder_defaults",
     "ladder_job",
     "measure_group_point",
     "plan_group",
     "run_group",
+    "run_ladder",
+    "run_sweep",
 ]
 
 

@@ -1,8 +1,9 @@
-"""What every job shares, and the sweep job.
+"""What every job shares: the :class:`Job` base, its plan, preflight checks and event plumbing.
 
 A job is a frozen, picklable description of work (so it can be sent to a child process) with:
 
-- ``kind`` (``"sweep"``, ``"group"``, ``"ladder"``) and ``backends``, the names it computes on;
+- ``kind`` (``"sweep"``, ``"group"``, ``"ladder"``: what its JobStarted event and its stored
+  group say) and ``backends``, the names it computes on;
 - ``planned_lengths()``: the sequence length of every point it means to measure, in order,
   before anything is checked (what a progress bar shows until the job starts);
 - ``preflight()``: every check that can be made before anything is written; a bad input raises
@@ -10,15 +11,19 @@ A job is a frozen, picklable description of work (so it can be sent to a child p
 - ``run(store, *, plan=None, timing=None, cancel=None)``: preflight (unless given its plan),
   store the job's runs, and return the stream of :mod:`workbench.events` it measures them with.
   ``cancel`` is asked between points; the stream always ends with a JobFinished.
+
+:class:`Job` writes ``run`` once (plan, measure, finish); each kind writes ``preflight`` and
+``measure``, the events of its runs after the plan was checked.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from workbench.backends import Backend, UnknownBackend, get_backend
+from workbench.backends import Backend, BackendError, UnknownBackend, get_backend
 from workbench.config import ConfigError, SweepSpec
 from workbench.events import (
     CANCELLED,
@@ -27,10 +32,10 @@ from workbench.events import (
     JobStarted,
     RunFinished,
     Skipped,
-    SweepStarted,
     job_status,
 )
 from workbench.store import Store
+from workbench.stories import JobStory
 from workbench.timing import TimingSettings
 
 # One timing for every backend, one per backend name, or None: each backend's own.
@@ -57,6 +62,23 @@ def backend_for(name: str) -> Backend:
             "backends", name, f"backend {name!r} is not available: {status.reason}"
         )
     return backend
+
+
+class BackendUnavailable(BackendError):
+    pass
+
+
+def check_available(spec: SweepSpec, backend: Backend) -> None:
+    status = backend.availability()
+    if not status.available:
+        raise BackendUnavailable(f"backend {spec.backend!r} is not available: {status.reason}")
+
+
+def check_points(spec: SweepSpec, backend: Backend) -> None:
+    """The backend's refusals of ``spec``'s points, for a caller that already knows it is
+    available (asking again probes the GPU again)."""
+    for problem in spec.problems():
+        backend.check_supported(problem, spec.config)
 
 
 def timing_for(timing: Timing, backend: Backend) -> TimingSettings:
@@ -126,34 +148,26 @@ def finishing(events: Iterator[Event], cancel: Callable[[], bool] | None) -> Ite
     yield ending.finished(bool(cancel is not None and cancel()))
 
 
-@dataclass(frozen=True)
-class SweepJob:
-    """One sweep: one run of ``spec`` on ``spec.backend``."""
+class Job(ABC):
+    """What every kind of job shares: ``run`` is plan, measure, finish; a kind writes its
+    ``preflight`` and its ``measure``."""
 
-    spec: SweepSpec
-    kind: ClassVar[str] = "sweep"
+    kind: ClassVar[str]
+    story: ClassVar[JobStory]  # how it reads: its name, failure wording, outcome line
+    backends: tuple[str, ...]  # the backend names it computes on (a field or a property)
 
-    @property
-    def backend(self) -> str:
-        return self.spec.backend
+    @abstractmethod
+    def planned_lengths(self) -> tuple[int, ...]: ...
 
-    @property
-    def backends(self) -> tuple[str, ...]:
-        return (self.spec.backend,)
+    @abstractmethod
+    def preflight(self) -> Plan: ...
 
-    @property
-    def label(self) -> str:
-        return self.spec.label
-
-    def planned_lengths(self) -> tuple[int, ...]:
-        return tuple(self.spec.seq_lens)
-
-    def preflight(self) -> Plan:
-        from workbench.runner import check_points
-
-        backend = backend_for(self.spec.backend)  # asks whether it is available
-        check_points(self.spec, backend)
-        return Plan((backend,), self.planned_lengths())
+    @abstractmethod
+    def measure(
+        self, store: Store, plan: Plan, timing: Timing, cancel: Callable[[], bool] | None
+    ) -> Iterator[Event]:
+        """The job's events once ``plan`` is checked: its started event first (the runs or the
+        group are stored by then), its runs' events after."""
 
     def run(
         self,
@@ -163,23 +177,9 @@ class SweepJob:
         timing: Timing = None,
         cancel: Callable[[], bool] | None = None,
     ) -> Iterator[Event]:
-        from workbench.runner import run_sweep
-
-        plan = plan or self.preflight()
-        (backend,) = plan.backends
-        events = run_sweep(
-            self.spec,
-            store,
-            cancel=cancel,
-            timing=timing_for(timing, backend),
-            backend=backend,
-            checked=True,
-        )
-        first = next(events)  # RunStarted: the run is stored
-        started = SweepStarted(
-            plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
-        )
-        return finishing(prepend((started, first), events), cancel)
+        """Preflight (unless ``plan`` is this job's plan: raising before anything is written),
+        then the job's events, ending with the JobFinished they add up to."""
+        return finishing(self.measure(store, plan or self.preflight(), timing, cancel), cancel)
 
 
 def prepend(head: Sequence[Event], tail: Iterator[Event]) -> Iterator[Event]:

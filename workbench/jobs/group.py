@@ -18,15 +18,15 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from workbench.backends import Backend, get_backend
-from workbench.backends.base import BackendError, PointResult
+from workbench.backends.interleave import Outcome, interleaved_point
+from workbench.backends.isolated import IsolatedBackend, group_in_engine
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
 from workbench.events import (
     Event,
@@ -37,11 +37,20 @@ from workbench.events import (
     RunStarted,
     Skipped,
 )
-from workbench.jobs.base import Plan, Timing, backend_for, finishing, job_names, timing_for
+from workbench.jobs.base import (
+    Job,
+    Plan,
+    Timing,
+    backend_for,
+    check_available,
+    check_points,
+    job_names,
+    timing_for,
+)
 from workbench.machine import host_info
-from workbench.runner import check_available, check_points
 from workbench.store import Store
-from workbench.timing import TimingSettings, measure_interleaved
+from workbench.stories import GroupStory, JobStory
+from workbench.timing import TimingSettings
 
 GROUP_KIND = "backends"
 
@@ -235,9 +244,6 @@ def _measure_group(
 # --- one length of a group ------------------------------------------------------------------
 
 
-Outcome = PointResult | str  # a result, or the error that ended this backend's run
-
-
 def measure_group_point(
     backends: Sequence[Backend],
     problems: Sequence[Problem],
@@ -248,7 +254,6 @@ def measure_group_point(
     """One length for several backends: the same inputs, timed interleaved.
 
     Backends that run in the GPU engine are measured there in one call; the others here."""
-    from workbench.backends.isolated import IsolatedBackend, group_in_engine
 
     outcomes: list[Outcome | None] = [None] * len(backends)
     engine_members = [i for i, b in enumerate(backends) if isinstance(b, IsolatedBackend)]
@@ -271,52 +276,11 @@ def measure_group_point(
     return [o for o in outcomes if o is not None]
 
 
-def interleaved_point(
-    backends: Sequence[Backend],
-    problems: Sequence[Problem],
-    configs: Sequence[KernelConfig],
-    timings: Sequence[TimingSettings],
-    seed: np.random.SeedSequence,
-    faults: list[BaseException] | None = None,
-) -> list[Outcome]:
-    """Open every backend's point (inputs from the same seed, compile, check), time them
-    together in balanced rounds, close them. A backend that fails to open is reported by its
-    error and left out of the timing; a refusal of one never stops the others. Errors that
-    are not refusals (a CUDA fault may have poisoned the context) are also put in ``faults``."""
-    opened: list[Any] = []
-    outcomes: list[Outcome | None] = []
-    for backend, problem, config, timing in zip(backends, problems, configs, timings, strict=True):
-        try:
-            point = backend.open_point(problem, config, timing, np.random.default_rng(seed))
-            opened.append((backend, point, timing))
-            outcomes.append(None)
-        except Exception as exc:  # a bug in one backend must not end the others' runs
-            outcomes.append(f"{type(exc).__name__}: {exc}")
-            if faults is not None and not isinstance(exc, (ConfigError, BackendError)):
-                faults.append(exc)
-    if not opened:
-        return [o if o is not None else "nothing was measured" for o in outcomes]
-    try:
-        stats = measure_interleaved([p.sampler for _, p, _ in opened], [t for _, _, t in opened])
-    except Exception as exc:
-        if faults is not None:
-            faults.append(exc)
-        for backend, _, _ in opened:
-            backend.release()
-        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
-        return [o if o is not None else error for o in outcomes]
-    results = iter(
-        backend.close_point(point, timing)
-        for (backend, point, _), timing in zip(opened, stats, strict=True)
-    )
-    return [o if o is not None else next(results) for o in outcomes]
-
-
 # --- a group as one job -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class GroupJob:
+class GroupJob(Job):
     """A group sweep as one picklable job: a sweep and the backends to run it on.
 
     ``spec.backend`` is ignored; every name in ``backends`` gets the same problem, lengths,
@@ -328,6 +292,7 @@ class GroupJob:
     backends: tuple[str, ...]
     label: str = ""
     kind: ClassVar[str] = "group"
+    story: ClassVar[JobStory] = GroupStory()
 
     def __post_init__(self) -> None:
         names = tuple(name.strip() for name in self.backends)
@@ -351,19 +316,8 @@ class GroupJob:
         )
         return Plan(tuple(kept), plan.lengths, plan.skipped, plan)
 
-    def run(
-        self,
-        store: Store,
-        *,
-        plan: Plan | None = None,
-        timing: Timing = None,
-        cancel: Callable[[], bool] | None = None,
+    def measure(
+        self, store: Store, plan: Plan, timing: Timing, cancel: Callable[[], bool] | None
     ) -> Iterator[Event]:
-        """Plan the job (raising before anything is written) unless ``plan`` is its plan, then
-        :func:`run_group` it."""
-        plan = plan or self.preflight()
         timings = [timing_for(timing, backend) for backend in plan.backends]
-        events = run_group(
-            plan.detail, store, backends=plan.backends, timings=timings, cancel=cancel
-        )
-        return finishing(events, cancel)
+        return run_group(plan.detail, store, backends=plan.backends, timings=timings, cancel=cancel)

@@ -4,22 +4,30 @@ one run per step in one group, all on the same inputs."""
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from workbench.backends import Backend, get_backend
 from workbench.config import ConfigError, Problem, SweepSpec
-from workbench.events import Event, LadderStarted
+from workbench.events import Event, LadderStarted, RunEvent, StepStarted
 from workbench.jobs.base import (
+    Job,
     Plan,
     Timing,
     backend_for,
-    finishing,
+    check_available,
+    check_points,
     job_names,
     prepend,
     timing_for,
 )
+from workbench.jobs.sweep import run_sweep
+from workbench.ladder import Ladder, load_ladder, step_label
 from workbench.store import Store
+from workbench.stories import JobStory, LadderStory
+from workbench.timing import TimingSettings
 
 # The fields a ladder job is given (its problem, lengths and backend): a refusal naming one of
 # them is about the input; any other field is a step's own knob, from the ladder's preset.
@@ -46,7 +54,7 @@ class LadderStepError(ConfigError):
 
 
 @dataclass(frozen=True)
-class LadderJob:
+class LadderJob(Job):
     """A ladder to run: its steps, and the problem, lengths and backend every step shares."""
 
     ladder: Any  # workbench.ladder.Ladder
@@ -56,6 +64,7 @@ class LadderJob:
     label: str = ""
     seed: int | None = None
     kind: ClassVar[str] = "ladder"
+    story: ClassVar[JobStory] = LadderStory()
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -67,9 +76,6 @@ class LadderJob:
     def preflight(self) -> Plan:
         """The backend and every step on every length, before the group is written. A step's
         knob that cannot run is a :class:`LadderStepError` naming the step."""
-        from workbench.ladder import step_label
-        from workbench.runner import check_points
-
         backend = backend_for(self.backend)  # asks whether it is available
         for step in self.ladder.steps:
             spec = SweepSpec(
@@ -85,17 +91,9 @@ class LadderJob:
                 ) from exc
         return Plan((backend,), self.planned_lengths())
 
-    def run(
-        self,
-        store: Store,
-        *,
-        plan: Plan | None = None,
-        timing: Timing = None,
-        cancel: Callable[[], bool] | None = None,
+    def measure(
+        self, store: Store, plan: Plan, timing: Timing, cancel: Callable[[], bool] | None
     ) -> Iterator[Event]:
-        from workbench.ladder import run_ladder
-
-        plan = plan or self.preflight()
         (backend,) = plan.backends
         group_id, events = run_ladder(
             self.ladder,
@@ -117,7 +115,67 @@ class LadderJob:
             backends=self.backends,
             steps=tuple(step.name for step in self.ladder.steps),
         )
-        return finishing(prepend((started,), events), cancel)
+        return prepend((started,), events)
+
+
+def run_ladder(
+    ladder: Ladder,
+    problem: Problem,
+    seq_lens: tuple[int, ...],
+    backend_name: str,
+    store: Store,
+    *,
+    label: str = "",
+    timing: TimingSettings | None = None,
+    cancel: Callable[[], bool] | None = None,
+    seed: int | None = None,
+    backend: Backend | None = None,
+    checked: bool = False,
+) -> tuple[int, Iterator[StepStarted | RunEvent]]:
+    """Check every step (unless ``checked``: a job's preflight did), store the group, and
+    return (group id, events of all steps)."""
+    seed = secrets.randbits(32) if seed is None else seed
+    backend = backend or get_backend(backend_name)
+    specs = [
+        SweepSpec(problem, seq_lens, step.config, backend_name, step_label(label, step), seed)
+        for step in ladder.steps
+    ]
+    if not checked:
+        check_available(specs[0], backend)
+        for spec in specs:
+            check_points(spec, backend)
+    group_id = store.create_group(
+        "ladder",
+        label or f"{ladder.name} on {backend_name}",
+        {
+            "steps": [s.name for s in ladder.steps],
+            # Each step's knobs, so a view can name a step that never ran (cancelled, failed).
+            "configs": [s.config.summary() for s in ladder.steps],
+            "published": ladder.published,
+            # Which preset ran, so the view can say so (a Hopper ladder is not Blackwell's).
+            "preset": ladder.preset,
+            "ladder": ladder.name,
+            "archs": list(ladder.archs),
+        },
+    )
+
+    def events() -> Iterator[StepStarted | RunEvent]:
+        for index, (step, spec) in enumerate(zip(ladder.steps, specs)):
+            if cancel is not None and cancel():
+                return
+            yield StepStarted(index, len(specs), step.name, step.config)
+            yield from run_sweep(
+                spec,
+                store,
+                timing=timing,
+                backend=backend,
+                cancel=cancel,
+                group_id=group_id,
+                step=step.name,
+                checked=True,  # every step was checked before the group was stored
+            )
+
+    return group_id, events()
 
 
 def ladder_job(
@@ -133,8 +191,6 @@ def ladder_job(
     if len(names) != 1:
         raise ConfigError("backends", names, "the ladder runs on one backend at a time")
     if ladder is None:
-        from workbench.ladder import load_ladder
-
         ladder = load_ladder()
     problem = spec.problem
     if problem.input_pos and spec.config.mask != "causal":

@@ -13,14 +13,8 @@ import pytest
 from workbench.backends.base import BackendError
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.runner import (
-    BackendUnavailable,
-    PointFinished,
-    PointStarted,
-    RunFinished,
-    RunStarted,
-    run_sweep,
-)
+from workbench.events import PointFinished, PointStarted, RunFinished, RunStarted
+from workbench.jobs import BackendUnavailable, run_sweep
 from workbench.store import Store
 from workbench.timing import TimingSettings
 

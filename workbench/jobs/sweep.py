@@ -1,10 +1,9 @@
-"""Run a sweep point by point: a plain generator of a run's events (:mod:`workbench.events`).
+"""Sweep jobs: one run of one backend over a list of sequence lengths.
 
-The jobs (:mod:`workbench.jobs`) are built on it. The runner checks everything that can be checked
-before anything is written (backend available, every point's shape valid and within memory), then
-stores the run, measures each sequence length, checks its output against float64 and commits the
-point at once. A cancel request is honoured between points; a backend failure ends the run as
-'failed' with the error text and the points already measured.
+:func:`run_sweep` is the measuring loop every job is built on (a group's members and a ladder's
+steps are sweeps too): it stores the run, measures each sequence length, checks its output
+against float64 and commits the point at once. A cancel request is honoured between points; a
+backend failure ends the run as 'failed' with the error text and the points already measured.
 """
 
 from __future__ import annotations
@@ -12,53 +11,84 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError
 from workbench.config import ConfigError, SweepSpec
-from workbench.events import PointFinished, PointStarted, RunFinished, RunStarted
-from workbench.events import RunEvent as Event
+from workbench.events import (
+    Event,
+    PointFinished,
+    PointStarted,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    SweepStarted,
+)
+from workbench.jobs.base import (
+    Job,
+    Plan,
+    Timing,
+    backend_for,
+    check_available,
+    check_points,
+    prepend,
+    timing_for,
+)
 from workbench.machine import host_info
 from workbench.store import Store
+from workbench.stories import JobStory, SweepStory
 from workbench.timing import TimingSettings
 
-__all__ = [
-    "BackendUnavailable",
-    "Event",
-    "PointFinished",
-    "PointStarted",
-    "RunFinished",
-    "RunStarted",
-    "check_available",
-    "check_points",
-    "preflight",
-    "run_sweep",
-]
 
+@dataclass(frozen=True)
+class SweepJob(Job):
+    """One sweep: one run of ``spec`` on ``spec.backend``."""
 
-class BackendUnavailable(BackendError):
-    pass
+    spec: SweepSpec
+    kind: ClassVar[str] = "sweep"
+    story: ClassVar[JobStory] = SweepStory()
 
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
 
-def preflight(spec: SweepSpec, backend: Backend) -> None:
-    """Everything that can be refused before a run is written."""
-    check_available(spec, backend)
-    check_points(spec, backend)
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (self.spec.backend,)
 
+    @property
+    def label(self) -> str:
+        return self.spec.label
 
-def check_available(spec: SweepSpec, backend: Backend) -> None:
-    status = backend.availability()
-    if not status.available:
-        raise BackendUnavailable(f"backend {spec.backend!r} is not available: {status.reason}")
+    def planned_lengths(self) -> tuple[int, ...]:
+        return tuple(self.spec.seq_lens)
 
+    def preflight(self) -> Plan:
+        backend = backend_for(self.spec.backend)  # asks whether it is available
+        check_points(self.spec, backend)
+        return Plan((backend,), self.planned_lengths())
 
-def check_points(spec: SweepSpec, backend: Backend) -> None:
-    """The backend's refusals of ``spec``'s points, for a caller that already knows it is
-    available (asking again probes the GPU again)."""
-    for problem in spec.problems():
-        backend.check_supported(problem, spec.config)
+    def measure(
+        self, store: Store, plan: Plan, timing: Timing, cancel: Callable[[], bool] | None
+    ) -> Iterator[Event]:
+        (backend,) = plan.backends
+        events = run_sweep(
+            self.spec,
+            store,
+            cancel=cancel,
+            timing=timing_for(timing, backend),
+            backend=backend,
+            checked=True,
+        )
+        first = next(events)  # RunStarted: the run is stored
+        started = SweepStarted(
+            plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
+        )
+        return prepend((started, first), events)
 
 
 def run_sweep(
@@ -71,12 +101,13 @@ def run_sweep(
     group_id: int | None = None,
     step: str | None = None,
     checked: bool = False,
-) -> Iterator[Event]:
+) -> Iterator[RunEvent]:
     """Measure ``spec`` and store it. Raises ConfigError / BackendUnavailable before writing
     (unless ``checked``: a job's preflight already asked the backend)."""
     backend = backend or get_backend(spec.backend)
     if not checked:
-        preflight(spec, backend)
+        check_available(spec, backend)
+        check_points(spec, backend)
     settings = timing or backend.default_timing()
     machine = {**host_info(), **backend.machine_info()}
     run_id = store.create_run(spec, machine, group_id=group_id, step=step)
@@ -90,7 +121,7 @@ def _measure(
     settings: TimingSettings,
     run_id: int,
     cancel: Callable[[], bool] | None,
-) -> Iterator[Event]:
+) -> Iterator[RunEvent]:
     problems = spec.problems()
     total = len(problems)
     # One seed per run: reproducible when the spec fixes it, fresh otherwise.

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every check CI runs (through .ci/run, the README's test command), cheapest to read first:
+# lint and format, the import contracts, the default suite, then the tests marked slow.
+#   bash scripts/test.sh            all of it
+#   bash scripts/test.sh -k store   extra arguments go to both pytest runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=.venv/bin
+echo "== ruff check and format"
+"$bin/ruff" check .
+"$bin/ruff" format --check .
+echo "== import contracts (pyproject.toml's [tool.importlinter])"
+"$bin/lint-imports" --no-cache
+echo "== the suite (pytest's default: everything not marked slow)"
+"$bin/python" -m pytest -q "$@"
+echo "== the slow tests"
+"$bin/python" -m pytest -q -m slow "$@"
