@@ -254,12 +254,15 @@ def parse_seq_lens(text: str) -> tuple[int, ...]:
 
     Suffix k means ×1024. The result is sorted and without repeats.
     """
-    cleaned = text.strip().lower().replace(" ", "")
+    # "12 8" is not 128: a space may stand beside a separator, never inside a number.
+    if re.search(r"[0-9k]\s+[0-9k]", text.lower()):
+        raise ConfigError("seq_lens", text, "expected whole numbers separated by commas")
+    cleaned = re.sub(r"\s+", "", text.lower())
     if not cleaned:
         raise ConfigError("seq_lens", text, "expected a list like 128,256,512 or a range 1k-16k")
 
     def number(token: str) -> int:
-        match = re.fullmatch(r"(\d+)(k?)", token)
+        match = re.fullmatch(r"([0-9]+)(k?)", token)  # ASCII digits only: not ١٢٨ or １２８
         if not match:
             raise ConfigError(
                 "seq_lens", text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
