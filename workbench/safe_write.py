@@ -63,11 +63,13 @@ def check_target(
     target = Path(text).expanduser()
     if target.is_dir():
         raise UnsafeTarget(f"{target} is a folder; name a file")
+    where = os.path.realpath(target)
     for guarded in protected:
         guarded = Path(guarded)
-        for side in (guarded, guarded.with_name(guarded.name + "-wal"),
-                     guarded.with_name(guarded.name + "-shm")):  # fmt: skip
-            if _same_file(target, side):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            side = guarded.with_name(guarded.name + suffix)
+            # By name too: a file made at runs.db-wal would be taken for the database's log.
+            if _same_file(target, side) or where == os.path.realpath(side):
                 raise UnsafeTarget(
                     f"{target} is the open run database; writing there would destroy its runs"
                 )

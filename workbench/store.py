@@ -383,8 +383,12 @@ class Store:
         return conn
 
     def _connect_read_only(self) -> sqlite3.Connection:
-        """``mode=ro``; a WAL database in a folder this user cannot write has no -shm file
-        and cannot get one, so it is read as immutable (nobody can be writing it there)."""
+        """``mode=ro`` while another connection has the file open (its -wal/-shm exist);
+        otherwise ``immutable``: a read-only WAL connection would create -wal/-shm files it
+        cannot remove, and in a folder this user cannot write it could not open at all."""
+        sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
+        if not any(side.exists() for side in sides):
+            return self._connect(read_only=True, immutable=True)
         conn = self._connect(read_only=True)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
