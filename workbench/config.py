@@ -20,6 +20,8 @@ DTYPES = ("float16", "bfloat16")
 DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}
 HEAD_DIMS = (32, 64, 128, 256)
 MAX_SEQ_LEN = 1 << 20
+# A run's or group's label, at the CLI and in the window alike.
+MAX_LABEL_CHARS = 200
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1
 
@@ -249,6 +251,14 @@ class KernelConfig:
             return config
 
 
+def check_label(label: str) -> None:
+    """A label is at most MAX_LABEL_CHARS characters (a run's, a group's, a relabel)."""
+    if len(label) > MAX_LABEL_CHARS:
+        raise ConfigError(
+            "label", label[:20] + "…", f"expected at most {MAX_LABEL_CHARS} characters"
+        )
+
+
 def parse_seq_lens(text: str) -> tuple[int, ...]:
     """``"128,256,512"`` or a power-of-two range ``"1k-16k"`` / ``"1024..16384"``.
 
@@ -307,8 +317,7 @@ class SweepSpec:
         # Validate every point's shape now, so a sweep never fails half-way on a bad length.
         for n in self.seq_lens:
             self.problem.with_seq_len(n)
-        if len(self.label) > 200:
-            raise ConfigError("label", self.label[:20] + "…", "expected at most 200 characters")
+        check_label(self.label)
         if self.seed is not None:
             # NumPy's SeedSequence takes any whole number >= 0; check now, not mid-sweep.
             _check_int("seed", self.seed, 0)

@@ -43,7 +43,7 @@ import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
-from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec, check_label
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
@@ -576,6 +576,8 @@ class Store:
             raise StoreError(f"writing to {self.path} failed: {exc}") from exc
 
     def create_group(self, kind: str, label: str, spec: dict[str, Any] | None = None) -> int:
+        check_label(label)
+
         def insert() -> int:
             table = self.db["groups"]
             table.insert(
@@ -681,6 +683,10 @@ class Store:
         )
 
     def relabel(self, run_id: int, label: str) -> None:
+        try:
+            check_label(label)
+        except ConfigError as exc:
+            raise StoreError(f"cannot relabel run {run_id}: {exc}") from exc
         self.run(run_id)
         self._write(lambda: self.db["runs"].update(run_id, {"label": label}))
 
