@@ -422,6 +422,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         try:
             path = check_target(args.readme, protected=[_db_path(args)])
+            if path.exists() and not path.is_file():  # a FIFO or a device: reading could hang
+                raise UnsafeTarget("not a regular file")
             text = path.read_text(encoding="utf-8")
         except (UnsafeTarget, ValueError) as exc:  # UnicodeDecodeError: a binary file
             raise UsageError(f"--readme: {args.readme}: {_one_line(exc)}") from exc
