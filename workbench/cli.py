@@ -84,6 +84,8 @@ def _db_of(args: argparse.Namespace) -> str | None:
     for given in (before, after):
         if given is not None and not given.strip():
             raise UsageError("--db: expected a database path, got an empty one")
+        if given is not None and "\x00" in given:
+            raise UsageError("--db: the path contains a NUL character")
     if before and after and Path(before).expanduser() != Path(after).expanduser():
         raise UsageError(f"--db given twice with different paths ({before!r} and {after!r})")
     return after or before

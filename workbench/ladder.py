@@ -111,10 +111,15 @@ def load_ladder(
         text = _preset_text(preset)
         source = f"the built-in ladder {preset}"
     else:
+        if "\x00" in str(path) or (Path(path).exists() and not Path(path).is_file()):
+            # A folder, a FIFO or a device: reading a FIFO would wait for a writer forever.
+            raise ConfigError("steps", str(path), "a readable JSON file (a regular file)")
         try:
             text = Path(path).read_text("utf-8")
         except OSError as exc:
             raise ConfigError("steps", str(path), f"a readable JSON file ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError("steps", str(path), "a JSON file in UTF-8") from exc
         source = preset = str(path)
     try:
         data = json.loads(text)
@@ -129,7 +134,7 @@ def load_ladder(
         raise ConfigError(
             "steps", f"{source}: {sorted(unknown_keys)}", f"keys among {sorted(LADDER_KEYS)}"
         )
-    mask = mask or data.get("mask", "causal")
+    mask = data.get("mask", "causal") if mask is None else mask  # "" is refused, not the default
     current = KernelConfig(mask=mask, window=window if mask == "window" else None)
     known = {f.name for f in dataclasses.fields(KernelConfig)}
     steps = []
