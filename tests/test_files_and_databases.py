@@ -120,6 +120,36 @@ def test_an_export_that_fails_half_way_leaves_the_old_file_and_no_temporary_one(
     assert listing(out) == before
 
 
+def _unnamed_files_work(folder: Path) -> bool:
+    try:
+        os.close(os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o600))
+        return True
+    except (AttributeError, OSError):
+        return False
+
+
+def test_while_an_export_is_being_written_it_has_no_name_a_kill_could_leave_behind(
+    filled: Path, run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 mid-export left a 4 MB .NAME.partial: now the content is written to a file with
+    no name (O_TMPFILE), which gets one only when it is complete."""
+    out = tmp_path / "out"
+    out.mkdir()
+    if not _unnamed_files_work(out):
+        pytest.skip("this file system has no O_TMPFILE; the named fallback is cleaned up on exit")
+    seen_while_writing: list[list[str]] = []
+    real_fsync = os.fsync
+
+    def fsync_and_look(fd: int) -> None:  # the content is all written when it is synced
+        seen_while_writing.append(sorted(p.name for p in out.iterdir()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_and_look)
+    assert run_cli("export", "--csv", str(out / "big.csv")).code == 0
+    assert seen_while_writing == [[]]
+    assert sorted(p.name for p in out.iterdir()) == ["big.csv"]
+
+
 # --- 2. FIFOs and devices are written in place --------------------------------------------------
 
 

@@ -572,10 +572,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.backends.base import BackendError
 
-    previous = _handle_sigterm()
+    previous = _NOT_SET
     try:
         args = build_parser().parse_args(argv)
         command = args.command or "gui"
+        if command != "gui":  # the window's Qt loop has its own way to end
+            previous = _handle_sigterm()
         return COMMANDS[command](args)
     except StoreLocked as exc:  # not bad input: a run may have started, and failed on it
         print(f"error: {exc}", file=sys.stderr)

@@ -326,7 +326,6 @@ class Store:
         self.path = Path(path) if path is not None else default_db_path()
         self.notice: str | None = None
         self.read_only = read_only
-        self._opened_read_only = read_only  # asked for by the caller, not a newer schema
         self._busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
         try:
             header = self._check_file()
