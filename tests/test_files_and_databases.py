@@ -551,3 +551,18 @@ def test_a_newer_database_with_a_renamed_column_is_refused_in_one_line(
         line = assert_one_line_refusal(run_cli(*command))
         assert "newer fmha-workbench" in line and "label" in line
     assert listing(filled.parent) == before
+
+
+def test_a_newer_database_this_version_can_read_is_read_and_never_written(
+    filled: Path, run_cli: RunCli
+) -> None:
+    conn = sqlite3.connect(filled)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    before = listing(filled.parent)
+    listed = run_cli("runs", "--json")
+    assert listed.code == 0 and len(json.loads(listed.out)) == 2
+    refused = run_cli("sweep", "--seq-lens", "16", *FAST)
+    assert refused.code == 2 and "newer" in refused.err_lines[-1]
+    assert listing(filled.parent) == before  # no byte changed, no -wal/-shm left

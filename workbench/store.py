@@ -381,12 +381,13 @@ class Store:
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
-    def _connect_read_only(self) -> sqlite3.Connection:
-        """``mode=ro`` while another connection has the file open (its -wal/-shm exist);
-        otherwise ``immutable``: a read-only WAL connection would create -wal/-shm files it
-        cannot remove, and in a folder this user cannot write it could not open at all."""
+    def _connect_read_only(self, *, brief: bool = True) -> sqlite3.Connection:
+        """``mode=ro``. For a ``brief`` read (a command's), ``immutable`` where nobody has the
+        file open (no -wal/-shm beside it): a read-only WAL connection would leave -wal/-shm
+        files it cannot remove. Where ``mode=ro`` cannot open (a WAL file in a folder this
+        user cannot write), ``immutable`` too: nobody can be writing it there."""
         sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
-        if not any(side.exists() for side in sides):
+        if brief and not any(side.exists() for side in sides):
             return self._connect(read_only=True, immutable=True)
         conn = self._connect(read_only=True)
         try:
@@ -397,6 +398,20 @@ class Store:
             if _is_locked(exc):
                 raise
             return self._connect(read_only=True, immutable=True)
+
+    def _connect_query_only(self) -> sqlite3.Connection:
+        """For a writer's store that may not write (a newer schema), kept open by the window:
+        an ordinary connection that honours other writers' locks and removes its -wal/-shm on
+        close, told to refuse writes; ``mode=ro`` where even that cannot open."""
+        try:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise
+            return self._connect_read_only(brief=False)
 
     def _inspect(self, conn: sqlite3.Connection) -> tuple[set[str], int]:
         """The file's own tables and its schema version; DatabaseError when it is damaged."""
@@ -414,7 +429,9 @@ class Store:
         version, tables = 0, set()
         if header:  # an existing SQLite file: look before anything is written to it
             try:
-                probe = self._connect_read_only()
+                # A writer looks through a connection that honours locks and removes the
+                # -wal/-shm it makes; it writes nothing until the file is known to be its own.
+                probe = self._connect_read_only() if self.read_only else self._connect()
                 try:
                     tables, version = self._inspect(probe)
                 finally:
@@ -426,13 +443,13 @@ class Store:
                 return self._damaged(header, exc)
             self._refuse_foreign(tables, version)
         if version > SCHEMA_VERSION:
+            conn = self._connect_read_only() if self.read_only else self._connect_query_only()
+            _check_readable(conn, self.path)
             self.read_only = True
             self.notice = (
                 f"{self.path} was written by a newer fmha-workbench (schema {version}, this one "
                 f"knows {SCHEMA_VERSION}); it is open read-only. Upgrade to add runs to it."
             )
-            conn = self._connect_read_only()
-            _check_readable(conn, self.path)
             return sqlite_utils.Database(conn)
         if self.read_only:
             if version == SCHEMA_VERSION:
