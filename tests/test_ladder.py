@@ -106,7 +106,7 @@ def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path,
     assert settings.rounds == 6
     db = tmp_path / "runs.db"
     assert main(["sweep", "--db", str(db), "--min-time", "nan"]) == 2
-    assert "min_time_s" in capsys.readouterr().err
+    assert "--min-time" in capsys.readouterr().err  # refused at the flag, before any setting
     assert not db.exists()
 
 

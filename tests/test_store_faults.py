@@ -67,10 +67,7 @@ def garbage_over_the_header(path: Path) -> None:
         handle.write(os.urandom(100))
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [garbage_over_everything, truncated_to_half, garbage_in_a_page, garbage_over_the_header],
-)
+@pytest.mark.parametrize("damage", [truncated_to_half, garbage_in_a_page])
 def test_a_damaged_file_is_set_aside_and_a_fresh_one_started(
     damage: Callable[[Path], None], db_path: Path, measure: Callable
 ) -> None:
@@ -97,21 +94,52 @@ def test_a_damaged_file_is_set_aside_and_a_fresh_one_started(
 def test_a_second_damage_gets_its_own_name(db_path: Path, measure: Callable) -> None:
     for _ in range(2):
         filled_database(db_path, measure, runs=1)
-        garbage_over_everything(db_path)
+        garbage_in_a_page(db_path)
         Store(db_path).close()
     assert len(set_aside_files(db_path)) == 2
 
 
-def test_every_command_tells_the_user_about_a_set_aside_file(
+READ_COMMANDS = [["runs"], ["show", "1"], ["compare", "1", "2"], ["export", "--csv", "-"]]
+
+
+def test_reading_commands_refuse_a_damaged_database_and_a_sweep_sets_it_aside(
     db_path: Path, measure: Callable, run_cli: Callable[..., Any]
 ) -> None:
     filled_database(db_path, measure)
-    garbage_over_everything(db_path)
-    listed = run_cli("runs")
-    assert listed.code == 0
-    assert "damaged" in listed.err and "moved to" in listed.err
-    assert "no runs yet" in listed.out
-    assert len(set_aside_files(db_path)) == 1
+    garbage_in_a_page(db_path)
+    damaged_bytes = db_path.read_bytes()
+    for command in READ_COMMANDS:
+        refused = run_cli(*command)
+        assert refused.code == 2, (command, refused.err)
+        assert len(refused.err_lines) == 1 and "damaged" in refused.err, refused.err
+        assert "nothing was changed" in refused.err and refused.out == ""
+        assert db_path.read_bytes() == damaged_bytes and set_aside_files(db_path) == []
+    swept = run_cli("sweep", "--seq-lens", "16", "--heads", "1", "--head-dim", "32", *FAST)
+    assert swept.code == 0, swept.err
+    [moved] = set_aside_files(db_path)
+    assert "damaged" in swept.err and f"moved to {moved}" in swept.err
+    assert moved.read_bytes() == damaged_bytes
+
+
+@pytest.mark.parametrize("damage", [garbage_over_everything, garbage_over_the_header])
+@pytest.mark.parametrize("command", [*READ_COMMANDS, ["sweep", "--seq-lens", "16", *FAST]])
+def test_a_file_that_is_no_longer_sqlite_is_refused_untouched_by_every_command(
+    damage: Callable[[Path], None],
+    command: list[str],
+    db_path: Path,
+    measure: Callable,
+    run_cli: Callable[..., Any],
+) -> None:
+    """Without its header nothing says the file was ever a run database: moving it aside
+    could move a user's own file, so every command leaves it where and as it is."""
+    filled_database(db_path, measure, runs=1)
+    damage(db_path)
+    before = db_path.read_bytes()
+    result = run_cli(*command)
+    assert result.code == 2 and len(result.err_lines) == 1, result.err
+    assert str(db_path) in result.err and "nothing was changed" in result.err
+    assert db_path.read_bytes() == before
+    assert sorted(p.name for p in db_path.parent.iterdir()) == ["runs.db"]
 
 
 def test_a_directory_is_not_a_damaged_database(tmp_path: Path, run_cli: Callable[..., Any]) -> None:

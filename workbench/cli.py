@@ -1,15 +1,20 @@
 """``fmha-workbench``: the GUI with no subcommand, and a headless CLI over the same core.
 
 Each command opens the store, calls one or two core functions and turns their errors into a
-clean exit: 0 on success, 1 when a sweep ran but failed, 2 with one line on stderr (and nothing
-written) for bad input, 130 when interrupted.
+clean exit: 0 on success, 1 when a sweep ran but failed (a database locked mid-run included), 2
+with one line on stderr (and nothing written) for bad input, 130 when interrupted (Ctrl-C), 143
+when terminated (SIGTERM, handled like Ctrl-C: the run is stored cancelled with its points).
+Reading commands open the database read-only and never change it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -17,7 +22,14 @@ from typing import Any, NoReturn
 from kernels import knobs
 from kernels.schedule import BlockKind
 from workbench.backends.base import schedule_for
-from workbench.cli_args import UsageError, build_parser, knob_arch, spec_from_args, timing_from_args
+from workbench.cli_args import (
+    UsageError,
+    build_parser,
+    knob_arch,
+    spec_from_args,
+    sweep_backend_names,
+    timing_from_args,
+)
 from workbench.compare import compare_runs, format_delta, format_speedup, noise_rule
 from workbench.config import (
     ConfigError,
@@ -27,10 +39,29 @@ from workbench.config import (
 )
 from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
-from workbench.store import Store, StoreError, default_db_path
+from workbench.store import Store, StoreError, StoreLocked, csv_text, default_db_path
 from workbench.tuned import tuned_labels
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+# A block map of more cells than this (2048 x 2048: 128k x 128k at 64 x 64 tiles) is refused:
+# its grid and JSON would take gigabytes and minutes.
+MAX_BLOCKMAP_CELLS = 2048 * 2048
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: every run on the way out is stored cancelled."""
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` with control characters escaped (ESC, BEL, NUL in a label must not drive the
+    terminal); newlines kept where asked (a stored error's trace)."""
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        return char if keep_newlines and char == "\n" else repr(char)[1:-1]
+
+    return _CONTROL.sub(escape, str(text))
 
 
 def _emit_json(data: Any) -> None:
@@ -50,6 +81,11 @@ def _db_of(args: argparse.Namespace) -> str | None:
     same path twice is fine, two different ones are refused), else None (the store's default,
     which honours ``FMHA_WORKBENCH_DB``)."""
     before, after = getattr(args, "db", None), getattr(args, "command_db", None)
+    for given in (before, after):
+        if given is not None and not given.strip():
+            raise UsageError("--db: expected a database path, got an empty one")
+        if given is not None and "\x00" in given:
+            raise UsageError("--db: the path contains a NUL character")
     if before and after and Path(before).expanduser() != Path(after).expanduser():
         raise UsageError(f"--db given twice with different paths ({before!r} and {after!r})")
     return after or before
@@ -60,15 +96,24 @@ def _open_store(db: str | None, *, create: bool = True) -> Store:
     a newer schema opened read-only) said on stderr. A command that only reads passes
     ``create=False``: a mistyped path is refused rather than made into an empty database."""
     path = Path(db).expanduser() if db else default_db_path()
-    if not create and not path.exists():
+    if not create and not path.exists() and not path.is_symlink():
         raise UsageError(
             f"no run database at {path}; check the path, or start one with "
             f"`fmha-workbench sweep --db {path}`"
         )
-    store = Store(path)
+    store = Store(path, read_only=not create)
     if store.notice:
         print(f"note: {store.notice}", file=sys.stderr)
     return store
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    db = _db_of(args)
+    return Path(db).expanduser() if db else default_db_path()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:
@@ -86,7 +131,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     interleaved. Everything is checked before the database is opened."""
     from workbench.jobs import job_for
 
-    names = args.backends.split(",") if args.backends else [args.backend]
+    names = sweep_backend_names(args)
     job = job_for(spec_from_args(args, "reference"), names)
     plan = job.preflight()
     timing = _timings(args, plan)
@@ -148,6 +193,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             ]
             for r in runs
         ]
+        rows = [[printable(cell) for cell in row] for row in rows]
         print(
             _table(rows, ["id", "created", "backend", "status", "N", "problem", "config", "label"])
         )
@@ -165,10 +211,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.json:
             _emit_json({**run.to_dict(), "points": [p.to_dict() for p in points]})
             return EXIT_OK
-        print(f"run {run.id}  {run.label}")
-        print(f"  status   {run.status}" + (f": {run.error}" if run.error else ""))
+        print(f"run {run.id}  {printable(run.label)}")
+        error = f": {printable(run.error, keep_newlines=True)}" if run.error else ""
+        print(f"  status   {run.status}{error}")
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
-        print(f"  backend  {run.backend}   machine {where}")
+        print(f"  backend  {printable(run.backend)}   machine {printable(where)}")
         print(f"  problem  {run.problem.summary()}")
         print(f"  config   {run.config.summary_for(run.backend)}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
@@ -233,7 +280,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             _emit_json(data)
             return EXIT_OK
         for r in data["runs"]:
-            print(f"run {r['id']}: {r['backend']}  {r['config']}  {r['label']}")
+            print(f"run {r['id']}: {r['backend']}  {r['config']}  {printable(r['label'])}")
         if data["differences"]:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         if data["machines"]:
@@ -261,6 +308,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if not args.csv.strip():
+        raise UsageError("--csv: expected a file name (or - for stdout), got an empty one")
     with _open_store(_db_of(args), create=False) as store:
         run_ids = list(args.runs or [])
         if args.group is not None:
@@ -270,16 +319,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         for run_id in run_ids:
             store.run(run_id)  # a missing id is refused before the file is touched
         if args.csv == "-":
-            import csv
-
-            from workbench.store import export_columns
-
-            rows = list(store.export_rows(run_ids or None))
-            writer = csv.DictWriter(
-                sys.stdout, fieldnames=list(rows[0]) if rows else export_columns()
-            )
-            writer.writeheader()
-            writer.writerows(rows)
+            sys.stdout.write(csv_text(list(store.export_rows(run_ids or None))))
             return EXIT_OK
         count = store.export_csv(args.csv, run_ids or None)
         print(f"wrote {count} row(s) to {args.csv}", file=sys.stderr)
@@ -292,6 +332,13 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     config = KernelConfig(
         tile_m=args.tile_m, tile_n=args.tile_n, mask=args.mask, window=args.window
     )
+    cells = -(-problem.q_len // config.tile_m) * -(-problem.k_len // config.tile_n)
+    if cells > MAX_BLOCKMAP_CELLS:
+        raise UsageError(
+            f"blockmap: {problem.q_len}x{problem.k_len} at {config.tile_m}x{config.tile_n} tiles "
+            f"is {cells:,} blocks; at most {MAX_BLOCKMAP_CELLS:,} (use larger tiles or lengths "
+            "up to 128k)"
+        )
     schedule = schedule_for(problem, config)
     counts = schedule.counts()
     grid = schedule.block_map
@@ -331,17 +378,22 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     from workbench.ladder import format_ladder_table, ladder_table, load_ladder
 
     defaults = ladder_defaults(args.backend)
+
+    def given(name: str) -> Any:  # 0 is a value (refused by Problem), not "use the default"
+        value = getattr(args, name)
+        return defaults[name] if value is None else value
+
     problem = Problem(
-        batch=args.batch or defaults["batch"],
-        heads=args.heads or defaults["heads"],
+        batch=given("batch"),
+        heads=given("heads"),
         kv_heads=args.kv_heads,
-        head_dim=args.head_dim or defaults["head_dim"],
+        head_dim=given("head_dim"),
         dtype=args.dtype,
     )
     job = LadderJob(
         load_ladder(args.steps, mask=args.mask, window=args.window),
         problem,
-        parse_seq_lens(args.seq_lens or defaults["seq_lens"]),
+        parse_seq_lens(defaults["seq_lens"] if args.seq_lens is None else args.seq_lens),
         args.backend,
         args.label,
         args.seed,
@@ -360,8 +412,6 @@ def cmd_ladder(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from workbench.report import build_report, markdown, replace_readme_section
 
     with _open_store(_db_of(args), create=False) as store:
@@ -369,13 +419,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(report)
         return EXIT_OK
-    if args.readme:
-        path = Path(args.readme)
+    if args.readme is not None:
+        from workbench.safe_write import UnsafeTarget, check_target, write_bytes_safely
+
         try:
+            path = check_target(args.readme, protected=[_db_path(args)])
+            if path.exists() and not path.is_file():  # a FIFO or a device: reading could hang
+                raise UnsafeTarget("not a regular file")
             text = path.read_text(encoding="utf-8")
+        except (UnsafeTarget, ValueError) as exc:  # UnicodeDecodeError: a binary file
+            raise UsageError(f"--readme: {args.readme}: {_one_line(exc)}") from exc
         except OSError as exc:
             raise UsageError(f"--readme: cannot read {path}: {exc.strerror or exc}") from exc
-        path.write_text(replace_readme_section(text, markdown(report)), encoding="utf-8")
+        updated = replace_readme_section(text, markdown(report))
+        try:
+            write_bytes_safely(path, updated.encode("utf-8"), protected=[_db_path(args)])
+        except OSError as exc:
+            raise UsageError(f"--readme: cannot write {path}: {exc.strerror or exc}") from exc
         print(f"updated the performance table in {path}", file=sys.stderr)
         return EXIT_OK
     if args.markdown:
@@ -512,10 +572,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.backends.base import BackendError
 
+    previous = _NOT_SET
     try:
         args = build_parser().parse_args(argv)
         command = args.command or "gui"
+        if command != "gui":  # the window's Qt loop has its own way to end
+            previous = _handle_sigterm()
         return COMMANDS[command](args)
+    except StoreLocked as exc:  # not bad input: a run may have started, and failed on it
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -525,12 +591,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UnknownBackend, BackendError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `fmha-workbench runs | head`: the reader left; not an error
         sys.stderr.close()
         return EXIT_OK
+    finally:
+        if previous is not _NOT_SET:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated("stopped by SIGTERM")
+
+
+_NOT_SET = object()
+
+
+def _handle_sigterm() -> Any:
+    """Treat SIGTERM like Ctrl-C while a command runs (only the main thread may set it);
+    returns the handler to restore, or _NOT_SET where none was set."""
+    if threading.current_thread() is not threading.main_thread():
+        return _NOT_SET
+    return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def entry_point() -> NoReturn:

@@ -4,6 +4,7 @@ what the parsed arguments become in the core (a sweep spec, timing settings)."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Any, NoReturn
 
@@ -28,13 +29,74 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
 
-def _ints(text: str) -> list[int]:
+# SQLite's integers are 64-bit: a larger id cannot name anything, and overflows on the way in.
+INT64_MAX = 2**63 - 1
+# Architectures the knob offering can be asked for (CUDA's compute capabilities, sm_70 on).
+KNOWN_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100",
+               "sm_101", "sm_103", "sm_110", "sm_120", "sm_121")  # fmt: skip
+MAX_SEARCH_CHARS = 200
+
+
+def whole(text: str) -> int:
+    """A whole number in ASCII digits within SQLite's 64-bit range (``int`` alone takes
+    fullwidth and Arabic-Indic digits, spaces and underscores)."""
+    stripped = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", stripped):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    value = int(stripped)
+    if abs(value) > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range (at most {INT64_MAX})")
+    return value
+
+
+def run_id(text: str) -> int:
+    """A run or group id: a whole number from 1."""
+    value = whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"ids start at 1, got {text!r}")
+    return value
+
+
+def at_least_zero(text: str) -> int:
+    value = whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {text!r}")
+    return value
+
+
+def finite(text: str) -> float:
+    """A finite number (``float`` alone takes inf and nan)."""
     try:
-        return [int(t) for t in text.split(",") if t.strip()]
+        value = float(text)
     except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or not text.isascii():
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def search_text(text: str) -> str:
+    if len(text) > MAX_SEARCH_CHARS:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated run ids, got {text!r}"
-        ) from None
+            f"a search of {len(text):,} characters; at most {MAX_SEARCH_CHARS}"
+        )
+    return text
+
+
+def _ints(text: str) -> list[int]:
+    """Comma-separated run ids, each once."""
+    tokens = [t.strip() for t in text.split(",")]
+    if not any(tokens):
+        raise argparse.ArgumentTypeError("expected comma-separated run ids, got none")
+    if not all(tokens):
+        raise argparse.ArgumentTypeError(f"expected comma-separated run ids, got {text!r}")
+    ids = [run_id(t) for t in tokens]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"run {', '.join(map(str, repeated))} given more than once in {text!r}"
+        )
+    return ids
 
 
 DB_HELP = "database file (default: $FMHA_WORKBENCH_DB, else runs.db in your data directory)"
@@ -62,7 +124,7 @@ def _add_gpu_timing(group: Any) -> None:
     )
     group.add_argument(
         "--rounds",
-        type=int,
+        type=whole,
         help="groups (--backends): at least this many interleaved timing rounds per length "
         "(default 4)",
     )
@@ -108,13 +170,13 @@ def _add_knob_flag(group: Any, knob: knobs.Knob) -> None:
 
 
 def _knob_number(knob: knobs.Knob) -> Any:
-    """A whole number, or the knob's word for "not set" (``auto``) where it has one."""
+    """A whole number (:func:`whole`), or the knob's word for "not set" (``auto``) where it
+    has one."""
     unset = knob.names.get(None) if None in knob.values else None
 
     def parse(text: str) -> int | None:
-        return None if unset is not None and text == unset else int(text)
+        return None if unset is not None and text.strip() == unset else whole(text)
 
-    parse.__name__ = "int"  # argparse's refusal then reads "invalid int value"
     return parse
 
 
@@ -138,9 +200,10 @@ def knob_arch(args: argparse.Namespace) -> str | None:
         return local_gpu_arch()
     if arch == "any":
         return None
-    if not re.fullmatch(r"sm_\d{2,3}", arch):
+    if arch not in KNOWN_ARCHS:
         raise UsageError(
-            f"--arch: {arch!r} is not an architecture; expected sm_90, sm_120, ... or any"
+            f"--arch: {arch!r} is not an architecture this workbench knows; expected one of "
+            f"{', '.join(KNOWN_ARCHS)}, or any"
         )
     return arch
 
@@ -153,29 +216,29 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
         help=f"sequence lengths: a list (128,256) or a power-of-two range (1k-16k); "
         f"default {seq_default}",
     )
-    g.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
-    g.add_argument("--heads", type=int, default=8, help="query heads (default 8)")
-    g.add_argument("--kv-heads", type=int, help="key/value heads for GQA (default: --heads)")
-    g.add_argument("--head-dim", type=int, default=64, help=f"one of {HEAD_DIMS} (default 64)")
+    g.add_argument("--batch", type=whole, default=1, help="batch size (default 1)")
+    g.add_argument("--heads", type=whole, default=8, help="query heads (default 8)")
+    g.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
+    g.add_argument("--head-dim", type=whole, default=64, help=f"one of {HEAD_DIMS} (default 64)")
     g.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
     g.add_argument(
         "--input-pos",
-        type=int,
+        type=whole,
         default=0,
         help="causal offset: P cached keys before the queries (k_len = N + P); default 0",
     )
     k = p.add_argument_group("kernel")
     k.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
-    k.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
+    k.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
     for knob in knobs.EXPOSED:
         _add_knob_flag(k, knob)
     _add_arch(k)
     t = p.add_argument_group("timing")
-    t.add_argument("--warmup", type=int, help="untimed launches before sampling")
-    t.add_argument("--samples", type=int, help="minimum timed samples per point")
-    t.add_argument("--min-time", type=float, help="minimum seconds of samples per point")
+    t.add_argument("--warmup", type=whole, help="untimed launches before sampling")
+    t.add_argument("--samples", type=whole, help="minimum timed samples per point")
+    t.add_argument("--min-time", type=finite, help="minimum seconds of samples per point")
     _add_gpu_timing(t)
-    t.add_argument("--seed", type=int, help="random seed for the inputs (default: fresh)")
+    t.add_argument("--seed", type=whole, help="random seed for the inputs (default: fresh)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -191,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
 
     p = sub.add_parser("sweep", help="measure a sweep over sequence lengths and store it")
-    p.add_argument("--backend", default="reference", help="backend to run (default reference)")
+    p.add_argument("--backend", help="backend to run (default reference)")
     p.add_argument(
         "--backends", help="several backends, comma-separated, on the same inputs as one group"
     )
@@ -201,36 +264,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser("runs", help="list stored runs, newest first")
-    p.add_argument("--search", help="only runs whose label, backend, status or config match")
-    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    p.add_argument(
+        "--search", type=search_text, help="only runs whose label, backend, status or config match"
+    )
+    p.add_argument("--limit", type=at_least_zero, default=50, help="at most this many (default 50)")
     _add_db(p)
     _add_json(p)
 
     p = sub.add_parser("show", help="one run and its points")
-    p.add_argument("run", type=int, help="run id")
+    p.add_argument("run", type=run_id, help="run id")
     _add_db(p)
     _add_json(p)
 
     p = sub.add_parser("compare", help="latencies of runs side by side, per sequence length")
-    p.add_argument("runs", type=int, nargs="*", help="two or more run ids; the first is the base")
-    p.add_argument("--group", type=int, help="compare every run of a group (from --backends)")
+    p.add_argument(
+        "runs", type=run_id, nargs="*", help="two or more run ids; the first is the base"
+    )
+    p.add_argument("--group", type=run_id, help="compare every run of a group (from --backends)")
     _add_db(p)
     _add_json(p)
 
     p = sub.add_parser("export", help="write points as CSV, one row per point")
     p.add_argument("--csv", required=True, metavar="FILE", help="output file ('-' for stdout)")
     p.add_argument("--runs", type=_ints, help="comma-separated run ids (default: all)")
-    p.add_argument("--group", type=int, help="every run of a group")
+    p.add_argument("--group", type=run_id, help="every run of a group")
     _add_db(p)
 
     p = sub.add_parser("blockmap", help="which q×k blocks a configuration computes, masks, skips")
-    p.add_argument("--q-len", type=int, required=True, help="query length (rows)")
-    p.add_argument("--k-len", type=int, help="default: q-len + input-pos")
+    p.add_argument("--q-len", type=whole, required=True, help="query length (rows)")
+    p.add_argument("--k-len", type=whole, help="default: q-len + input-pos")
     for name in ("tile_m", "tile_n"):
         _add_knob_flag(p, knobs.KNOBS[name])
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
-    p.add_argument("--input-pos", type=int, default=0, help="causal offset of the queries")
-    p.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
+    p.add_argument("--input-pos", type=whole, default=0, help="causal offset of the queries")
+    p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
     _add_json(p)
 
     p = sub.add_parser(
@@ -242,19 +309,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps", metavar="FILE", help="a ladder JSON file (default: the built-in ladder)"
     )
     p.add_argument("--seq-lens", help="default 1k-16k on a GPU backend, 128,256 on reference")
-    p.add_argument("--batch", type=int, help="default 4 on a GPU backend, 1 on reference")
-    p.add_argument("--heads", type=int, help="default 32 on a GPU backend, 2 on reference")
-    p.add_argument("--kv-heads", type=int, help="key/value heads for GQA (default: --heads)")
-    p.add_argument("--head-dim", type=int, help="default 128 on a GPU backend, 64 on reference")
+    p.add_argument("--batch", type=whole, help="default 4 on a GPU backend, 1 on reference")
+    p.add_argument("--heads", type=whole, help="default 32 on a GPU backend, 2 on reference")
+    p.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
+    p.add_argument("--head-dim", type=whole, help="default 128 on a GPU backend, 64 on reference")
     p.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
     p.add_argument("--mask", help="override the ladder's mask (causal by default)")
-    p.add_argument("--window", type=int, help="sliding-window size (with --mask window)")
+    p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
     p.add_argument("--label", default="", help="a name for the ladder group")
-    p.add_argument("--warmup", type=int, help="untimed launches before sampling")
-    p.add_argument("--samples", type=int, help="minimum timed samples per point")
-    p.add_argument("--min-time", type=float, help="minimum seconds of samples per point")
+    p.add_argument("--warmup", type=whole, help="untimed launches before sampling")
+    p.add_argument("--samples", type=whole, help="minimum timed samples per point")
+    p.add_argument("--min-time", type=finite, help="minimum seconds of samples per point")
     _add_gpu_timing(p)
-    p.add_argument("--seed", type=int, help="random seed for the inputs (default: fresh)")
+    p.add_argument("--seed", type=whole, help="random seed for the inputs (default: fresh)")
     _add_db(p)
     _add_json(p)
 
@@ -264,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
         "others (what the README publishes)",
     )
     p.add_argument(
-        "--group", type=int, action="append", required=True, help="a group id (repeatable)"
+        "--group", type=run_id, action="append", required=True, help="a group id (repeatable)"
     )
     p.add_argument(
         "--subject", help="the backend whose speed-up is shown (default: cutile, if present)"
@@ -324,8 +391,23 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
 
 
 def _sweep_backends(args: argparse.Namespace) -> list[str]:
-    names = args.backends.split(",") if getattr(args, "backends", None) else [args.backend]
-    return [n.strip() for n in names if n.strip()]
+    return sweep_backend_names(args)
+
+
+def sweep_backend_names(args: argparse.Namespace) -> list[str]:
+    """``--backends`` (each name once, none empty) or ``--backend`` (default reference); both
+    at once are refused rather than one silently ignored."""
+    backends = getattr(args, "backends", None)
+    if backends is None:
+        return ["reference" if args.backend is None else args.backend]
+    if args.backend is not None:
+        raise UsageError("give --backend or --backends, not both")
+    names = [n.strip() for n in backends.split(",")]
+    if not any(names):
+        raise UsageError("--backends: expected comma-separated backend names, got none")
+    if not all(names):
+        raise UsageError(f"--backends: an empty name in {backends!r}")
+    return names
 
 
 def timing_from_args(args: argparse.Namespace, backend_default: Any) -> Any:

@@ -20,6 +20,8 @@ DTYPES = knobs.DTYPE.values
 DTYPE_ITEMSIZE = knobs.DTYPE_ITEMSIZE
 HEAD_DIMS = knobs.HEAD_DIM.values
 MAX_SEQ_LEN = 1 << 20
+# A run's or group's label, at the CLI and in the window alike.
+MAX_LABEL_CHARS = 200
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
 MAX_ELEMENTS = (1 << 31) - 1
 
@@ -249,17 +251,28 @@ class KernelConfig:
             return config
 
 
+def check_label(label: str) -> None:
+    """A label is at most MAX_LABEL_CHARS characters (a run's, a group's, a relabel)."""
+    if len(label) > MAX_LABEL_CHARS:
+        raise ConfigError(
+            "label", label[:20] + "…", f"expected at most {MAX_LABEL_CHARS} characters"
+        )
+
+
 def parse_seq_lens(text: str) -> tuple[int, ...]:
     """``"128,256,512"`` or a power-of-two range ``"1k-16k"`` / ``"1024..16384"``.
 
     Suffix k means ×1024. The result is sorted and without repeats.
     """
-    cleaned = text.strip().lower().replace(" ", "")
+    # "12 8" is not 128: a space may stand beside a separator, never inside a number.
+    if re.search(r"[0-9k]\s+[0-9k]", text.lower()):
+        raise ConfigError("seq_lens", text, "expected whole numbers separated by commas")
+    cleaned = re.sub(r"\s+", "", text.lower())
     if not cleaned:
         raise ConfigError("seq_lens", text, "expected a list like 128,256,512 or a range 1k-16k")
 
     def number(token: str) -> int:
-        match = re.fullmatch(r"(\d+)(k?)", token)
+        match = re.fullmatch(r"([0-9]+)(k?)", token)  # ASCII digits only: not ١٢٨ or １２８
         if not match:
             raise ConfigError(
                 "seq_lens", text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
@@ -304,8 +317,7 @@ class SweepSpec:
         # Validate every point's shape now, so a sweep never fails half-way on a bad length.
         for n in self.seq_lens:
             self.problem.with_seq_len(n)
-        if len(self.label) > 200:
-            raise ConfigError("label", self.label[:20] + "…", "expected at most 200 characters")
+        check_label(self.label)
         if self.seed is not None:
             # NumPy's SeedSequence takes any whole number >= 0; check now, not mid-sweep.
             _check_int("seed", self.seed, 0)

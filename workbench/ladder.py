@@ -51,6 +51,9 @@ class Ladder:
 
 DEFAULT_PRESET = "ladder.json"
 PRESETS = ("ladder.json", "ladder-blackwell.json")
+# The keys a ladder file may hold, and each of its steps: any other is a typo, refused.
+LADDER_KEYS = frozenset({"name", "description", "mask", "archs", "published_blackwell", "steps"})
+STEP_KEYS = frozenset({"name", "changes", "description"})
 
 
 def _preset_text(name: str) -> str:
@@ -104,24 +107,42 @@ def load_ladder(
         text = _preset_text(preset)
         source = f"the built-in ladder {preset}"
     else:
+        if "\x00" in str(path) or (Path(path).exists() and not Path(path).is_file()):
+            # A folder, a FIFO or a device: reading a FIFO would wait for a writer forever.
+            raise ConfigError("steps", str(path), "a readable JSON file (a regular file)")
         try:
             text = Path(path).read_text("utf-8")
         except OSError as exc:
             raise ConfigError("steps", str(path), f"a readable JSON file ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError("steps", str(path), "a JSON file in UTF-8") from exc
         source = preset = str(path)
     try:
         data = json.loads(text)
         raw_steps = data["steps"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError("steps", source, "a JSON object with a 'steps' list") from exc
-    if not raw_steps:
-        raise ConfigError("steps", source, "at least one step")
-    mask = mask or data.get("mask", "causal")
+    if not isinstance(data, dict) or not isinstance(raw_steps, list) or not raw_steps:
+        raise ConfigError("steps", source, "a JSON object with a non-empty 'steps' list")
+    # A misspelt key would otherwise be ignored and the ladder run without what it meant.
+    unknown_keys = set(data) - LADDER_KEYS
+    if unknown_keys:
+        raise ConfigError(
+            "steps", f"{source}: {sorted(unknown_keys)}", f"keys among {sorted(LADDER_KEYS)}"
+        )
+    mask = data.get("mask", "causal") if mask is None else mask  # "" is refused, not the default
     current = KernelConfig(mask=mask, window=window if mask == "window" else None)
     known = {f.name for f in dataclasses.fields(KernelConfig)}
     steps = []
     for number, raw in enumerate(raw_steps, start=1):
+        if not isinstance(raw, dict) or not isinstance(raw.get("changes", {}), dict):
+            raise ConfigError("steps", f"step {number}", "an object with a 'changes' object")
         name = str(raw.get("name") or f"step {number}")
+        unknown_keys = set(raw) - STEP_KEYS
+        if unknown_keys:
+            raise ConfigError(
+                "steps", f"{name}: {sorted(unknown_keys)}", f"step keys among {sorted(STEP_KEYS)}"
+            )
         changes = raw.get("changes", {})
         unknown = set(changes) - known
         if unknown:

@@ -5,47 +5,70 @@ Guarantees:
 * Each point is committed with its block map in one transaction the moment it is measured, so a
   crash or a ``kill -9`` keeps everything measured before it and no point without its map; a run
   left 'running' by a dead process is shown as failed ("interrupted") when the database is next
-  opened. Every write takes the write lock first (BEGIN IMMEDIATE), so writers queue for it.
-* WAL journal and foreign keys on every connection; the schema version is ``PRAGMA user_version``
-  and migrations are applied in order, each in a transaction, so re-opening is always safe.
-* A damaged file is detected on open, set aside under a timestamped name, and a fresh database is
-  used; ``Store.notice`` says so. A file from a newer schema opens read-only with a notice.
-* A database locked by another writer is retried with backoff before a clear error.
+  opened (a live process that reused the PID is told apart by its start time). Every write takes
+  the write lock first (BEGIN IMMEDIATE), so writers queue for it.
+* WAL journal and foreign keys on every writing connection; the schema version is
+  ``PRAGMA user_version`` and migrations are applied in order, each in a transaction, so
+  re-opening is always safe.
+* A file that is not a run database (not SQLite, another application's SQLite file, a folder, a
+  device, a FIFO) is refused untouched, writing or not. A store opened ``read_only`` never
+  creates, moves, migrates or changes its file.
+* A damaged run database is set aside under a timestamped name by a writing store only, and a
+  fresh database is used; ``Store.notice`` says where it went. A file from a newer schema opens
+  read-only with a notice, or is refused when this version cannot read its tables.
+* A database locked by another writer is retried with backoff before a clear error
+  (:class:`StoreLocked`); a run's end is retried for much longer, so its reason is not lost.
 
 One :class:`Store` per thread: SQLite connections must not cross threads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
+import dataclasses
+import io
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
-from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec, check_label
+from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
 APP_NAME = "fmha-workbench"
 STATUSES = ("running", "complete", "failed", "cancelled")
+INTERRUPTED_ERROR = (
+    "interrupted: the process running it stopped before it finished; the points measured "
+    "before that are kept"
+)
 # Backoff between attempts: 0.05 s doubling, about 3 s in all; each attempt also waits up to
 # busy_timeout_s inside SQLite, so with the default 2 s a held lock is given up after about 17 s.
 LOCK_RETRIES = 6
+BUSY_TIMEOUT_S = 2.0
+# How long the last write of a run (its end, and a point measured when the lock was lost) keeps
+# trying: a run left 'running' would lose the reason it ended.
+FINAL_WRITE_PATIENCE_S = 120.0
 T = TypeVar("T")
 
 
 class StoreError(RuntimeError):
     """A database problem the user can act on; the message says what to do."""
+
+
+class StoreLocked(StoreError):
+    """Another writer held the database's lock for longer than the retries wait."""
 
 
 class RunNotFound(StoreError):
@@ -285,69 +308,203 @@ def _write_transaction(conn: sqlite3.Connection, action: Callable[[], T]) -> T:
 
 
 class Store:
-    """The run database. ``notice`` carries anything the user should be told about opening it."""
+    """The run database. ``notice`` carries anything the user should be told about opening it.
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, busy_timeout_s: float = 2.0):
+    ``read_only=True`` (the CLI's reading commands) never creates, moves, migrates or changes
+    the file: it is opened with SQLite's ``mode=ro`` (``immutable`` where even that needs a
+    -shm file it cannot create, as in a read-only folder), an older schema is migrated in a
+    copy in memory, and a run whose process is gone is shown failed without being stored so.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_s: float | None = None,
+        read_only: bool = False,
+    ):
         self.path = Path(path) if path is not None else default_db_path()
         self.notice: str | None = None
-        self.read_only = False
-        self._busy_timeout_s = busy_timeout_s
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        self._busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
         try:
-            self.db = self._open_checked()
+            header = self._check_file()
+            if header is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = self._open_checked(header)
         except sqlite3.OperationalError as exc:
             if _is_locked(exc):
-                raise StoreError(
+                raise StoreLocked(
                     f"{self.path} is locked by another program; close it (or the other "
                     "fmha-workbench) and try again"
                 ) from exc
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}; nothing was changed") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
 
     # opening ---------------------------------------------------------------------------------
 
-    def _connect(self, *, read_only: bool = False) -> sqlite3.Connection:
+    def _check_file(self) -> bytes | None:
+        """The file's first 100 bytes (its SQLite header; b"" for an empty file), None when
+        there is no file. Whatever cannot be a run database is refused here, untouched."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            if self.read_only:
+                raise StoreError(f"no run database at {self.path}") from None
+            return None
+        if stat.S_ISDIR(info.st_mode):
+            raise StoreError(f"cannot open {self.path}: it is a folder, not a database file")
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(
+                f"cannot open {self.path}: it is not a regular file (a device, a pipe or a "
+                "socket), so it cannot be a run database"
+            )
+        with open(self.path, "rb") as handle:
+            header = handle.read(100)
+        if header and not header.startswith(SQLITE_MAGIC):
+            raise StoreError(
+                f"{self.path} is not a run database (not an SQLite file); nothing was changed"
+            )
+        return header
+
+    def _connect(self, *, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
         if read_only:
-            uri = f"file:{self.path}?mode=ro"
+            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
+            if immutable:
+                uri += "&immutable=1"
             conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
         else:
             conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s)
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
-    def _open_checked(self) -> sqlite_utils.Database:
+    def _connect_read_only(self, *, brief: bool = True) -> sqlite3.Connection:
+        """``mode=ro``. For a ``brief`` read (a command's), ``immutable`` where nobody has the
+        file open (no -wal/-shm beside it): a read-only WAL connection would leave -wal/-shm
+        files it cannot remove. Where ``mode=ro`` cannot open (a WAL file in a folder this
+        user cannot write), ``immutable`` too: nobody can be writing it there."""
+        sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
+        if brief and not any(side.exists() for side in sides):
+            return self._connect(read_only=True, immutable=True)
+        conn = self._connect(read_only=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if _is_locked(exc):
+                raise
+            return self._connect(read_only=True, immutable=True)
+
+    def _connect_query_only(self) -> sqlite3.Connection:
+        """For a writer's store that may not write (a newer schema), kept open by the window:
+        an ordinary connection that honours other writers' locks and removes its -wal/-shm on
+        close, told to refuse writes; ``mode=ro`` where even that cannot open."""
         try:
             conn = self._connect()
-            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if ok != "ok":
-                raise sqlite3.DatabaseError(f"quick_check: {ok}")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            # OperationalError is "cannot open / locked / I/O error", not a damaged file: a
-            # directory or an unreadable path must never be moved aside as if it were damaged.
-            if isinstance(exc, sqlite3.OperationalError) or not self.path.is_file():
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
                 raise
-            with contextlib.suppress(Exception):
-                conn.close()
-            moved = self._set_aside()
-            self.notice = (
-                f"The database {self.path} was damaged ({exc}); it was moved to {moved} "
-                "and a fresh database was started."
-            )
-            conn = self._connect()
-            version = 0
+            return self._connect_read_only(brief=False)
+
+    def _inspect(self, conn: sqlite3.Connection) -> tuple[set[str], int]:
+        """The file's own tables and its schema version; DatabaseError when it is damaged."""
+        ok = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if ok != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {ok}")
+        tables = {
+            row[0]
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not row[0].startswith("sqlite_")
+        }
+        return tables, conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def _open_checked(self, header: bytes | None) -> sqlite_utils.Database:
+        version, tables = 0, set()
+        if header:  # an existing SQLite file: look before anything is written to it
+            try:
+                # A writer looks through a connection that honours locks and removes the
+                # -wal/-shm it makes; it writes nothing until the file is known to be its own.
+                probe = self._connect_read_only() if self.read_only else self._connect()
+                try:
+                    tables, version = self._inspect(probe)
+                finally:
+                    probe.close()
+            except sqlite3.DatabaseError as exc:
+                # OperationalError is "cannot open / locked / I/O error", not a damaged file.
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise
+                return self._damaged(header, exc)
+            self._refuse_foreign(tables, version)
         if version > SCHEMA_VERSION:
-            conn.close()
+            conn = self._connect_read_only() if self.read_only else self._connect_query_only()
+            _check_readable(conn, self.path)
             self.read_only = True
             self.notice = (
                 f"{self.path} was written by a newer fmha-workbench (schema {version}, this one "
                 f"knows {SCHEMA_VERSION}); it is open read-only. Upgrade to add runs to it."
             )
-            return sqlite_utils.Database(self._connect(read_only=True))
+            return sqlite_utils.Database(conn)
+        if self.read_only:
+            if version == SCHEMA_VERSION:
+                return sqlite_utils.Database(self._connect_read_only())
+            # An empty file or an older schema: read a migrated copy, leave the file alone.
+            memory = sqlite3.connect(":memory:")
+            if header:
+                source = self._connect_read_only()
+                source.backup(memory)
+                source.close()
+            db = sqlite_utils.Database(memory)
+            self._migrate(db, version)
+            return db
+        conn = self._connect()
         db = sqlite_utils.Database(conn)
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             self._retry(db.enable_wal)
         self._migrate(db, version)
         self._mark_interrupted(db)
+        return db
+
+    def _refuse_foreign(self, tables: set[str], version: int) -> None:
+        """Another application's SQLite file (or a newer workbench's this one cannot read) is
+        refused by every command, before anything is written."""
+        if not tables and version == 0:
+            return  # an empty SQLite file: a writer starts the schema in it
+        if version == 0 or not {"runs", "points"} <= tables:
+            shown = ", ".join(sorted(tables)[:5]) or "none"
+            raise StoreError(
+                f"{self.path} is an SQLite database of another application (its tables: "
+                f"{shown}), not a run database; nothing was changed"
+            )
+
+    def _damaged(self, header: bytes, exc: Exception) -> sqlite_utils.Database:
+        """A file SQLite cannot read. Set aside (by a writer only) if it is a run database, by
+        the schema version in its header; anything else is refused untouched."""
+        header_version = int.from_bytes(header[60:64], "big") if len(header) >= 64 else 0
+        if not 1 <= header_version <= SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} is not a readable run database ({exc}); nothing was changed"
+            )
+        if self.read_only:
+            raise StoreError(
+                f"{self.path} is a damaged run database ({exc}); nothing was changed: "
+                "`fmha-workbench sweep` or the window moves it aside and starts a fresh one"
+            )
+        moved = self._set_aside()
+        self.notice = (
+            f"The database {self.path} was damaged ({exc}); it was moved to {moved} "
+            "and a fresh database was started."
+        )
+        conn = self._connect()
+        db = sqlite_utils.Database(conn)
+        self._retry(db.enable_wal)
+        self._migrate(db, 0)
         return db
 
     def _set_aside(self) -> Path:
@@ -391,8 +548,7 @@ class Store:
                     run_id,
                     {
                         "status": "failed",
-                        "error": "interrupted: the process running it stopped before "
-                        "it finished; the points measured before that are kept",
+                        "error": INTERRUPTED_ERROR,
                         "finished_at": utc_now(),
                     },
                 )
@@ -401,35 +557,43 @@ class Store:
 
     # writing ---------------------------------------------------------------------------------
 
-    def _retry(self, action: Callable[[], T]) -> T:
+    def _retry(self, action: Callable[[], T], *, patience_s: float = 0.0) -> T:
+        """``action``, retried with backoff while another writer holds the lock; with
+        ``patience_s``, retried (every second at most) until that long has passed."""
         delay = 0.05
-        for attempt in range(LOCK_RETRIES + 1):
+        deadline = time.monotonic() + patience_s
+        attempt = 0
+        while True:
             try:
                 return action()
             except sqlite3.OperationalError as exc:
-                if not _is_locked(exc) or attempt == LOCK_RETRIES:
-                    if _is_locked(exc):
-                        raise StoreError(
-                            f"{self.path} stayed locked by another writer; try again when it "
-                            "has finished"
-                        ) from exc
+                if not _is_locked(exc):
                     raise
+                attempt += 1
+                if attempt > LOCK_RETRIES and time.monotonic() >= deadline:
+                    raise StoreLocked(
+                        f"{self.path} stayed locked by another writer; try again when it "
+                        "has finished"
+                    ) from exc
                 time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+                delay = min(delay * 2, 1.0)
 
-    def _write(self, action: Callable[[], T]) -> T:
+    def _write(self, action: Callable[[], T], *, patience_s: float = 0.0) -> T:
         if self.read_only:
             raise StoreError(self.notice or f"{self.path} is open read-only")
 
         try:
-            return self._retry(lambda: _write_transaction(self.db.conn, action))
+            return self._retry(
+                lambda: _write_transaction(self.db.conn, action), patience_s=patience_s
+            )
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc).lower():
                 raise StoreError(f"{self.path} is read-only: {exc}") from exc
             raise StoreError(f"writing to {self.path} failed: {exc}") from exc
 
     def create_group(self, kind: str, label: str, spec: dict[str, Any] | None = None) -> int:
+        check_label(label)
+
         def insert() -> int:
             table = self.db["groups"]
             table.insert(
@@ -452,7 +616,12 @@ class Store:
         group_id: int | None = None,
         step: str | None = None,
     ) -> int:
-        owner = {**machine, "pid": os.getpid(), "pid_host": _hostname()}
+        owner = {
+            **machine,
+            "pid": os.getpid(),
+            "pid_host": _hostname(),
+            "pid_started": _process_start(os.getpid()),
+        }
 
         def insert() -> int:
             table = self.db["runs"]
@@ -474,8 +643,9 @@ class Store:
 
         return self._write(insert)
 
-    def add_point(self, run_id: int, result: Any) -> PointRecord:
-        """Store one measured point (a :class:`~workbench.backends.base.PointResult`)."""
+    def add_point(self, run_id: int, result: Any, *, patient: bool = False) -> PointRecord:
+        """Store one measured point (a :class:`~workbench.backends.base.PointResult`);
+        ``patient``: wait up to FINAL_WRITE_PATIENCE_S for a lock (the run's last point)."""
         counts = result.block_counts()
         timing = result.timing
         row = {
@@ -514,19 +684,25 @@ class Store:
                 }
             )
 
-        self._write(insert)
+        self._write(insert, patience_s=FINAL_WRITE_PATIENCE_S if patient else 0.0)
         return PointRecord.from_row(row)
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        # Patient: a run left 'running' would later read "interrupted", its reason lost.
         self._write(
             lambda: self.db["runs"].update(
                 run_id, {"status": status, "error": error, "finished_at": utc_now()}
-            )
+            ),
+            patience_s=FINAL_WRITE_PATIENCE_S,
         )
 
     def relabel(self, run_id: int, label: str) -> None:
+        try:
+            check_label(label)
+        except ConfigError as exc:
+            raise StoreError(f"cannot relabel run {run_id}: {exc}") from exc
         self.run(run_id)
         self._write(lambda: self.db["runs"].update(run_id, {"label": label}))
 
@@ -551,13 +727,26 @@ class Store:
 
     # reading ---------------------------------------------------------------------------------
 
+    def _record(self, row: dict[str, Any]) -> RunRecord:
+        """A run as the user should see it: one a read-only store found 'running' with its
+        process gone reads failed ("interrupted"), as a writer would have stored it."""
+        record = RunRecord.from_row(row)
+        if self.read_only and record.status == "running" and not _owner_alive(record.machine):
+            record = dataclasses.replace(
+                record, status="failed", error=INTERRUPTED_ERROR, finished_at=None
+            )
+        return record
+
     def _search_clause(self, search: str | None) -> tuple[str, list[Any]]:
         if not search:
             return "", []
-        like = f"%{search}%"
+        # % and _ in the search are the user's characters, not LIKE's wildcards.
+        escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like = f"%{escaped}%"
         return (
-            " WHERE label LIKE ? OR backend LIKE ? OR status LIKE ? OR config LIKE ? "
-            "OR machine LIKE ? OR CAST(id AS TEXT) = ?",
+            " WHERE label LIKE ? ESCAPE '\\' OR backend LIKE ? ESCAPE '\\' "
+            "OR status LIKE ? ESCAPE '\\' OR config LIKE ? ESCAPE '\\' "
+            "OR machine LIKE ? ESCAPE '\\' OR CAST(id AS TEXT) = ?",
             [like, like, like, like, like, search],
         )
 
@@ -570,7 +759,7 @@ class Store:
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             params += [limit, offset]
-        return [RunRecord.from_row(row) for row in self.db.query(sql, params)]
+        return [self._record(row) for row in self.db.query(sql, params)]
 
     def count_runs(self, search: str | None = None) -> int:
         where, params = self._search_clause(search)
@@ -580,11 +769,11 @@ class Store:
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
         if not rows:
             raise RunNotFound(run_id)
-        return RunRecord.from_row(rows[0])
+        return self._record(rows[0])
 
     def group_runs(self, group_id: int) -> list[RunRecord]:
         rows = self.db.query("SELECT * FROM runs WHERE group_id = ? ORDER BY id", [group_id])
-        return [RunRecord.from_row(row) for row in rows]
+        return [self._record(row) for row in rows]
 
     def group(self, group_id: int) -> dict[str, Any]:
         rows = list(self.db.query("SELECT * FROM groups WHERE id = ?", [group_id]))
@@ -670,21 +859,17 @@ class Store:
                 }
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
-        """Write the rows to ``path`` atomically; returns the number of rows."""
+        """Write the rows to ``path`` (see :mod:`workbench.safe_write`: atomic for a file, in
+        place for a FIFO or device, never onto this database or any SQLite file); returns the
+        number of rows."""
         rows = list(self.export_rows(run_ids))
-        target = Path(path)
-        columns = list(rows[0]) if rows else export_columns()
-        partial = target.with_name(f".{target.name}.partial")
+        data = csv_text(rows).encode("utf-8")
         try:
-            with partial.open("w", newline="", encoding="utf-8") as handle:
-                writer = csv.DictWriter(handle, fieldnames=columns)
-                writer.writeheader()
-                writer.writerows(rows)
-            partial.replace(target)
+            write_bytes_safely(path, data, protected=[self.path])
+        except UnsafeTarget as exc:
+            raise StoreError(f"cannot export: {exc}") from exc
         except OSError as exc:
-            with contextlib.suppress(Exception):
-                partial.unlink()
-            raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         return len(rows)
 
     def close(self) -> None:
@@ -725,6 +910,27 @@ def export_columns() -> list[str]:
     ]  # fmt: skip
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralised(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, prefixed with ' (OWASP's advice);
+    numbers, empty cells and other text as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """The export as CSV text: the header, then one line per row, text cells neutralised."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else export_columns())
+    writer.writeheader()
+    writer.writerows({k: neutralised(v) for k, v in row.items()} for row in rows)
+    return buffer.getvalue()
+
+
 def _finite_or_none(value: float) -> float | None:
     return float(value) if value is not None and np.isfinite(value) else None
 
@@ -735,10 +941,22 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
+def _process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), None where unknown:
+    a PID that is reused by a later process has a later start."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # field 22 of stat(5); the two before ")" are split off
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _owner_alive(machine: dict[str, Any]) -> bool:
-    """Is the process that created a 'running' run still alive (on this host)?"""
+    """Is the process that created a 'running' run still alive (on this host)? A live process
+    with the same PID but another start time is not it: the PID was reused."""
     pid = machine.get("pid")
-    if not isinstance(pid, int):
+    if not isinstance(pid, int) or isinstance(pid, bool):
         return False
     if machine.get("pid_host") != _hostname():
         return True  # another host's process: we cannot tell, so leave its run alone
@@ -746,8 +964,31 @@ def _owner_alive(machine: dict[str, Any]) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError, ValueError):
         return False
     except PermissionError:
-        return True
+        pass
+    started = machine.get("pid_started")
+    if isinstance(started, int):
+        return _process_start(pid) in (started, None)
     return True
+
+
+# What this version reads of each table; a newer schema that lacks one is refused, not crashed on.
+READ_COLUMNS = {
+    "runs": {"id", "label", "status", "backend", "problem", "config", "seq_lens", "machine",
+             "created_at", "finished_at", "error"},
+    "points": {"run_id", *POINT_FIELDS},
+}  # fmt: skip
+
+
+def _check_readable(conn: sqlite3.Connection, path: Path) -> None:
+    for table, needed in READ_COLUMNS.items():
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        missing = sorted(needed - have)
+        if missing:
+            conn.close()
+            raise StoreError(
+                f"{path} was written by a newer fmha-workbench whose {table} table this one "
+                f"cannot read (no {', '.join(missing)}); upgrade fmha-workbench to read it"
+            )

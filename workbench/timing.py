@@ -13,6 +13,7 @@ is median, p20, p80 and min.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ import numpy as np
 
 from kernels.measure import EVENT_BATCH, GRAPH_REPLAYS, balanced_order
 from workbench.noise import MIN_TURNS, median_noise_pct, turn_medians
+
+# Warm-up launches are neither timed nor capped by max_time_s: more than this is a typo, not a plan.
+MAX_WARMUP = 10_000
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,8 @@ class TimingSettings:
     def __post_init__(self) -> None:
         from workbench.config import ConfigError
 
-        if self.warmup < 0:
-            raise ConfigError("warmup", self.warmup, "expected 0 or more")
+        if not 0 <= self.warmup <= MAX_WARMUP:
+            raise ConfigError("warmup", self.warmup, f"expected 0 to {MAX_WARMUP:,}")
         if self.min_samples < 1:
             raise ConfigError("samples", self.min_samples, "expected at least 1")
         if self.max_samples < self.min_samples:
@@ -47,7 +51,7 @@ class TimingSettings:
                 "max_samples", self.max_samples, f"expected at least samples ({self.min_samples})"
             )
         # `not x >= 0` also refuses NaN, which compares false with everything.
-        if not self.min_time_s >= 0 or not self.max_time_s > 0:
+        if not 0 <= self.min_time_s < math.inf or not 0 < self.max_time_s < math.inf:
             raise ConfigError("min_time_s", self.min_time_s, "expected a time >= 0 seconds")
         if self.rounds < 1:
             raise ConfigError("rounds", self.rounds, "expected at least 1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -254,15 +255,30 @@ def test_open_another_database_from_the_menu(
 
 
 def test_a_damaged_database_is_set_aside_with_a_message(
+    qtbot: Any, make_window: Any, two_runs: tuple[int, int], db_path: Path, dialogs: Any
+) -> None:
+    with db_path.open("r+b") as handle:  # a page of garbage: the header still says run database
+        handle.seek(4096)
+        handle.write(os.urandom(4096))
+    window = make_window()
+    qtbot.waitUntil(lambda: bool(dialogs.texts("warning")))
+    assert "damaged" in dialogs.texts("warning")[0]
+    [moved] = list(db_path.parent.glob("runs.db.damaged-*"))
+    assert str(moved) in dialogs.texts("warning")[0]  # says where the old file went
+    assert window.controls.run_button.isEnabled()  # a fresh database to work in
+    assert window.history.model.rowCount() == 0
+
+
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(
     qtbot: Any, make_window: Any, db_path: Path, dialogs: Any
 ) -> None:
     db_path.write_bytes(b"this is not an SQLite database" * 100)
     window = make_window()
     qtbot.waitUntil(lambda: bool(dialogs.texts("warning")))
-    assert "damaged" in dialogs.texts("warning")[0]
-    assert list(db_path.parent.glob("runs.db.damaged-*"))
-    assert window.controls.run_button.isEnabled()  # a fresh database to work in
-    assert window.history.model.rowCount() == 0
+    assert "not a run database" in dialogs.texts("warning")[0]
+    assert db_path.read_bytes() == b"this is not an SQLite database" * 100
+    assert sorted(p.name for p in db_path.parent.iterdir() if p.suffix != "") == ["runs.db"]
+    assert not window.controls.run_button.isEnabled()  # nowhere to store a run
 
 
 def test_a_newer_database_opens_read_only(

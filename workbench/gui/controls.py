@@ -40,6 +40,7 @@ from kernels import knobs
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
+    MAX_LABEL_CHARS,
     MAX_SEQ_LEN,
     KernelConfig,
     Problem,
@@ -249,6 +250,7 @@ class ControlsPanel(QWidget):
         self.backends.changed.connect(self._offer_for_backends)
         self._register("backends", self.backends)
         self.label = QLineEdit()
+        self.label.setMaxLength(MAX_LABEL_CHARS)
         self.label.setPlaceholderText("e.g. causal 128×64 remap")
         self.label.textEdited.connect(self._on_edited)
         self._register("label", self.label)

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.config import MAX_LABEL_CHARS
 from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.heatmap import BlockLoader, HeatmapPanel
 from workbench.gui.history import STATUS_COLORS, format_created, problem_summary
@@ -119,6 +120,7 @@ class LadderPanel(QWidget):
         )
         self.cancel_button.clicked.connect(self.cancelRequested)
         self.label_edit = QLineEdit()
+        self.label_edit.setMaxLength(MAX_LABEL_CHARS)
         self.label_edit.setObjectName("ladder_label")
         self.label_edit.setPlaceholderText("label (optional)")
         self.label_edit.setToolTip(

@@ -36,7 +36,7 @@ from workbench.gui import _pyside_fix
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
 from workbench.gui.heatmap import HeatmapPanel
-from workbench.gui.history import HistoryPanel, ask_csv_path
+from workbench.gui.history import HistoryPanel, ask_csv_path, may_replace
 from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel, Series
 from workbench.gui.worker import ProbeWorker, SweepWorker, start_in_thread
@@ -646,8 +646,13 @@ class MainWindow(QMainWindow):
         )
         if not path:
             return None
+        chosen = Path(path)
+        target = chosen if chosen.suffix.lower() == ".png" else chosen.with_suffix(".png")
+        if not may_replace(self, chosen, target):
+            return None
+        protected = [self.store.path] if self.store is not None else []
         try:
-            target = self.plots.export_png(path)
+            target = self.plots.export_png(target, protected=protected)
         except Exception as exc:
             self._warn("Export", f"Could not write {path}:\n{exc}")
             return None

@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.exporters import ImageExporter
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.gui.colors import run_color, with_alpha
+from workbench.safe_write import write_bytes_safely
 
 # A fully transparent pen: FillBetweenItem draws nothing for curves plotted with pen=None
 # (docs/design.md trap), so the band's edge curves get this instead.
@@ -353,12 +354,22 @@ class PlotsPanel(QWidget):
         self.latency_plot.setLogMode(x=False, y=on)
 
     # ---- export ---------------------------------------------------------------------------------
-    def export_png(self, path: str | Path, width: int = 1600) -> Path:
-        """Both plots as one PNG (ImageExporter: the SVG exporter of pyqtgraph 0.14.0 is broken)."""
+    def export_png(
+        self, path: str | Path, width: int = 1600, *, protected: Sequence[Path] = ()
+    ) -> Path:
+        """Both plots as one PNG (ImageExporter: the SVG exporter of pyqtgraph 0.14.0 is broken),
+        written as :mod:`workbench.safe_write` writes any file (never onto ``protected``)."""
         exporter = ImageExporter(self.canvas.ci)
         exporter.parameters()["width"] = int(width)
         target = Path(path)
         if target.suffix.lower() != ".png":
             target = target.with_suffix(".png")
-        exporter.export(str(target))
+        image = exporter.export(toBytes=True)
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        if not image.save(buffer, "PNG"):
+            raise OSError(f"the plots could not be encoded as PNG for {target}")
+        buffer.close()
+        write_bytes_safely(target, bytes(data.data()), protected=protected)
         return target

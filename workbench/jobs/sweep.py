@@ -39,7 +39,7 @@ from workbench.jobs.base import (
     timing_for,
 )
 from workbench.machine import host_info
-from workbench.store import Store
+from workbench.store import Store, StoreError, StoreLocked
 from workbench.stories import JobStory, SweepStory
 from workbench.timing import TimingSettings
 
@@ -138,7 +138,11 @@ def _measure(
             result = backend.measure_point(
                 problem, spec.config, settings, np.random.default_rng(child_seed)
             )
-            point = store.add_point(run_id, result)
+            try:
+                point = store.add_point(run_id, result)
+            except StoreLocked as exc:
+                status, error = "failed", _locked_error(store, run_id, result, exc)
+                break
             yield PointFinished(run_id, index, total, point, time.perf_counter() - started)
             if not result.accuracy.passed:
                 status = "failed"
@@ -148,8 +152,8 @@ def _measure(
                     f"{result.accuracy.tolerance:g}"
                 )
                 break
-    except KeyboardInterrupt:
-        store.finish_run(run_id, "cancelled", "interrupted by the user")
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM at the CLI (its own message)
+        store.finish_run(run_id, "cancelled", str(exc) or "interrupted by the user")
         raise
     except GeneratorExit:
         # The consumer stopped listening (window closed, Ctrl-C in a caller): keep what we have.
@@ -162,3 +166,15 @@ def _measure(
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
     store.finish_run(run_id, status, error)
     yield RunFinished(run_id, status, error)
+
+
+def _locked_error(store: Store, run_id: int, result: object, exc: StoreLocked) -> str:
+    """The reason a run stops when another writer kept the lock past the retries; the point
+    just measured is stored if the lock frees within the store's final patience."""
+    n = result.problem.q_len  # type: ignore[attr-defined]
+    try:
+        store.add_point(run_id, result, patient=True)
+        kept = f"the point at N={n} was stored once the lock was free"
+    except StoreError:
+        kept = f"the point measured at N={n} could not be stored"
+    return f"stopped at N={n}: {exc} ({kept}; the points before it are kept)"
