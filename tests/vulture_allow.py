@@ -61,3 +61,6 @@ cell_color
 chart_data
 cell_item
 set_basis
+
+# A field of the bandwidth measurement, written to the machine file through asdict.
+measured_at

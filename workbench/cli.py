@@ -10,6 +10,7 @@ Reading commands open the database read-only and never change it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import signal
@@ -21,7 +22,7 @@ from typing import Any, NoReturn
 
 from kernels import knobs
 from kernels.schedule import BlockKind
-from workbench.backends.base import schedule_for
+from workbench.backends.base import decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
     build_parser,
@@ -32,6 +33,8 @@ from workbench.cli_args import (
 )
 from workbench.compare import compare_runs, format_delta, format_speedup, noise_rule
 from workbench.config import (
+    AXIS_LABELS,
+    K_LEN_AXIS,
     ConfigError,
     KernelConfig,
     Problem,
@@ -186,22 +189,23 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 r.created_at.replace("T", " ")[:19],
                 r.backend,
                 r.status,
-                _seq_summary(r.seq_lens),
-                r.problem.summary(),
+                _seq_summary(r.seq_lens, r.axis),
+                r.problem.summary(r.axis),
                 r.config.summary_for(r.backend),
                 r.label,
             ]
             for r in runs
         ]
         rows = [[printable(cell) for cell in row] for row in rows]
-        print(
-            _table(rows, ["id", "created", "backend", "status", "N", "problem", "config", "label"])
-        )
+        header = ["id", "created", "backend", "status", "lengths", "problem", "config", "label"]
+        print(_table(rows, header))
     return EXIT_OK
 
 
-def _seq_summary(seq_lens: Sequence[int]) -> str:
-    return str(seq_lens[0]) if len(seq_lens) == 1 else f"{seq_lens[0]}..{seq_lens[-1]}"
+def _seq_summary(seq_lens: Sequence[int], axis: str = "seq_len") -> str:
+    """``N 128..512``, or ``k_len 4096..131072`` for a decode sweep."""
+    shown = str(seq_lens[0]) if len(seq_lens) == 1 else f"{seq_lens[0]}..{seq_lens[-1]}"
+    return f"{AXIS_LABELS[axis]} {shown}"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -216,11 +220,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  status   {run.status}{error}")
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
         print(f"  backend  {printable(run.backend)}   machine {printable(where)}")
-        print(f"  problem  {run.problem.summary()}")
+        print(f"  problem  {run.problem.summary(run.axis)}")
         print(f"  config   {run.config.summary_for(run.backend)}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
         if points:
             print(f"  compile  {_compile_summary(points)}")
+        bandwidths = [run.bandwidth(p) for p in points]
         rows = [
             [
                 str(p.seq_len),
@@ -228,22 +233,31 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f"{p.latency_p20_ms:.4f}-{p.latency_p80_ms:.4f}",
                 str(p.samples),
                 f"{p.tflops:.3f}",
+                _fmt(bw["kv_gbs"], ".1f"),
+                _fmt(bw["qo_gbs"], ".2f"),
                 _fmt(p.rel_err, ".1e"),
                 f"{p.blocks_computed}/{p.blocks_masked}/{p.blocks_skipped}",
                 f"{p.compile_s:.2f}",
             ]
-            for p in points
+            for p, bw in zip(points, bandwidths, strict=True)
         ]
         header = [
-            "N",
+            AXIS_LABELS[run.axis],
             "median ms",
             "p20-p80 ms",
             "n",
             "TFLOP/s",
+            "K+V GB/s",
+            "Q+O GB/s",
             "rel err",
             "blocks c/m/s",
             "compile s",
         ]
+        if any(bw["kv_read_pct"] is not None for bw in bandwidths):
+            # Where this machine's read bandwidth was measured: how close K+V runs to it.
+            header.insert(7, "% of read")
+            for row, bw in zip(rows, bandwidths, strict=True):
+                row.insert(7, _fmt(bw["kv_read_pct"], ".0f"))
         # With autotune the config line above is only nominal: say what each point launched.
         tuned = tuned_labels(run.config.autotune, points)
         if tuned:
@@ -285,9 +299,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         if data["machines"]:
             print(f"careful: the runs come from different machines ({'; '.join(data['machines'])})")
-        header = ["N"]
+        # A decode comparison is about memory: each run's GB/s of K+V beside its latency.
+        decode = data["axis"] == K_LEN_AXIS
+        header = [AXIS_LABELS.get(data["axis"], "length")]
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
+            if decode:
+                header.append(f"#{r['id']} GB/s")
             if r["id"] != data["base"]:
                 header += ["Δ %", f"#{r['id']} vs #{data['base']}"]
         rows = []
@@ -296,6 +314,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             for r in data["runs"]:
                 cell = entry["runs"][str(r["id"])]
                 row.append(_fmt(cell["latency_ms"], ".4f"))
+                if decode:
+                    row.append(_fmt(cell["kv_gbs"], ".1f"))
                 if r["id"] != data["base"]:
                     # The window's Compare tab prints the same two numbers the same way.
                     row.append(format_delta(cell["delta_pct"]))
@@ -328,11 +348,25 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_blockmap(args: argparse.Namespace) -> int:
     k_len = args.k_len if args.k_len is not None else args.q_len + args.input_pos
-    problem = Problem(q_len=args.q_len, k_len=k_len, input_pos=args.input_pos, heads=1)
-    config = KernelConfig(
-        tile_m=args.tile_m, tile_n=args.tile_n, mask=args.mask, window=args.window
+    problem = Problem(
+        q_len=args.q_len,
+        k_len=k_len,
+        input_pos=args.input_pos,
+        batch=args.batch,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
     )
-    cells = -(-problem.q_len // config.tile_m) * -(-problem.k_len // config.tile_n)
+    config = KernelConfig(
+        tile_m=args.tile_m,
+        tile_n=args.tile_n,
+        mask=args.mask,
+        window=args.window,
+        kv_splits=args.kv_splits,
+        pack_gqa=args.pack_gqa,
+        pipeline=False,
+    )
+    rows = problem.q_len * problem.group_size if config.pack_gqa else problem.q_len
+    cells = -(-rows // config.tile_m) * -(-problem.k_len // config.tile_n)
     if cells > MAX_BLOCKMAP_CELLS:
         raise UsageError(
             f"blockmap: {problem.q_len}x{problem.k_len} at {config.tile_m}x{config.tile_n} tiles "
@@ -342,22 +376,30 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     schedule = schedule_for(problem, config)
     counts = schedule.counts()
     grid = schedule.block_map
+    split = decode_form(config)
     if args.json:
-        _emit_json(
-            {
-                "q_len": problem.q_len,
-                "k_len": problem.k_len,
-                "tile_m": config.tile_m,
-                "tile_n": config.tile_n,
-                "mask": config.mask,
-                "input_pos": problem.input_pos,
-                "window": config.window,
-                "shape": list(grid.shape),
-                "counts": counts,
-                "legend": {str(int(k)): k.name.lower() for k in BlockKind},
-                "map": grid.tolist(),
-            }
-        )
+        data = {
+            "q_len": problem.q_len,
+            "k_len": problem.k_len,
+            "tile_m": schedule.tile_m,
+            "tile_n": config.tile_n,
+            "mask": config.mask,
+            "input_pos": problem.input_pos,
+            "window": config.window,
+            "shape": list(grid.shape),
+            "counts": counts,
+            "legend": {str(int(k)): k.name.lower() for k in BlockKind},
+            "map": grid.tolist(),
+        }
+        if split:
+            # Which split (CTA) reads each block (-1: skipped), and each split's key blocks.
+            data.update(
+                kv_splits=schedule.n_splits,
+                pack_gqa=config.pack_gqa,
+                split_ranges=[list(r) for r in schedule.split_ranges],
+                splits=schedule.split_map.tolist(),
+            )
+        _emit_json(data)
         return EXIT_OK
     total = grid.size
     print(
@@ -365,7 +407,16 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
         f"{counts['masked']} masked, {counts['skipped']} skipped "
         f"({100 * counts['skipped'] / total:.1f} % skipped)"
     )
+    if split:
+        ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in schedule.split_ranges)
+        print(f"{schedule.n_splits} split(s) of the key range, key blocks {ranges}")
     if grid.shape[1] <= 120 and grid.shape[0] <= 200:
+        if split and schedule.n_splits <= len(SPLIT_SYMBOLS):
+            # Each visited block drawn as the split that reads it: 0-9, then a-z.
+            for row in schedule.split_map:
+                print("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))
+            print("0-9 a-z: the split that reads the block   . skipped")
+            return EXIT_OK
         symbols = {BlockKind.COMPUTED: "#", BlockKind.MASKED: "m", BlockKind.SKIPPED: "."}
         for row in grid:
             print("".join(symbols[BlockKind(int(c))] for c in row))
@@ -373,30 +424,47 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+SPLIT_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
 def cmd_ladder(args: argparse.Namespace) -> int:
     from workbench.jobs import LadderJob, ladder_defaults
     from workbench.ladder import format_ladder_table, ladder_table, load_ladder
 
-    defaults = ladder_defaults(args.backend)
+    ladder = load_ladder(args.steps, mask=args.mask, window=args.window, preset=args.preset)
+    decode = ladder.axis == K_LEN_AXIS
+    defaults = ladder_defaults(args.backend, decode=decode)
 
     def given(name: str) -> Any:  # 0 is a value (refused by Problem), not "use the default"
         value = getattr(args, name)
-        return defaults[name] if value is None else value
+        return defaults.get(name) if value is None else value
 
+    if decode and args.seq_lens is not None:
+        raise UsageError("the decode ladder sweeps k_len: give its lengths with --k-lens")
+    if not decode and (args.k_lens is not None or args.q_len is not None):
+        raise UsageError("--k-lens and --q-len are for a decode ladder (--preset decode)")
+    q_len = (args.q_len if args.q_len is not None else ladder.q_len) if decode else 1024
     problem = Problem(
         batch=given("batch"),
         heads=given("heads"),
-        kv_heads=args.kv_heads,
+        kv_heads=given("kv_heads"),
         head_dim=given("head_dim"),
         dtype=args.dtype,
+        q_len=q_len,
+        k_len=q_len,
     )
+    lengths = args.k_lens if decode else args.seq_lens
     job = LadderJob(
-        load_ladder(args.steps, mask=args.mask, window=args.window),
+        ladder,
         problem,
-        parse_seq_lens(defaults["seq_lens"] if args.seq_lens is None else args.seq_lens),
+        parse_seq_lens(
+            defaults["seq_lens"] if lengths is None else lengths,
+            field="k_lens" if decode else "seq_lens",
+        ),
         args.backend,
         args.label,
         args.seed,
+        axis=ladder.axis,
     )
     plan = job.preflight()
     timing = _timings(args, plan)
@@ -444,12 +512,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     subject = report["subject"]
     backends = list(dict.fromkeys(b for g in report["groups"] for b in g["backends"]))
     peers = [b for b in backends if b != subject]
-    header = ["mask", "N", *[f"{b} TFLOP/s" for b in backends], *[f"× {b}" for b in peers]]
+    # A decode report reads memory: GB/s of K+V per backend where TFLOP/s are for prefill.
+    decode = report["decode"]
+    measure, unit = ("kv_gbs", "GB/s") if decode else ("tflops", "TFLOP/s")
+    header = [
+        "mask",
+        "k_len" if decode else "N",
+        *[f"{b} {unit}" for b in backends],
+        *[f"× {b}" for b in peers],
+    ]
     rows = [
         [
             r["mask"],
             str(r["seq_len"]),
-            *[_fmt(r["tflops"].get(b), ".1f") for b in backends],
+            *[_fmt(r[measure].get(b), ".1f") for b in backends],
             *[
                 _fmt(r["speedup"].get(b), ".3f") + ("×" if r["speedup"].get(b) else "")
                 for b in peers
@@ -463,15 +539,63 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from workbench.backends import backend_statuses
+    from workbench.backends import backend_notes, backend_statuses
 
     statuses = backend_statuses()
+    notes = backend_notes()
     if args.json:
-        _emit_json({n: {"available": s.available, "reason": s.reason} for n, s in statuses.items()})
+        _emit_json(
+            {
+                n: {"available": s.available, "reason": s.reason, "notes": notes.get(n, "")}
+                for n, s in statuses.items()
+            }
+        )
     else:
         for name, status in statuses.items():
             print(f"{name:12} {'yes' if status.available else 'no ':3}  {status.reason}")
+            if notes.get(name):
+                print(f"{'':12}      note: {notes[name]}")
     return EXIT_OK
+
+
+def cmd_bandwidth(args: argparse.Namespace) -> int:
+    """Measure (or with --show, print) this GPU's read bandwidth, kept per GPU in
+    ``bandwidth_path()``; every later run on it carries the figure in its machine record."""
+    from workbench import bandwidth
+
+    if args.show:
+        stored = bandwidth.stored_measurements()
+        if args.json:
+            _emit_json({"path": str(bandwidth.bandwidth_path()), "gpus": stored})
+        elif not stored:
+            print(f"no read bandwidth measured yet ({bandwidth.bandwidth_path()})")
+        for gpu, entry in stored.items() if not args.json else ():
+            print(f"{printable(gpu)}: {entry['gbs']:.0f} GB/s, {printable(entry['method'])}")
+        return EXIT_OK
+    gpu = _local_gpu_name()
+    measured = bandwidth.measure_gpu_read_bandwidth(gpu)
+    path = bandwidth.save_bandwidth(measured)
+    if args.json:
+        _emit_json({**dataclasses.asdict(measured), "path": str(path)})
+    else:
+        print(f"{gpu}: {measured.gbs:.0f} GB/s streaming read ({measured.method})")
+        print(f"kept in {path}; runs on this GPU now show K+V GB/s as a % of it", file=sys.stderr)
+    return EXIT_OK
+
+
+def _local_gpu_name() -> str:
+    """The GPU's name as its runs' machine records give it, or a refusal without one."""
+    from workbench.backends.gpu import cupy_device, gpu_machine_info, torch_device
+
+    if not (cupy_device().available or torch_device().available):
+        raise UsageError(
+            "bandwidth: no GPU here (the read bandwidth is measured on a GPU with CuPy or "
+            f"torch: {cupy_device().reason})"
+        )
+    name = gpu_machine_info().get("gpu_name")
+    if not name:
+        raise UsageError("bandwidth: the GPU did not give its name; check nvidia-smi")
+    return str(name)
 
 
 def knobs_table(arch: str | None) -> dict[str, Any]:
@@ -556,6 +680,7 @@ COMMANDS = {
     "ladder": cmd_ladder,
     "report": cmd_report,
     "backends": cmd_backends,
+    "bandwidth": cmd_bandwidth,
     "knobs": cmd_knobs,
 }
 

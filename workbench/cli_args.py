@@ -13,11 +13,14 @@ from kernels.schedule import MASK_MODES
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
+    K_LEN_AXIS,
+    SEQ_LEN_AXIS,
     KernelConfig,
     Problem,
     SweepSpec,
     parse_seq_lens,
 )
+from workbench.problem_presets import problem_preset, problem_presets
 
 
 class UsageError(Exception):
@@ -212,23 +215,38 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     g = p.add_argument_group("problem")
     g.add_argument(
         "--seq-lens",
-        default=seq_default,
-        help=f"sequence lengths: a list (128,256) or a power-of-two range (1k-16k); "
-        f"default {seq_default}",
+        help=f"sequence lengths N (q_len = N, k_len = N + input-pos): a list (128,256) or a "
+        f"power-of-two range (1k-16k); default {seq_default}",
     )
-    g.add_argument("--batch", type=whole, default=1, help="batch size (default 1)")
-    g.add_argument("--heads", type=whole, default=8, help="query heads (default 8)")
+    g.add_argument(
+        "--k-lens",
+        help="decode: sweep the key length (the x axis is k_len) at a fixed --q-len, the "
+        "queries being the last tokens (causal is bottom-right); a list or a range (4k-128k)",
+    )
+    g.add_argument(
+        "--q-len",
+        type=whole,
+        help="decode: the query rows against each --k-lens length (default 1: one new token)",
+    )
+    presets = ", ".join(problem_presets())
+    g.add_argument(
+        "--preset",
+        metavar="NAME",
+        help=f"a decode problem ({presets}): heads, head dim, dtype, q_len, k-lens and mask; "
+        "any of them given by hand wins",
+    )
+    g.add_argument("--batch", type=whole, help="batch size (default 1)")
+    g.add_argument("--heads", type=whole, help="query heads (default 8)")
     g.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
-    g.add_argument("--head-dim", type=whole, default=64, help=f"one of {HEAD_DIMS} (default 64)")
-    g.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
+    g.add_argument("--head-dim", type=whole, help=f"one of {HEAD_DIMS} (default 64)")
+    g.add_argument("--dtype", help=f"one of {', '.join(DTYPES)} (default float16)")
     g.add_argument(
         "--input-pos",
         type=whole,
-        default=0,
         help="causal offset: P cached keys before the queries (k_len = N + P); default 0",
     )
     k = p.add_argument_group("kernel")
-    k.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
+    k.add_argument("--mask", help=f"one of {', '.join(MASK_MODES)} (default none)")
     k.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
     for knob in knobs.EXPOSED:
         _add_knob_flag(k, knob)
@@ -298,6 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
     p.add_argument("--input-pos", type=whole, default=0, help="causal offset of the queries")
     p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
+    for name in ("kv_splits", "pack_gqa"):
+        _add_knob_flag(p, knobs.KNOBS[name])
+    p.add_argument(
+        "--heads", type=whole, default=1, help="query heads (with --pack-gqa: rows per KV head)"
+    )
+    p.add_argument("--kv-heads", type=whole, help="key/value heads (default: --heads)")
+    p.add_argument("--batch", type=whole, default=1, help="batch (auto splits read the grid)")
     _add_json(p)
 
     p = sub.add_parser(
@@ -308,7 +333,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--steps", metavar="FILE", help="a ladder JSON file (default: the built-in ladder)"
     )
+    p.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a built-in ladder: hopper, blackwell (default: the local GPU's), or decode "
+        "(baseline, GQA packing, KV split, autotuned; its x axis is k_len)",
+    )
     p.add_argument("--seq-lens", help="default 1k-16k on a GPU backend, 128,256 on reference")
+    p.add_argument(
+        "--k-lens",
+        help="a decode ladder's key lengths (default 4k-32k on a GPU backend, 256,512 on "
+        "reference)",
+    )
+    p.add_argument("--q-len", type=whole, help="a decode ladder's query rows (default its own)")
     p.add_argument("--batch", type=whole, help="default 4 on a GPU backend, 1 on reference")
     p.add_argument("--heads", type=whole, help="default 32 on a GPU backend, 2 on reference")
     p.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
@@ -349,6 +386,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser(
+        "bandwidth",
+        help="measure this GPU's streaming-read bandwidth once and keep it with the machine "
+        "record, so runs show K+V GB/s as a % of it",
+    )
+    p.add_argument(
+        "--show", action="store_true", help="print the stored measurement, measure nothing"
+    )
+    _add_json(p)
+
+    p = sub.add_parser(
         "knobs",
         help="the kernel knobs: flags, defaults, the values each backend takes on this GPU's "
         "architecture (or --arch), and the rules between them",
@@ -361,19 +408,54 @@ def build_parser() -> argparse.ArgumentParser:
 # --- helpers ------------------------------------------------------------------------------------
 
 
+# The problem flags' defaults where neither the flag nor a preset sets them.
+PROBLEM_DEFAULTS = {"batch": 1, "heads": 8, "kv_heads": None, "head_dim": 64, "dtype": "float16"}
+SEQ_LENS_DEFAULT = "128,256,512"
+
+
+def axis_and_problem(args: argparse.Namespace) -> tuple[str, str, Problem, str]:
+    """The sweep's axis, its lengths (as typed), the problem template and the mask, from
+    ``--seq-lens`` (N) or ``--k-lens``/``--q-len``/``--preset`` (decode: k_len at a fixed
+    q_len), the flags given by hand over the preset's values."""
+    given = {name: getattr(args, name) for name in PROBLEM_DEFAULTS}
+    preset = problem_preset(args.preset) if args.preset is not None else None
+    decode = preset is not None or args.k_lens is not None or args.q_len is not None
+    if not decode:
+        fields = {k: (PROBLEM_DEFAULTS[k] if v is None else v) for k, v in given.items()}
+        input_pos = _or(args.input_pos, 0)
+        problem = Problem(**fields, input_pos=input_pos, q_len=1, k_len=1 + input_pos)
+        lengths = SEQ_LENS_DEFAULT if args.seq_lens is None else args.seq_lens
+        return SEQ_LEN_AXIS, lengths, problem, _or(args.mask, "none")
+    if args.seq_lens is not None:
+        raise UsageError(
+            "--seq-lens sweeps N (q_len = k_len); with --k-lens, --q-len or --preset the x "
+            "axis is k_len: give the lengths with --k-lens"
+        )
+    if args.input_pos is not None:
+        raise UsageError(
+            "--input-pos is k_len - q_len in a decode sweep (the queries are the last "
+            "tokens); leave it out"
+        )
+    if preset is not None:
+        problem = preset.template(**given, q_len=args.q_len)
+        return K_LEN_AXIS, _or(args.k_lens, preset.k_lens), problem, _or(args.mask, preset.mask)
+    if args.k_lens is None:
+        raise UsageError("--q-len sets the query rows of a decode sweep: give --k-lens too")
+    fields = {k: (PROBLEM_DEFAULTS[k] if v is None else v) for k, v in given.items()}
+    q_len = 1 if args.q_len is None else args.q_len
+    problem = Problem(**fields, q_len=q_len, k_len=q_len)
+    return K_LEN_AXIS, args.k_lens, problem, _or(args.mask, "none")
+
+
+def _or(given: Any, default: Any) -> Any:
+    """``given`` unless it was not given (an empty value is the user's, and is refused)."""
+    return default if given is None else given
+
+
 def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
-    problem = Problem(
-        batch=args.batch,
-        heads=args.heads,
-        kv_heads=args.kv_heads,
-        head_dim=args.head_dim,
-        dtype=args.dtype,
-        input_pos=args.input_pos,
-        q_len=1,
-        k_len=1 + args.input_pos,
-    )
+    axis, lengths, problem, mask = axis_and_problem(args)
     config = KernelConfig(
-        mask=args.mask,
+        mask=mask,
         window=args.window,
         **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
     )
@@ -382,11 +464,12 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
     check_offered(config, _sweep_backends(args), knob_arch(args))
     return SweepSpec(
         problem=problem,
-        seq_lens=parse_seq_lens(args.seq_lens),
+        seq_lens=parse_seq_lens(lengths, field="k_lens" if axis == K_LEN_AXIS else "seq_lens"),
         config=config,
         backend=backend,
         label=args.label,
         seed=args.seed,
+        axis=axis,
     )
 
 

@@ -142,6 +142,16 @@ def problem_differences(runs: Sequence[Any]) -> list[str]:
     """One phrase per field in which the runs' problems differ, e.g. ``heads: #1 2, #2 4``;
     empty when they all solve the same problem (a latency ratio then means something)."""
     differences = []
+    axes = [getattr(run, "axis", "seq_len") for run in runs]
+    if len(set(axes)) > 1:
+        shown = ", ".join(f"#{run.id} {axis}" for run, axis in zip(runs, axes))
+        differences.append(f"axis: {shown}")
+    elif axes and axes[0] == "k_len":
+        # A decode sweep's q_len is fixed: two of them solve the same problem only with one q_len.
+        q_lens = [run.problem.q_len for run in runs]
+        if len(set(q_lens)) > 1:
+            shown = ", ".join(f"#{run.id} {q}" for run, q in zip(runs, q_lens))
+            differences.append(f"q_len: {shown}")
     fields = [("problem", name) for name in PROBLEM_FIELDS]
     fields += [("config", name) for name in MASK_FIELDS]
     # kv_heads follows heads unless a run is grouped-query: then it is a field of its own.
@@ -149,6 +159,8 @@ def problem_differences(runs: Sequence[Any]) -> list[str]:
     for part, name in fields:
         if name == "kv_heads" and not grouped:
             continue
+        if name == "input_pos" and axes and axes[0] == "k_len":
+            continue  # k_len - q_len at each point: the q_len above says it
         values = [getattr(getattr(run, part), name) for run in runs]
         if len(set(values)) > 1:
             shown = ", ".join(f"#{run.id} {value}" for run, value in zip(runs, values))
@@ -193,9 +205,12 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
         for r in runs:
             p = points[r.id].get(n)
             cell = compare_cell(p, base_point) if p and r.id != base else None
+            bandwidth = r.bandwidth(p) if p else {}
             entry["runs"][str(r.id)] = {
                 "latency_ms": p.latency_ms if p else None,
                 "tflops": p.tflops if p else None,
+                "kv_gbs": bandwidth.get("kv_gbs"),
+                "kv_read_pct": bandwidth.get("kv_read_pct"),
                 # >1: this run is faster than the base run
                 "speedup_vs_base": (base_point.latency_ms / p.latency_ms)
                 if p and base_point
@@ -206,8 +221,11 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
                 "significant": cell.significant if cell else False,
             }
         rows.append(entry)
+    axes = {r.axis for r in runs}
     return {
         "base": base,
+        # What the lengths are: "seq_len" (N) or "k_len" (decode); "mixed" when the runs differ.
+        "axis": axes.pop() if len(axes) == 1 else "mixed",
         "differences": problem_differences(runs),
         "machines": machine_differences(runs),
         "runs": [

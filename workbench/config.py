@@ -20,6 +20,12 @@ DTYPES = knobs.DTYPE.values
 DTYPE_ITEMSIZE = knobs.DTYPE_ITEMSIZE
 HEAD_DIMS = knobs.HEAD_DIM.values
 MAX_SEQ_LEN = 1 << 20
+# What a sweep's x axis is: "seq_len" (N = q_len, k_len = N + input_pos: prefill) or "k_len" (the
+# keys at a fixed q_len, the queries last: decode). Runs stored before axes were recorded swept N.
+SEQ_LEN_AXIS = "seq_len"
+K_LEN_AXIS = "k_len"
+AXES = (SEQ_LEN_AXIS, K_LEN_AXIS)
+AXIS_LABELS = {SEQ_LEN_AXIS: "N", K_LEN_AXIS: "k_len"}
 # A run's or group's label, at the CLI and in the window alike.
 MAX_LABEL_CHARS = 200
 # cuTile indexes with int32 unless told otherwise, and the reference should not be asked for more.
@@ -119,9 +125,7 @@ class Problem:
     def tensor_bytes(self) -> int:
         """q, k, v and the output in the problem's dtype."""
         assert self.kv_heads is not None
-        q_and_o = 2 * self.batch * self.heads * self.q_len * self.head_dim
-        kv = 2 * self.batch * self.kv_heads * self.k_len * self.head_dim
-        return (q_and_o + kv) * self.itemsize
+        return self.qo_bytes() + self.kv_bytes()
 
     def check_fits(self, capacity_bytes: int | None, *, what: str = "device memory") -> None:
         """Refuse a problem whose tensors cannot fit ``capacity_bytes`` (None: unknown, allow)."""
@@ -136,15 +140,43 @@ class Problem:
                 f"{capacity_bytes / 2**30:.1f} GiB; use shorter sequences or fewer heads",
             )
 
-    def summary(self) -> str:
-        """``B4 H32/8 D128 float16 pos+64``: the shape in one line, for lists and headers."""
+    def summary(self, axis: str = SEQ_LEN_AXIS) -> str:
+        """``B4 H32/8 D128 float16 pos+64``: the shape in one line, for lists and headers; a
+        sweep along k_len says its fixed q_len instead (``B1 H32/8 D128 bfloat16 q_len 1``)."""
         heads = f"H{self.heads}" + (f"/{self.kv_heads}" if self.kv_heads != self.heads else "")
-        offset = f" pos+{self.input_pos}" if self.input_pos else ""
+        if axis == K_LEN_AXIS:
+            offset = f" q_len {self.q_len}"
+        else:
+            offset = f" pos+{self.input_pos}" if self.input_pos else ""
         return f"B{self.batch} {heads} D{self.head_dim} {self.dtype}{offset}"
 
     def with_seq_len(self, seq_len: int) -> Problem:
         """The same shape at sequence length ``seq_len``: q_len = N, k_len = N + input_pos."""
         return dataclasses.replace(self, q_len=seq_len, k_len=seq_len + self.input_pos)
+
+    def with_k_len(self, k_len: int) -> Problem:
+        """The same queries against ``k_len`` keys, the queries last (decode: a KV cache of
+        k_len - q_len tokens before them, so causal is bottom-right, input_pos = k_len - q_len)."""
+        if k_len < self.q_len:
+            raise ConfigError(
+                "k_lens",
+                k_len,
+                f"expected k_len >= q_len ({self.q_len}): the queries are the last keys' tokens",
+            )
+        return dataclasses.replace(self, k_len=k_len, input_pos=k_len - self.q_len)
+
+    def at(self, axis: str, value: int) -> Problem:
+        """The point of a sweep along ``axis`` (:data:`AXES`) at ``value``."""
+        return self.with_k_len(value) if axis == K_LEN_AXIS else self.with_seq_len(value)
+
+    def kv_bytes(self) -> int:
+        """Bytes of K and V, each read once: what a memory-bound decode must move."""
+        assert self.kv_heads is not None
+        return 2 * self.batch * self.kv_heads * self.k_len * self.head_dim * self.itemsize
+
+    def qo_bytes(self) -> int:
+        """Bytes of Q read and O written, once each."""
+        return 2 * self.batch * self.heads * self.q_len * self.head_dim * self.itemsize
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -259,26 +291,26 @@ def check_label(label: str) -> None:
         )
 
 
-def parse_seq_lens(text: str) -> tuple[int, ...]:
+def parse_seq_lens(text: str, field: str = "seq_lens") -> tuple[int, ...]:
     """``"128,256,512"`` or a power-of-two range ``"1k-16k"`` / ``"1024..16384"``.
 
     Suffix k means ×1024. The result is sorted and without repeats.
     """
     # "12 8" is not 128: a space may stand beside a separator, never inside a number.
     if re.search(r"[0-9k]\s+[0-9k]", text.lower()):
-        raise ConfigError("seq_lens", text, "expected whole numbers separated by commas")
+        raise ConfigError(field, text, "expected whole numbers separated by commas")
     cleaned = re.sub(r"\s+", "", text.lower())
     if not cleaned:
-        raise ConfigError("seq_lens", text, "expected a list like 128,256,512 or a range 1k-16k")
+        raise ConfigError(field, text, "expected a list like 128,256,512 or a range 1k-16k")
 
     def number(token: str) -> int:
         match = re.fullmatch(r"([0-9]+)(k?)", token)  # ASCII digits only: not ١٢٨ or １２８
         if not match:
             raise ConfigError(
-                "seq_lens", text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
+                field, text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
             )
         value = int(match.group(1)) * (1024 if match.group(2) else 1)
-        _check_int("seq_lens", value, 1, MAX_SEQ_LEN)
+        _check_int(field, value, 1, MAX_SEQ_LEN)
         return value
 
     range_match = re.fullmatch(r"([0-9k]+)(?:-|\.\.)([0-9k]+)", cleaned)
@@ -286,7 +318,7 @@ def parse_seq_lens(text: str) -> tuple[int, ...]:
         lo, hi = number(range_match.group(1)), number(range_match.group(2))
         if lo > hi or lo & (lo - 1) or hi & (hi - 1):
             raise ConfigError(
-                "seq_lens", text, "a range needs two powers of two, low to high, e.g. 1k-16k"
+                field, text, "a range needs two powers of two, low to high, e.g. 1k-16k"
             )
         values = []
         n = lo
@@ -308,19 +340,28 @@ class SweepSpec:
     label: str = ""
     seed: int | None = None  # None: fresh random inputs every point
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The x axis (:data:`AXES`): seq_lens are N (q_len = N) or, with "k_len", the key lengths
+    # at the problem's fixed q_len.
+    axis: str = SEQ_LEN_AXIS
 
     def __post_init__(self) -> None:
+        _check_choice("axis", self.axis, AXES)
+        name = "k_lens" if self.axis == K_LEN_AXIS else "seq_lens"
         if not self.seq_lens:
-            raise ConfigError("seq_lens", self.seq_lens, "expected at least one sequence length")
+            raise ConfigError(name, self.seq_lens, "expected at least one length")
         for n in self.seq_lens:
-            _check_int("seq_lens", n, 1, MAX_SEQ_LEN)
+            _check_int(name, n, 1, MAX_SEQ_LEN)
         # Validate every point's shape now, so a sweep never fails half-way on a bad length.
         for n in self.seq_lens:
-            self.problem.with_seq_len(n)
+            self.problem.at(self.axis, n)
         check_label(self.label)
         if self.seed is not None:
             # NumPy's SeedSequence takes any whole number >= 0; check now, not mid-sweep.
             _check_int("seed", self.seed, 0)
 
     def problems(self) -> list[Problem]:
-        return [self.problem.with_seq_len(n) for n in self.seq_lens]
+        return [self.problem.at(self.axis, n) for n in self.seq_lens]
+
+    def x_of(self, problem: Problem) -> int:
+        """Where a point of this sweep sits on its axis: its k_len or its N (= q_len)."""
+        return problem.k_len if self.axis == K_LEN_AXIS else problem.q_len

@@ -37,6 +37,7 @@ class JobStarted:
     run_ids: tuple[int, ...] = ()  # the runs stored up front (a ladder stores one per step later)
     group_id: int | None = None
     backends: tuple[str, ...] = ()
+    axis: str = "seq_len"  # what the lengths are: N ("seq_len") or k_len (a decode sweep)
     kind: ClassVar[str] = ""  # the job's: "sweep", "group" or "ladder"
 
     @property

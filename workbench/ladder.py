@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.config import ConfigError, KernelConfig
+from workbench.config import AXES, K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, KernelConfig
 
 if TYPE_CHECKING:
     from workbench.store import Store
@@ -47,12 +47,23 @@ class Ladder:
     published: dict[str, str]
     preset: str = ""  # the preset's file name, or the user's path
     archs: tuple[str, ...] = ()  # the architectures the preset is for ((): not said)
+    axis: str = SEQ_LEN_AXIS  # its lengths: N, or k_len at ``q_len`` (a decode ladder)
+    q_len: int | None = None  # the query rows of a decode ladder
 
 
 DEFAULT_PRESET = "ladder.json"
 PRESETS = ("ladder.json", "ladder-blackwell.json")
+# Every built-in ladder by the name `ladder --preset` and the window take; the decode ladder is
+# chosen by name only (no architecture picks it).
+LADDER_PRESETS = {
+    "hopper": "ladder.json",
+    "blackwell": "ladder-blackwell.json",
+    "decode": "ladder-decode.json",
+}
 # The keys a ladder file may hold, and each of its steps: any other is a typo, refused.
-LADDER_KEYS = frozenset({"name", "description", "mask", "archs", "published_blackwell", "steps"})
+LADDER_KEYS = frozenset(
+    {"name", "description", "mask", "archs", "published_blackwell", "steps", "axis", "q_len"}
+)
 STEP_KEYS = frozenset({"name", "changes", "description"})
 
 
@@ -95,6 +106,7 @@ def load_ladder(
     mask: str | None = None,
     window: int | None = None,
     arch: str | None = None,
+    preset: str | None = None,
 ) -> Ladder:
     """Read a ladder file (by default the built-in preset for ``arch``, or for the local GPU
     when ``arch`` is None: :func:`preset_for_arch`) and build each step's config.
@@ -102,7 +114,15 @@ def load_ladder(
     Each step's ``changes`` apply on top of the previous step's config; a bad key or value is a
     ConfigError that names the step.
     """
-    if path is None:
+    if preset is not None:
+        if preset not in LADDER_PRESETS:
+            raise ConfigError("preset", preset, f"expected one of {', '.join(LADDER_PRESETS)}")
+        if path is not None:
+            raise ConfigError("preset", preset, "a built-in ladder or a file (--steps), not both")
+        preset = LADDER_PRESETS[preset]
+        text = _preset_text(preset)
+        source = f"the built-in ladder {preset}"
+    elif path is None:
         preset = preset_for_arch(arch or local_gpu_arch())
         text = _preset_text(preset)
         source = f"the built-in ladder {preset}"
@@ -160,7 +180,22 @@ def load_ladder(
         dict(data.get("published_blackwell", {})),
         preset=preset,
         archs=tuple(str(a) for a in data.get("archs", [])),
+        **_ladder_axis(data, source),
     )
+
+
+def _ladder_axis(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A ladder file's axis ("seq_len", or "k_len" with the q_len of a decode ladder)."""
+    axis = data.get("axis", SEQ_LEN_AXIS)
+    if axis not in AXES:
+        raise ConfigError("steps", f"{source}: axis {axis!r}", f"an axis among {AXES}")
+    q_len = data.get("q_len")
+    if axis == K_LEN_AXIS:
+        if isinstance(q_len, bool) or not isinstance(q_len, int) or q_len < 1:
+            raise ConfigError("steps", f"{source}: q_len {q_len!r}", "a k_len ladder's q_len >= 1")
+    elif q_len is not None:
+        raise ConfigError("steps", f"{source}: q_len {q_len!r}", "q_len with axis k_len only")
+    return {"axis": axis, "q_len": q_len}
 
 
 def step_label(label: str, step: LadderStep) -> str:
@@ -192,6 +227,7 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
             cells[str(n)] = {
                 "latency_ms": point.latency_ms,
                 "tflops": point.tflops,
+                "kv_gbs": run.bandwidth(point)["kv_gbs"],
                 "vs_previous": prev.latency_ms / point.latency_ms if prev else None,
                 "vs_baseline": first.latency_ms / point.latency_ms if first else None,
             }
@@ -204,13 +240,17 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
                 "cells": cells,
             }
         )
-    return {"group_id": group_id, "seq_lens": seq_lens, "steps": rows}
+    axis = runs[0].axis
+    return {"group_id": group_id, "axis": axis, "seq_lens": seq_lens, "steps": rows}
 
 
 def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
     """:func:`ladder_table` as text rows: a header, then per step its TFLOP/s at each length
-    with × the previous step and × the baseline."""
-    rows = [["step"] + [f"N={n}" for n in table["seq_lens"]]]
+    (GB/s of K+V in a decode ladder, which reads memory) with × the previous step and × the
+    baseline."""
+    decode = table.get("axis") == K_LEN_AXIS
+    x = "k_len" if decode else "N"
+    rows = [["step"] + [f"{x}={n}" for n in table["seq_lens"]]]
     for step in table["steps"]:
         row = [step["step"]]
         for n in table["seq_lens"]:
@@ -223,7 +263,10 @@ def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
                 ratios = f" {cell['vs_previous']:.2f}×prev"
                 if cell["vs_baseline"]:
                     ratios += f" {cell['vs_baseline']:.2f}×base"
-            row.append(f"{cell['tflops']:.3g} TFLOP/s{ratios}")
+            if decode and cell.get("kv_gbs") is not None:
+                row.append(f"{cell['kv_gbs']:.3g} GB/s{ratios}")
+            else:
+                row.append(f"{cell['tflops']:.3g} TFLOP/s{ratios}")
         rows.append(row)
     return rows
 

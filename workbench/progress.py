@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from workbench.config import AXIS_LABELS
 from workbench.events import (
     CANCELLED,
     GroupStarted,
@@ -262,12 +263,15 @@ class ProgressPrinter:
         self._write = write or _stderr
         self._backend_of: dict[int, str] = {}  # run id: backend, inside a group
         self._pending = False  # a group length's line is open
+        self._x = "N"  # the job's axis as a point's lengths are named: N, or k_len in decode
 
     def say(self, text: str, end: str = "\n") -> None:
         self._write(text + end)
 
     def __call__(self, event: Any) -> None:
         self.model.update(event)
+        if isinstance(event, JobStarted):
+            self._x = AXIS_LABELS.get(event.axis, "N")
         if isinstance(event, GroupStarted):
             self._backend_of = dict(zip(event.run_ids, event.backends))
             runs = ", ".join(f"{b} #{r}" for b, r in zip(event.backends, event.run_ids))
@@ -275,7 +279,7 @@ class ProgressPrinter:
         elif isinstance(event, LadderStarted):
             self.say(f"ladder group {event.group_id}: {len(event.steps)} steps")
         elif isinstance(event, Skipped):
-            self.say(f"note: {event.backend} skips N={event.seq_len}: {event.reason}")
+            self.say(f"note: {event.backend} skips {self._x}={event.seq_len}: {event.reason}")
         elif isinstance(event, StepStarted):
             summary = event.config.summary()
             self.say(f"step {event.index + 1}/{event.total}: {event.name} ({summary})")
@@ -283,10 +287,10 @@ class ProgressPrinter:
             self.say(f"run {event.run_id}: {event.total} point(s)")
         elif isinstance(event, PointStarted):
             if not self._backend_of:
-                self.say(f"  [{event.index + 1}/{event.total}] N={event.seq_len} …", end="")
+                self.say(f"  [{event.index + 1}/{event.total}] {self._x}={event.seq_len} …", end="")
             elif not self._pending:
                 self._pending = True
-                self.say(f"  N={event.seq_len} …")
+                self.say(f"  {self._x}={event.seq_len} …")
         elif isinstance(event, PointFinished):
             self._point_finished(event)
         elif isinstance(event, RunFinished):

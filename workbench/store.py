@@ -43,7 +43,16 @@ import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
-from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec, check_label
+from workbench.bandwidth import point_gbs, read_fraction_pct
+from workbench.config import (
+    AXES,
+    SEQ_LEN_AXIS,
+    ConfigError,
+    KernelConfig,
+    Problem,
+    SweepSpec,
+    check_label,
+)
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
@@ -167,7 +176,18 @@ def _migration_2(db: sqlite_utils.Database) -> None:
     db["runs"].create_index(["group_id"])
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1, _migration_2)
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """Which axis a run swept: "seq_len" (N = q_len) or "k_len" (keys at a fixed q_len, decode).
+    Runs stored before swept N, and say so."""
+    db["runs"].add_column("axis", str)
+    db.execute("UPDATE runs SET axis = ?", [SEQ_LEN_AXIS])
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
+    _migration_1,
+    _migration_2,
+    _migration_3,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -189,9 +209,11 @@ class RunRecord:
     error: str | None
     group_id: int | None
     step: str | None
+    axis: str = SEQ_LEN_AXIS  # what seq_lens and each point's seq_len are: N or k_len
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        axis = row.get("axis") or SEQ_LEN_AXIS
         return cls(
             id=row["id"],
             label=row["label"] or "",
@@ -206,6 +228,7 @@ class RunRecord:
             error=row["error"],
             group_id=row.get("group_id"),
             step=row.get("step"),
+            axis=axis if axis in AXES else SEQ_LEN_AXIS,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,6 +246,26 @@ class RunRecord:
             "error": self.error,
             "group_id": self.group_id,
             "step": self.step,
+            "axis": self.axis,
+        }
+
+    def point_problem(self, point: PointRecord) -> Problem:
+        """The problem one of its points solved (its own q_len, k_len and offset)."""
+        return dataclasses.replace(
+            self.problem,
+            q_len=point.q_len,
+            k_len=point.k_len,
+            input_pos=max(point.k_len - point.q_len, 0),
+        )
+
+    def bandwidth(self, point: PointRecord) -> dict[str, float | None]:
+        """GB/s of K+V and of Q+O at ``point``, and K+V in % of the machine's measured read
+        bandwidth (None where it was not measured)."""
+        kv_gbs, qo_gbs = point_gbs(self.point_problem(point), point.latency_ms)
+        return {
+            "kv_gbs": kv_gbs,
+            "qo_gbs": qo_gbs,
+            "kv_read_pct": read_fraction_pct(kv_gbs, self.machine),
         }
 
 
@@ -630,27 +673,31 @@ class Store:
                     "label": spec.label,
                     "status": "running",
                     "backend": spec.backend,
-                    "problem": json.dumps(spec.problem.with_seq_len(spec.seq_lens[0]).to_dict()),
+                    "problem": json.dumps(spec.problems()[0].to_dict()),
                     "config": json.dumps(spec.config.to_dict()),
                     "seq_lens": json.dumps(list(spec.seq_lens)),
                     "machine": json.dumps(owner, default=str),
                     "created_at": utc_now(),
                     "group_id": group_id,
                     "step": step,
+                    "axis": spec.axis,
                 }
             )
             return int(table.last_pk)
 
         return self._write(insert)
 
-    def add_point(self, run_id: int, result: Any, *, patient: bool = False) -> PointRecord:
-        """Store one measured point (a :class:`~workbench.backends.base.PointResult`);
-        ``patient``: wait up to FINAL_WRITE_PATIENCE_S for a lock (the run's last point)."""
+    def add_point(
+        self, run_id: int, result: Any, *, patient: bool = False, seq_len: int | None = None
+    ) -> PointRecord:
+        """Store one measured point (a :class:`~workbench.backends.base.PointResult`) at
+        ``seq_len`` on its run's axis (default its q_len: N); ``patient``: wait up to
+        FINAL_WRITE_PATIENCE_S for a lock (the run's last point)."""
         counts = result.block_counts()
         timing = result.timing
         row = {
             "run_id": run_id,
-            "seq_len": result.problem.q_len,
+            "seq_len": result.problem.q_len if seq_len is None else seq_len,
             "q_len": result.problem.q_len,
             "k_len": result.problem.k_len,
             "latency_ms": timing.median_ms,
@@ -856,6 +903,8 @@ class Store:
                     **data,
                     "latency_se_pct": extra.get("median_noise_pct"),
                     **{f"tuned_{name}": launched.get(name) for name in TUNABLE},
+                    "axis": run.axis,
+                    **run.bandwidth(point),
                 }
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
@@ -903,11 +952,18 @@ def export_columns() -> list[str]:
     # latency_se_pct: one standard error of the median latency in %, from its rounds (empty
     # where the point was timed in fewer than four turns or stored before it was recorded).
     # tuned_*: what the tuner launched at that length (an autotuned cuTile run), else empty.
+    # axis: what seq_len is, "seq_len" (N) or "k_len" (a decode sweep at a fixed q_len).
+    # kv_gbs, qo_gbs: GB/s of K+V and of Q+O (each read or written once) at the median latency;
+    # kv_read_pct: K+V in % of the machine's measured read bandwidth, empty where unmeasured.
+    # Both come last, so the columns of older exports keep their places.
     tuned_cols = [f"tuned_{name}" for name in TUNABLE]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
-        *tuned_cols,
+        *tuned_cols, "axis", *BANDWIDTH_COLS,
     ]  # fmt: skip
+
+
+BANDWIDTH_COLS = ("kv_gbs", "qo_gbs", "kv_read_pct")
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP, CSV injection).

@@ -30,6 +30,7 @@ __all__ = [
     "BackendError",
     "PointResult",
     "UnknownBackend",
+    "backend_notes",
     "backend_statuses",
     "get_backend",
     "gpu_arch",
@@ -109,6 +110,20 @@ def backend_statuses() -> dict[str, Availability]:
         except Exception as exc:  # a broken optional stack must not take the app down
             statuses[name] = Availability(False, f"{name} failed to load: {exc}")
     return statuses
+
+
+def backend_notes() -> dict[str, str]:
+    """Each backend's notes (what it cannot do in decode, say), where it has any; read from
+    the class, so a backend that cannot load here still says them."""
+    notes = {}
+    for name in BACKEND_NAMES:
+        try:
+            text = load_backend(name).notes
+        except Exception:  # a broken optional stack must not take the listing down
+            continue
+        if text:
+            notes[name] = text
+    return notes
 
 
 def machine_summary(statuses: dict[str, Availability] | None = None) -> str:

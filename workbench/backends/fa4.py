@@ -30,6 +30,10 @@ def _import_fa4() -> Any:
 class FlashAttention4Backend(TorchBackend):
     name = "fa4"
     description = "FlashAttention-4 (CuTe DSL)"
+    notes = (
+        "no split of the key range on sm_90: one CTA per (batch, head, q-block), so a "
+        "small-batch decode leaves most SMs idle; causal is bottom-right"
+    )
 
     def availability(self) -> Availability:
         try:

@@ -20,6 +20,7 @@ from kernels.cutile.arrays import HostView as HostView  # re-exported for the ba
 from kernels.cutile.arrays import as_torch as as_torch
 from kernels.cutile.diagnostics import tileiras_version
 from workbench.backends.base import Availability
+from workbench.bandwidth import machine_bandwidth
 from workbench.machine import package_version
 from workbench.timing import TimingSettings
 
@@ -129,6 +130,8 @@ def gpu_machine_info() -> dict[str, Any]:
     except Exception:
         pass
     info.update(nvidia_smi_fields())
+    # This GPU's measured read bandwidth (`fmha-workbench bandwidth`), where it was measured.
+    info.update(machine_bandwidth(info.get("gpu_name")))
     return info
 
 

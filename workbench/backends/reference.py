@@ -9,9 +9,19 @@ from typing import Any
 import numpy as np
 
 from kernels.reference import flash_attention
-from workbench.backends.base import Availability, Backend, round_to_dtype
+from kernels.schedule import Schedule
+from workbench.backends.base import (
+    Availability,
+    Backend,
+    OpenPoint,
+    PointResult,
+    decode_form,
+    round_to_dtype,
+    schedule_for,
+    split_facts,
+)
 from workbench.config import KernelConfig, Problem
-from workbench.timing import TimingSettings
+from workbench.timing import TimingSettings, TimingStats
 
 
 def _host_memory_bytes() -> int | None:
@@ -27,6 +37,7 @@ class ReferenceBackend(Backend):
 
     def __init__(self) -> None:
         self._visited: np.ndarray | None = None
+        self._schedule: Schedule | None = None
 
     def availability(self) -> Availability:
         return Availability(True, "NumPy reference on the CPU: always available")
@@ -48,6 +59,9 @@ class ReferenceBackend(Backend):
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
     ) -> Callable[[], Any]:
         q, k, v = inputs
+        # The schedule the launch walks: in the decode form its packed rows' tile and its
+        # splits (auto resolved as on the H200, NOMINAL_SM_SLOTS), so the block map is its own.
+        self._schedule = schedule = schedule_for(problem, config)
 
         def launch() -> np.ndarray:
             out, visited = flash_attention(
@@ -57,9 +71,11 @@ class ReferenceBackend(Backend):
                 mask=config.mask,
                 input_pos=problem.input_pos,
                 window=config.window,
-                tile_m=config.tile_m,
+                tile_m=schedule.tile_m,
                 tile_n=config.tile_n,
                 return_block_map=True,
+                pack_gqa=schedule.pack_gqa,
+                kv_splits=schedule.kv_splits,
             )
             self._visited = visited
             return out
@@ -70,3 +86,11 @@ class ReferenceBackend(Backend):
         # What the reference actually visited on its last launch, not a recomputation.
         assert self._visited is not None
         return self._visited
+
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        result = super().close_point(opened, timing)
+        schedule = self._schedule
+        if schedule is not None and decode_form(opened.config):
+            # Which split read which key blocks: the block map tab and `show` draw the splits.
+            result.extra.update(split_facts(schedule))
+        return result

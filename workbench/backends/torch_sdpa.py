@@ -28,10 +28,13 @@ class TorchSdpaBackend(TorchBackend):
             return Availability(False, "torch was built without cuDNN")
         return Availability(True, f"torch SDPA {self.description} on {status.reason}")
 
+    # Whether SDPA's backend runs a causal mask aligned bottom-right (the queries the last
+    # tokens, q_len < k_len) through torch's lower-right causal bias.
+    lower_right: ClassVar[bool]
+
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        sdpa_causal_form(problem, config, self.name, lower_right=self.lower_right)
         super().check_supported(problem, config)
-        if config.mask == "window":
-            raise ConfigError("mask", "window", f"{self.name} has no sliding-window mask")
 
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
@@ -46,20 +49,12 @@ class TorchSdpaBackend(TorchBackend):
             k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
         attn_mask = None
-        is_causal = False
-        if config.mask == "causal":
-            if problem.q_len == problem.k_len and problem.input_pos == 0:
-                is_causal = True
-            elif problem.input_pos == problem.k_len - problem.q_len:
-                from torch.nn.attention.bias import causal_lower_right
+        form = sdpa_causal_form(problem, config, self.name, lower_right=self.lower_right)
+        is_causal = form == "is_causal"
+        if form == "lower_right":
+            from torch.nn.attention.bias import causal_lower_right
 
-                attn_mask = causal_lower_right(problem.q_len, problem.k_len)
-            else:
-                raise ConfigError(
-                    "input_pos",
-                    problem.input_pos,
-                    f"{self.name} supports causal offsets of k_len - q_len only",
-                )
+            attn_mask = causal_lower_right(problem.q_len, problem.k_len)
         backend = getattr(SDPBackend, self.sdpa_backend)
 
         def launch() -> Any:
@@ -75,10 +70,51 @@ class TorchSdpaBackend(TorchBackend):
 class TorchFlashBackend(TorchSdpaBackend):
     name = "torch-flash"
     description = "flash (FA2)"
+    notes = (
+        "decode: q_len 1 runs without a mask; causal with q_len > 1 below k_len "
+        "(bottom-right) is refused: SDPA's flash backend found no kernel for it on the H200"
+    )
     sdpa_backend = "FLASH_ATTENTION"
+    lower_right = False
 
 
 class TorchCudnnBackend(TorchSdpaBackend):
     name = "torch-cudnn"
     description = "cuDNN"
+    notes = (
+        "decode: q_len 1 runs without a mask; causal with q_len > 1 below k_len runs with "
+        "torch's explicit lower-right causal mask (about 5x slower than without a mask there)"
+    )
     sdpa_backend = "CUDNN_ATTENTION"
+    lower_right = True
+
+
+def sdpa_causal_form(
+    problem: Problem, config: KernelConfig, name: str, *, lower_right: bool
+) -> str:
+    """How SDPA runs ``config``'s mask on ``problem``: "none" (no mask, or causal where one
+    query row is the last token and sees every key), "is_causal" (top-left, q_len = k_len) or
+    "lower_right" (causal bottom-right through an explicit mask); a ConfigError says why not."""
+    if config.mask == "window":
+        raise ConfigError("mask", "window", f"{name} has no sliding-window mask")
+    if config.mask != "causal":
+        return "none"
+    if problem.input_pos != problem.k_len - problem.q_len:
+        raise ConfigError(
+            "input_pos",
+            problem.input_pos,
+            f"{name} supports causal offsets of k_len - q_len only",
+        )
+    if problem.input_pos == 0:
+        return "is_causal"
+    if problem.q_len == 1:
+        return "none"  # the last token sees every key: causal is no mask at all
+    if not lower_right:
+        raise ConfigError(
+            "q_len",
+            problem.q_len,
+            f"{name}: causal with q_len {problem.q_len} below k_len {problem.k_len} "
+            "(bottom-right) has no kernel in SDPA's flash backend; use torch-cudnn (explicit "
+            "lower-right mask) or q_len 1",
+        )
+    return "lower_right"

@@ -27,7 +27,7 @@ import numpy as np
 from workbench.backends import Backend, get_backend
 from workbench.backends.interleave import Outcome, interleaved_point
 from workbench.backends.isolated import IsolatedBackend, group_in_engine
-from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.config import AXIS_LABELS, ConfigError, KernelConfig, Problem, SweepSpec
 from workbench.events import (
     Event,
     GroupStarted,
@@ -175,7 +175,12 @@ def _measure_group(
 ) -> Iterator[Event]:
     specs = plan.specs
     yield GroupStarted(
-        plan.total, plan.lengths, run_ids=tuple(run_ids), group_id=group_id, backends=plan.backends
+        plan.total,
+        plan.lengths,
+        run_ids=tuple(run_ids),
+        group_id=group_id,
+        backends=plan.backends,
+        axis=specs[0].axis,
     )
     yield from plan.skipped
     for spec, run_id in zip(specs, run_ids, strict=True):
@@ -206,7 +211,7 @@ def _measure_group(
                 yield PointStarted(run_ids[i], done[i], len(specs[i].seq_lens), n)
             outcomes = measure_group_point(
                 [backends[i] for i in members],
-                [specs[i].problem.with_seq_len(n) for i in members],
+                [specs[i].problem.at(specs[i].axis, n) for i in members],
                 [specs[i].config for i in members],
                 [timings[i] for i in members],
                 seeds[n],
@@ -216,14 +221,15 @@ def _measure_group(
                     status[i], errors[i] = "failed", outcome
                     yield finish(i)
                     continue
-                point = store.add_point(run_ids[i], outcome)
+                point = store.add_point(run_ids[i], outcome, seq_len=n)
                 done[i] += 1
                 elapsed = time.perf_counter() - started
                 yield PointFinished(run_ids[i], done[i] - 1, len(specs[i].seq_lens), point, elapsed)
                 if not outcome.accuracy.passed:
                     status[i] = "failed"
                     errors[i] = (
-                        f"wrong result at N={n}: relative error {outcome.accuracy.rel_err:.3g} "
+                        f"wrong result at {AXIS_LABELS[specs[i].axis]}={n}: relative error "
+                        f"{outcome.accuracy.rel_err:.3g} "
                         f"against float64 exceeds {outcome.accuracy.tolerance:g}"
                     )
                     yield finish(i)

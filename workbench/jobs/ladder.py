@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from workbench.backends import Backend, get_backend
-from workbench.config import ConfigError, Problem, SweepSpec
+from workbench.config import SEQ_LEN_AXIS, ConfigError, Problem, SweepSpec
 from workbench.events import Event, LadderStarted, RunEvent, StepStarted
 from workbench.jobs.base import (
     Job,
@@ -41,11 +41,17 @@ GIVEN_FIELDS = frozenset(f.name for f in dataclasses.fields(Problem)) | {
 LADDER_DEFAULTS = {
     "reference": {"seq_lens": "128,256", "batch": 1, "heads": 2, "head_dim": 64},
     "gpu": {"seq_lens": "1k-16k", "batch": 4, "heads": 32, "head_dim": 128},
-}
+    # A decode ladder's key lengths and a GQA problem (Llama-3-8B's 32/8 heads on a GPU).
+    "decode-reference": {"seq_lens": "256,512", "batch": 1, "heads": 4, "kv_heads": 1,
+                         "head_dim": 64},
+    "decode-gpu": {"seq_lens": "4k-32k", "batch": 8, "heads": 32, "kv_heads": 8,
+                   "head_dim": 128},
+}  # fmt: skip
 
 
-def ladder_defaults(backend: str) -> dict[str, Any]:
-    return LADDER_DEFAULTS["reference" if backend == "reference" else "gpu"]
+def ladder_defaults(backend: str, *, decode: bool = False) -> dict[str, Any]:
+    where = "reference" if backend == "reference" else "gpu"
+    return LADDER_DEFAULTS[f"decode-{where}" if decode else where]
 
 
 class LadderStepError(ConfigError):
@@ -63,6 +69,7 @@ class LadderJob(Job):
     backend: str
     label: str = ""
     seed: int | None = None
+    axis: str = SEQ_LEN_AXIS  # the lengths are N, or k_len at the problem's q_len (decode)
     kind: ClassVar[str] = "ladder"
     story: ClassVar[JobStory] = LadderStory()
 
@@ -79,7 +86,12 @@ class LadderJob(Job):
         backend = backend_for(self.backend)  # asks whether it is available
         for step in self.ladder.steps:
             spec = SweepSpec(
-                self.problem, self.seq_lens, step.config, self.backend, step_label("", step)
+                self.problem,
+                self.seq_lens,
+                step.config,
+                self.backend,
+                step_label("", step),
+                axis=self.axis,
             )
             try:
                 check_points(spec, backend)
@@ -107,12 +119,14 @@ class LadderJob(Job):
             seed=self.seed,
             backend=backend,
             checked=True,
+            axis=self.axis,
         )
         started = LadderStarted(
             plan.total,
             plan.lengths,
             group_id=group_id,
             backends=self.backends,
+            axis=self.axis,
             steps=tuple(step.name for step in self.ladder.steps),
         )
         return prepend((started,), events)
@@ -131,13 +145,16 @@ def run_ladder(
     seed: int | None = None,
     backend: Backend | None = None,
     checked: bool = False,
+    axis: str = SEQ_LEN_AXIS,
 ) -> tuple[int, Iterator[StepStarted | RunEvent]]:
     """Check every step (unless ``checked``: a job's preflight did), store the group, and
     return (group id, events of all steps)."""
     seed = secrets.randbits(32) if seed is None else seed
     backend = backend or get_backend(backend_name)
     specs = [
-        SweepSpec(problem, seq_lens, step.config, backend_name, step_label(label, step), seed)
+        SweepSpec(
+            problem, seq_lens, step.config, backend_name, step_label(label, step), seed, axis=axis
+        )
         for step in ladder.steps
     ]
     if not checked:
@@ -193,6 +210,8 @@ def ladder_job(
     if ladder is None:
         ladder = load_ladder()
     problem = spec.problem
-    if problem.input_pos and spec.config.mask != "causal":
+    if problem.input_pos and spec.config.mask != "causal" and spec.axis == SEQ_LEN_AXIS:
         problem = dataclasses.replace(problem, input_pos=0, k_len=problem.q_len)
-    return LadderJob(ladder, problem, tuple(spec.seq_lens), names[0], label, spec.seed)
+    return LadderJob(
+        ladder, problem, tuple(spec.seq_lens), names[0], label, spec.seed, axis=spec.axis
+    )

@@ -18,7 +18,7 @@ import numpy as np
 
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError
-from workbench.config import ConfigError, SweepSpec
+from workbench.config import AXIS_LABELS, ConfigError, SweepSpec
 from workbench.events import (
     Event,
     PointFinished,
@@ -86,7 +86,11 @@ class SweepJob(Job):
         )
         first = next(events)  # RunStarted: the run is stored
         started = SweepStarted(
-            plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
+            plan.total,
+            plan.lengths,
+            run_ids=(first.run_id,),
+            backends=self.backends,
+            axis=self.spec.axis,
         )
         return prepend((started, first), events)
 
@@ -134,20 +138,21 @@ def _measure(
             if cancel is not None and cancel():
                 status = "cancelled"
                 break
-            yield PointStarted(run_id, index, total, problem.q_len)
+            x = spec.x_of(problem)
+            yield PointStarted(run_id, index, total, x)
             result = backend.measure_point(
                 problem, spec.config, settings, np.random.default_rng(child_seed)
             )
             try:
-                point = store.add_point(run_id, result)
+                point = store.add_point(run_id, result, seq_len=x)
             except StoreLocked as exc:
-                status, error = "failed", _locked_error(store, run_id, result, exc)
+                status, error = "failed", _locked_error(store, run_id, result, x, exc)
                 break
             yield PointFinished(run_id, index, total, point, time.perf_counter() - started)
             if not result.accuracy.passed:
                 status = "failed"
                 error = (
-                    f"wrong result at N={problem.q_len}: relative error "
+                    f"wrong result at {AXIS_LABELS[spec.axis]}={x}: relative error "
                     f"{result.accuracy.rel_err:.3g} against float64 exceeds "
                     f"{result.accuracy.tolerance:g}"
                 )
@@ -168,12 +173,12 @@ def _measure(
     yield RunFinished(run_id, status, error)
 
 
-def _locked_error(store: Store, run_id: int, result: object, exc: StoreLocked) -> str:
+def _locked_error(store: Store, run_id: int, result: object, n: int, exc: StoreLocked) -> str:
     """The reason a run stops when another writer kept the lock past the retries; the point
-    just measured is stored if the lock frees within the store's final patience."""
-    n = result.problem.q_len  # type: ignore[attr-defined]
+    just measured (at ``n`` on its axis) is stored if the lock frees within the store's final
+    patience."""
     try:
-        store.add_point(run_id, result, patient=True)
+        store.add_point(run_id, result, patient=True, seq_len=n)
         kept = f"the point at N={n} was stored once the lock was free"
     except StoreError:
         kept = f"the point measured at N={n} could not be stored"

@@ -1,0 +1,168 @@
+"""Memory-bound reporting: bytes moved per second at each point, and this machine's own ceiling.
+
+Decode attention is bound by reading K and V, so a point's TFLOP/s says little; its GB/s of K+V
+(each byte of K and V read once: 2·B·Hkv·k_len·D·itemsize over the median latency) and of Q+O
+(Q read and O written once) say how close it runs to the memory system. The fraction is taken of
+*this machine's measured* streaming-read bandwidth, not a datasheet figure:
+:func:`measure_read_bandwidth` times a kernel that reads a large buffer once (a sum over 2 GiB,
+far beyond any L2, with CUDA graphs through the project's one timer) and :func:`save_bandwidth`
+keeps the result per GPU in a small JSON file, which the GPU backends add to every run's machine
+record (:func:`machine_bandwidth`). Without a measurement (a CPU, a GPU never measured) there is
+no fraction, only GB/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from workbench.config import Problem
+
+# The machine record's keys: the measured read bandwidth and how it was measured.
+READ_BANDWIDTH_KEY = "read_bandwidth_gbs"
+READ_BANDWIDTH_METHOD_KEY = "read_bandwidth_method"
+# 2 GiB: over thirty times the largest L2 in service (H200: 60 MB), so every sample reads HBM.
+STREAM_BYTES = 2 << 30
+STREAM_SAMPLES = 20
+
+
+def point_gbs(problem: Problem, latency_ms: float | None) -> tuple[float | None, float | None]:
+    """GB/s (10⁹ bytes a second) of K+V and of Q+O at one point; None without a latency."""
+    if not latency_ms or latency_ms <= 0:
+        return None, None
+    seconds = latency_ms * 1e-3
+    return problem.kv_bytes() / seconds / 1e9, problem.qo_bytes() / seconds / 1e9
+
+
+def read_fraction_pct(kv_gbs: float | None, machine: Mapping[str, Any]) -> float | None:
+    """``kv_gbs`` in % of the machine's measured read bandwidth; None where it was not measured."""
+    ceiling = machine.get(READ_BANDWIDTH_KEY)
+    if kv_gbs is None or not isinstance(ceiling, (int, float)) or ceiling <= 0:
+        return None
+    return 100.0 * kv_gbs / float(ceiling)
+
+
+@dataclass(frozen=True)
+class ReadBandwidth:
+    """One measurement of a GPU's streaming-read bandwidth."""
+
+    gpu: str
+    gbs: float  # median over the samples
+    bytes_read: int
+    samples: int
+    method: str
+    measured_at: str
+
+
+def measure_read_bandwidth(
+    gpu: str,
+    read_once: Callable[[], object],
+    bytes_read: int,
+    time_ms: Callable[[Callable[[], object]], list[float]],
+    *,
+    lib: str,
+) -> ReadBandwidth:
+    """Time ``read_once`` (a launch that reads ``bytes_read`` bytes of device memory once) with
+    ``time_ms`` (milliseconds per call, one per sample) and return its median read rate."""
+    samples = time_ms(read_once)
+    if not samples or min(samples) <= 0:
+        raise ValueError("the streaming read gave no positive timing")
+    median_ms = statistics.median(samples)
+    method = (
+        f"{lib}: sum of a {bytes_read / 2**30:.0f} GiB float32 buffer (read once, far beyond "
+        f"L2), median of {len(samples)} CUDA-graph samples"
+    )
+    return ReadBandwidth(
+        gpu=gpu,
+        gbs=bytes_read / (median_ms * 1e-3) / 1e9,
+        bytes_read=bytes_read,
+        samples=len(samples),
+        method=method,
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> ReadBandwidth:
+    """:func:`measure_read_bandwidth` on the local GPU (named ``gpu`` in the machine record):
+    CuPy where installed, else torch."""
+    from kernels.measure import LaunchSampler
+
+    try:
+        import cupy
+
+        lib = "cupy"
+        buffer = cupy.ones(bytes_read // 4, dtype=cupy.float32)
+        out = cupy.empty((), dtype=cupy.float32)
+
+        def read_once() -> object:
+            return cupy.sum(buffer, out=out)
+
+    except ImportError:
+        import torch
+
+        lib = "torch"
+        tensor = torch.ones(bytes_read // 4, dtype=torch.float32, device="cuda")
+
+        def read_once() -> object:
+            return tensor.sum()
+
+    def time_ms(launch: Callable[[], object]) -> list[float]:
+        sampler = LaunchSampler(launch, lib)
+        samples: list[float] = []
+        while len(samples) < STREAM_SAMPLES:
+            samples.extend(sampler.turn())
+        return samples
+
+    return measure_read_bandwidth(gpu, read_once, bytes_read, time_ms, lib=lib)
+
+
+def bandwidth_path() -> Path:
+    """``$FMHA_WORKBENCH_MACHINE``, else ``~/.cache/fmha-workbench/machine.json``."""
+    named = os.environ.get("FMHA_WORKBENCH_MACHINE")
+    if named:
+        return Path(named).expanduser()
+    return Path.home() / ".cache" / "fmha-workbench" / "machine.json"
+
+
+def _read_all(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_bandwidth(measured: ReadBandwidth, path: Path | None = None) -> Path:
+    """Keep ``measured`` as its GPU's read bandwidth (replacing an earlier one)."""
+    from workbench.safe_write import write_bytes_safely
+
+    path = path or bandwidth_path()
+    data = _read_all(path)
+    data[measured.gpu] = asdict(measured)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_safely(path, json.dumps(data, indent=2).encode("utf-8"))
+    return path
+
+
+def stored_measurements(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every GPU's stored measurement, by GPU name."""
+    return {k: v for k, v in _read_all(path or bandwidth_path()).items() if isinstance(v, dict)}
+
+
+def machine_bandwidth(gpu: str | None, path: Path | None = None) -> dict[str, Any]:
+    """The machine-record fields of ``gpu``'s stored measurement; {} where there is none."""
+    if not gpu:
+        return {}
+    entry = _read_all(path or bandwidth_path()).get(gpu)
+    if not isinstance(entry, dict) or not isinstance(entry.get("gbs"), (int, float)):
+        return {}
+    return {
+        READ_BANDWIDTH_KEY: round(float(entry["gbs"]), 1),
+        READ_BANDWIDTH_METHOD_KEY: str(entry.get("method", "")),
+    }

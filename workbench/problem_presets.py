@@ -1,0 +1,56 @@
+"""Problem presets: shapes the way decode users state them (a model's heads, one new token or a
+few draft tokens, a KV cache of 4k-128k), from ``workbench/presets/decode.json``.
+
+A preset is a problem (its q_len fixed), the key lengths to sweep (the x axis is k_len) and a
+mask (causal is bottom-right: the queries are the last tokens). The CLI's ``sweep --preset NAME``
+and the window's preset menu read the same file; whatever the user sets by hand wins.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from workbench.config import K_LEN_AXIS, ConfigError, Problem
+
+PRESETS_FILE = "decode.json"
+
+
+@dataclass(frozen=True)
+class ProblemPreset:
+    name: str
+    description: str
+    problem: dict[str, Any]  # Problem fields, q_len included
+    k_lens: str  # a list or a power-of-two range, as --k-lens takes it
+    mask: str
+    axis: str = K_LEN_AXIS
+
+    def template(self, **given: Any) -> Problem:
+        """The preset's problem at its first key length, with ``given`` fields (the user's own,
+        None meaning not given) over the preset's."""
+        fields = {**self.problem, **{k: v for k, v in given.items() if v is not None}}
+        q_len = fields["q_len"]
+        return Problem(**{**fields, "k_len": q_len, "input_pos": 0})
+
+
+@lru_cache(maxsize=1)
+def problem_presets() -> dict[str, ProblemPreset]:
+    """Every built-in problem preset by name, in the file's order."""
+    text = resources.files("workbench.presets").joinpath(PRESETS_FILE).read_text("utf-8")
+    return {
+        name: ProblemPreset(
+            name, entry["description"], dict(entry["problem"]), entry["k_lens"], entry["mask"]
+        )
+        for name, entry in json.loads(text).items()
+    }
+
+
+def problem_preset(name: str) -> ProblemPreset:
+    """The preset called ``name``, or a ConfigError naming the presets there are."""
+    presets = problem_presets()
+    if name not in presets:
+        raise ConfigError("preset", name, f"expected one of {', '.join(presets)}")
+    return presets[name]
