@@ -17,7 +17,15 @@ import numpy as np
 from kernels import knobs
 from kernels.cutile.arrays import empty_like, fill, lib_of, to_kernel_dtype
 from kernels.cutile.diagnostics import assess
-from workbench.backends.base import Availability, OpenPoint, PointResult, schedule_for
+from kernels.schedule import Schedule
+from workbench.backends.base import (
+    Availability,
+    OpenPoint,
+    PointResult,
+    decode_form,
+    schedule_for,
+    split_facts,
+)
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import cupy_device, device_inputs
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
@@ -58,6 +66,7 @@ class CutileBackend(CupyBackend):
         self._out: Any = None
         self._kwargs: dict[str, Any] = {}
         self._tuning: dict[str, Any] | None = None
+        self._decode: Schedule | None = None  # the decode form's schedule, at its last point
         self._tune_s = 0.0
         self._map_s = 0.0
 
@@ -151,10 +160,39 @@ class CutileBackend(CupyBackend):
         if self._out is not None:
             fill(self._out, np.nan)
 
+    def _launched(self, config: KernelConfig) -> KernelConfig:
+        """The tiles and decode knobs that were timed (the tuner's, when autotuning)."""
+        kw = self._kwargs
+        return KernelConfig(
+            tile_m=kw["tile_m"],
+            tile_n=kw["tile_n"],
+            mask=config.mask,
+            window=config.window,
+            kv_splits=kw.get("kv_splits", 1),
+            pack_gqa=bool(kw.get("pack_gqa", False)),
+        )
+
+    def _sm_slots(self) -> int:
+        """CTA slots "auto" splits fill, as the kernel's launcher counts them."""
+        import cupy
+
+        from kernels.cutile.forms import DECODE_CTAS_PER_SM
+
+        sms = int(cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"])
+        return sms * DECODE_CTAS_PER_SM * (self._kwargs.get("occupancy") or 1)
+
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
-        """From the instrumented kernel, with the tiles and knobs that were timed."""
+        """From the instrumented kernel, with the tiles and knobs that were timed; the decode
+        form has no instrumented kernel yet, so its map is the schedule it launched (its
+        splits resolved on this GPU's SM count)."""
         fmha = _kernel_module()
         launch = _knobs(self._kwargs)
+        launched = self._launched(config)
+        self._decode = None
+        if decode_form(launched):
+            self._map_s = 0.0
+            self._decode = schedule_for(problem, launched, self._sm_slots())
+            return self._decode.block_map
         started = time.perf_counter()
         recorded = fmha.gpu_block_map(
             problem.q_len,
@@ -186,10 +224,14 @@ class CutileBackend(CupyBackend):
         result = dataclasses.replace(super().close_point(opened, timing), compile_s=compile_s)
         problem, config = opened.problem, opened.config
         kw = self._kwargs
-        tiled = KernelConfig(
-            tile_m=kw["tile_m"], tile_n=kw["tile_n"], mask=config.mask, window=config.window
-        )
-        expected = schedule_for(problem, tiled).block_map
+        if self._decode is not None:
+            expected = self._decode.block_map
+            result.extra.update(split_facts(self._decode), block_map_source="schedule")
+        else:
+            tiled = KernelConfig(
+                tile_m=kw["tile_m"], tile_n=kw["tile_n"], mask=config.mask, window=config.window
+            )
+            expected = schedule_for(problem, tiled).block_map
         result.extra.update(
             launch=_knobs(kw),
             tune_s=round(self._tune_s, 3),

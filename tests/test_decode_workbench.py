@@ -1,0 +1,383 @@
+"""Decode in the workbench (issue 34, items 3-7), driven through the CLI as a user would: sweeps
+along k_len at a fixed q_len, the decode presets, GB/s beside TFLOP/s in show / compare / export
+/ report, the split map of `blockmap`, the bandwidth measurement (with a fake GPU timer), the
+peers' decode notes, and the decode ladder."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernels.schedule import Schedule
+from tests import cpu_peers
+from tests.conftest import FAST_TIMING_ARGS
+from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.store import Store
+
+RunCli = Callable[..., Any]
+# A small GQA decode problem the reference measures in milliseconds: 8 query heads on 2 KV heads.
+SMALL = ["--batch", "2", "--heads", "8", "--kv-heads", "2", "--head-dim", "32", *FAST_TIMING_ARGS]
+
+
+def decode_sweep(run_cli: RunCli, *extra: str) -> dict[str, Any]:
+    result = run_cli("sweep", *SMALL, *extra, "--json")
+    assert result.code == 0, result.err
+    [run] = json.loads(result.out)["runs"]
+    return run
+
+
+def kv_gbs(run: dict[str, Any], point: dict[str, Any]) -> float:
+    p = run["problem"]
+    itemsize = 2  # float16 and bfloat16
+    kv = 2 * p["batch"] * p["kv_heads"] * point["k_len"] * p["head_dim"] * itemsize
+    return kv / (point["latency_ms"] * 1e-3) / 1e9
+
+
+# --- item 3: q_len and k_len apart, the k_len axis, presets --------------------------------------
+
+
+def test_a_decode_sweep_runs_k_len_at_a_fixed_q_len_and_stores_its_axis(
+    run_cli: RunCli, db_path: Path
+) -> None:
+    result = run_cli("sweep", *SMALL, "--q-len", "1", "--k-lens", "96,160,256")
+    assert result.code == 0, result.err
+    assert "[1/3] k_len=96" in result.err and "[3/3] k_len=256" in result.err
+    with Store(db_path) as store:
+        [run] = store.runs()
+        assert run.axis == "k_len" and run.seq_lens == (96, 160, 256)
+        points = store.points(run.id)
+    # Each point: one query row against its k_len keys, the x of the point being k_len.
+    assert [(p.seq_len, p.q_len, p.k_len) for p in points] == [(96, 1, 96), (160, 1, 160),
+                                                                (256, 1, 256)]  # fmt: skip
+    assert all(p.rel_err is not None and p.rel_err < 1e-2 for p in points)
+    listed = run_cli("runs")
+    assert "k_len 96..256" in listed.out and "q_len 1" in listed.out
+
+
+def test_causal_decode_is_bottom_right_and_matches_float64(run_cli: RunCli) -> None:
+    """Four draft tokens against 200 keys: row i sees keys up to 196 + i (input_pos = k - q)."""
+    run = decode_sweep(run_cli, "--q-len", "4", "--k-lens", "200", "--mask", "causal")
+    assert run["status"] == "complete" and run["axis"] == "k_len"
+    assert run["problem"]["input_pos"] == 196 and run["problem"]["q_len"] == 4
+    [point] = run["points"]
+    assert point["rel_err"] < 1e-2
+    # The last key block holds the diagonal's few masked keys; nothing before it is skipped.
+    grid = Schedule(4, 200, 64, 64, "causal", 196).block_map
+    assert point["blocks_skipped"] == int((grid == 0).sum()) == 0
+
+
+def test_a_preset_sets_the_problem_and_the_users_flags_win(run_cli: RunCli) -> None:
+    run = decode_sweep(run_cli, "--preset", "llama3-8b-speculative", "--k-lens", "128,256")
+    # The preset's heads (32/8), q_len 16 and causal mask; --heads 8 etc. from SMALL win.
+    assert run["problem"]["heads"] == 8 and run["problem"]["kv_heads"] == 2
+    assert run["problem"]["q_len"] == 16 and run["problem"]["dtype"] == "bfloat16"
+    assert run["config"]["mask"] == "causal" and run["axis"] == "k_len"
+    assert [p["k_len"] for p in run["points"]] == [128, 256]
+    assert all(p["q_len"] == 16 for p in run["points"])
+
+
+def test_every_preset_is_a_valid_decode_problem(run_cli: RunCli) -> None:
+    from workbench.problem_presets import problem_presets
+
+    names = set(problem_presets())
+    assert {"llama3-8b-decode", "llama3-70b-decode"} <= names
+    for preset in problem_presets().values():
+        problem = preset.template()
+        assert problem.head_dim == 128 and problem.kv_heads == 8
+        assert problem.heads in (32, 64) and problem.q_len in (1, 16)
+        spec = SweepSpec(problem, (4096, 131072), KernelConfig(mask=preset.mask), axis="k_len")
+        assert [p.k_len - p.input_pos for p in spec.problems()] == [problem.q_len] * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ["--q-len", "128", "--k-lens", "64"],
+            "k_lens: 64 is not allowed; expected k_len >= q_len",
+        ),
+        (["--preset", "llama-9"], "preset: 'llama-9' is not allowed; expected one of llama3-8b"),
+        (["--seq-lens", "128", "--k-lens", "256"], "give the lengths with --k-lens"),
+        (["--q-len", "4"], "--q-len sets the query rows of a decode sweep: give --k-lens too"),
+        (["--k-lens", "256", "--input-pos", "3"], "--input-pos is k_len - q_len"),
+        (["--k-lens", "1k-3k"], "k_lens: '1k-3k' is not allowed; a range needs two powers"),
+        (["--k-lens", "256", "--kv-splits", "3"], "kv_splits: 3 is not allowed"),
+    ],
+)
+def test_bad_decode_input_is_one_line_and_writes_nothing(
+    run_cli: RunCli, db_path: Path, args: list[str], words: str
+) -> None:
+    result = run_cli("sweep", *SMALL, *args)
+    assert result.code == 2 and len(result.err_lines) == 1, result.err
+    assert words in result.err_lines[0]
+    assert not db_path.exists()
+
+
+def test_the_python_api_sweeps_k_len(db_path: Path, rng: np.random.Generator) -> None:
+    from workbench.jobs import SweepJob
+
+    problem = Problem(batch=1, heads=4, kv_heads=1, head_dim=32, q_len=2, k_len=2)
+    config = KernelConfig(mask="causal", pack_gqa=True, kv_splits=2, tile_n=32)
+    spec = SweepSpec(problem, (64, 100), config, axis="k_len", seed=int(rng.integers(1 << 31)))
+    with Store(db_path) as store:
+        events = list(SweepJob(spec).run(store))
+        run_id = events[0].run_ids[0]
+        assert events[0].axis == "k_len"
+        assert [(p.q_len, p.k_len) for p in store.points(run_id)] == [(2, 64), (2, 100)]
+        assert store.run(run_id).status == "complete"
+    with pytest.raises(ConfigError, match="k_lens"):
+        SweepSpec(problem, (1,), config, axis="k_len")
+
+
+def test_a_database_from_before_axes_reads_as_n_sweeps(
+    run_cli: RunCli, db_path: Path, fast_args: list[str]
+) -> None:
+    """Schema 2 had no axis: its runs swept N, `show` says N, and reading leaves it as it was."""
+    assert run_cli("sweep", *fast_args, "--seq-lens", "16,32").code == 0
+    conn = sqlite3.connect(db_path)
+    conn.execute("ALTER TABLE runs DROP COLUMN axis")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    shown = run_cli("show", "1")
+    assert shown.code == 0 and shown.out.splitlines()[7].split()[0] == "N"
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # reading never migrates
+    conn.close()
+    assert run_cli("sweep", *fast_args, "--seq-lens", "16").code == 0  # a writer migrates
+    with Store(db_path) as store:
+        assert [r.axis for r in store.runs()] == ["seq_len", "seq_len"]
+
+
+# --- item 4: GB/s beside TFLOP/s ---------------------------------------------------------------
+
+
+def test_show_export_and_compare_give_gb_per_s_of_k_and_v(
+    run_cli: RunCli, db_path: Path, tmp_path: Path
+) -> None:
+    first = decode_sweep(run_cli, "--q-len", "1", "--k-lens", "128,256")
+    second = decode_sweep(run_cli, "--q-len", "1", "--k-lens", "128,256", "--pack-gqa")
+    shown = run_cli("show", str(first["id"]))
+    header, *rows = shown.out.splitlines()[7:]
+    assert header.split()[:2] == ["k_len", "median"] and "K+V GB/s" in header
+    assert "% of read" not in header  # the reference's machine has no measured bandwidth
+    column = header.index("K+V GB/s")
+    for row, point in zip(rows, first["points"], strict=True):
+        assert float(row[column:].split()[0]) == pytest.approx(kv_gbs(first, point), abs=0.051)
+
+    out = tmp_path / "points.csv"
+    assert run_cli("export", "--csv", out).code == 0
+    exported = list(csv.DictReader(out.open(newline="")))
+    assert [r["axis"] for r in exported] == ["k_len"] * 4
+    for row, point in zip(exported[:2], first["points"], strict=True):
+        assert float(row["kv_gbs"]) == pytest.approx(kv_gbs(first, point))
+        assert row["kv_read_pct"] == ""
+
+    compared = run_cli("compare", str(first["id"]), str(second["id"]))
+    assert compared.code == 0
+    table = compared.out.splitlines()[2]
+    assert table.split()[:3] == ["k_len", f"#{first['id']}", "ms"]
+    assert f"#{second['id']} GB/s" in table
+
+
+def test_a_measured_read_bandwidth_gives_each_point_its_share(
+    run_cli: RunCli, db_path: Path, tmp_path: Path
+) -> None:
+    run = decode_sweep(run_cli, "--q-len", "1", "--k-lens", "128")
+    with Store(db_path) as store:
+        machine = {**store.run(run["id"]).machine, "read_bandwidth_gbs": 0.25}
+        store.db.execute("UPDATE runs SET machine = ?", [json.dumps(machine)])
+        store.db.conn.commit()
+    out = tmp_path / "points.csv"
+    assert run_cli("export", "--csv", out).code == 0
+    [row] = list(csv.DictReader(out.open(newline="")))
+    assert float(row["kv_read_pct"]) == pytest.approx(100 * float(row["kv_gbs"]) / 0.25)
+    shown = run_cli("show", str(run["id"]))
+    assert "% of read" in shown.out
+
+
+def test_report_of_a_decode_group_tabulates_gb_per_s(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cpu_peers.register(monkeypatch)
+    result = run_cli(
+        "sweep", *SMALL, "--backends", f"reference,{cpu_peers.NAME}", "--q-len", "2",
+        "--k-lens", "128,256", "--mask", "causal",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert "k_len=128 …" in result.err
+    markdown = run_cli("report", "--group", "1", "--markdown").out
+    assert f"| mask | q_len | k_len | reference GB/s | {cpu_peers.NAME} GB/s |" in markdown
+    assert "| causal | 2 | 128 |" in markdown and "| causal | 2 | 256 |" in markdown
+    assert "GB/s = bytes of K and V" in markdown
+    text = run_cli("report", "--group", "1").out
+    assert text.split()[:3] == ["mask", "k_len", "reference"]
+    data = json.loads(run_cli("report", "--group", "1", "--json").out)
+    assert data["decode"] and all(r["kv_gbs"]["reference"] > 0 for r in data["rows"])
+
+
+def test_the_bandwidth_measurement_with_a_fake_gpu(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench import bandwidth, cli
+    from workbench.backends import gpu
+
+    path = tmp_path / "machine.json"
+    monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(path))
+    reads: list[int] = []
+
+    def fake_timer(launch: Callable[[], object]) -> list[float]:
+        launch()
+        return [2.0, 1.0, 1.0]  # ms per read: the median is 1 ms
+
+    measured = bandwidth.measure_read_bandwidth(
+        "Fake GPU", lambda: reads.append(1), 4_000_000, fake_timer, lib="cupy"
+    )
+    assert reads == [1] and measured.gbs == pytest.approx(4.0) and measured.samples == 3
+
+    monkeypatch.setattr(cli, "_local_gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", lambda name: measured)
+    result = run_cli("bandwidth")
+    assert result.code == 0 and result.out.startswith("Fake GPU: 4 GB/s streaming read")
+    assert json.loads(path.read_text())["Fake GPU"]["gbs"] == pytest.approx(4.0)
+    shown = run_cli("bandwidth", "--show")
+    assert "Fake GPU: 4 GB/s, cupy: sum of a" in shown.out
+    # Every later run on that GPU carries it in its machine record.
+    monkeypatch.setattr(gpu, "nvidia_smi_fields", lambda: {"gpu_name": "Fake GPU"})
+    info = gpu.gpu_machine_info()
+    assert info["read_bandwidth_gbs"] == pytest.approx(4.0)
+    assert "CUDA-graph samples" in info["read_bandwidth_method"]
+
+
+def test_bandwidth_without_a_gpu_is_refused(run_cli: RunCli) -> None:
+    result = run_cli("bandwidth")
+    assert result.code == 2 and "bandwidth: no GPU here" in result.err_lines[0]
+
+
+# --- item 5: the block map shows the splits ------------------------------------------------------
+
+
+def test_blockmap_json_says_which_split_reads_each_key_block(run_cli: RunCli) -> None:
+    args = ["--q-len", "1", "--k-len", "1000", "--heads", "8", "--kv-heads", "2", "--pack-gqa"]
+    result = run_cli("blockmap", *args, "--kv-splits", "4", "--tile-n", "64", "--json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    # Four query heads of a KV head packed as 4 rows of one 16-row tile; 16 key blocks, 4 each.
+    assert data["shape"] == [1, 16] and data["tile_m"] == 16 and data["pack_gqa"]
+    assert data["kv_splits"] == 4 and data["split_ranges"] == [[0, 4], [4, 8], [8, 12], [12, 16]]
+    assert data["splits"] == [[s for s in range(4) for _ in range(4)]]
+    text = run_cli("blockmap", *args, "--kv-splits", "4", "--tile-n", "64")
+    assert "4 split(s) of the key range, key blocks 0-3, 4-7, 8-11, 12-15" in text.out
+    assert "0000111122223333" in text.out
+
+
+def test_a_causal_split_that_sees_no_key_is_skipped_in_the_map(run_cli: RunCli) -> None:
+    """128 query rows over 256 keys from the top (input_pos 0): the second split's keys lie
+    beyond every row of the first query block, so it reads nothing there."""
+    args = ["--q-len", "128", "--k-len", "256", "--mask", "causal", "--kv-splits", "2"]
+    data = json.loads(run_cli("blockmap", *args, "--json").out)
+    assert data["splits"][0] == [0, -1, -1, -1] and data["splits"][1] == [0, 0, -1, -1]
+
+
+def test_a_reference_decode_point_records_its_splits(run_cli: RunCli, db_path: Path) -> None:
+    run = decode_sweep(
+        run_cli, "--q-len", "1", "--k-lens", "512", "--pack-gqa", "--kv-splits", "auto",
+        "--tile-n", "64",
+    )  # fmt: skip
+    [point] = run["points"]
+    extra = point["extra"]
+    # auto on the nominal 132-slot GPU: 4 CTAs of one split fill few SMs, so it splits.
+    assert extra["kv_splits"] > 1 and extra["pack_gqa"] and extra["decode_tile_m"] == 16
+    covered = [k for lo, hi in extra["split_ranges"] for k in range(lo, hi)]
+    assert covered == list(range(8))
+    with Store(db_path) as store:
+        grid = store.block_map(run["id"], 512)
+    assert grid is not None and grid.shape == (1, 8) and (grid == 1).all()
+
+
+# --- item 6: peers --------------------------------------------------------------------------------
+
+
+def test_sdpa_peers_say_how_they_run_a_decode_mask() -> None:
+    from workbench.backends.torch_sdpa import sdpa_causal_form
+
+    causal, none = KernelConfig(mask="causal"), KernelConfig()
+    one = Problem(heads=8, q_len=1, k_len=4096, input_pos=4095)
+    draft = Problem(heads=8, q_len=16, k_len=4096, input_pos=4080)
+    square = Problem(heads=8, q_len=256, k_len=256)
+    assert sdpa_causal_form(one, none, "torch-flash", lower_right=False) == "none"
+    assert sdpa_causal_form(one, causal, "torch-flash", lower_right=False) == "none"
+    assert sdpa_causal_form(square, causal, "torch-flash", lower_right=False) == "is_causal"
+    assert sdpa_causal_form(draft, causal, "torch-cudnn", lower_right=True) == "lower_right"
+    with pytest.raises(ConfigError, match="has no kernel in SDPA's flash backend") as refused:
+        sdpa_causal_form(draft, causal, "torch-flash", lower_right=False)
+    assert refused.value.field == "q_len"  # a group skips that backend, with the reason
+    offset = Problem(heads=8, q_len=16, k_len=4096, input_pos=7)
+    with pytest.raises(ConfigError, match="causal offsets of k_len - q_len only"):
+        sdpa_causal_form(offset, causal, "torch-cudnn", lower_right=True)
+
+
+def test_backends_lists_what_each_peer_does_in_decode(run_cli: RunCli) -> None:
+    data = json.loads(run_cli("backends", "--json").out)
+    assert "no split of the key range on sm_90" in data["fa4"]["notes"]
+    assert "refused" in data["torch-flash"]["notes"]
+    assert "lower-right" in data["torch-cudnn"]["notes"]
+    assert data["reference"]["notes"] == ""
+    text = run_cli("backends").out
+    assert "note: no split of the key range on sm_90" in text
+
+
+# --- item 7: the decode ladder ----------------------------------------------------------------
+
+
+def test_the_decode_ladder_preset_runs_from_the_cli(run_cli: RunCli, db_path: Path) -> None:
+    result = run_cli("ladder", "--preset", "decode", *FAST_TIMING_ARGS, "--json")
+    assert result.code == 0, result.err
+    table = json.loads(result.out)
+    assert table["axis"] == "k_len" and table["seq_lens"] == [256, 512]
+    steps = [s["step"] for s in table["steps"]]
+    assert steps == ["baseline (one CTA per head)", "+ GQA packing", "+ KV split (auto)",
+                     "autotuned"]  # fmt: skip
+    assert "pack-gqa" in table["steps"][1]["config"]
+    assert "kv-split auto" in table["steps"][2]["config"]
+    assert all(c["kv_gbs"] > 0 for s in table["steps"] for c in s["cells"].values())
+    with Store(db_path) as store:
+        runs = store.group_runs(table["group_id"])
+        assert {r.axis for r in runs} == {"k_len"} and {r.problem.q_len for r in runs} == {1}
+        assert all(r.status == "complete" for r in runs)
+    text = run_cli("ladder", "--preset", "decode", *FAST_TIMING_ARGS, "--k-lens", "128").out
+    assert "k_len=128" in text and "GB/s" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--preset", "prefill"], "preset: 'prefill' is not allowed; expected one of hopper"),
+        (["--preset", "decode", "--seq-lens", "128"], "give its lengths with --k-lens"),
+        (["--k-lens", "128"], "--k-lens and --q-len are for a decode ladder"),
+    ],
+)
+def test_bad_ladder_presets_are_refused(
+    run_cli: RunCli, db_path: Path, args: list[str], words: str
+) -> None:
+    result = run_cli("ladder", *args)
+    assert result.code == 2 and words in result.err_lines[0], result.err
+    assert not db_path.exists()
+
+
+def test_help_lists_the_decode_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    shown = io.StringIO(capsys.readouterr().out).read()
+    for flag in ("--k-lens", "--q-len", "--preset", "llama3-70b-decode", "--kv-splits"):
+        assert flag in shown
