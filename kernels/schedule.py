@@ -274,6 +274,16 @@ def auto_kv_splits(
     return 1
 
 
+def split_map_of(block_map: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """``int16`` like ``block_map``: the split whose key-block range ``[lo, hi)`` holds each
+    visited block, -1 where the block is skipped (a stored point's map and its splits)."""
+    grid = np.full(block_map.shape, -1, dtype=np.int16)
+    visited = block_map != BlockKind.SKIPPED
+    for s, (lo, hi) in enumerate(ranges):
+        grid[:, lo:hi] = np.where(visited[:, lo:hi], s, -1)
+    return grid
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The whole tile schedule of one (batch, head) slice, with derived counts.
@@ -381,10 +391,7 @@ class Schedule:
     def split_map(self) -> np.ndarray:
         """``int16`` (q-blocks, k-blocks): the split that reads each visited block, -1 where
         the block is skipped."""
-        grid = np.full((self.n_q_blocks, self.n_k_blocks), -1, dtype=np.int16)
-        visited = self.block_map != BlockKind.SKIPPED
-        for s, (lo, hi) in enumerate(self.split_ranges):
-            grid[:, lo:hi] = np.where(visited[:, lo:hi], s, -1)
+        grid = split_map_of(self.block_map, self.split_ranges)
         grid.setflags(write=False)
         return grid
 
