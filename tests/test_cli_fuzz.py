@@ -39,6 +39,7 @@ VALID = {
     "blockmap": ["--q-len", "64"],
     "report": ["--group", "1"],
     "backends": [],
+    "bandwidth": ["--show"],  # measuring needs a GPU; --show reads the stored figure
     "knobs": [],
     "gui": None,  # valid arguments would open the window: only bad ones are tried
 }
@@ -92,7 +93,7 @@ def invocations(rng: np.random.Generator) -> list[list[str]]:
                         cases.append([command, *base, flag, bad])
             elif action.type is finite and base is not None:
                 cases += [[command, *base, flag, bad] for bad in BAD_FLOATS]
-            elif flag == "--seq-lens" and base is not None:
+            elif flag in ("--seq-lens", "--k-lens") and base is not None:
                 cases += [[command, *base, flag, bad] for bad in BAD_SEQ_LENS]
             elif flag in BAD_TEXT and base is not None:
                 cases += [[command, *base, f"{flag}={bad}"] for bad in BAD_TEXT[flag]]
