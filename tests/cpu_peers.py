@@ -54,6 +54,19 @@ class SmallOnly(ReferenceBackend):
         super().check_supported(problem, config)
 
 
+class FlashLike(ReferenceBackend):
+    """The NumPy reference refusing masks as SDPA's flash backend does (q_len > 1 causal below
+    k_len has no kernel there), so a group's skip of it is seen on the CPU."""
+
+    name = "flash-like"
+
+    def check_supported(self, problem: Any, config: Any) -> None:
+        from workbench.backends.torch_sdpa import sdpa_causal_form
+
+        sdpa_causal_form(problem, config, self.name, lower_right=False)
+        super().check_supported(problem, config)
+
+
 class BrokenOpen(ReferenceBackend):
     """Raises a plain bug (not a refusal) while opening a point, as a tuner called with a
     keyword it does not take once did on the GPU host."""
@@ -68,7 +81,7 @@ def register(monkeypatch: Any) -> None:
     """Make the backends above backend names for the rest of the test."""
     import workbench.backends as backends
 
-    for cls in (SecondReference, UnavailablePeer, Flaky, SmallOnly, BrokenOpen):
+    for cls in (SecondReference, UnavailablePeer, Flaky, SmallOnly, FlashLike, BrokenOpen):
         monkeypatch.setitem(backends._REGISTRY, cls.name, f"{__name__}:{cls.__name__}")
     monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
     monkeypatch.setattr(Flaky, "gone", None)

@@ -301,6 +301,8 @@ def test_a_reference_decode_point_records_its_splits(run_cli: RunCli, db_path: P
     with Store(db_path) as store:
         grid = store.block_map(run["id"], 512)
     assert grid is not None and grid.shape == (1, 8) and (grid == 1).all()
+    header, row = run_cli("show", str(run["id"])).out.splitlines()[7:9]
+    assert header.split()[-1] == "splits" and row.split()[-1] == str(extra["kv_splits"])
 
 
 # --- item 6: peers --------------------------------------------------------------------------------
@@ -323,6 +325,29 @@ def test_sdpa_peers_say_how_they_run_a_decode_mask() -> None:
     offset = Problem(heads=8, q_len=16, k_len=4096, input_pos=7)
     with pytest.raises(ConfigError, match="causal offsets of k_len - q_len only"):
         sdpa_causal_form(offset, causal, "torch-cudnn", lower_right=True)
+
+
+def test_a_group_skips_a_flash_like_peer_for_bottom_right_causal_and_says_why(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, db_path: Path
+) -> None:
+    cpu_peers.register(monkeypatch)
+    peers = f"reference,{cpu_peers.NAME},flash-like"
+    draft = run_cli(
+        "sweep", *SMALL, "--backends", peers, "--q-len", "4", "--k-lens", "128", "--mask", "causal"
+    )
+    assert draft.code == 0, draft.err
+    assert "note: flash-like skips k_len=128: flash-like: causal with q_len 4 below k_len 128" in (
+        draft.err
+    )
+    with Store(db_path) as store:
+        assert [r.backend for r in store.group_runs(1)] == ["reference", cpu_peers.NAME]
+    # One new token sees every key: the same peer runs it, without a mask.
+    token = run_cli(
+        "sweep", *SMALL, "--backends", peers, "--q-len", "1", "--k-lens", "128", "--mask", "causal"
+    )
+    assert token.code == 0 and "skips" not in token.err
+    with Store(db_path) as store:
+        assert [r.backend for r in store.group_runs(2)][-1] == "flash-like"
 
 
 def test_backends_lists_what_each_peer_does_in_decode(run_cli: RunCli) -> None:

@@ -258,6 +258,13 @@ def cmd_show(args: argparse.Namespace) -> int:
             header.insert(7, "% of read")
             for row, bw in zip(rows, bandwidths, strict=True):
                 row.insert(7, _fmt(bw["kv_read_pct"], ".0f"))
+        # The decode form: how many splits of the key range each point ran (auto resolves per
+        # point), so the block map's colours can be read against it.
+        splits = [(p.extra or {}).get("kv_splits") for p in points]
+        if any(s is not None for s in splits):
+            header.append("splits")
+            for row, count in zip(rows, splits, strict=True):
+                row.append("-" if count is None else str(count))
         # With autotune the config line above is only nominal: say what each point launched.
         tuned = tuned_labels(run.config.autotune, points)
         if tuned:
