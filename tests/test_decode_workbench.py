@@ -406,3 +406,18 @@ def test_help_lists_the_decode_flags(capsys: pytest.CaptureFixture[str]) -> None
     shown = io.StringIO(capsys.readouterr().out).read()
     for flag in ("--k-lens", "--q-len", "--preset", "llama3-70b-decode", "--kv-splits"):
         assert flag in shown
+
+
+def test_the_window_s_ladder_job_takes_the_decode_ladder_on_a_k_len_form_only() -> None:
+    from workbench.jobs import ladder_job
+    from workbench.ladder import load_ladder
+
+    decode = load_ladder(preset="decode")
+    problem = Problem(heads=4, kv_heads=1, head_dim=32, q_len=1, k_len=1)
+    prefill = SweepSpec(problem, (128,), KernelConfig())
+    with pytest.raises(ConfigError, match="sweeps k_len at a fixed q_len") as refused:
+        ladder_job(prefill, ["reference"], ladder=decode)
+    assert refused.value.field == "axis"
+    job = ladder_job(SweepSpec(problem, (128, 256), KernelConfig(), axis="k_len"), ["reference"],
+                     ladder=decode)  # fmt: skip
+    assert job.axis == "k_len" and job.preflight().total == 2 * len(decode.steps)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from workbench.backends import Backend, get_backend
-from workbench.config import SEQ_LEN_AXIS, ConfigError, Problem, SweepSpec
+from workbench.config import K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, Problem, SweepSpec
 from workbench.events import Event, LadderStarted, RunEvent, StepStarted
 from workbench.jobs.base import (
     Job,
@@ -209,6 +209,13 @@ def ladder_job(
         raise ConfigError("backends", names, "the ladder runs on one backend at a time")
     if ladder is None:
         ladder = load_ladder()
+    if ladder.axis != spec.axis and ladder.axis == K_LEN_AXIS:
+        raise ConfigError(
+            "axis",
+            spec.axis,
+            f"the {ladder.name} sweeps k_len at a fixed q_len: set the lengths to k_len (or "
+            "pick a decode preset)",
+        )
     problem = spec.problem
     if problem.input_pos and spec.config.mask != "causal" and spec.axis == SEQ_LEN_AXIS:
         problem = dataclasses.replace(problem, input_pos=0, k_len=problem.q_len)
