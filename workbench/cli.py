@@ -511,7 +511,9 @@ def _cli_wording(exc: ConfigError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.backends.base import BackendError
+    from workbench.blas import limit_blas_threads
 
+    limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
     try:
         args = build_parser().parse_args(argv)
         command = args.command or "gui"
