@@ -59,6 +59,14 @@ def backend_for(name: str) -> Backend:
     return backend
 
 
+def point_work(problem: Any, config: Any, seq_len: int) -> float:
+    """The work of one point at ``seq_len``: its FLOPs as TFLOP/s counts them (4·B·H·Nq·Nk·D,
+    halved for causal), what the time left is estimated from."""
+    from workbench.backends.base import problem_flops
+
+    return float(problem_flops(problem.with_seq_len(seq_len), config))
+
+
 def timing_for(timing: Timing, backend: Backend) -> TimingSettings:
     if isinstance(timing, TimingSettings):
         return timing
@@ -167,17 +175,23 @@ class SweepJob:
 
         plan = plan or self.preflight()
         (backend,) = plan.backends
+        settings = timing_for(timing, backend)
         events = run_sweep(
             self.spec,
             store,
             cancel=cancel,
-            timing=timing_for(timing, backend),
+            timing=settings,
             backend=backend,
             checked=True,
         )
         first = next(events)  # RunStarted: the run is stored
         started = SweepStarted(
-            plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
+            plan.total,
+            plan.lengths,
+            run_ids=(first.run_id,),
+            backends=self.backends,
+            works=tuple(point_work(self.spec.problem, self.spec.config, n) for n in plan.lengths),
+            min_samples=settings.min_samples,
         )
         return finishing(prepend((started, first), events), cancel)
 

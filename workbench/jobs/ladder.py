@@ -16,6 +16,7 @@ from workbench.jobs.base import (
     backend_for,
     finishing,
     job_names,
+    point_work,
     prepend,
     timing_for,
 )
@@ -116,6 +117,12 @@ class LadderJob:
             group_id=group_id,
             backends=self.backends,
             steps=tuple(step.name for step in self.ladder.steps),
+            works=tuple(
+                point_work(self.problem, step.config, n)
+                for step in self.ladder.steps
+                for n in self.seq_lens
+            ),
+            min_samples=timing_for(timing, backend).min_samples,
         )
         return finishing(prepend((started,), events), cancel)
 
