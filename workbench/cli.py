@@ -327,6 +327,7 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
 
 
 def cmd_ladder(args: argparse.Namespace) -> int:
+    from workbench.compare import noise_rule
     from workbench.jobs import LadderJob, ladder_defaults
     from workbench.ladder import format_ladder_table, ladder_table, load_ladder
 
@@ -356,7 +357,14 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     else:
         rows = format_ladder_table(table)
         print(_table(rows[1:], rows[0]))
+        print(LADDER_RATIOS_NOTE.format(rule=noise_rule()))
     return code
+
+
+# Under a ladder's table, in `ladder` and in `report` of a ladder.
+LADDER_RATIOS_NOTE = (
+    "prev / base: speed-up over the previous step / the baseline; ~ within the noise: {rule}"
+)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -381,6 +389,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.markdown:
         sys.stdout.write(markdown(report))
         return EXIT_OK
+    if report.get("kind") == "ladder":
+        return _print_ladder_report(report)
     subject = report["subject"]
     backends = list(dict.fromkeys(b for g in report["groups"] for b in g["backends"]))
     peers = [b for b in backends if b != subject]
@@ -399,6 +409,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     print(_table(rows, header))
     print(f"× {subject}'s speed-up over the peer (peer latency / {subject} latency)")
+    return EXIT_OK
+
+
+def _print_ladder_report(report: dict[str, Any]) -> int:
+    """A ladder as a ladder: steps, TFLOP/s, × previous and × baseline with their noise."""
+    from workbench.ladder import format_ladder_table
+
+    for ladder in report["ladders"]:
+        print(
+            f"ladder {ladder['group_id']} {ladder['label']}: {ladder['backend']} on "
+            f"{ladder['machine']}, {ladder['problem']}; each step one change on the previous"
+        )
+        rows = format_ladder_table(ladder)
+        print(_table(rows[1:], rows[0]))
+    print(LADDER_RATIOS_NOTE.format(rule=report["noise_rule"]))
     return EXIT_OK
 
 

@@ -288,9 +288,9 @@ def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
                 continue
             ratios = ""
             if cell["vs_previous"]:
-                ratios = f" {format_ratio_mark(cell, 'vs_previous')}prev"
+                ratios = f" {format_ratio_mark(cell, 'vs_previous')} prev"
                 if cell["vs_baseline"]:
-                    ratios += f" {format_ratio_mark(cell, 'vs_baseline')}base"
+                    ratios += f" {format_ratio_mark(cell, 'vs_baseline')} base"
             row.append(f"{cell['tflops']:.3g} TFLOP/s{ratios}")
         rows.append(row)
     return rows
