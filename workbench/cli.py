@@ -452,6 +452,23 @@ def _print_ladder_report(report: dict[str, Any]) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """Runs from another machine's database into this one, each once."""
+    from workbench.importer import check_source, import_runs
+
+    source = Path(args.source).expanduser()
+    check_source(source)  # refused before this database is made or opened
+    with _open_store(_db_of(args)) as store:
+        result = import_runs(store, source)
+    if args.json:
+        _emit_json(
+            {"source": str(source), "added": list(result.added), "skipped": result.skipped}
+        )
+    else:
+        print(result.line())
+    return EXIT_OK
+
+
 def cmd_backends(args: argparse.Namespace) -> int:
     from workbench.backends import backend_statuses
 
@@ -546,6 +563,7 @@ COMMANDS = {
     "ladder": cmd_ladder,
     "report": cmd_report,
     "backends": cmd_backends,
+    "import": cmd_import,
     "knobs": cmd_knobs,
 }
 

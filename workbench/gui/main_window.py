@@ -239,6 +239,7 @@ class MainWindow(QMainWindow):
         self.open_action = self._action(
             file_menu, "&Open database…", self.choose_database, QKeySequence.StandardKey.Open
         )
+        self.import_action = self._action(file_menu, "&Import runs…", self.choose_import)
         self.export_csv_action = self._action(
             file_menu, "Export &CSV…", self._on_export_csv, "Ctrl+E"
         )
@@ -348,6 +349,36 @@ class MainWindow(QMainWindow):
         )
         if path:
             self.open_database(path)
+
+    def choose_import(self) -> None:
+        """File › Import runs…: pick another run database and copy its runs in."""
+        start = str(self.store.path.parent if self.store is not None else Path.home())
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import runs from another database", start, "Run databases (*.db);;All files (*)"
+        )
+        if path:
+            self.import_runs(path)
+
+    def import_runs(self, path: str | Path) -> Any:
+        """Copy the runs of the database at ``path`` into the open one (each run once, with its
+        machine); the result, or None after a warning that says why nothing was imported."""
+        from workbench.importer import import_runs
+
+        if self.store is None or self.is_running():
+            self._warn("Import", "Open a database, and wait for the running job, to import.")
+            return None
+        try:
+            result = import_runs(self.store, path)
+        except (StoreError, OSError) as exc:
+            self._warn("Import", f"Nothing was imported: {exc}")
+            self._show_status(f"Nothing was imported from {path}")
+            return None
+        self.history.refresh(keep_selection=False)
+        self.ladder.refresh_groups()
+        if result.added:
+            self.history.select_runs(list(result.added))
+        self._show_status(result.line()[:1].upper() + result.line()[1:])
+        return result
 
     def _load_block_map(self, run_id: int, seq_len: int) -> Any:
         if self.store is None:
