@@ -45,6 +45,14 @@ def test_import_runs_twice_from_the_menu_then_filter_and_compare_by_machine(
     assert {history.model.run_at(r).backend for r in range(16)} >= {"cutile", "fa4"}
     history.pick_machine(None)
     assert history.model.total() == 17
+    # Another database while a machine is picked: its own runs, all shown, no error.
+    history.pick_machine("NVIDIA H200 on vm")
+    path = window.store.path
+    assert window.open_database(other)
+    assert history.model.total() == 16 and not history.machine_filter.isVisible()
+    assert dialogs.kinds().count("warning") == 0, dialogs.shown
+    assert window.open_database(path)
+    assert history.machine_filter.currentIndex() == 0 and history.model.total() == 17
 
     # Compare: an imported H200 run against the local reference run names both machines.
     imported = next(

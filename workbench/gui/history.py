@@ -110,6 +110,7 @@ class RunsModel(QAbstractTableModel):
     # ---- loading --------------------------------------------------------------------------------
     def set_store(self, store: Any) -> None:
         self._store = store
+        self._machine = None  # another file's machines mean nothing here
         self.refresh()
 
     def set_search(self, text: str) -> None:
@@ -419,7 +420,6 @@ class HistoryPanel(QWidget):
         self.machine_filter.blockSignals(True)
         self.machine_filter.clear()  # another file's machines mean nothing here
         self.machine_filter.blockSignals(False)
-        self.model.set_machine(None)
         self.model.set_store(store)
         self.refresh_machines()
         self._update_buttons()
