@@ -343,6 +343,7 @@ class HistoryPanel(QWidget):
         )
         self.machine_filter.setMinimumContentsLength(12)
         self.machine_filter.currentIndexChanged.connect(self._on_machine_picked)
+        self.machine_filter.hide()  # until runs come from two machines (refresh_machines)
 
         self.table = QTableView()
         self.table.setObjectName("history_table")

@@ -188,7 +188,6 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.machine_label)
         self.fit_to_screen()
-        self.main_split.setSizes([self.controls.minimumSizeHint().width(), 1000])
         # Each tab's share of the height above History, remembered as the user drags it: the
         # Ladder tab's table, chart and map need more than Plots do.
         self._tab_shares: dict[int, float] = dict(DEFAULT_TAB_SHARES)
