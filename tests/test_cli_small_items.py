@@ -97,3 +97,8 @@ def test_setup_waits_for_another_apt_instead_of_failing_on_its_lock() -> None:
         if "command -v" in line:
             continue
         assert '"${lock[@]}"' in line, line
+
+
+def test_a_forgotten_label_is_still_pointed_out(run_cli: Any, db_path: Path) -> None:
+    result = run_cli("sweep", "--db", db_path, "--seq-lens", "16", "--label", "--heads", "1")
+    assert result.code == 2 and "--label" in result.err and not db_path.exists()

@@ -615,7 +615,10 @@ def _join_text_values(argv: Sequence[str]) -> list[str]:
     items = list(argv)
     i = 0
     while i < len(items):
-        if items[i] in _TEXT_OPTIONS and i + 1 < len(items) and items[i + 1].startswith("-"):
+        following = items[i + 1] if i + 1 < len(items) else ""
+        # "--x" after --label is more likely a flag than a label: argparse says what is missing.
+        dashed = following.startswith("-") and not following.startswith("--")
+        if items[i] in _TEXT_OPTIONS and dashed:
             out.append(f"{items[i]}={items[i + 1]}")
             i += 2
             continue

@@ -126,8 +126,12 @@ def test_the_quit_question_goes_away_when_the_sweep_finishes_meanwhile(
         box = QMessageBox(QMessageBox.Icon.Question, title, text, buttons, parent)
         box.setDefaultButton(default)
         asked.append(box)
-        QTimer.singleShot(20_000, lambda: give_up(box))
+        guard = QTimer(box)  # goes with the box: it must not fire into a later test
+        guard.setSingleShot(True)
+        guard.timeout.connect(lambda: give_up(box))
+        guard.start(20_000)
         box.exec()
+        guard.stop()
         clicked = box.clickedButton()
         return box.standardButton(clicked) if clicked else QMessageBox.StandardButton.No
 
