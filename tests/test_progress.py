@@ -228,3 +228,30 @@ def test_the_printer_prints_each_point_with_the_time_left(db_path: Path) -> None
     assert lines[1].startswith("  [1/2] N=16 … ") and lines[1].endswith("(about 3 s left)")
     assert lines[2].startswith("  [2/2] N=32 … ") and "left" not in lines[2]
     assert lines[3] == "run 1 complete"
+
+
+def test_the_time_left_counts_down_while_a_point_runs() -> None:
+    from workbench.events import PointStarted, SweepStarted
+    from workbench.store import PointRecord
+
+    clock = Clock()
+    model = ProgressModel("sweep", (512, 4096, 4096), clock=clock)
+    model.update(SweepStarted(3, (512, 4096, 4096), run_ids=(1,), works=(1.0, 64.0, 64.0)))
+    model.update(PointStarted(1, 0, 3, 512))
+    clock.now += 1.0
+    first = PointRecord(1, 512, 512, 512, 5.0, 4.9, 5.1, 4.8, 50, 1.0, 0.0, None, None, 1, 0, 0, 0)
+    model.update(PointFinished(1, 0, 3, first, 1.0))
+    model.update(PointStarted(1, 1, 3, 4096))
+    at_start = model.seconds_left_now
+    assert at_start is not None and at_start > 10  # two points of 64 times the work
+    assert (
+        model.live_text()
+        == f"Run #1: point 2/3, N = 4,096 · about {format_duration(at_start)} left"
+    )
+    clock.now += 5.0
+    assert model.seconds_left_now == pytest.approx(at_start - 5.0)
+    assert f"about {format_duration(at_start - 5.0)} left" in model.live_text()
+    clock.now += 1000.0  # far past this point's estimate: the point after it is still ahead
+    assert model.seconds_left_now == pytest.approx(at_start / 2)
+    model.cancelling()
+    assert model.live_text() == "Cancelling…"

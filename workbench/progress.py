@@ -108,6 +108,13 @@ class TimeLeft:
         remaining = self._works[len(self._done) :]
         return sum(estimate_point_s(w, self._done, self._min_samples) for w in remaining)
 
+    def next_point_s(self) -> float | None:
+        """The estimate for the next point to finish (the one under way), None without one."""
+        index = len(self._done)
+        if not self._done or index >= len(self._works):
+            return None
+        return estimate_point_s(self._works[index], self._done, self._min_samples)
+
 
 def format_duration(seconds: float) -> str:
     """``"4 s"``, ``"2 min 05 s"``, ``"1 h 03 min"``: what a progress line needs."""
@@ -165,6 +172,8 @@ class ProgressModel:
         self._run_steps: dict[int, tuple[int, int, str]] = {}
         self._points: dict[int, int] = {}  # run id: points finished
         self._time_left = TimeLeft(lengths)
+        self._point_line = ""  # the point under way, without its time left
+        self._point_start_s = 0.0
         self._clock = clock
         self._start_s = self._last_s = clock()
 
@@ -185,6 +194,27 @@ class ProgressModel:
     @property
     def seconds_left(self) -> float | None:
         return self._time_left.seconds_left()
+
+    @property
+    def seconds_left_now(self) -> float | None:
+        """The time left as of now: while a point is under way, its time so far is taken off
+        (a long point counted down instead of saying the same for minutes); once it runs past
+        its estimate, what the points after it take is left."""
+        left = self.seconds_left
+        if left is None or not self._point_line:
+            return left
+        spent = self._clock() - self._point_start_s
+        current = self._time_left.next_point_s() or 0.0
+        return max(left - spent, left - current, 0.0)
+
+    def live_text(self) -> str:
+        """:attr:`text`, its time left counted down while a point is under way (a front end
+        asks every second or so)."""
+        if not self._point_line or self._cancelling:
+            return self.text
+        left = self.seconds_left_now
+        eta = "" if left is None else f" · about {format_duration(left)} left"
+        return f"{self._point_line}{eta}"
 
     def points_of(self, run_id: int) -> int:
         return self._points.get(run_id, 0)
@@ -240,11 +270,14 @@ class ProgressModel:
             if self.step is not None:
                 self._run_steps[event.run_id] = self.step
         elif isinstance(event, PointStarted):
-            self.text = (
+            self._point_line = (
                 f"{self._prefix()}Run #{event.run_id}: point {event.index + 1}/{event.total}, "
-                f"N = {event.seq_len:,}{self._eta()}"
+                f"N = {event.seq_len:,}"
             )
+            self._point_start_s = self._clock()
+            self.text = f"{self._point_line}{self._eta()}"
         elif isinstance(event, PointFinished):
+            self._point_line = ""
             now = self._clock()
             self._time_left.add(
                 event.point.seq_len,

@@ -51,6 +51,7 @@ from workbench.store import (
 from workbench.tuned import tuned_labels
 
 GUI_BUSY_TIMEOUT_S = 0.25
+PROGRESS_TICK_MS = 1000  # how often the time left is counted down during a point
 # The first window's size where the screen has room; smaller screens get their available area.
 PREFERRED_SIZE = (1440, 900)
 # What a window manager's frame and title bar take around the client area, at most.
@@ -102,6 +103,11 @@ class MainWindow(QMainWindow):
         self.progress_model: ProgressModel | None = None
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
+        # The time left counts down between a job's events (a long point said the same for
+        # minutes).
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setInterval(PROGRESS_TICK_MS)
+        self._progress_timer.timeout.connect(self._tick_progress)
         # A group's members finish a length together: their points redraw the views once.
         self._views_timer = QTimer(self)
         self._views_timer.setSingleShot(True)
@@ -469,6 +475,11 @@ class MainWindow(QMainWindow):
         self._render_progress()
         self.progress.show()
         self.progress_label.show()
+        self._progress_timer.start()
+
+    def _tick_progress(self) -> None:
+        if self.progress_model is not None and self._worker is not None:
+            self.progress_label.setText(self.progress_model.live_text())
 
     def _render_progress(self) -> None:
         model = self.progress_model
@@ -563,6 +574,7 @@ class MainWindow(QMainWindow):
         self._worker = None
         self._close_quit_question()
         self._set_running_ui(False)
+        self._progress_timer.stop()
         self.progress.hide()
         self.progress_label.hide()
         model = self.progress_model
