@@ -102,14 +102,14 @@ def test_every_preset_is_a_valid_decode_problem(run_cli: RunCli) -> None:
     [
         (
             ["--q-len", "128", "--k-lens", "64"],
-            "k_lens: 64 is not allowed; expected k_len >= q_len",
+            "--k-lens: 64 is not allowed; expected a key length of at least the 128 query rows",
         ),
         (["--preset", "llama-9"], "preset: 'llama-9' is not allowed; expected one of llama3-8b"),
         (["--seq-lens", "128", "--k-lens", "256"], "give the lengths with --k-lens"),
         (["--q-len", "4"], "--q-len sets the query rows of a decode sweep: give --k-lens too"),
         (["--k-lens", "256", "--input-pos", "3"], "--input-pos is k_len - q_len"),
-        (["--k-lens", "1k-3k"], "k_lens: '1k-3k' is not allowed; a range needs two powers"),
-        (["--k-lens", "256", "--kv-splits", "3"], "kv_splits: 3 is not allowed"),
+        (["--k-lens", "1k-3k"], "--k-lens: '1k-3k' is not allowed; a range needs two powers"),
+        (["--k-lens", "256", "--kv-splits", "3"], "--kv-splits: 3 is not allowed"),
     ],
 )
 def test_bad_decode_input_is_one_line_and_writes_nothing(
@@ -140,17 +140,17 @@ def test_the_python_api_sweeps_k_len(db_path: Path, rng: np.random.Generator) ->
 def test_a_database_from_before_axes_reads_as_n_sweeps(
     run_cli: RunCli, db_path: Path, fast_args: list[str]
 ) -> None:
-    """Schema 2 had no axis: its runs swept N, `show` says N, and reading leaves it as it was."""
+    """Schema 3 had no axis: its runs swept N, `show` says N, and reading leaves it as it was."""
     assert run_cli("sweep", *fast_args, "--seq-lens", "16,32").code == 0
     conn = sqlite3.connect(db_path)
     conn.execute("ALTER TABLE runs DROP COLUMN axis")
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute("PRAGMA user_version = 3")
     conn.commit()
     conn.close()
     shown = run_cli("show", "1")
     assert shown.code == 0 and shown.out.splitlines()[7].split()[0] == "N"
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # reading never migrates
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3  # reading never migrates
     conn.close()
     assert run_cli("sweep", *fast_args, "--seq-lens", "16").code == 0  # a writer migrates
     with Store(db_path) as store:

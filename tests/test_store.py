@@ -157,7 +157,7 @@ def test_reopening_is_idempotent(db_path: Path) -> None:
             assert [r.label for r in store.runs()] == ["kept"]
             assert store.run(run_id).status == "complete"
     assert schema(db_path) == first
-    assert user_version(db_path) == SCHEMA_VERSION == 3
+    assert user_version(db_path) == SCHEMA_VERSION == 4
 
 
 def build_schema_1(path: Path) -> None:
@@ -257,18 +257,18 @@ def test_a_failed_migration_leaves_the_file_as_it_was(
     def complete(db: sqlite_utils.Database) -> None:
         db["extra_table"].create({"id": int}, pk="id")
 
-    current = SCHEMA_VERSION
     monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, half_done))
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
+    last = store_module.SCHEMA_VERSION
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", last + 1)
     with pytest.raises((StoreError, RuntimeError)):
         Store(db_path)
-    assert user_version(db_path) == current
+    assert user_version(db_path) == last
     assert "extra_table" not in {name for name, _ in schema(db_path)}
 
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS[:current], complete))
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS[:last], complete))
     with Store(db_path) as store:
         assert [r.label for r in store.runs()] == ["before"]
-    assert user_version(db_path) == current + 1
+    assert user_version(db_path) == last + 1
 
 
 def dead_pid() -> int:

@@ -37,6 +37,8 @@ restarts
 last_export
 __annotations__
 open_action
+import_action
+row_factory  # sqlite3.Connection's, set so rows read by name
 export_csv_action
 export_png_action
 
@@ -64,3 +66,4 @@ set_basis
 
 # A field of the bandwidth measurement, written to the machine file through asdict.
 measured_at
+tab_share

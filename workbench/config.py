@@ -161,7 +161,8 @@ class Problem:
             raise ConfigError(
                 "k_lens",
                 k_len,
-                f"expected k_len >= q_len ({self.q_len}): the queries are the last keys' tokens",
+                f"expected a key length of at least the {self.q_len} query rows (the queries are "
+                "the last tokens)",
             )
         return dataclasses.replace(self, k_len=k_len, input_pos=k_len - self.q_len)
 
