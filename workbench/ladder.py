@@ -336,6 +336,11 @@ class LadderData:
     seq_lens: list[int]
     rows: list[StepRow]
 
+    @property
+    def decode(self) -> bool:
+        """A decode ladder: its lengths are k_len and its cells read as GB/s of K+V."""
+        return bool(self.runs) and all(r.axis == K_LEN_AXIS for r in self.runs.values())
+
     def ratios(self, seq_len: int, key: str = "vs_baseline") -> list[float]:
         """Per step, the cell's ``key`` at ``seq_len``; NaN where there is none (chart gaps)."""
         out = []

@@ -64,11 +64,16 @@ class BackendPicker(QListWidget):
         """Enable available backends, disable (and untick) the others with their reason."""
         if self.names() != list(statuses):
             self.set_names(list(statuses))
+        from workbench.backends import backend_notes
+
+        notes = backend_notes()  # what each can and cannot do in decode, available or not
         self.blockSignals(True)
         for i in range(self.count()):
             item = self.item(i)
             status = statuses[self._name(item)]
             tip = status.reason or ("available" if status.available else "unavailable")
+            if notes.get(self._name(item)):
+                tip += f"\nNote: {notes[self._name(item)]}"
             self._set_item(item, bool(status.available), tip)
             if not status.available:
                 item.setCheckState(Qt.CheckState.Unchecked)

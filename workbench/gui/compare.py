@@ -105,6 +105,7 @@ class ComparePanel(QWidget):
     # ---- input ----------------------------------------------------------------------------------
     def set_runs(self, runs: Sequence[Any], points: dict[int, list[Any]]) -> None:
         """The selected runs and their points; the pinned baseline survives if still selected."""
+        self._gbs: dict[int, dict[int, float | None]] = {}
         self._runs = list(runs)
         self._points = {r.id: list(points.get(r.id, [])) for r in self._runs}
         ids = [r.id for r in self._runs]
@@ -166,18 +167,24 @@ class ComparePanel(QWidget):
         others = [r for r in self._runs if r.id != self._pinned]
         base = next(r for r in self._runs if r.id == self._pinned)
         self.rows = compare_table(self._pinned, self._points)
-        headers = ["N", f"{run_name(base)} (baseline) ms"]
+        # Decode runs are read by memory: each latency cell gives its GB/s of K+V beside it.
+        decode = all(getattr(r, "axis", "seq_len") == "k_len" for r in self._runs)
+        self._gbs = (
+            {r.id: self._kv_gbs(r) for r in self._runs} if decode else {}
+        )  # run id -> length -> GB/s
+        unit = "ms · GB/s" if decode else "ms"
+        headers = ["k_len" if decode else "N", f"{run_name(base)} (baseline) {unit}"]
         for run in others:
-            headers += [f"{run_name(run)} ms", "Δ %", "speed-up ×"]
+            headers += [f"{run_name(run)} {unit}", "Δ %", "speed-up ×"]
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
         self.table.setRowCount(len(self.rows))
         for r, (n, cells) in enumerate(self.rows):
             self.table.setItem(r, 0, self._item(f"{n:,}", align_right=True))
-            self.table.setItem(r, 1, self._latency_item(cells.get(base.id)))
+            self.table.setItem(r, 1, self._latency_item(cells.get(base.id), base.id, n))
             for i, run in enumerate(others):
                 cell = cells.get(run.id)
-                self.table.setItem(r, 2 + 3 * i, self._latency_item(cell))
+                self.table.setItem(r, 2 + 3 * i, self._latency_item(cell, run.id, n))
                 self.table.setItem(r, 3 + 3 * i, self._delta_item(cell))
                 self.table.setItem(r, 4 + 3 * i, self._speedup_item(cell))
         # Colour-code column headers with their run's colour, so the table matches the plots.
@@ -227,8 +234,15 @@ class ComparePanel(QWidget):
             item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return item
 
-    def _latency_item(self, cell: Cell | None) -> QTableWidgetItem:
-        return self._item("–" if cell is None else f"{cell.latency_ms:.4g}")
+    def _kv_gbs(self, run: Any) -> dict[int, float | None]:
+        return {p.seq_len: run.bandwidth(p)["kv_gbs"] for p in self._points.get(run.id, [])}
+
+    def _latency_item(self, cell: Cell | None, run_id: int, n: int) -> QTableWidgetItem:
+        if cell is None:
+            return self._item("–")
+        gbs = self._gbs.get(run_id, {}).get(n)
+        tail = f" · {gbs:.4g} GB/s" if gbs is not None else ""
+        return self._item(f"{cell.latency_ms:.4g}{tail}")
 
     def _delta_item(self, cell: Cell | None) -> QTableWidgetItem:
         if cell is None or cell.delta_pct is None:

@@ -77,6 +77,9 @@ class CompareChart(QWidget):
     ) -> None:
         """``rows`` from :func:`workbench.compare.compare_table`; ``others`` the non-baseline
         runs (RunRecord) to draw; ``names`` their legend text."""
+        decode = bool(others) and all(getattr(r, "axis", "seq_len") == "k_len" for r in others)
+        label = "key length k_len" if decode else "sequence length N"
+        self.plot.setLabel("bottom", label)
         keep = {run.id for run in others}
         for run_id in [r for r in self._curves if r not in keep]:
             self._remove(run_id)

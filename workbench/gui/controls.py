@@ -42,12 +42,14 @@ from workbench.config import (
     HEAD_DIMS,
     MAX_LABEL_CHARS,
     MAX_SEQ_LEN,
+    SEQ_LEN_AXIS,
     KernelConfig,
     Problem,
     SweepSpec,
     parse_seq_lens,
 )
 from workbench.gui.backend_picker import BackendPicker
+from workbench.gui.decode_fields import DecodeFields
 
 # (shown text, mask value, whether the causal offset applies)
 MASK_CHOICES: tuple[tuple[str, str, bool], ...] = (
@@ -177,6 +179,14 @@ class ControlsPanel(QWidget):
         form.addRow("Head dim", self.head_dim)
         form.addRow("Dtype", self.dtype)
         form.addRow("Seq lengths", seq_row)
+        # Decode: the lengths as key lengths at a fixed q_len, and the models' decode presets.
+        self.decode = DecodeFields()
+        self._register("axis", self.decode.axis)
+        self._register("q_len", self.decode.q_len)
+        self.decode.changed.connect(self._on_edited)
+        self.decode.changed.connect(self._on_axis_changed)
+        self.decode.presetChosen.connect(self._on_decode_preset)
+        form.addRow("Lengths are", self.decode)
         return group
 
     def _knob_widget(self, knob: knobs.Knob) -> QWidget:
@@ -467,14 +477,17 @@ class ControlsPanel(QWidget):
         """The sweep the form describes. Raises the core's ConfigError naming the bad field."""
         seq_lens = parse_seq_lens(self.seq_lens.text())
         mask, has_offset = self._mask_choice()
-        input_pos = self.input_pos.value() if has_offset else 0
+        decode = self.decode.decode()
+        # Along k_len the offset is k_len - q_len at every point (the queries are the last).
+        input_pos = self.input_pos.value() if has_offset and not decode else 0
+        q_len = self.decode.q_len.value() if decode else seq_lens[0]
         kv = self.kv_heads.value()
         problem = Problem(
             batch=self.batch.value(),
             heads=self.heads.value(),
             kv_heads=kv if kv > 0 else None,
-            q_len=seq_lens[0],
-            k_len=seq_lens[0] + input_pos,
+            q_len=q_len,
+            k_len=q_len if decode else seq_lens[0] + input_pos,
             head_dim=self.head_dim.currentData(),
             dtype=self.dtype.currentData(),
             input_pos=input_pos,
@@ -490,6 +503,7 @@ class ControlsPanel(QWidget):
             config=config,
             backend=(self.backends.checked() or ["reference"])[0],
             label=self.label.text().strip(),
+            axis=self.decode.axis_value(),
         )
 
     def job(self) -> Any:
@@ -511,10 +525,11 @@ class ControlsPanel(QWidget):
         seq_lens: tuple[int, ...],
         backend: str,
         label: str,
+        axis: str = SEQ_LEN_AXIS,
     ) -> None:
         """Put a stored run's settings back into the form (to re-run or tweak it)."""
         mask_value = config.mask
-        if config.mask == "causal" and problem.input_pos:
+        if config.mask == "causal" and problem.input_pos and axis == SEQ_LEN_AXIS:
             mask_value = "causal-offset"
         self.apply_state(
             {
@@ -524,8 +539,10 @@ class ControlsPanel(QWidget):
                 "head_dim": problem.head_dim,
                 "dtype": problem.dtype,
                 "seq_lens": ",".join(str(n) for n in seq_lens),
+                "axis": axis,
+                "q_len": problem.q_len if axis != SEQ_LEN_AXIS else self.decode.q_len.value(),
                 "mask": mask_value,
-                "input_pos": problem.input_pos,
+                "input_pos": problem.input_pos if axis == SEQ_LEN_AXIS else 0,
                 "window": config.window or self.window.value(),
                 **{knob.name: getattr(config, knob.name) for knob in knobs.EXPOSED},
                 "backends": [backend],
@@ -536,6 +553,10 @@ class ControlsPanel(QWidget):
     # ---- errors ---------------------------------------------------------------------------------
     # Fields the core may name that the form shows elsewhere: a length error is a seq-length error.
     def field_widget(self, name: str) -> QWidget | None:
+        if name == "k_lens":
+            return self.seq_lens  # the lengths of a decode sweep are the same field
+        if name == "q_len" and self.decode.decode():
+            return self.decode.q_len  # a decode sweep's q_len is its own field
         return self._fields.get(_FIELD_ALIASES.get(name, name))
 
     def mark_error(self, field_name: str, message: str) -> None:
@@ -575,9 +596,19 @@ class ControlsPanel(QWidget):
     # ---- state ----------------------------------------------------------------------------------
     def _on_mask_changed(self) -> None:
         mask, has_offset = self._mask_choice()
-        self.input_pos.setEnabled(has_offset)
+        # A decode sweep's offset is k_len - q_len at each point, not the form's.
+        self.input_pos.setEnabled(has_offset and not self.decode.decode())
         self.window.setEnabled(mask == "window")
         self._refresh()
+
+    def _on_axis_changed(self) -> None:
+        if not self._quiet:
+            self._on_mask_changed()
+
+    def _on_decode_preset(self, fields: dict[str, Any]) -> None:
+        """A decode preset's problem, lengths and mask into the form (the knobs stay)."""
+        self.apply_state(fields)
+        self._on_edited()
 
     def _on_preset(self, index: int) -> None:
         value = self.seq_preset.itemData(index)

@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QLabel,
@@ -27,6 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from kernels.schedule import BlockKind, cdiv
+from workbench.config import AXIS_LABELS, SEQ_LEN_AXIS
+from workbench.gui.split_legend import SplitLegend, split_codes, split_lut, stored_ranges
 
 # Indexed by BlockKind: skipped, computed, masked.
 KIND_COLORS = {
@@ -44,6 +47,7 @@ KIND_NAMES = {
 TICK_PX_X = 40
 TICK_PX_Y = 24
 
+KIND_LUT = np.array([KIND_COLORS[k] + (255,) for k in sorted(KIND_COLORS)], dtype=np.uint8)
 BlockLoader = Callable[[int, int], "np.ndarray | None"]  # (run_id, seq_len) -> grid
 
 
@@ -124,9 +128,21 @@ class HeatmapPanel(QWidget):
         # follows its newest (largest) point.
         self.seq_len.activated.connect(self._on_user_picked)
         self._picked_seq_len: int | None = None
+        # The decode form's splits of the key range: each block in the colour of its split.
+        self.show_splits = QCheckBox("Splits")
+        self.show_splits.setObjectName("heatmap_splits")
+        self.show_splits.setChecked(True)
+        self.show_splits.setToolTip(
+            "Colour each block by the split (CTA) of the key range that read it; a combine "
+            "kernel merges the splits' partial outputs"
+        )
+        self.show_splits.toggled.connect(self._on_seq_len_changed)
+        self.show_splits.hide()
+        self.length_label = QLabel("Sequence length")
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
-        top.addWidget(QLabel("Sequence length"))
+        top.addWidget(self.show_splits)
+        top.addWidget(self.length_label)
         top.addWidget(self.seq_len)
 
         self.canvas = pg.GraphicsLayoutWidget()
@@ -142,8 +158,7 @@ class HeatmapPanel(QWidget):
         self.plot.setMenuEnabled(False)
         # Row-major on the item itself, so the map is right whatever the global option says.
         self.image = pg.ImageItem(axisOrder="row-major")
-        lut = np.array([KIND_COLORS[k] + (255,) for k in sorted(KIND_COLORS)], dtype=np.uint8)
-        self.image.setLookupTable(lut)
+        self.image.setLookupTable(KIND_LUT)
         self.plot.addItem(self.image)
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.plot.getViewBox().sigResized.connect(self._on_view_resized)
@@ -179,6 +194,9 @@ class HeatmapPanel(QWidget):
             self.plot.setLabel("left", "q-block", color="#222")
             self.plot.setLabel("bottom", "k-block", color="#222")
             self.summary.hide()
+        self.split_legend = SplitLegend()
+        self.split_legend.setObjectName("heatmap_split_legend")
+        self._ranges: list[tuple[int, int]] = []  # the shown point's splits, when it had some
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -188,6 +206,7 @@ class HeatmapPanel(QWidget):
         self.legend_row.setLayout(legend)
         legend.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.legend_row)
+        layout.addWidget(self.split_legend)
         layout.addWidget(self.summary)
         self.facts: MapFacts | None = None
         self._show_message(self._empty_text)
@@ -206,6 +225,8 @@ class HeatmapPanel(QWidget):
         if not same_run:
             self._picked_seq_len = None
         self._run = run
+        decode = run is not None and getattr(run, "axis", SEQ_LEN_AXIS) != SEQ_LEN_AXIS
+        self.length_label.setText("Key length" if decode else "Sequence length")
         self.seq_len.blockSignals(True)
         self.seq_len.clear()
         for n in seq_lens or []:
@@ -241,9 +262,26 @@ class HeatmapPanel(QWidget):
             return
         grid = self._loader(self._run.id, n)
         if grid is None:
-            self._show_message(f"No block map was stored for N = {n:,}.")
+            self._show_message(f"No block map was stored for {self._x()} = {n:,}.")
             return
         self._show_grid(np.asarray(grid), n)
+
+    def _x(self) -> str:
+        """What the run's lengths are called: N, or k_len in a decode sweep."""
+        return AXIS_LABELS.get(getattr(self._run, "axis", SEQ_LEN_AXIS), "N")
+
+    def _lengths(self, seq_len: int) -> tuple[int, int]:
+        """The point's (rows of a slice, k_len): a decode sweep's q_len is fixed and its
+        packed heads are rows of one tile."""
+        run = self._run
+        if getattr(run, "axis", SEQ_LEN_AXIS) == SEQ_LEN_AXIS:
+            q_len, k_len = seq_len, seq_len + run.problem.input_pos
+        else:
+            q_len, k_len = run.problem.q_len, seq_len
+        extra = next(iter(self._extras(seq_len)), {})
+        if extra.get("pack_gqa"):
+            q_len *= run.problem.group_size
+        return q_len, k_len
 
     # ---- drawing --------------------------------------------------------------------------------
     def _show_message(self, text: str) -> None:
@@ -261,9 +299,15 @@ class HeatmapPanel(QWidget):
         """Tile sizes that produced ``grid``: those the point records it launched (an
         autotuned cuTile point keeps them under ``launch``), else the config's, if they fit."""
         run = self._run
-        q_len, k_len = seq_len, seq_len + run.problem.input_pos
+        q_len, k_len = self._lengths(seq_len)
         rows, cols = grid.shape
+        # The decode form's tile rows first: its tile_m knob is only their upper bound.
         candidates = [
+            (extra["decode_tile_m"], (extra.get("launch") or {}).get("tile_n", run.config.tile_n))
+            for extra in self._extras(seq_len)
+            if isinstance(extra.get("decode_tile_m"), int)
+        ]
+        candidates += [
             (where.get("tile_m"), where.get("tile_n"))
             for point_extra in self._extras(seq_len)
             for where in (point_extra.get("launch") or {}, point_extra)
@@ -286,8 +330,20 @@ class HeatmapPanel(QWidget):
     def _show_grid(self, grid: np.ndarray, seq_len: int) -> None:
         self._grid = grid
         rows, cols = grid.shape
-        # levels (0, 3) with a 3-entry table maps codes 0, 1, 2 straight to table rows.
-        self.image.setImage(grid.astype(np.uint8), levels=(0, 3), autoLevels=False)
+        self._ranges = stored_ranges(next(iter(self._extras(seq_len)), None))
+        self.show_splits.setVisible(bool(self._ranges))
+        if self._ranges and self.show_splits.isChecked():
+            # Code s + 1 for split s, 0 for skipped, each its row of the splits' table.
+            codes = split_codes(grid, self._ranges)
+            self.image.setLookupTable(split_lut(len(self._ranges)))
+            levels = (0, len(self._ranges) + 1)
+            self.image.setImage(codes, levels=levels, autoLevels=False)
+            self.split_legend.set_splits(self._ranges)
+        else:
+            # levels (0, 3) with a 3-entry table maps codes 0, 1, 2 straight to table rows.
+            self.image.setLookupTable(KIND_LUT)
+            self.image.setImage(grid.astype(np.uint8), levels=(0, 3), autoLevels=False)
+            self.split_legend.set_splits([])
         self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
         self.plot.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.02)
         self.view_stack.setCurrentWidget(self.canvas)
@@ -301,8 +357,9 @@ class HeatmapPanel(QWidget):
         for name, label in self.count_labels.items():
             label.setText(f"{name}: {self.facts.counts[name]:,}")
         skipped = self.facts.counts["skipped"]
+        splits = f" Read by {len(self._ranges)} splits of the key range." if self._ranges else ""
         self.summary.setText(
-            f"N = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}. "
+            f"{self._x()} = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}.{splits} "
             f"Skipped {skipped:,} of {grid.size:,} blocks "
             f"({100 * self.facts.skipped_share:.1f} %), "
             f"saving {format_flops(self.facts.flops_saved)} of "
@@ -335,10 +392,12 @@ class HeatmapPanel(QWidget):
         assert self._grid is not None and self._run is not None
         kind = KIND_NAMES[BlockKind(int(self._grid[row, col]))]
         text = f"q-block {row}, k-block {col}: {kind}"
+        owner = [s for s, (lo, hi) in enumerate(self._ranges) if lo <= col < hi]
+        if owner and kind != "skipped":
+            text += f", read by split {owner[0]} of {len(self._ranges)} splits"
         if self._tiles is not None:
             tm, tn = self._tiles
-            n = self.seq_len.currentData()
-            q_len, k_len = n, n + self._run.problem.input_pos
+            q_len, k_len = self._lengths(self.seq_len.currentData())
             q_lo, q_hi = row * tm, min((row + 1) * tm, q_len) - 1
             k_lo, k_hi = col * tn, min((col + 1) * tn, k_len) - 1
             text += f"\nqueries {q_lo}–{q_hi}, keys {k_lo}–{k_hi}"

@@ -76,7 +76,8 @@ def format_seq_lens(seq_lens: tuple[int, ...]) -> str:
 
 
 def problem_summary(run: Any) -> str:
-    return f"{run.problem.summary()} · {run.config.summary_for(run.backend)}"
+    axis = getattr(run, "axis", "seq_len")
+    return f"{run.problem.summary(axis)} · {run.config.summary_for(run.backend)}"
 
 
 def ask_csv_path(parent: QWidget, title: str, start: Path) -> Path | None:
@@ -292,7 +293,9 @@ class RunsModel(QAbstractTableModel):
         if col == COL_CONFIG:
             return problem_summary(run)
         if col == COL_SEQ:
-            return format_seq_lens(run.seq_lens)
+            shown = format_seq_lens(run.seq_lens)
+            # A decode sweep's lengths are key lengths at the fixed q_len its config shows.
+            return f"k_len {shown}" if getattr(run, "axis", "seq_len") == "k_len" else shown
         if col == COL_STATUS:
             return run.status
         return ""

@@ -44,6 +44,7 @@ from workbench.gui.history import STATUS_COLORS, format_created, problem_summary
 from workbench.gui.plots import format_seq_len
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.ladder import (
+    LADDER_PRESETS,
     NOT_RUN,
     PENDING,
     LadderData,
@@ -152,6 +153,22 @@ class LadderPanel(QWidget):
         self.export_button.setToolTip("Every point of this ladder's runs, one row each")
         self.export_button.clicked.connect(self._on_export_clicked)
 
+        # Which built-in ladder Run ladder runs: this GPU's tile ladder, or one by name (the
+        # decode ladder sweeps k_len at the form's q_len).
+        self.preset = QComboBox()
+        self.preset.setObjectName("ladder_preset")
+        self.preset.addItem("this GPU's", None)
+        for name in LADDER_PRESETS:
+            self.preset.addItem(name, name)
+        self.preset.setToolTip(
+            "The built-in ladder Run ladder runs: this GPU's tile ladder, Hopper's, "
+            "Blackwell's, or the decode ladder (baseline, GQA packing, KV split, autotuned) "
+            "on a k_len form"
+        )
+        self.preset.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.preset.setMinimumContentsLength(4)
         # Two short rows rather than one long one: the tab must not widen the window's minimum.
         top = QHBoxLayout()
         top.addWidget(QLabel("Ladder"))
@@ -159,7 +176,8 @@ class LadderPanel(QWidget):
         top.addWidget(self.run_button)
         top.addWidget(self.cancel_button)
         second = QHBoxLayout()
-        second.addWidget(QLabel("Colour against"))
+        second.addWidget(self.preset)
+        second.addWidget(QLabel("Colour vs"))
         second.addWidget(self.basis)
         second.addWidget(self.label_edit, 1)
         second.addWidget(self.export_button)
@@ -396,7 +414,8 @@ class LadderPanel(QWidget):
             table.setColumnCount(0)
             table.blockSignals(False)
             return
-        headers = ["Step", "Status"] + [f"N = {format_seq_len(n)}" for n in data.seq_lens]
+        x = "k_len" if data.decode else "N"
+        headers = ["Step", "Status"] + [f"{x} = {format_seq_len(n)}" for n in data.seq_lens]
         table.setColumnCount(len(headers))
         table.setHorizontalHeaderLabels(headers)
         table.setRowCount(len(data.rows))
@@ -485,7 +504,10 @@ class LadderPanel(QWidget):
         prev, base = cell.get("vs_previous"), cell.get("vs_baseline")
         key = self.basis.currentData()
         ratio = "base" if step.number == 1 else format_marked(cell, key)
-        item = QTableWidgetItem(f"{cell['tflops']:.3g}  {ratio}")
+        # A decode ladder reads memory: its cells give GB/s of K+V.
+        decode = self.data is not None and self.data.decode and cell.get("kv_gbs") is not None
+        measure = f"{cell['kv_gbs']:.3g} GB/s" if decode else f"{cell['tflops']:.3g}"
+        item = QTableWidgetItem(f"{measure}  {ratio}")
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         verdict = speedup_verdict(cell, key)
         if verdict == "gain":

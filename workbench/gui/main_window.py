@@ -445,10 +445,13 @@ class MainWindow(QMainWindow):
 
     def _ladder_job(self) -> Any:
         from workbench.jobs import ladder_job  # the core, only once a ladder is asked for
+        from workbench.ladder import load_ladder
 
         # The ladder's own label, not the form's: that one names a sweep, left from the last.
         label = self.ladder.label_edit.text().strip()
-        return ladder_job(self.controls.spec(), self.controls.backends.checked(), label)
+        preset = self.ladder.preset.currentData()
+        ladder = load_ladder(preset=preset) if preset else None  # None: this GPU's
+        return ladder_job(self.controls.spec(), self.controls.backends.checked(), label, ladder)
 
     def _start_worker(self, job: Any) -> None:
         assert self.store is not None
@@ -635,6 +638,8 @@ class MainWindow(QMainWindow):
                     self._series_name(r),
                     points[r.id],
                     tuned_labels(r.config.autotune, points[r.id]),
+                    axis=r.axis,
+                    kv_gbs={p.seq_len: r.bandwidth(p)["kv_gbs"] for p in points[r.id]},
                 )
                 for r in runs
             ]
@@ -705,7 +710,9 @@ class MainWindow(QMainWindow):
         runs = self._runs_for([run_id])
         if runs:
             run = runs[0]
-            self.controls.load_run(run.problem, run.config, run.seq_lens, run.backend, run.label)
+            self.controls.load_run(
+                run.problem, run.config, run.seq_lens, run.backend, run.label, run.axis
+            )
             self._show_status(f"Loaded the settings of run #{run_id} into the form")
 
     @Slot(list)

@@ -18,10 +18,13 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.exporters import ImageExporter
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.gui.colors import run_color, with_alpha
 from workbench.safe_write import write_bytes_safely
+
+# The right plot's measures: (shown, key).
+THROUGHPUT_CHOICES = (("TFLOP/s", "tflops"), ("GB/s", "kv_gbs"))
 
 # A fully transparent pen: FillBetweenItem draws nothing for curves plotted with pen=None
 # (docs/design.md trap), so the band's edge curves get this instead.
@@ -92,6 +95,9 @@ class Series:
     # Sequence length → the launch the autotuner chose there (workbench.tuned.tuned_labels);
     # empty for a run that was not autotuned, whose form config is what ran.
     tuned: dict[int, str] = field(default_factory=dict)
+    axis: str = "seq_len"  # what the lengths are: N, or k_len (a decode sweep)
+    # Length → GB/s of K+V (RunRecord.bandwidth): the throughput plot's other measure.
+    kv_gbs: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +129,16 @@ class PlotsPanel(QWidget):
         self.latency_plot.legend = self.tflops_plot.legend = self.legend
         self.tflops_plot.setXLink(self.latency_plot)
 
+        # Decode is bound by reading K and V: its throughput reads better as bytes a second.
+        self.throughput = QComboBox()
+        self.throughput.setObjectName("plot_throughput")
+        for text, key in THROUGHPUT_CHOICES:
+            self.throughput.addItem(text, key)
+        self.throughput.setToolTip(
+            "The right plot's measure: TFLOP/s, or GB/s of K and V (each byte read once: "
+            "2·B·Hkv·k_len·D·itemsize over the median), which a memory-bound decode is read by"
+        )
+        self.throughput.currentIndexChanged.connect(self._on_throughput_changed)
         self.log_latency = QCheckBox("Log latency axis")
         self.log_latency.setChecked(True)
         self.log_latency.toggled.connect(self._on_log_toggled)
@@ -137,6 +153,7 @@ class PlotsPanel(QWidget):
 
         bar = QHBoxLayout()
         bar.addWidget(self.readout, 1)
+        bar.addWidget(self.throughput, 0, Qt.AlignmentFlag.AlignTop)
         bar.addWidget(self.log_latency, 0, Qt.AlignmentFlag.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -190,7 +207,24 @@ class PlotsPanel(QWidget):
             self.update_series(s)
         if added or len(wanted) != len(self._legend_order):
             self._sort_legends()
+        self._label_x()
         self._refresh_readout()
+
+    def _decode(self) -> bool:
+        """Do the shown runs all sweep k_len (decode)? Then the x axis is the key length."""
+        return bool(self._series) and all(s.axis == "k_len" for s in self._series.values())
+
+    def _label_x(self) -> None:
+        text = "key length k_len" if self._decode() else "sequence length N"
+        for plot in (self.latency_plot, self.tflops_plot):
+            plot.setLabel("bottom", text, color="#222")
+
+    def _on_throughput_changed(self) -> None:
+        gbs = self.throughput.currentData() == "kv_gbs"
+        self.tflops_plot.setTitle("Bandwidth" if gbs else "Throughput", color="#222", size="11pt")
+        self.tflops_plot.setLabel("left", "GB/s of K+V" if gbs else "TFLOP/s", color="#222")
+        for series in list(self._series.values()):
+            self.update_series(series)
 
     def _sort_legends(self) -> None:
         """List runs by id, the order they were made, however the selection grew."""
@@ -220,8 +254,11 @@ class PlotsPanel(QWidget):
         median = np.array([p.latency_ms for p in points], dtype=float)
         p20 = np.array([p.latency_p20_ms for p in points], dtype=float)
         p80 = np.array([p.latency_p80_ms for p in points], dtype=float)
-        tflops = np.array([p.tflops for p in points], dtype=float)
-        # The throughput band is the latency band seen through the same FLOP count:
+        if self.throughput.currentData() == "kv_gbs":
+            tflops = np.array([series.kv_gbs.get(p.seq_len, np.nan) for p in points], dtype=float)
+        else:
+            tflops = np.array([p.tflops for p in points], dtype=float)
+        # The throughput band is the latency band seen through the same FLOP (or byte) count:
         # the slow (p80) samples give the low TFLOP/s edge.
         with np.errstate(divide="ignore", invalid="ignore"):
             t_low = np.where(p80 > 0, tflops * median / p80, tflops)
@@ -322,7 +359,8 @@ class PlotsPanel(QWidget):
 
     def readout_html(self, seq_len: int) -> str:
         """Every shown run's values at ``seq_len``, each in its run's colour."""
-        parts = [f"<b>N&nbsp;=&nbsp;{seq_len:,}</b>"]
+        x = "k_len" if self._decode() else "N"
+        parts = [f"<b>{x}&nbsp;=&nbsp;{seq_len:,}</b>"]
         for run_id in sorted(self._series):
             s = self._series[run_id]
             point = next((p for p in s.points if p.seq_len == seq_len), None)
@@ -334,6 +372,9 @@ class PlotsPanel(QWidget):
                 f"(p20 {point.latency_p20_ms:.4g} – p80 {point.latency_p80_ms:.4g}), "
                 f"{point.tflops:.4g} TFLOP/s"
             )
+            gbs = s.kv_gbs.get(seq_len)
+            if gbs is not None and (self._decode() or self.throughput.currentData() == "kv_gbs"):
+                entry += f", {gbs:.4g} GB/s of K+V"
             if tuned := s.tuned.get(seq_len):
                 entry += f", tuned {escape(tuned)}"
             # Non-breaking inside an entry: a long readout wraps between runs, not mid-value.

@@ -1,0 +1,195 @@
+"""Decode in the window (issue 34): a decode preset and the k_len axis in the form, GB/s in the
+plots and Compare, the splits in the Block map tab, the peers' decode notes in the backend
+picker and the decode ladder in the Ladder tab, all driven as a user would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gui_helpers import click_run, pick, run_and_wait, type_into
+
+from kernels.schedule import BlockKind, split_ranges
+from workbench.gui.heatmap import KIND_COLORS
+from workbench.gui.split_legend import split_rgb
+from workbench.store import Store
+
+pytestmark = pytest.mark.gui
+
+
+def decode_form(
+    qtbot: Any, window: Any, *, k_lens: str = "128,256", q_len: int = 1, mask: str = "none"
+) -> None:
+    """The Llama-3-8B decode preset, shrunk to what the CPU reference measures in a moment."""
+    c = window.controls
+    pick(c.decode.preset, "llama3-8b-decode")
+    type_into(qtbot, c.heads, "8")
+    type_into(qtbot, c.kv_heads, "2")
+    pick(c.head_dim, 32)
+    pick(c.dtype, "float16")
+    type_into(qtbot, c.decode.q_len, str(q_len))
+    type_into(qtbot, c.seq_lens, k_lens)
+    pick(c.mask, mask)
+
+
+def test_a_decode_preset_fills_the_form_and_the_run_sweeps_k_len(qtbot: Any, window: Any) -> None:
+    c = window.controls
+    pick(c.decode.preset, "llama3-70b-speculative")
+    assert (c.heads.value(), c.kv_heads.value(), c.head_dim.currentData()) == (64, 8, 128)
+    assert c.dtype.currentData() == "bfloat16" and c.mask.currentData() == "causal"
+    assert c.decode.axis_value() == "k_len" and c.decode.q_len.value() == 16
+    assert c.seq_lens.text() == "4k-128k" and c.decode.q_len.isEnabled()
+
+    decode_form(qtbot, window, q_len=2, mask="causal")
+    run_id = run_and_wait(qtbot, window)
+    store: Store = window.store
+    run = store.run(run_id)
+    assert run.status == "complete" and run.axis == "k_len" and run.config.mask == "causal"
+    assert [(p.q_len, p.k_len) for p in store.points(run_id)] == [(2, 128), (2, 256)]
+    # History says what was swept: key lengths, at q_len 2.
+    model = window.history.model
+    assert model.index(0, 6).data() == "k_len 128, 256"
+    assert "q_len 2" in model.index(0, 5).data()
+    # The plots' x axis is the key length, and the readout names it.
+    assert window.plots.latency_plot.getAxis("bottom").labelText == "key length k_len"
+    window.plots.show_readout_at(8.0)
+    assert "k_len&nbsp;=&nbsp;256" in window.plots.readout.text()
+    # Along N again: q_len follows each length, and its field says so by being greyed out.
+    pick(c.decode.axis, "seq_len")
+    assert not c.decode.q_len.isEnabled()
+
+
+def test_loading_a_decode_run_puts_its_axis_and_q_len_back(
+    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from PySide6.QtWidgets import QMenu
+
+    decode_form(qtbot, window, k_lens="128", q_len=3, mask="causal")
+    run_id = run_and_wait(qtbot, window)
+    c = window.controls
+    pick(c.decode.axis, "seq_len")
+    type_into(qtbot, c.decode.q_len, "1")
+
+    def choose_load(menu: QMenu, global_pos: Any) -> Any:
+        action = next(a for a in menu.actions() if a.text() == "Load into form")
+        action.trigger()
+        return action
+
+    monkeypatch.setattr(window.history, "exec_menu", choose_load)
+    table = window.history.table
+    table.customContextMenuRequested.emit(table.visualRect(table.model().index(0, 0)).center())
+    assert c.decode.axis_value() == "k_len" and c.decode.q_len.value() == 3
+    assert c.mask.currentData() == "causal" and not c.input_pos.isEnabled()
+    spec = c.spec()
+    assert spec.axis == "k_len" and spec.seq_lens == (128,) and spec.problem.q_len == 3
+    assert window.store.run(run_id).axis == "k_len"
+
+
+def test_q_len_longer_than_a_key_length_is_marked_on_the_lengths(qtbot: Any, window: Any) -> None:
+    decode_form(qtbot, window, k_lens="64,128", q_len=100)
+    click_run(qtbot, window)
+    assert not window.is_running()
+    assert window.controls.invalid_fields() == ["seq_lens"]
+    assert "at least the 100 query rows" in window.controls.error_label.text()
+    assert window.store.runs() == []
+
+
+def test_the_throughput_plot_shows_gb_per_s_of_k_and_v(qtbot: Any, window: Any) -> None:
+    decode_form(qtbot, window)
+    run_id = run_and_wait(qtbot, window)
+    run = window.store.run(run_id)
+    points = window.store.points(run_id)
+    plots = window.plots
+    _, tflops = plots.curve_data(run_id, "tflops")
+    np.testing.assert_allclose(tflops, [p.tflops for p in points])
+    pick(plots.throughput, "kv_gbs")
+    assert plots.tflops_plot.getAxis("left").labelText == "GB/s of K+V"
+    _, gbs = plots.curve_data(run_id, "tflops")
+    np.testing.assert_allclose(gbs, [run.bandwidth(p)["kv_gbs"] for p in points])
+    plots.show_readout_at(7.0)
+    assert "GB/s" in plots.readout.text()
+
+
+def test_the_block_map_colours_each_split(qtbot: Any, window: Any) -> None:
+    decode_form(qtbot, window, k_lens="256")
+    c = window.controls
+    pick(c.tile_n, 32)
+    c.pack_gqa.click()
+    pick(c.kv_splits, 4)
+    run_id = run_and_wait(qtbot, window)
+    [point] = window.store.points(run_id)
+    assert point.extra["kv_splits"] == 4
+    heat = window.heatmap
+    window.tabs.setCurrentWidget(heat)  # the Block map tab
+    # Four query heads of a KV head are the 4 rows of one 16-row tile: one q-block of 8 key
+    # blocks, read by 4 splits of 2 blocks each.
+    assert heat.current_grid().shape == (1, 8)
+    assert heat.show_splits.isVisible() and heat.show_splits.isChecked()
+    ranges = split_ranges(8, 4)
+    assert heat.split_legend.texts == [
+        f"split {s}: key blocks {lo}–{hi - 1}" for s, (lo, hi) in enumerate(ranges)
+    ]
+    heat.image.render()  # the lookup table applied, as a paint would
+    for s, (lo, _) in enumerate(ranges):
+        assert heat.cell_color(0, lo) == split_rgb(s)
+    assert "splits" in heat.block_text(0, 3) and "split 1" in heat.block_text(0, 3)
+    heat.show_splits.click()  # back to computed / masked / skipped
+    heat.image.render()
+    assert heat.cell_color(0, 0) == KIND_COLORS[BlockKind.COMPUTED]
+    assert not heat.split_legend.isVisible()
+
+
+def test_compare_of_decode_runs_gives_gb_per_s(qtbot: Any, window: Any) -> None:
+    decode_form(qtbot, window)
+    first = run_and_wait(qtbot, window)
+    window.controls.pack_gqa.click()
+    second = run_and_wait(qtbot, window)
+    window.history.select_runs([first, second])
+    window.tabs.setCurrentWidget(window.compare)
+    panel = window.compare
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 2)
+    header = panel.table.horizontalHeaderItem(0).text()
+    assert header == "k_len"
+    run = window.store.run(first)
+    point = window.store.points(first)[0]
+    expected = f"{run.bandwidth(point)['kv_gbs']:.4g} GB/s"
+    assert expected in panel.cell_text(0, 1)
+    chart_axis = panel.chart.plot.getAxis("bottom")
+    assert chart_axis.labelText == "key length k_len"
+
+
+def test_the_backend_picker_says_fa4_has_no_split_on_sm_90(window: Any) -> None:
+    assert "no split of the key range on sm_90" in window.controls.backend_tooltip("fa4")
+    assert "lower-right" in window.controls.backend_tooltip("torch-cudnn")
+
+
+def test_the_ladder_tab_runs_the_decode_ladder(qtbot: Any, window: Any) -> None:
+    ladder = window.ladder
+    pick(ladder.preset, "decode")
+    # The form sweeps N: the decode ladder needs k_len, and says so before anything runs.
+    qtbot.mouseClick(ladder.run_button, qtbot_left())
+    assert not window.is_running() and window.store.runs() == []
+    assert window.controls.invalid_fields() == ["axis"]
+    decode_form(qtbot, window, k_lens="128")
+    qtbot.mouseClick(ladder.run_button, qtbot_left())
+    assert window.is_running()
+    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    runs = window.store.runs()
+    assert len(runs) == 4 and {r.axis for r in runs} == {"k_len"}
+    assert [r.step for r in reversed(runs)] == [
+        "baseline (one CTA per head)",
+        "+ GQA packing",
+        "+ KV split (auto)",
+        "autotuned",
+    ]
+    # The tab reads it as a decode ladder: key lengths, GB/s of K+V in every cell.
+    table = ladder.table
+    assert table.horizontalHeaderItem(2).text() == "k_len = 128"
+    assert all("GB/s" in table.item(r, 2).text() for r in range(4))
+
+
+def qtbot_left() -> Any:
+    from PySide6.QtCore import Qt
+
+    return Qt.MouseButton.LeftButton
