@@ -38,10 +38,10 @@ VALID = {
     "export": ["--csv", "-"],
     "blockmap": ["--q-len", "64"],
     "report": ["--group", "1"],
+    "import": ["other.db"],
     "backends": [],
     "bandwidth": ["--show"],  # measuring needs a GPU; --show reads the stored figure
     "knobs": [],
-    "import": None,  # a valid source would copy its runs: only bad invocations are tried
     "gui": None,  # valid arguments would open the window: only bad ones are tried
 }
 BAD_INTS = ["", " ", "x", "1.5", "1e3", "0x10", "２", "١", "9" * 25, "-" + "9" * 25, "1_000",
@@ -123,6 +123,7 @@ def invocations(rng: np.random.Generator) -> list[list[str]]:
         ["sweep", *VALID["sweep"], "--backend", "reference", "--backends", "reference"],
         ["sweep", *VALID["sweep"], "--warmup", "1000000000"],
         ["--db", "a.db", "sweep", "--db", "b.db", *VALID["sweep"]],
+        *(["import", trap] for trap in PATH_TRAPS),  # what to import from, every trap
     ]  # fmt: skip
     # Two bad values at once, sampled with the session's printed seed.
     singles = [c for c in cases if c and c[0] in ("sweep", "ladder") and len(c) > 2]

@@ -66,4 +66,3 @@ set_basis
 
 # A field of the bandwidth measurement, written to the machine file through asdict.
 measured_at
-tab_share

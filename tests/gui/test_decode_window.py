@@ -89,7 +89,7 @@ def test_loading_a_decode_run_puts_its_axis_and_q_len_back(
 def test_q_len_longer_than_a_key_length_is_marked_on_the_lengths(qtbot: Any, window: Any) -> None:
     decode_form(qtbot, window, k_lens="64,128", q_len=100)
     click_run(qtbot, window)
-    assert not window.is_running()
+    assert not window.jobs.is_running()
     assert window.controls.invalid_fields() == ["seq_lens"]
     assert "at least the 100 query rows" in window.controls.error_label.text()
     assert window.store.runs() == []
@@ -169,12 +169,12 @@ def test_the_ladder_tab_runs_the_decode_ladder(qtbot: Any, window: Any) -> None:
     pick(ladder.preset, "decode")
     # The form sweeps N: the decode ladder needs k_len, and says so before anything runs.
     qtbot.mouseClick(ladder.run_button, qtbot_left())
-    assert not window.is_running() and window.store.runs() == []
+    assert not window.jobs.is_running() and window.store.runs() == []
     assert window.controls.invalid_fields() == ["axis"]
     decode_form(qtbot, window, k_lens="128")
     qtbot.mouseClick(ladder.run_button, qtbot_left())
-    assert window.is_running()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    assert window.jobs.is_running()
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     runs = window.store.runs()
     assert len(runs) == 4 and {r.axis for r in runs} == {"k_len"}
     assert [r.step for r in reversed(runs)] == [
