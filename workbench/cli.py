@@ -36,6 +36,7 @@ from workbench.config import (
     KernelConfig,
     Problem,
     parse_seq_lens,
+    refuse_first,
 )
 from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
@@ -326,6 +327,64 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _resource_archs(text: str | None) -> list[str]:
+    from kernels.cubin_resources import ARCH_LIMITS
+    from workbench.ladder import local_gpu_arch
+    from workbench.resources import OFFLINE_ARCHS
+
+    if text is None:
+        local = local_gpu_arch()
+        return [local] if local in ARCH_LIMITS else list(OFFLINE_ARCHS)
+    archs = [a.strip() for a in text.split(",")]
+    for arch in archs:
+        if arch not in ARCH_LIMITS:
+            raise UsageError(
+                f"--arch: {arch!r} has no known limits; expected one of {', '.join(ARCH_LIMITS)}"
+            )
+    return list(dict.fromkeys(archs))
+
+
+def cmd_resources(args: argparse.Namespace) -> int:
+    from workbench.resources import ResourceService, missing_tools
+
+    problem = Problem(
+        batch=args.batch,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        head_dim=args.head_dim,
+        dtype=args.dtype,
+        input_pos=args.input_pos,
+        q_len=args.seq_len,
+        k_len=args.seq_len + args.input_pos,
+    )
+    config = KernelConfig(
+        mask=args.mask,
+        window=args.window,
+        **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
+    )
+    refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
+    if config.autotune:
+        raise UsageError(
+            "--autotune: the tuner picks the tiles per length, so there is no one kernel to "
+            "compile; give the tiles instead"
+        )
+    archs = _resource_archs(args.arch)
+    why = missing_tools()
+    if why:
+        raise UsageError(f"cannot compile here: {why}")
+    service = ResourceService()
+    found = {arch: service.for_config(problem, config, arch) for arch in archs}
+    if args.json:
+        _emit_json({arch: res.to_dict() for arch, res in found.items() if res is not None})
+    else:
+        print(f"{config.summary()} · {problem.summary()} N={args.seq_len}")
+        for res in found.values():
+            if res is not None:
+                print(res.summary())
+    failed = any(res is not None and res.error for res in found.values())
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def cmd_blockmap(args: argparse.Namespace) -> int:
     k_len = args.k_len if args.k_len is not None else args.q_len + args.input_pos
     problem = Problem(q_len=args.q_len, k_len=k_len, input_pos=args.input_pos, heads=1)
@@ -555,6 +614,7 @@ COMMANDS = {
     "blockmap": cmd_blockmap,
     "ladder": cmd_ladder,
     "report": cmd_report,
+    "resources": cmd_resources,
     "backends": cmd_backends,
     "knobs": cmd_knobs,
 }

@@ -61,6 +61,8 @@ BUSY_TIMEOUT_S = 2.0
 # trying: a run left 'running' would lose the reason it ended.
 FINAL_WRITE_PATIENCE_S = 120.0
 T = TypeVar("T")
+# A cuTile point's compiled resources (workbench.resources.CompiledResources), as CSV columns.
+COMPILED_COLUMNS = ("arch", "registers", "spill_bytes", "shared_bytes", "ctas_per_sm", "error")
 
 
 class StoreError(RuntimeError):
@@ -851,11 +853,14 @@ class Store:
                 extra = data.pop("extra") or {}
                 launch = extra.get("launch") if tuned else None
                 launched = launch if isinstance(launch, dict) else {}
+                compiled = extra.get("resources")
+                compiled = compiled if isinstance(compiled, dict) else {}
                 yield {
                     **base,
                     **data,
                     "latency_se_pct": extra.get("median_noise_pct"),
                     **{f"tuned_{name}": launched.get(name) for name in TUNABLE},
+                    **{f"compiled_{name}": compiled.get(name) for name in COMPILED_COLUMNS},
                 }
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
@@ -904,9 +909,11 @@ def export_columns() -> list[str]:
     # where the point was timed in fewer than four turns or stored before it was recorded).
     # tuned_*: what the tuner launched at that length (an autotuned cuTile run), else empty.
     tuned_cols = [f"tuned_{name}" for name in TUNABLE]
+    # compiled_*: what the point's launch compiled to on the run's GPU (cuTile runs), else empty.
+    compiled_cols = [f"compiled_{name}" for name in COMPILED_COLUMNS]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
-        *tuned_cols,
+        *tuned_cols, *compiled_cols,
     ]  # fmt: skip
 
 
