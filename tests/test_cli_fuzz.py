@@ -40,6 +40,7 @@ VALID = {
     "report": ["--group", "1"],
     "backends": [],
     "knobs": [],
+    "resources": ["--arch", "sm_90"],
     "gui": None,  # valid arguments would open the window: only bad ones are tried
 }
 BAD_INTS = ["", " ", "x", "1.5", "1e3", "0x10", "２", "١", "9" * 25, "-" + "9" * 25, "1_000",

@@ -362,6 +362,9 @@ def cmd_resources(args: argparse.Namespace) -> int:
         window=args.window,
         **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
     )
+    kernel_dims = knobs.HEAD_DIM.values_for(knobs.CUTILE)
+    if problem.head_dim not in kernel_dims:
+        raise ConfigError("head_dim", problem.head_dim, f"the cuTile kernel takes {kernel_dims}")
     refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
     if config.autotune:
         raise UsageError(
