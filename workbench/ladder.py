@@ -1,12 +1,16 @@
 """The optimization ladder: one preset experiment, each step one change on the previous one.
 
 Steps are data (a preset in ``workbench/presets/``, or a user's own file in the same shape), so
-a user can edit a step or add one. There is one preset per architecture family: Hopper's
-(``ladder.json``, sm_90) adds the worker-warp rescue that sm_90 needs for the large tiles;
-Blackwell's (``ladder-blackwell.json``) is the published study's ladder as it ran it (baseline,
-256x128, fast math, K split, remap, autotune). Without a file, :func:`load_ladder` picks the
-preset whose ``archs`` list the local GPU (read with ``nvidia-smi``, so no CUDA context is made
-in the caller); with no GPU, or one no preset lists, it takes Hopper's, the one measured here.
+a user can edit a step or add one. Each architecture's default is a ladder whose every step
+compiles to a kernel that fits it without spilling (``tests/test_ladder_presets_offline.py``
+compiles them): ``ladder.json`` (sm_90, sm_100: 128x128 tiles with 8 worker warps) and
+``ladder-sm120.json`` (sm_120: 128x64 with 8 worker warps, the K split with the exp2
+polynomial). ``ladder-blackwell.json`` is the published study's ladder in its order (baseline,
+256x128, fast math, K split, remap, autotune), no architecture's default because its 256x128
+step spills everywhere; ``--steps ladder-blackwell.json`` runs it. Without a file,
+:func:`load_ladder` picks the preset whose ``archs`` list the local GPU (read with
+``nvidia-smi``, so no CUDA context is made in the caller); with no GPU, or one no preset lists,
+it takes ``ladder.json``, the one measured here.
 A ladder is stored as a group of runs, one run per step, all on the same inputs (one seed),
 with the preset's name (:class:`workbench.jobs.LadderJob` runs one). :func:`ladder_table` turns
 the group into speed-ups against the previous step and against the baseline, :func:`read_ladder`
@@ -50,7 +54,7 @@ class Ladder:
 
 
 DEFAULT_PRESET = "ladder.json"
-PRESETS = ("ladder.json", "ladder-blackwell.json")
+PRESETS = ("ladder.json", "ladder-sm120.json", "ladder-blackwell.json")
 # The keys a ladder file may hold, and each of its steps: any other is a typo, refused.
 LADDER_KEYS = frozenset({"name", "description", "mask", "archs", "published_blackwell", "steps"})
 STEP_KEYS = frozenset({"name", "changes", "description"})
@@ -97,13 +101,14 @@ def load_ladder(
     arch: str | None = None,
 ) -> Ladder:
     """Read a ladder file (by default the built-in preset for ``arch``, or for the local GPU
-    when ``arch`` is None: :func:`preset_for_arch`) and build each step's config.
+    when ``arch`` is None: :func:`preset_for_arch`; a built-in preset's file name, such as
+    ``ladder-blackwell.json``, where no such file is here) and build each step's config.
 
     Each step's ``changes`` apply on top of the previous step's config; a bad key or value is a
     ConfigError that names the step.
     """
-    if path is None:
-        preset = preset_for_arch(arch or local_gpu_arch())
+    if path is None or (str(path) in PRESETS and not Path(path).exists()):
+        preset = preset_for_arch(arch or local_gpu_arch()) if path is None else str(path)
         text = _preset_text(preset)
         source = f"the built-in ladder {preset}"
     else:
