@@ -157,7 +157,7 @@ def test_reopening_is_idempotent(db_path: Path) -> None:
             assert [r.label for r in store.runs()] == ["kept"]
             assert store.run(run_id).status == "complete"
     assert schema(db_path) == first
-    assert user_version(db_path) == SCHEMA_VERSION == 2
+    assert user_version(db_path) == SCHEMA_VERSION == 3
 
 
 def build_schema_1(path: Path) -> None:
@@ -230,9 +230,11 @@ def test_migration_from_schema_1_keeps_the_data(
         store.add_point(new, measure(spec.problems()[0], spec.config, rng))
         assert store.block_map(new, 16) is not None
         assert [r.id for r in store.group_runs(group)] == [new]
-    assert user_version(db_path) == 2
+        # ... and the machine ceilings schema 3 adds.
+        assert store.ceilings() == []
+    assert user_version(db_path) == 3
     tables = {name for name, _ in schema(db_path)}
-    assert {"runs", "points", "groups", "block_maps"} <= tables
+    assert {"runs", "points", "groups", "block_maps", "machine_ceilings"} <= tables
     conn = sqlite3.connect(db_path)
     try:
         fks = {(row[3], row[2]) for row in conn.execute("PRAGMA foreign_key_list(runs)")}
@@ -251,22 +253,22 @@ def test_a_failed_migration_leaves_the_file_as_it_was(
 
     def half_done(db: sqlite_utils.Database) -> None:
         db["extra_table"].create({"id": int}, pk="id")
-        raise RuntimeError("power cut in the middle of migration 3")
+        raise RuntimeError("power cut in the middle of migration 4")
 
     def complete(db: sqlite_utils.Database) -> None:
         db["extra_table"].create({"id": int}, pk="id")
 
     monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, half_done))
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 4)
     with pytest.raises((StoreError, RuntimeError)):
         Store(db_path)
-    assert user_version(db_path) == 2
+    assert user_version(db_path) == 3
     assert "extra_table" not in {name for name, _ in schema(db_path)}
 
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS[:2], complete))
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS[:3], complete))
     with Store(db_path) as store:
         assert [r.label for r in store.runs()] == ["before"]
-    assert user_version(db_path) == 3
+    assert user_version(db_path) == 4
 
 
 def dead_pid() -> int:

@@ -388,6 +388,52 @@ def cmd_resources(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _ceilings_line(record: dict[str, Any]) -> str:
+    matmul = ", ".join(f"{dtype} {tflops:g}" for dtype, tflops in record["matmul_tflops"].items())
+    host = record.get("machine", {}).get("hostname", "?")
+    return (
+        f"#{record.get('id', '-')} {record['gpu_name']} ({host}, {record['measured_at']}): "
+        f"matmul TFLOP/s {matmul}; read {record['read_gbs']:g} GB/s"
+    )
+
+
+def cmd_machine(args: argparse.Namespace) -> int:
+    from workbench.roofline import MEASURE_COMMAND, device_lib, measure_ceilings
+
+    if not args.measure:
+        with _open_store(_db_of(args), create=False) as store:
+            records = store.ceilings()
+        if args.json:
+            _emit_json(records)
+        elif not records:
+            print(f"no measured ceilings in this database; `{MEASURE_COMMAND}` on a GPU")
+        for record in [] if args.json else records:
+            print(printable(_ceilings_line(record)))
+        return EXIT_OK
+    lib, which = device_lib()
+    if lib is None:
+        raise UsageError(f"cannot measure the ceilings: {which}")
+    from workbench.backends.gpu import gpu_machine_info
+
+    gpu = gpu_machine_info()
+    if not gpu.get("gpu_name") and which == "torch":
+        import torch
+
+        gpu["gpu_name"] = torch.cuda.get_device_name()
+    dtypes = ("float16", "bfloat16") if which == "torch" else ("float16",)
+    print(f"measuring {gpu.get('gpu_name', 'the GPU')} with {which} …", file=sys.stderr)
+    record = measure_ceilings(lib, gpu, dtypes=dtypes).to_dict()
+    with _open_store(_db_of(args)) as store:
+        record["id"] = store.add_ceilings(record)
+    if args.json:
+        _emit_json(record)
+    else:
+        print(printable(_ceilings_line(record)))
+        for name, how in record["method"].items():
+            print(f"  {name}: {how}")
+    return EXIT_OK
+
+
 def cmd_blockmap(args: argparse.Namespace) -> int:
     k_len = args.k_len if args.k_len is not None else args.q_len + args.input_pos
     problem = Problem(q_len=args.q_len, k_len=k_len, input_pos=args.input_pos, heads=1)
@@ -618,6 +664,7 @@ COMMANDS = {
     "ladder": cmd_ladder,
     "report": cmd_report,
     "resources": cmd_resources,
+    "machine": cmd_machine,
     "backends": cmd_backends,
     "knobs": cmd_knobs,
 }

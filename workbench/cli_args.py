@@ -368,6 +368,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_json(p)
 
+    p = sub.add_parser(
+        "machine",
+        help="this machine's measured ceilings for the roofline (dense matmul TFLOP/s, "
+        "streaming read GB/s): list them, or --measure on the GPU",
+    )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure the ceilings on this GPU now and store them (again: re-measures)",
+    )
+    _add_db(p)
+    _add_json(p)
+
     p = sub.add_parser("backends", help="which backends this machine can run, and why not")
     _add_json(p)
 

@@ -44,6 +44,7 @@ import sqlite_utils
 
 from kernels.knobs import TUNABLE
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec, check_label
+from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
@@ -169,7 +170,22 @@ def _migration_2(db: sqlite_utils.Database) -> None:
     db["runs"].create_index(["group_id"])
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1, _migration_2)
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """Each machine's measured ceilings (workbench.roofline.Ceilings as JSON), for the
+    roofline; a re-measure adds a record, the newest of a GPU is the one used."""
+    db["machine_ceilings"].create(
+        {"id": int, "gpu_name": str, "measured_at": str, "record": str},
+        pk="id",
+        not_null={"gpu_name", "measured_at", "record"},
+    )
+    db["machine_ceilings"].create_index(["gpu_name"])
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
+    _migration_1,
+    _migration_2,
+    _migration_3,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -821,12 +837,38 @@ class Store:
         row = rows[0]
         return np.frombuffer(row["data"], dtype=np.int8).reshape(row["rows"], row["cols"])
 
+    def add_ceilings(self, record: dict[str, Any]) -> int:
+        """Store one machine's measured ceilings (:meth:`workbench.roofline.Ceilings.to_dict`)."""
+
+        def insert() -> int:
+            table = self.db["machine_ceilings"]
+            table.insert(
+                {
+                    "gpu_name": record["gpu_name"],
+                    "measured_at": record["measured_at"],
+                    "record": json.dumps({k: v for k, v in record.items() if k != "id"}),
+                }
+            )
+            return int(table.last_pk)
+
+        return self._write(insert)
+
+    def ceilings(self) -> list[dict[str, Any]]:
+        """Every stored ceilings record, newest first (none in a database from before they
+        were kept, which a reading command does not migrate)."""
+        if "machine_ceilings" not in self.db.table_names():
+            return []
+        rows = self.db.query("SELECT id, record FROM machine_ceilings ORDER BY id DESC")
+        return [{**json.loads(row["record"]), "id": row["id"]} for row in rows]
+
     # export ----------------------------------------------------------------------------------
 
     def export_rows(self, run_ids: list[int] | None = None) -> Iterator[dict[str, Any]]:
         """One flat row per point, with the run's metadata as columns."""
         runs = [self.run(i) for i in run_ids] if run_ids else list(reversed(self.runs()))
+        records = [Ceilings.from_dict(r) for r in self.ceilings()]
         for run in runs:
+            ceilings = ceilings_for(records, str(run.machine.get("gpu_name") or ""))
             base = {
                 "run_id": run.id,
                 "label": run.label,
@@ -861,6 +903,12 @@ class Store:
                     "latency_se_pct": extra.get("median_noise_pct"),
                     **{f"tuned_{name}": launched.get(name) for name in TUNABLE},
                     **{f"compiled_{name}": compiled.get(name) for name in COMPILED_COLUMNS},
+                    **point_columns(
+                        dataclasses.replace(run.problem, q_len=point.q_len, k_len=point.k_len),
+                        point.tflops,
+                        point.latency_ms,
+                        ceilings,
+                    ),
                 }
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
@@ -910,10 +958,12 @@ def export_columns() -> list[str]:
     # tuned_*: what the tuner launched at that length (an autotuned cuTile run), else empty.
     tuned_cols = [f"tuned_{name}" for name in TUNABLE]
     # compiled_*: what the point's launch compiled to on the run's GPU (cuTile runs), else empty.
+    # intensity_flop_per_byte: counted FLOPs over q, k, v and the output's bytes; the bound and
+    # its % only where the database holds measured ceilings of the run's GPU.
     compiled_cols = [f"compiled_{name}" for name in COMPILED_COLUMNS]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
-        *tuned_cols, *compiled_cols,
+        *tuned_cols, *compiled_cols, *ROOFLINE_COLUMNS,
     ]  # fmt: skip
 
 
