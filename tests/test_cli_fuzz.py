@@ -42,6 +42,7 @@ VALID = {
     "knobs": [],
     "resources": ["--arch", "sm_90"],
     "machine": [],
+    "profile": ["1", "--seq-len", "64"],
     "gui": None,  # valid arguments would open the window: only bad ones are tried
 }
 BAD_INTS = ["", " ", "x", "1.5", "1e3", "0x10", "２", "١", "9" * 25, "-" + "9" * 25, "1_000",

@@ -305,7 +305,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(_table(rows, header))
         if any(cell.endswith(" ~") for row in rows for cell in row):
             print(f"~ within the noise: {noise_rule()}")
+        _print_profiles(store, [r["id"] for r in data["runs"]])
     return EXIT_OK
+
+
+def _print_profiles(store: Store, run_ids: list[int]) -> None:
+    """The Nsight Compute metrics of every length that two or more of the runs profiled,
+    side by side (`fmha-workbench profile`)."""
+    from workbench.ncu import compare_rows
+
+    by_run = {
+        run_id: {p.seq_len: (p.extra or {}).get("ncu") for p in store.points(run_id)}
+        for run_id in run_ids
+    }
+    lengths = sorted({n for points in by_run.values() for n, prof in points.items() if prof})
+    for n in lengths:
+        profiles = [by_run[run_id].get(n) for run_id in run_ids]
+        if sum(1 for p in profiles if p) < 2:
+            continue
+        print(f"\nNsight Compute at N={n}:")
+        header = ["metric", *[f"#{run_id}" for run_id in run_ids]]
+        print(_table(compare_rows(profiles), header))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -431,6 +451,31 @@ def cmd_machine(args: argparse.Namespace) -> int:
         print(printable(_ceilings_line(record)))
         for name, how in record["method"].items():
             print(f"  {name}: {how}")
+    return EXIT_OK
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from workbench.ncu import ProfileRefused, compare_rows, profile_point
+
+    db = _db_path(args)
+    with _open_store(_db_of(args), create=False) as store:
+        run = store.run(args.run)
+        point = next((p for p in store.points(run.id) if p.seq_len == args.seq_len), None)
+    if point is None:
+        lengths = ", ".join(str(n) for n in run.seq_lens)
+        raise UsageError(f"--seq-len: run {run.id} has no point at N={args.seq_len} ({lengths})")
+    try:
+        profile = profile_point(run, point, db)
+    except ProfileRefused as exc:
+        raise UsageError(f"cannot profile: {exc}") from exc
+    with _open_store(_db_of(args)) as store:
+        store.set_point_profile(run.id, point.seq_len, profile.to_dict())
+    if args.json:
+        _emit_json(profile.to_dict())
+        return EXIT_OK
+    print(f"run {run.id} at N={point.seq_len}: {printable(profile.kernel)}")
+    print(_table(compare_rows([profile.to_dict()]), ["metric", f"#{run.id}"]))
+    print(f"report: {profile.report}")
     return EXIT_OK
 
 
@@ -665,6 +710,7 @@ COMMANDS = {
     "report": cmd_report,
     "resources": cmd_resources,
     "machine": cmd_machine,
+    "profile": cmd_profile,
     "backends": cmd_backends,
     "knobs": cmd_knobs,
 }

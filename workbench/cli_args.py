@@ -381,6 +381,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     _add_json(p)
 
+    p = sub.add_parser(
+        "profile",
+        help="profile one stored point's launch with Nsight Compute (ncu, clocks left as they "
+        "are) and keep a dozen headline metrics with the point",
+    )
+    p.add_argument("run", type=run_id, help="run id")
+    p.add_argument("--seq-len", type=whole, required=True, help="the point's sequence length N")
+    _add_db(p)
+    _add_json(p)
+
     p = sub.add_parser("backends", help="which backends this machine can run, and why not")
     _add_json(p)
 
