@@ -200,3 +200,26 @@ def test_the_resources_command_compiles_a_hopper_config_offline_and_caches_it(
     assert list((tmp_path / "cache").glob("*.json"))
     text = run_cli(*argv[:-1])
     assert text.out.splitlines()[1] == found.summary()
+
+
+def test_a_ladder_cell_says_what_its_step_compiled_to(
+    service: ResourceService, db_path: Path, rng: np.random.Generator
+) -> None:
+    from tests.conftest import fast_timing
+    from workbench.ladder import format_ladder_table, ladder_table
+
+    problem = Problem(batch=1, heads=1, head_dim=64, q_len=1, k_len=1)
+    with Store(db_path) as store:
+        group = store.create_group("ladder", "fits?")
+        for step, tiles in (("baseline", (128, 64)), ("big tiles", (256, 128))):
+            config = KernelConfig(mask="causal", tile_m=tiles[0], tile_n=tiles[1])
+            spec = SweepSpec(problem, (128,), config, "cutile", seed=int(rng.integers(1 << 30)))
+            list(
+                run_sweep(
+                    spec, store, backend=FakeCutile(), timing=fast_timing(), resources=service,
+                    group_id=group, step=step,
+                )
+            )  # fmt: skip
+        rows = format_ladder_table(ladder_table(store, group))
+    assert rows[1][1].endswith("[168r]")
+    assert rows[2][1].endswith("[255r spill 5.5KB]")  # the spilling step says so in its cell

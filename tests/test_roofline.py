@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,41 @@ def test_the_report_gives_each_backends_percent_once_the_gpu_has_ceilings(
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert all(c.endswith(" %") for c in cells[-2:])
     assert "from NVIDIA H200's ceilings measured 2026-12-01" in report.out
+
+
+def test_compare_shows_each_runs_percent_and_says_why_a_run_has_none(
+    run_cli: Any, db_path: Path, measure: Any, rng: np.random.Generator
+) -> None:
+    from workbench.compare import roofline_points
+
+    with Store(db_path) as store:
+        gpu = _gpu_run(store, measure, "NVIDIA H200", rng, backend="cutile")
+        cpu = _gpu_run(store, measure, "", rng)
+        store.add_ceilings(H200.to_dict())
+    text = run_cli("compare", cpu, gpu, "--db", db_path).out
+    header = next(line for line in text.splitlines() if line.startswith("N "))
+    assert f"#{gpu} % roof" in header and f"#{cpu} % roof" not in header
+    assert "no % of roofline: the run ran on the CPU (reference backend)" in text
+    data = json.loads(run_cli("compare", cpu, gpu, "--json", "--db", db_path).out)
+    cells = data["points"][0]["runs"]
+    assert cells[str(cpu)]["pct_of_roofline"] is None
+    assert cells[str(gpu)]["pct_of_roofline"] > 0
+    # The roofline chart's data: the H200's ceilings, every run's points with their %.
+    with Store(db_path) as store:
+        chart = roofline_points(store, [gpu, cpu])
+    assert chart["ceilings"]["gpu_name"] == "NVIDIA H200" and chart["reason"] == ""
+    mine = chart["runs"][0]["points"][0]
+    assert mine["pct_of_roofline"] == pytest.approx(cells[str(gpu)]["pct_of_roofline"])
+    assert mine["intensity"] > 0 and chart["runs"][1]["points"][0]["pct_of_roofline"] is None
+    with Store(db_path) as store:
+        alone = roofline_points(store, [cpu])
+    assert alone["ceilings"] is None and "CPU" in alone["reason"]
+    # The window's Roofline view, headless: the ceilings, then a row per point.
+    table = run_cli("roofline", gpu, cpu, "--db", db_path).out.splitlines()
+    assert table[0].startswith("#1 NVIDIA H200 (gpu-host")
+    assert table[1].split() == ["run", "N", "FLOP/byte", "TFLOP/s", "%", "roof", "config"]
+    assert table[2].split()[:2] == [f"#{gpu}", "128"] and table[3].split()[4] == "-"
+    missing = run_cli("roofline", 99, "--db", db_path)
+    assert missing.code == 2 and missing.err_lines == [
+        "error: run 99 does not exist (see `fmha-workbench runs`)"
+    ]

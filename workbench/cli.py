@@ -40,6 +40,7 @@ from workbench.config import (
 )
 from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
+from workbench.resources import CompiledResources
 from workbench.store import Store, StoreError, StoreLocked, csv_text, default_db_path
 from workbench.tuned import tuned_labels
 
@@ -286,11 +287,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         if data["machines"]:
             print(f"careful: the runs come from different machines ({'; '.join(data['machines'])})")
+
+        def has(key: str, run_id: int) -> bool:
+            return any(e["runs"][str(run_id)][key] is not None for e in data["points"])
+
         header = ["N"]
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
             if r["id"] != data["base"]:
                 header += ["Δ %", f"#{r['id']} vs #{data['base']}"]
+            if has("pct_of_roofline", r["id"]):
+                header.append(f"#{r['id']} % roof")
+            if has("compiled", r["id"]):
+                header.append(f"#{r['id']} compiled")
         rows = []
         for entry in data["points"]:
             row = [str(entry["seq_len"])]
@@ -301,10 +310,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     # The window's Compare tab prints the same two numbers the same way.
                     row.append(format_delta(cell["delta_pct"]))
                     row.append(format_speedup(cell["speedup_vs_base"], cell["significant"]))
+                if has("pct_of_roofline", r["id"]):
+                    row.append(_fmt(cell["pct_of_roofline"], ".0f"))
+                if has("compiled", r["id"]):
+                    compiled = cell["compiled"]
+                    row.append(CompiledResources.from_dict(compiled).short() if compiled else "-")
             rows.append(row)
         print(_table(rows, header))
         if any(cell.endswith(" ~") for row in rows for cell in row):
             print(f"~ within the noise: {noise_rule()}")
+        for reason in dict.fromkeys(r["roofline"] for r in data["runs"] if r["roofline"]):
+            print(reason)
         _print_profiles(store, [r["id"] for r in data["runs"]])
     return EXIT_OK
 
@@ -451,6 +467,37 @@ def cmd_machine(args: argparse.Namespace) -> int:
         print(printable(_ceilings_line(record)))
         for name, how in record["method"].items():
             print(f"  {name}: {how}")
+    return EXIT_OK
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from workbench.compare import roofline_points
+
+    with _open_store(_db_of(args), create=False) as store:
+        for run_id in args.runs:
+            store.run(run_id)  # a missing id is refused in one line
+        chart = roofline_points(store, list(dict.fromkeys(args.runs)))
+    if args.json:
+        _emit_json(chart)
+        return EXIT_OK
+    ceilings = chart["ceilings"]
+    if ceilings:
+        print(printable(_ceilings_line(ceilings)))
+    else:
+        print(chart["reason"])
+    rows = [
+        [
+            f"#{run['run_id']}",
+            str(p["seq_len"]),
+            f"{p['intensity']:.1f}",
+            f"{p['tflops']:.3g}",
+            _fmt(p["pct_of_roofline"], ".0f"),
+            printable(run["config"]),
+        ]
+        for run in chart["runs"]
+        for p in run["points"]
+    ]
+    print(_table(rows, ["run", "N", "FLOP/byte", "TFLOP/s", "% roof", "config"]))
     return EXIT_OK
 
 
@@ -711,6 +758,7 @@ COMMANDS = {
     "resources": cmd_resources,
     "machine": cmd_machine,
     "profile": cmd_profile,
+    "roofline": cmd_roofline,
     "backends": cmd_backends,
     "knobs": cmd_knobs,
 }

@@ -382,6 +382,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser(
+        "roofline",
+        help="runs' points against this machine's ceilings: arithmetic intensity, TFLOP/s, "
+        "% of the bounding ceiling (the window's Roofline view)",
+    )
+    p.add_argument("runs", type=run_id, nargs="+", help="one or more run ids")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser(
         "profile",
         help="profile one stored point's launch with Nsight Compute (ncu, clocks left as they "
         "are) and keep a dozen headline metrics with the point",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.config import ConfigError, KernelConfig
+from workbench.resources import CompiledResources
 
 if TYPE_CHECKING:
     from workbench.store import Store
@@ -194,11 +195,14 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
                 continue
             prev = previous.get(n) if previous else None
             first = base.get(n)
+            compiled = (point.extra or {}).get("resources")
             cells[str(n)] = {
                 "latency_ms": point.latency_ms,
                 "tflops": point.tflops,
                 "vs_previous": prev.latency_ms / point.latency_ms if prev else None,
                 "vs_baseline": first.latency_ms / point.latency_ms if first else None,
+                # what the step's launch compiled to (cuTile): a dip explains itself
+                "compiled": compiled if isinstance(compiled, dict) else None,
             }
         rows.append(
             {
@@ -228,6 +232,9 @@ def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
                 ratios = f" {cell['vs_previous']:.2f}×prev"
                 if cell["vs_baseline"]:
                     ratios += f" {cell['vs_baseline']:.2f}×base"
+            compiled = cell.get("compiled")
+            if compiled:
+                ratios += f" [{CompiledResources.from_dict(compiled).short()}]"
             row.append(f"{cell['tflops']:.3g} TFLOP/s{ratios}")
         rows.append(row)
     return rows
