@@ -284,3 +284,21 @@ def test_a_ladder_step_knob_the_backend_refuses_is_named_as_the_steps(monkeypatc
         LadderJob(ladder, problem, (64,), "reference").run(store)
     with Store(db) as store:
         assert store.count_runs() == 0 and store.groups() == []
+
+
+def test_the_published_ladder_runs_by_its_preset_name_from_the_cli(
+    tmp_path, capsys, fast_args, monkeypatch
+):
+    db = str(tmp_path / "runs.db")
+    argv = ["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--json"]
+    assert main([*argv, "--steps", "ladder-blackwell.json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert [s["step"] for s in table["steps"]] == BLACKWELL_STEPS
+    with Store(db) as store:
+        assert store.group(table["group_id"])["spec"]["preset"] == "ladder-blackwell.json"
+    # A file of that name in the working folder is the user's, and wins.
+    monkeypatch.chdir(tmp_path)
+    mine = {"steps": [{"name": "mine", "changes": {"tile_m": 32, "tile_n": 32}}]}
+    (tmp_path / "ladder-blackwell.json").write_text(json.dumps(mine))
+    assert main([*argv, "--steps", "ladder-blackwell.json"]) == 0
+    assert [s["step"] for s in json.loads(capsys.readouterr().out)["steps"]] == ["mine"]
