@@ -155,6 +155,9 @@ def test_a_cutile_run_stores_each_points_resources_and_the_csv_shows_them(
     rows = list(csv.DictReader(io.StringIO(result.out)))
     shown = [(r["compiled_arch"], r["compiled_registers"], r["compiled_spill_bytes"]) for r in rows]
     assert shown == [("sm_90", "168", "0"), ("sm_90", "168", "0")]
+    shown = run_cli("show", run_id, "--db", db_path).out.splitlines()
+    assert "compiled" in next(line for line in shown if line.startswith("N "))
+    assert [line.split()[-1] for line in shown[-3:-1]] == ["168r", "168r"]
     # A reference run compiles nothing and leaves the columns empty.
     ref = run_cli("sweep", "--seq-lens", "64", "--db", db_path, *fast_args)
     assert ref.code == 0, ref.err

@@ -176,6 +176,12 @@ def test_stored_ceilings_give_each_point_of_that_gpu_its_percent_in_the_csv(
     assert rows[h200]["roofline_bound"] == expected.bound
     assert float(rows[h200]["pct_of_roofline"]) == pytest.approx(expected.pct_of_bound, abs=0.05)
     assert rows[other]["pct_of_roofline"] == ""  # no B200 record: no %, not the H200's
+    shown = run_cli("show", h200, "--db", db_path).out.splitlines()
+    header = next(line for line in shown if line.startswith("N "))
+    assert header.rstrip().endswith("% roof")
+    assert shown[-1].split()[-1] == f"{expected.pct_of_bound:.0f}"
+    other_shown = run_cli("show", other, "--db", db_path).out.splitlines()
+    assert other_shown[-1] == no_ceiling_reason("NVIDIA B200", "reference")
     # A database from before ceilings were kept reads without them, read-only, unmigrated.
     conn = sqlite3.connect(db_path)
     conn.execute("DROP TABLE machine_ceilings")

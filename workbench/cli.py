@@ -30,7 +30,15 @@ from workbench.cli_args import (
     sweep_backend_names,
     timing_from_args,
 )
-from workbench.compare import compare_runs, format_delta, format_speedup, noise_rule
+from workbench.compare import (
+    compare_runs,
+    compiled_of,
+    format_delta,
+    format_speedup,
+    noise_rule,
+    point_pct,
+    run_ceilings,
+)
 from workbench.config import (
     ConfigError,
     KernelConfig,
@@ -41,6 +49,7 @@ from workbench.config import (
 from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
 from workbench.resources import CompiledResources
+from workbench.roofline import no_ceiling_reason
 from workbench.store import Store, StoreError, StoreLocked, csv_text, default_db_path
 from workbench.tuned import tuned_labels
 
@@ -252,8 +261,21 @@ def cmd_show(args: argparse.Namespace) -> int:
             header.append("tuned")
             for row, p in zip(rows, points, strict=True):
                 row.append(tuned.get(p.seq_len, "-"))
+        compiled = [compiled_of(p) for p in points]
+        if any(compiled):
+            header.append("compiled")
+            for row, found in zip(rows, compiled, strict=True):
+                row.append(CompiledResources.from_dict(found).short() if found else "-")
+        ceilings = run_ceilings(store, [run])[run.id]
+        if ceilings is not None:
+            header.append("% roof")
+            for row, p in zip(rows, points, strict=True):
+                row.append(_fmt(point_pct(run, p, ceilings), ".0f"))
         if rows:
             print(_table(rows, header))
+            if ceilings is None:
+                where = str(run.machine.get("gpu_name") or "")
+                print(no_ceiling_reason(where, run.backend))
     return EXIT_OK
 
 
