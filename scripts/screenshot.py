@@ -9,9 +9,10 @@ It uses a temporary database and temporary settings, so it never touches the use
 runs go through the window the way a user would: set the form, press Run, wait, select both runs.
 ``--tour DIR`` runs nothing: it opens copies of the committed H200 databases
 (``bench/results/h200.db``, the ladder in ``bench/results/experiments/``), labels the copies'
-runs by backend for the legend, and saves the Plots, Block map and Ladder tabs as the README's
-tour shows them (``plots.png``, ``blockmap.png``, ``ladder.png``). The window with Compare, the
-README's first picture, comes from ``scripts/window_group.py`` on the GPU host.
+runs by backend for the legend, and saves the whole window at a laptop's 1366×768 (``--size``)
+on each tab the README's tour shows (``plots.png``, ``blockmap.png``, ``compare.png``,
+``ladder.png``). The README's first picture comes from ``scripts/window_group.py`` on the GPU
+host.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TABS = {"plots": 0, "blockmap": 1, "compare": 2, "ladder": 3}
+DEFAULT_SIZE = "1440x900"
+TOUR_SIZE = "1366x768"  # a laptop's screen: what the tour shows fits there
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -37,7 +40,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         help="default: assets/screenshot.png (assets/ladder.png for --tab ladder)",
     )
     parser.add_argument("--tab", choices=sorted(TABS), default="plots")
-    parser.add_argument("--size", default="1440x900", help="window size, WIDTHxHEIGHT")
+    parser.add_argument(
+        "--size", default=DEFAULT_SIZE, help=f"window size, WIDTHxHEIGHT ({TOUR_SIZE} for --tour)"
+    )
     parser.add_argument(
         "--tour", type=Path, metavar="DIR", help="save the README tour's pictures into DIR"
     )
@@ -58,7 +63,9 @@ def _wait(app: object, condition: object, timeout_s: float) -> None:
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.tour is not None:
-        return _tour(args.tour)
+        size = args.size if args.size != DEFAULT_SIZE else TOUR_SIZE
+        width, height = (int(v) for v in size.lower().split("x"))
+        return _tour(args.tour, width, height)
     if args.out is None:
         args.out = ROOT / "assets" / ("ladder.png" if args.tab == "ladder" else "screenshot.png")
     width, height = (int(v) for v in args.size.lower().split("x"))
@@ -147,8 +154,9 @@ TOUR_GROUP = 1
 TOUR_LADDER_DB = ROOT / "bench" / "results" / "experiments" / "h200-workbench-ladder.db"
 
 
-def _tour(out: Path) -> int:
-    """Plots, Block map and Ladder from the committed H200 results, one PNG per tab."""
+def _tour(out: Path, width: int, height: int) -> int:
+    """Plots, Block map, Compare and Ladder from the committed H200 results: the whole window
+    at ``width`` × ``height``, one PNG per tab."""
     import shutil
 
     sys.path.insert(0, str(ROOT))
@@ -166,8 +174,9 @@ def _tour(out: Path) -> int:
         db = Path(tmp) / "h200.db"
         shutil.copy(TOUR_DB, db)
         window = MainWindow(db, settings=settings, probe_backends=False)
-        window.resize(1600, 1000)
+        window.resize(width, height)
         window.show()
+        window.machine_label.clear()  # nothing probed here: the runs are the H200's
         # The group's runs are all labelled "window": in the copy, label them by backend so
         # the legend says who is who.
         runs = window.store.group_runs(TOUR_GROUP)
@@ -180,7 +189,10 @@ def _tour(out: Path) -> int:
         _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(ids), 10)
         window.tabs.setCurrentIndex(TABS["plots"])
         window.plots.show_readout_at(math.log2(4096))
-        _save(app, window.plots, out / "plots.png")
+        _save(app, window, out / "plots.png")
+        window.tabs.setCurrentIndex(TABS["compare"])
+        window.compare.pin_baseline(ids[0])  # cuTile, the group's first backend
+        _save(app, window, out / "compare.png")
 
         # The ladder's runs set their tiles by hand, so their maps are labelled with the
         # tiles that ran: the baseline's 64x64 causal map at N = 1k, then the Ladder tab.
@@ -195,11 +207,11 @@ def _tour(out: Path) -> int:
         _wait(app, lambda: window.heatmap.current_grid() is not None, 10)
         window.heatmap.select_seq_len(1024)
         _wait(app, lambda: window.heatmap.current_seq_len() == 1024, 10)
-        _save(app, window.heatmap, out / "blockmap.png")
+        _save(app, window, out / "blockmap.png")
 
         window.tabs.setCurrentIndex(TABS["ladder"])
         window.ladder.select_step(1)  # the 256x128 step: the trap, its map beside it
-        _save(app, window.ladder, out / "ladder.png")
+        _save(app, window, out / "ladder.png")
         window.shutdown()
     return 0
 

@@ -23,8 +23,10 @@ if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
     sudo=""
     [[ $(id -u) == 0 ]] || sudo="sudo"
     echo "setup: installing system libraries for Qt: ${missing[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Wait for another apt (unattended upgrades at boot) rather than fail on its lock.
+    lock=(-o DPkg::Lock::Timeout=600)
+    $sudo apt-get "${lock[@]}" update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 else
   echo "setup: not a Debian system; make sure Qt's libraries (EGL, GL, xkbcommon, fontconfig) are installed"

@@ -154,11 +154,13 @@ def test_every_knob_has_its_flag_and_the_kernels_default(
     assert all(knob.flag in shown for knob in EXPOSED)
 
 
-def test_sweep_with_one_name_in_backends(run_cli: RunCli, fast_args: list[str]) -> None:
-    result = sweep(run_cli, fast_args, "--seq-lens", "16", "--backends", "reference", "--json")
-    data = json.loads(result.out)
-    assert data["group_id"] is None
-    assert [r["backend"] for r in data["runs"]] == ["reference"]
+def test_sweep_with_one_name_in_backends_is_refused(
+    run_cli: RunCli, fast_args: list[str], db_path: Path
+) -> None:
+    # It made a sweep and no group, so `compare --group` found nothing (issue 39).
+    result = run_cli("sweep", *fast_args, "--seq-lens", "16", "--backends", "reference")
+    assert result.code == 2 and "a group needs two or more backends" in result.err
+    assert not db_path.exists()
 
 
 def test_runs_lists_newest_first(run_cli: RunCli, fast_args: list[str], db_path: Path) -> None:
@@ -447,7 +449,7 @@ def test_the_installed_console_script_end_to_end(
     bad = script(db, "sweep", "--seq-lens", "16", "--tile-m", "48")
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1
-    assert "tile_m" in bad.stderr and "Traceback" not in bad.stderr
+    assert "--tile-m" in bad.stderr and "Traceback" not in bad.stderr
     assert count_rows(db, "runs") == 1 and count_rows(db, "points") == 2
 
 

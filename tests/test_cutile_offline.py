@@ -203,6 +203,12 @@ def test_the_workbench_persistent_knob_reaches_the_kernel() -> None:
     assert _is_elf(cubin)
 
 
+@pytest.mark.parametrize("knobs", [dict(pack_gqa=True), dict(kv_splits=4), dict(kv_splits=None)])
+def test_the_block_map_refuses_the_decode_form_before_touching_a_gpu(knobs: dict) -> None:
+    with pytest.raises(ValueError, match=r"decode form .* has no instrumented block map yet"):
+        F.gpu_block_map(1, 4096, 64, 128, **knobs)
+
+
 def test_validation_runs_before_compiling() -> None:
     with pytest.raises(ValueError, match="tile_m"):
         F.compile_cubin(tile_m=32)

@@ -218,16 +218,17 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
     assert values["kv_group"] == 1 and values["SPLIT"] is True and values["WITH_LSE"] is False
     combine = plan.then
     assert combine is not None and combine.then is None
-    # Every split's rows in one load: 4 splits × 16 rows × 64 of the 128 columns a CTA.
-    assert (combine.form, combine.grid) == ("combine", (1, 4, 2))
+    # Every split's rows in one load: 4 splits × 16 rows × 32 of the 128 columns a CTA.
+    assert (combine.form, combine.grid) == ("combine", (1, 4, 4))
     assert list(combine.values) == list(forms.parameters("combine"))
     # The same partial outputs pass from the one launch to the other; the combine writes Lse.
     assert combine.values["OutParts"] == values["OutParts"]
     assert combine.values["LseParts"] == values["LseParts"]
     assert combine.values["WITH_LSE"] is True
-    assert [combine.values[n] for n in ("TILE_S", "TILE_R", "TILE_DC")] == [4, 16, 64]
+    assert [combine.values[n] for n in ("TILE_S", "TILE_R", "TILE_DC")] == [4, 16, 32]
     assert forms.combine_tile(splits=29, rows=4, head_dim=128) == (32, 4, 32)
-    assert forms.combine_tile(splits=2, rows=64, head_dim=128) == (2, 16, 64)
+    # 2 splits × 16 rows would take 128 columns by the element budget: at most 32 run right.
+    assert forms.combine_tile(splits=2, rows=64, head_dim=128) == (2, 16, 32)
     assert forms.combine_tile(splits=128, rows=64, head_dim=64) == (128, 16, 8)
     # Unpacked, one split: the decode kernel writes Out and Lse itself, with no combine.
     plan, _ = package.compile.offline_plan(

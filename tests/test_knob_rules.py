@@ -13,6 +13,7 @@ import pytest
 
 from kernels import knobs
 from tests.knob_cases import CASES, Case
+from workbench.cli import _cli_wording
 from workbench.config import ConfigError, KernelConfig
 
 
@@ -39,8 +40,11 @@ def test_the_cli_refuses_it_in_one_line_and_writes_nothing(
     base = ["sweep", "--seq-lens", "16", "--heads", "1", "--head-dim", "32"]
     result = run_cli(*base, *case.flags())
     assert result.code == 2, result.err
-    expected = f"error: {case.field}: {case.value!r} is not allowed; {case.reason}"
-    assert result.err_lines == [expected] and result.out == ""
+    # The rule's words, the knob named by the flag the user typed (issue 39).
+    flag = knobs.KNOBS[case.field].flag
+    expected = _cli_wording(ConfigError(case.field, case.value, case.reason))
+    assert expected.startswith(f"{flag}: {case.value!r} is not allowed; ")
+    assert result.err_lines == [f"error: {expected}"] and result.out == ""
     assert not db_path.exists()
 
 

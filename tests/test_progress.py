@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +48,67 @@ def feed(model: ProgressModel, events: Any, clock: Clock, step: float = 2.0) -> 
     return notes
 
 
-def test_time_left_fits_fixed_and_quadratic_costs() -> None:
-    # A CPU sweep: cost grows with N²; after two points the fit predicts the rest.
-    cpu = TimeLeft([64, 128, 256, 512])
+def test_time_left_estimates_each_point_from_its_work() -> None:
+    # A CPU sweep 512, 4k: the 512 point took 1 s, mostly filling the 0.25 s timing window
+    # with 5 ms launches. The 4k point does 64 times the work: 10 launches of 320 ms and the
+    # extras, not "the mean of the points before" (1 s; the real point took 32 s).
+    cpu = TimeLeft([512, 4096], works=[512.0**2, 4096.0**2], min_samples=10)
     assert cpu.seconds_left() is None  # nothing to go on yet
-    cpu.add(64, 0.1 + 1e-6 * 64**2)
-    cpu.add(128, 0.1 + 1e-6 * 128**2)
-    assert cpu.seconds_left() == pytest.approx(0.2 + 1e-6 * (256**2 + 512**2))
-    # A GPU sweep: every point costs about the same (the minimum timing window).
-    gpu = TimeLeft([1024, 2048, 4096])
-    gpu.add(1024, 0.5)
-    assert gpu.seconds_left() == pytest.approx(1.0)  # one point: assume the same again
-    gpu.add(2048, 0.5)
-    assert gpu.seconds_left() == pytest.approx(0.5)
-    # Noise that would make a term negative falls back to the other one alone.
-    odd = TimeLeft([64, 128, 256])
-    odd.add(64, 1.0)
-    odd.add(128, 0.5)
-    assert odd.seconds_left() == pytest.approx(0.75)
+    cpu.add(512, 1.0, latency_s=0.005, samples=50)
+    launch = 0.005 * 64
+    fixed = 1.0 - (50 + 5) * 0.005
+    assert cpu.seconds_left() == pytest.approx(10 * launch + 5 * launch + fixed)
+    assert cpu.seconds_left() > 5.0
+    # A GPU sweep: every point fills the same timing window, whatever its work.
+    gpu = TimeLeft([1024, 2048, 4096], works=[1.0, 4.0, 16.0], min_samples=10)
+    gpu.add(1024, 0.5, latency_s=50e-6, samples=5000)
+    assert gpu.seconds_left() == pytest.approx(1.0, rel=0.02)
+    gpu.add(2048, 0.5, latency_s=200e-6, samples=1250)
+    assert gpu.seconds_left() == pytest.approx(0.5, rel=0.02)
+    # Causal does half the work of dense at the same length: half the time left.
+    dense = TimeLeft([512, 4096], works=[2.0, 128.0], min_samples=10)
+    causal = TimeLeft([512, 4096], works=[1.0, 64.0], min_samples=10)
+    for left in (dense, causal):
+        left.add(512, 0.5, latency_s=0.05, samples=10)
+    assert causal.seconds_left() == pytest.approx(dense.seconds_left())  # the same per FLOP
+    # Without launch facts (an older caller), the time scales with the work.
+    plain = TimeLeft([64, 128], works=[1.0, 4.0])
+    plain.add(64, 0.5)
+    assert plain.seconds_left() == pytest.approx(2.0)
+
+
+def test_a_job_says_each_points_work(db_path: Path) -> None:
+    from workbench.events import JobStarted
+
+    problem = Problem(batch=2, heads=3, head_dim=32)
+    for mask, share in (("none", 1.0), ("causal", 0.5)):
+        job = SweepJob(SweepSpec(problem, (16, 64), KernelConfig(16, 16, mask=mask)))
+        with Store(db_path) as store:
+            started = next(e for e in job.run(store, timing=QUICK) if isinstance(e, JobStarted))
+        assert started.works == tuple(share * 4 * 2 * 3 * n * n * 32 for n in (16, 64))
+        assert started.min_samples == QUICK.min_samples
+
+
+def test_the_time_left_before_a_long_point_holds_on_a_real_sweep(db_path: Path) -> None:
+    """A real reference sweep 256, 4k: the estimate before the 4k point is within a few
+    times what it took (the mean of past points was 15 times short)."""
+    from workbench.events import PointStarted
+
+    job = SweepJob(SweepSpec(Problem(heads=1, head_dim=64), (256, 4096), KernelConfig(64, 64)))
+    model = ProgressModel.for_job(job)
+    timing = TimingSettings(warmup=1, min_samples=3, min_time_s=0.1)
+    estimate, took, started = None, None, 0.0
+    with Store(db_path) as store:
+        for event in job.run(store, timing=timing):
+            model.update(event)
+            if isinstance(event, PointStarted) and event.index == 1:
+                estimate, started = model.seconds_left, time.monotonic()
+                assert model.text.endswith(" left"), model.text
+            elif isinstance(event, PointFinished) and event.index == 1:
+                took = time.monotonic() - started
+    assert estimate is not None and took is not None
+    print(f"benchmark: 4k point took {took:.2f} s, estimated {estimate:.2f} s")
+    assert took / 3 <= estimate <= took * 3
 
 
 def test_durations_read_naturally() -> None:
@@ -87,7 +131,8 @@ def test_a_sweep_counts_its_points_and_estimates_the_rest(db_path: Path) -> None
             model.update(event)
             texts.append(model.text)
             if isinstance(event, PointFinished) and event.index == 0:
-                assert model.seconds_left == pytest.approx(4.0)  # two more points of 2 s
+                # Two more points of 2 s (their launches of microseconds add nothing visible).
+                assert model.seconds_left == pytest.approx(4.0, rel=0.01)
                 assert model.text.endswith("· about 4 s left"), model.text
     run_id = model.run_ids[0]
     assert model.done == model.total == 3 and model.elapsed_s == pytest.approx(6.0)
@@ -187,3 +232,30 @@ def test_the_printer_prints_each_point_with_the_time_left(db_path: Path) -> None
     assert lines[1].startswith("  [1/2] N=16 … ") and lines[1].endswith("(about 3 s left)")
     assert lines[2].startswith("  [2/2] N=32 … ") and "left" not in lines[2]
     assert lines[3] == "run 1 complete"
+
+
+def test_the_time_left_counts_down_while_a_point_runs() -> None:
+    from workbench.events import PointStarted, SweepStarted
+    from workbench.store import PointRecord
+
+    clock = Clock()
+    model = ProgressModel("sweep", (512, 4096, 4096), clock=clock)
+    model.update(SweepStarted(3, (512, 4096, 4096), run_ids=(1,), works=(1.0, 64.0, 64.0)))
+    model.update(PointStarted(1, 0, 3, 512))
+    clock.now += 1.0
+    first = PointRecord(1, 512, 512, 512, 5.0, 4.9, 5.1, 4.8, 50, 1.0, 0.0, None, None, 1, 0, 0, 0)
+    model.update(PointFinished(1, 0, 3, first, 1.0))
+    model.update(PointStarted(1, 1, 3, 4096))
+    at_start = model.seconds_left_now
+    assert at_start is not None and at_start > 10  # two points of 64 times the work
+    assert (
+        model.live_text()
+        == f"Run #1: point 2/3, N = 4,096 · about {format_duration(at_start)} left"
+    )
+    clock.now += 5.0
+    assert model.seconds_left_now == pytest.approx(at_start - 5.0)
+    assert f"about {format_duration(at_start - 5.0)} left" in model.live_text()
+    clock.now += 1000.0  # far past this point's estimate: the point after it is still ahead
+    assert model.seconds_left_now == pytest.approx(at_start / 2)
+    model.cancelling()
+    assert model.live_text() == "Cancelling…"

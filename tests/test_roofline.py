@@ -185,7 +185,7 @@ def test_stored_ceilings_give_each_point_of_that_gpu_its_percent_in_the_csv(
     # A database from before ceilings were kept reads without them, read-only, unmigrated.
     conn = sqlite3.connect(db_path)
     conn.execute("DROP TABLE machine_ceilings")
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute("PRAGMA user_version = 3")  # uuids, no ceilings yet
     conn.commit()
     conn.close()
     old = run_cli("machine", "--db", db_path, "--json")

@@ -157,7 +157,7 @@ def test_reopening_is_idempotent(db_path: Path) -> None:
             assert [r.label for r in store.runs()] == ["kept"]
             assert store.run(run_id).status == "complete"
     assert schema(db_path) == first
-    assert user_version(db_path) == SCHEMA_VERSION == 3
+    assert user_version(db_path) == SCHEMA_VERSION == 4
 
 
 def build_schema_1(path: Path) -> None:
@@ -230,9 +230,9 @@ def test_migration_from_schema_1_keeps_the_data(
         store.add_point(new, measure(spec.problems()[0], spec.config, rng))
         assert store.block_map(new, 16) is not None
         assert [r.id for r in store.group_runs(group)] == [new]
-        # ... and the machine ceilings schema 3 adds.
+        # ... and the machine ceilings schema 4 adds.
         assert store.ceilings() == []
-    assert user_version(db_path) == 3
+    assert user_version(db_path) == SCHEMA_VERSION
     tables = {name for name, _ in schema(db_path)}
     assert {"runs", "points", "groups", "block_maps", "machine_ceilings"} <= tables
     conn = sqlite3.connect(db_path)
@@ -253,22 +253,23 @@ def test_a_failed_migration_leaves_the_file_as_it_was(
 
     def half_done(db: sqlite_utils.Database) -> None:
         db["extra_table"].create({"id": int}, pk="id")
-        raise RuntimeError("power cut in the middle of migration 4")
+        raise RuntimeError("power cut in the middle of the next migration")
 
     def complete(db: sqlite_utils.Database) -> None:
         db["extra_table"].create({"id": int}, pk="id")
 
     monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, half_done))
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 4)
+    last = store_module.SCHEMA_VERSION
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", last + 1)
     with pytest.raises((StoreError, RuntimeError)):
         Store(db_path)
-    assert user_version(db_path) == 3
+    assert user_version(db_path) == last
     assert "extra_table" not in {name for name, _ in schema(db_path)}
 
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS[:3], complete))
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS[:last], complete))
     with Store(db_path) as store:
         assert [r.label for r in store.runs()] == ["before"]
-    assert user_version(db_path) == 4
+    assert user_version(db_path) == last + 1
 
 
 def dead_pid() -> int:

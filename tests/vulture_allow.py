@@ -37,6 +37,8 @@ restarts
 last_export
 __annotations__
 open_action
+import_action
+row_factory  # sqlite3.Connection's, set so rows read by name
 export_csv_action
 export_png_action
 
@@ -61,3 +63,4 @@ cell_color
 chart_data
 cell_item
 set_basis
+tab_share

@@ -50,7 +50,15 @@ from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
 from workbench.resources import CompiledResources
 from workbench.roofline import no_ceiling_reason
-from workbench.store import Store, StoreError, StoreLocked, csv_text, default_db_path
+from workbench.store import (
+    Store,
+    StoreError,
+    StoreLocked,
+    csv_text,
+    data_dir_db_path,
+    default_db_path,
+    env_db_path,
+)
 from workbench.tuned import tuned_labels
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
@@ -141,8 +149,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """One backend: a sweep. Several (--backends): a group on the same inputs, timed
     interleaved. Everything is checked before the database is opened."""
     from workbench.jobs import job_for
+    from workbench.jobs.base import job_names
 
     names = sweep_backend_names(args)
+    if args.backends and len(job_names(names)) < 2:
+        raise UsageError(
+            f"--backends {args.backends}: a group needs two or more backends (it is what "
+            f"`compare --group` reads); for one, use --backend {names[0]}"
+        )
     job = job_for(spec_from_args(args, "reference"), names)
     plan = job.preflight()
     timing = _timings(args, plan)
@@ -182,14 +196,27 @@ def _follow(job: Any, events: Any) -> tuple[int, int | None, list[int]]:
     return code, group_id, run_ids
 
 
+NO_RUNS_YET = "no runs yet: try `fmha-workbench sweep --backend reference`"
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
-    with _open_store(_db_of(args), create=False) as store:
+    if args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: expected 1 or more runs")
+    db = _db_of(args)
+    if db is None and env_db_path() is None and not data_dir_db_path().exists():
+        # A fresh install: no sweep has made the default database yet.
+        if args.json:
+            _emit_json([])
+        else:
+            print(NO_RUNS_YET)
+        return EXIT_OK
+    with _open_store(db, create=False) as store:
         runs = store.runs(search=args.search, limit=args.limit)
         if args.json:
             _emit_json([r.to_dict() for r in runs])
             return EXIT_OK
         if not runs:
-            print("no runs yet: try `fmha-workbench sweep --backend reference`")
+            print(NO_RUNS_YET)
             return EXIT_OK
         rows = [
             [
@@ -297,6 +324,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             run_ids += [r.id for r in store.group_runs(args.group)]
             if not run_ids:
                 raise UsageError(f"group {args.group} has no runs")
+        unique = list(dict.fromkeys(run_ids))  # `compare 1 1`: one run, once
+        if len(unique) == 1 and len(run_ids) >= 2:
+            run = store.run(unique[0])
+            print(f"run {run.id} compared with itself: identical (give two different runs)")
+            return EXIT_OK
+        run_ids = unique
         if len(run_ids) < 2:
             raise UsageError("compare: give two or more run ids (or --group G)")
         data = compare_runs(store, run_ids)
@@ -596,6 +629,7 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
 
 
 def cmd_ladder(args: argparse.Namespace) -> int:
+    from workbench.compare import noise_rule
     from workbench.jobs import LadderJob, ladder_defaults
     from workbench.ladder import format_ladder_table, ladder_table, load_ladder
 
@@ -630,7 +664,14 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     else:
         rows = format_ladder_table(table)
         print(_table(rows[1:], rows[0]))
+        print(LADDER_RATIOS_NOTE.format(rule=noise_rule()))
     return code
+
+
+# Under a ladder's table, in `ladder` and in `report` of a ladder.
+LADDER_RATIOS_NOTE = (
+    "prev / base: speed-up over the previous step / the baseline; ~ within the noise: {rule}"
+)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -663,6 +704,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.markdown:
         sys.stdout.write(markdown(report))
         return EXIT_OK
+    if report.get("kind") == "ladder":
+        return _print_ladder_report(report)
     subject = report["subject"]
     backends = list(dict.fromkeys(b for g in report["groups"] for b in g["backends"]))
     peers = [b for b in backends if b != subject]
@@ -681,6 +724,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     print(_table(rows, header))
     print(f"× {subject}'s speed-up over the peer (peer latency / {subject} latency)")
+    return EXIT_OK
+
+
+def _print_ladder_report(report: dict[str, Any]) -> int:
+    """A ladder as a ladder: steps, TFLOP/s, × previous and × baseline with their noise."""
+    from workbench.ladder import format_ladder_table
+
+    for ladder in report["ladders"]:
+        print(
+            f"ladder {ladder['group_id']} {ladder['label']}: {ladder['backend']} on "
+            f"{ladder['machine']}, {ladder['problem']}; each step one change on the previous"
+        )
+        rows = format_ladder_table(ladder)
+        print(_table(rows[1:], rows[0]))
+    print(LADDER_RATIOS_NOTE.format(rule=report["noise_rule"]))
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Runs from another machine's database into this one, each once."""
+    from workbench.importer import check_source, import_runs
+
+    source = Path(args.source).expanduser()
+    check_source(source)  # refused before this database is made or opened
+    with _open_store(_db_of(args)) as store:
+        result = import_runs(store, source)
+    if args.json:
+        _emit_json({"source": str(source), "added": list(result.added), "skipped": result.skipped})
+    else:
+        print(result.line())
     return EXIT_OK
 
 
@@ -782,25 +855,79 @@ COMMANDS = {
     "profile": cmd_profile,
     "roofline": cmd_roofline,
     "backends": cmd_backends,
+    "import": cmd_import,
     "knobs": cmd_knobs,
+}
+
+
+# The problem's fields the core may name, as the flags that set them.
+_FIELD_FLAGS = {
+    "batch": "--batch",
+    "heads": "--heads",
+    "kv_heads": "--kv-heads",
+    "head_dim": "--head-dim",
+    "dtype": "--dtype",
+    "seq_lens": "--seq-lens",
+    "q_len": "--seq-lens",
+    "k_len": "--seq-lens",
+    "input_pos": "--input-pos",
+    "mask": "--mask",
 }
 
 
 def _cli_wording(exc: ConfigError) -> str:
     """The core's refusal in the words of this command line: a missing value names the flag
-    that gives it ("window: None is not allowed" tells a user nothing)."""
+    that gives it ("window: None is not allowed" tells a user nothing), and a knob or field is
+    named by the flag the user typed (``--worker-warps``, not ``num_worker_warps``)."""
+    import re
+
+    from kernels import knobs
+
     if exc.field == "window" and exc.value is None:
         return "mask 'window' needs --window W (each query sees the W most recent keys)"
-    return str(exc)
+    text = str(exc)
+    flags = {k.name: k.flag for k in knobs.KNOBS.values() if k.flag}
+    lead = flags.get(exc.field) or _FIELD_FLAGS.get(exc.field)
+    if lead and text.startswith(f"{exc.field}:"):
+        text = lead + text[len(exc.field) :]
+    for name, flag in {**flags, **_FIELD_FLAGS}.items():
+        if "_" in name:  # a field name no user types; a plain word ("remap") may be prose
+            text = re.sub(rf"\b{name}\b", flag, text)
+    return text
+
+
+# Options whose value is free text, which may start with '-' ('--label -2+3').
+_TEXT_OPTIONS = ("--label", "--search")
+
+
+def _join_text_values(argv: Sequence[str]) -> list[str]:
+    """``--label -2+3`` as ``--label=-2+3``: argparse takes a value starting with '-' for an
+    option of its own and refused the label."""
+    out: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        following = items[i + 1] if i + 1 < len(items) else ""
+        # "--x" after --label is more likely a flag than a label: argparse says what is missing.
+        dashed = following.startswith("-") and not following.startswith("--")
+        if items[i] in _TEXT_OPTIONS and dashed:
+            out.append(f"{items[i]}={items[i + 1]}")
+            i += 2
+            continue
+        out.append(items[i])
+        i += 1
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.backends.base import BackendError
+    from workbench.blas import limit_blas_threads
 
     previous = _NOT_SET
+    limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(_join_text_values(sys.argv[1:] if argv is None else argv))
         command = args.command or "gui"
         if command != "gui":  # the window's Qt loop has its own way to end
             previous = _handle_sigterm()

@@ -404,6 +404,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser(
+        "import",
+        help="copy another run database's runs (with their groups, points and block maps) into "
+        "this one; runs already here are skipped, each keeps its machine",
+    )
+    p.add_argument("source", metavar="OTHER.db", help="the run database to copy runs from")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser(
         "knobs",
         help="the kernel knobs: flags, defaults, the values each backend takes on this GPU's "
         "architecture (or --arch), and the rules between them",

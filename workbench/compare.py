@@ -164,15 +164,36 @@ def problem_differences(runs: Sequence[Any]) -> list[str]:
     return differences
 
 
+# What else tells two machines' timings apart (an imported run's GPU may be the same model):
+# (key in the machine record, how it is shown).
+MACHINE_DETAILS = (
+    ("driver_version", "driver {}"),
+    ("max_sm_clock_mhz", "max SM clock {} MHz"),  # the clock at start moves with the load
+    ("power_limit_w", "power limit {} W"),
+)
+
+
 def machine_differences(runs: Sequence[Any]) -> list[str]:
-    """``GPU on host`` for each machine the runs come from, when they come from more than one;
+    """``GPU on host`` for each machine the runs come from, when they come from more than one
+    (or the same machine with another driver, clocks or power limit: each then says those);
     empty when they all come from one (timings from two machines do not compare)."""
-    machines = {
-        (r.machine.get("gpu_name") or "CPU", r.machine.get("hostname") or "?") for r in runs
-    }
+
+    def key(run: Any) -> tuple[Any, ...]:
+        m = run.machine
+        where = (m.get("gpu_name") or "CPU", m.get("hostname") or "?")
+        return where + tuple(str(m.get(name) or "?") for name, _ in MACHINE_DETAILS)
+
+    machines = sorted({key(r) for r in runs})
     if len(machines) < 2:
         return []
-    return [f"{gpu} on {host}" for gpu, host in sorted(machines)]
+    out = []
+    for m in machines:
+        # The details that tell it from another machine of the same GPU and host name.
+        twins = [t for t in machines if t[:2] == m[:2]]
+        varying = [i for i in range(len(MACHINE_DETAILS)) if len({t[2 + i] for t in twins}) > 1]
+        detail = ", ".join(MACHINE_DETAILS[i][1].format(m[2 + i]) for i in varying)
+        out.append(f"{m[0]} on {m[1]}" + (f" ({detail})" if detail else ""))
+    return out
 
 
 def run_name(run: Any) -> str:

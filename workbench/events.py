@@ -37,6 +37,10 @@ class JobStarted:
     run_ids: tuple[int, ...] = ()  # the runs stored up front (a ladder stores one per step later)
     group_id: int | None = None
     backends: tuple[str, ...] = ()
+    # Each of those points' work (its FLOPs: 4·B·H·Nq·Nk·D, halved for causal), for the time
+    # left (:class:`workbench.progress.TimeLeft`); () where a job does not say.
+    works: tuple[float, ...] = ()
+    min_samples: int = 0  # the fewest timed samples a point takes (0: not said)
     kind: ClassVar[str] = ""  # the job's: "sweep", "group" or "ladder"
 
     @property

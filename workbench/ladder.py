@@ -54,6 +54,8 @@ class Ladder:
     archs: tuple[str, ...] = ()  # the architectures the preset is for ((): not said)
 
 
+# The kind of the group a ladder is stored as (its runs, one per step).
+GROUP_KIND = "ladder"
 DEFAULT_PRESET = "ladder.json"
 PRESETS = ("ladder.json", "ladder-sm120.json", "ladder-blackwell.json")
 # The keys a ladder file may hold, and each of its steps: any other is a typo, refused.
@@ -201,6 +203,9 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
                 "tflops": point.tflops,
                 "vs_previous": prev.latency_ms / point.latency_ms if prev else None,
                 "vs_baseline": first.latency_ms / point.latency_ms if first else None,
+                # Compare's rule: a ratio counts only beyond its two points' own noise.
+                **_noise_of("vs_previous", point, prev),
+                **_noise_of("vs_baseline", point, first if index else None),
                 # what the step's launch compiled to (cuTile): a dip explains itself
                 "compiled": compiled if isinstance(compiled, dict) else None,
             }
@@ -216,9 +221,28 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
     return {"group_id": group_id, "seq_lens": seq_lens, "steps": rows}
 
 
+def _noise_of(key: str, point: Any, other: Any | None) -> dict[str, Any]:
+    """``{key}_noise_pct`` and ``{key}_significant`` of ``point`` against ``other`` (the
+    previous step's or the baseline's point at the same length), by Compare's rule."""
+    from workbench.compare import compare_cell
+
+    if other is None:
+        return {f"{key}_noise_pct": None, f"{key}_significant": False}
+    cell = compare_cell(point, other)
+    return {f"{key}_noise_pct": cell.noise_pct, f"{key}_significant": cell.significant}
+
+
+def format_ratio_mark(cell: dict[str, Any], key: str) -> str:
+    """``1.16×`` for a ratio beyond its noise, ``1.02× ~`` within it (Compare's mark)."""
+    ratio = cell.get(key)
+    if not ratio:
+        return "-"
+    return f"{ratio:.2f}×{'' if cell.get(f'{key}_significant') else ' ~'}"
+
+
 def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
     """:func:`ladder_table` as text rows: a header, then per step its TFLOP/s at each length
-    with × the previous step and × the baseline."""
+    with × the previous step and × the baseline, each marked ``~`` when within the noise."""
     rows = [["step"] + [f"N={n}" for n in table["seq_lens"]]]
     for step in table["steps"]:
         row = [step["step"]]
@@ -229,9 +253,9 @@ def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
                 continue
             ratios = ""
             if cell["vs_previous"]:
-                ratios = f" {cell['vs_previous']:.2f}×prev"
+                ratios = f" {format_ratio_mark(cell, 'vs_previous')} prev"
                 if cell["vs_baseline"]:
-                    ratios += f" {cell['vs_baseline']:.2f}×base"
+                    ratios += f" {format_ratio_mark(cell, 'vs_baseline')} base"
             compiled = cell.get("compiled")
             if compiled:
                 ratios += f" [{CompiledResources.from_dict(compiled).short()}]"
@@ -242,22 +266,20 @@ def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
 
 # --- what a view shows of a stored ladder ---------------------------------------------------------
 
-GAIN_THRESHOLD = 0.03  # a speed-up of at least ×1.03 is a gain, at most ×1/1.03 a loss
 NOT_RUN = "not run"  # a step the stored ladder names but never reached
 PENDING = "pending"  # the same while the ladder still runs
 
 
-def speedup_verdict(ratio: float | None, threshold: float = GAIN_THRESHOLD) -> str:
-    """'gain' for a speed-up of at least 1 + threshold, 'loss' for at most 1 / (1 + threshold),
-    'neutral' between them or when there is nothing to compare (None, not finite). Ladders
-    are read for the big moves; a few per cent is within what a re-run moves."""
+def speedup_verdict(cell: dict[str, Any] | None, key: str) -> str:
+    """'gain' or 'loss' for a cell's ``key`` ratio ('vs_previous', 'vs_baseline') beyond its
+    noise (Compare's rule, :func:`workbench.compare.noise_threshold_pct`), 'neutral' within it
+    or when there is nothing to compare. A fixed ±3 % called three-sample noise a ×0.80 loss."""
+    ratio = cell.get(key) if cell else None
     if ratio is None or not math.isfinite(ratio) or ratio <= 0:
         return "neutral"
-    if ratio >= 1.0 + threshold:
-        return "gain"
-    if ratio <= 1.0 / (1.0 + threshold):
-        return "loss"
-    return "neutral"
+    if not cell.get(f"{key}_significant"):  # type: ignore[union-attr]
+        return "neutral"
+    return "gain" if ratio > 1.0 else "loss"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from workbench.events import (
@@ -29,49 +30,88 @@ from workbench.events import (
 )
 from workbench.stories import JobStory, Outcome, SweepStory, first_line
 
+# Launch-equivalents a point costs besides its timed samples: the first (compiling) launch,
+# the warm-up launches (3 by default) and the correctness check against a reference.
+EXTRA_LAUNCHES = 5
+# The fewest timed samples a point takes when the job does not say (TimingSettings' default).
+DEFAULT_MIN_SAMPLES = 10
+
+
+@dataclass(frozen=True)
+class DonePoint:
+    work: float  # FLOPs
+    wall_s: float  # how long the point took, start to end
+    latency_s: float  # one launch (the point's median), 0 when unknown
+    samples: int  # timed samples (0 when unknown)
+
+
+def estimate_point_s(work: float, done: Sequence[DonePoint], min_samples: int) -> float:
+    """How long a point of ``work`` FLOPs will take, from the points done so far.
+
+    A point times ``max(min_samples, what fills the timing window)`` launches, plus a few more
+    (compile, warm-up, the check), plus a fixed cost (a process, a transfer). One launch takes
+    the backend's time per FLOP, as its latest point showed, times the work: so a 4k point after
+    a 512 one is 64 times the launch, not the mean of the points before (30-50x short before).
+    """
+    last = done[-1]
+    if last.latency_s <= 0 or last.samples <= 0 or last.work <= 0:
+        # Nothing known of the launches: the time scales with the work.
+        return last.wall_s * work / last.work if last.work > 0 else last.wall_s
+    per_flop = last.latency_s / last.work
+    launch = per_flop * work
+    # The timing window: what the points that sampled past min_samples spent timing.
+    windows = [p.samples * p.latency_s for p in done if p.samples > min_samples]
+    window = min(windows) if windows else 0.0
+    fixed = min(
+        max(p.wall_s - (p.samples + EXTRA_LAUNCHES) * p.latency_s, 0.0)
+        for p in done
+        if p.samples > 0
+    )
+    return max(window, min_samples * launch) + EXTRA_LAUNCHES * launch + fixed
+
 
 class TimeLeft:
-    """Estimates the time left in a job from the points done so far.
+    """Estimates the time left in a job: each remaining point from its work (FLOPs) and what
+    the backend has shown per FLOP (:func:`estimate_point_s`). The CLI and the window both
+    read it through :class:`ProgressModel`.
 
-    Each point is modelled as ``a + b·N²``: a fixed cost (warm-up, the minimum timing window,
-    launch overhead) plus work that grows with the attention matrix. Fitting both terms
-    matters: a reference sweep is dominated by ``b·N²``, a GPU sweep by ``a``, and either
-    assumption alone is off by orders of magnitude for the other backend.
+    ``works`` gives each planned point's work; without it a point's work is taken as N².
     """
 
-    def __init__(self, seq_lens: Sequence[int]) -> None:
-        self._seq_lens = list(seq_lens)
-        self._done: list[tuple[int, float]] = []
+    def __init__(
+        self,
+        seq_lens: Sequence[int],
+        works: Sequence[float] = (),
+        min_samples: int = 0,
+    ) -> None:
+        self._works = (
+            list(works) if len(works) == len(seq_lens) else [float(n) ** 2 for n in seq_lens]
+        )
+        self._min_samples = min_samples or DEFAULT_MIN_SAMPLES
+        self._done: list[DonePoint] = []
 
-    def add(self, seq_len: int, elapsed_s: float) -> None:
-        self._done.append((seq_len, max(float(elapsed_s), 0.0)))
-
-    def _fit(self) -> tuple[float, float]:
-        xs = [float(n) ** 2 for n, _ in self._done]
-        ys = [t for _, t in self._done]
-        count = len(xs)
-        if count == 1 or max(xs) == min(xs):
-            return sum(ys) / count, 0.0
-        mean_x = sum(xs) / count
-        mean_y = sum(ys) / count
-        sxx = sum((x - mean_x) ** 2 for x in xs)
-        sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-        b = sxy / sxx
-        a = mean_y - b * mean_x
-        # Keep both terms non-negative: a negative one means noise, fall back to the other alone.
-        if b < 0:
-            return mean_y, 0.0
-        if a < 0:
-            return 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
-        return a, b
+    def add(
+        self, seq_len: int, elapsed_s: float, *, latency_s: float = 0.0, samples: int = 0
+    ) -> None:
+        """Point number ``len(done)`` finished after ``elapsed_s``; ``latency_s`` and
+        ``samples`` are its median launch and timed samples (0: unknown)."""
+        index = len(self._done)
+        work = self._works[index] if index < len(self._works) else float(seq_len) ** 2
+        self._done.append(DonePoint(work, max(float(elapsed_s), 0.0), latency_s, samples))
 
     def seconds_left(self) -> float | None:
         """None before the first point finishes (nothing to go on)."""
         if not self._done:
             return None
-        remaining = self._seq_lens[len(self._done) :]
-        a, b = self._fit()
-        return sum(a + b * float(n) ** 2 for n in remaining)
+        remaining = self._works[len(self._done) :]
+        return sum(estimate_point_s(w, self._done, self._min_samples) for w in remaining)
+
+    def next_point_s(self) -> float | None:
+        """The estimate for the next point to finish (the one under way), None without one."""
+        index = len(self._done)
+        if not self._done or index >= len(self._works):
+            return None
+        return estimate_point_s(self._works[index], self._done, self._min_samples)
 
 
 def format_duration(seconds: float) -> str:
@@ -115,6 +155,8 @@ class ProgressModel:
         self._run_steps: dict[int, tuple[int, int, str]] = {}
         self._points: dict[int, int] = {}  # run id: points finished
         self._time_left = TimeLeft(lengths)
+        self._point_line = ""  # the point under way, without its time left
+        self._point_start_s = 0.0
         self._clock = clock
         self._start_s = self._last_s = clock()
 
@@ -135,6 +177,27 @@ class ProgressModel:
     @property
     def seconds_left(self) -> float | None:
         return self._time_left.seconds_left()
+
+    @property
+    def seconds_left_now(self) -> float | None:
+        """The time left as of now: while a point is under way, its time so far is taken off
+        (a long point counted down instead of saying the same for minutes); once it runs past
+        its estimate, what the points after it take is left."""
+        left = self.seconds_left
+        if left is None or not self._point_line:
+            return left
+        spent = self._clock() - self._point_start_s
+        current = self._time_left.next_point_s() or 0.0
+        return max(left - spent, left - current, 0.0)
+
+    def live_text(self) -> str:
+        """:attr:`text`, its time left counted down while a point is under way (a front end
+        asks every second or so)."""
+        if not self._point_line or self._cancelling:
+            return self.text
+        left = self.seconds_left_now
+        eta = "" if left is None else f" · about {format_duration(left)} left"
+        return f"{self._point_line}{eta}"
 
     def points_of(self, run_id: int) -> int:
         return self._points.get(run_id, 0)
@@ -189,13 +252,21 @@ class ProgressModel:
             if self.step is not None:
                 self._run_steps[event.run_id] = self.step
         elif isinstance(event, PointStarted):
-            self.text = (
+            self._point_line = (
                 f"{self._prefix()}Run #{event.run_id}: point {event.index + 1}/{event.total}, "
-                f"N = {event.seq_len:,}{self._eta()}"
+                f"N = {event.seq_len:,}"
             )
+            self._point_start_s = self._clock()
+            self.text = f"{self._point_line}{self._eta()}"
         elif isinstance(event, PointFinished):
+            self._point_line = ""
             now = self._clock()
-            self._time_left.add(event.point.seq_len, now - self._last_s)
+            self._time_left.add(
+                event.point.seq_len,
+                now - self._last_s,
+                latency_s=event.point.latency_ms / 1e3,
+                samples=event.point.samples,
+            )
             self._last_s = now
             self.done += 1
             self._points[event.run_id] = self._points.get(event.run_id, 0) + 1
@@ -213,7 +284,7 @@ class ProgressModel:
     def _job_started(self, event: JobStarted) -> str | None:
         self._started = True
         self.total = event.total
-        self._time_left = TimeLeft(event.lengths)
+        self._time_left = TimeLeft(event.lengths, event.works, event.min_samples)
         self._last_s = self._clock()
         self.group_id, self.run_ids = event.group_id, tuple(event.run_ids)
         if isinstance(event, GroupStarted):

@@ -14,6 +14,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.resources import CompiledResources
 from workbench.roofline import Ceilings, ceilings_for, no_ceiling_reason, point_roofline
 from workbench.store import PointRecord, RunRecord, Store, StoreError
 
@@ -60,7 +62,17 @@ def speedup(subject: PointRecord | None, peer: PointRecord | None) -> float | No
 
 
 def build_report(store: Store, group_ids: list[int], subject: str | None = None) -> dict[str, Any]:
-    """The report as plain data (what ``--json`` prints and :func:`markdown` lays out)."""
+    """The report as plain data (what ``--json`` prints and :func:`markdown` lays out). Ladders
+    are reported as ladders (:func:`build_ladder_report`), not as peers timed together."""
+    kinds = {g: store.group(g).get("kind") for g in group_ids}
+    if any(kind == LADDER_GROUP_KIND for kind in kinds.values()):
+        if set(kinds.values()) != {LADDER_GROUP_KIND}:
+            raise StoreError(
+                "report ladders on their own: groups "
+                f"{', '.join(str(g) for g, k in kinds.items() if k == 'ladder')} are ladders, "
+                f"{', '.join(str(g) for g, k in kinds.items() if k != 'ladder')} are not"
+            )
+        return build_ladder_report(store, group_ids)
     groups = [read_group(store, g) for g in group_ids]
     if subject is None:
         subject = "cutile" if "cutile" in groups[0].backends else groups[0].backends[0]
@@ -116,6 +128,71 @@ def _pct(problem: Any, point: PointRecord | None, ceilings: Ceilings | None) -> 
     return found.pct_of_bound if found else None
 
 
+def build_ladder_report(store: Store, group_ids: list[int]) -> dict[str, Any]:
+    """Each ladder's steps with TFLOP/s, × the previous step and × the baseline at every
+    length, each ratio with its noise and whether it is beyond it (Compare's rule)."""
+    from workbench.compare import noise_rule
+    from workbench.ladder import ladder_table
+
+    ladders = []
+    for group_id in group_ids:
+        table = ladder_table(store, group_id)
+        group = store.group(group_id)
+        first = store.run(table["steps"][0]["run_id"])
+        machine = first.machine
+        ladders.append(
+            {
+                **table,
+                "label": group.get("label") or "",
+                "backend": first.backend,
+                "problem": first.problem.summary(),
+                "machine": machine.get("gpu_name") or machine.get("hostname") or "?",
+            }
+        )
+    return {"kind": "ladder", "ladders": ladders, "noise_rule": noise_rule()}
+
+
+def ladder_markdown(report: dict[str, Any]) -> str:
+    """A ladder report as markdown: a table per ladder, steps down, lengths across."""
+    from workbench.ladder import format_ratio_mark
+
+    lines: list[str] = []
+    for ladder in report["ladders"]:
+        lengths = ladder["seq_lens"]
+        lines += [
+            f"Ladder #{ladder['group_id']} {ladder['label']}: {ladder['backend']} on "
+            f"{ladder['machine']}, {ladder['problem']}; each step one change on the previous, "
+            "on the same inputs.",
+            "",
+            "| step | " + " | ".join(f"N = {_len(n)}" for n in lengths) + " |",
+            "|" + "---|" * (len(lengths) + 1),
+        ]
+        for number, step in enumerate(ladder["steps"], start=1):
+            cells = []
+            for n in lengths:
+                cell = step["cells"].get(str(n))
+                if cell is None:
+                    cells.append(f"– ({step['status']})")
+                elif number == 1:
+                    cells.append(f"{_tflops(cell['tflops'])} TFLOP/s")
+                else:
+                    cells.append(
+                        f"{_tflops(cell['tflops'])} TFLOP/s, "
+                        f"{format_ratio_mark(cell, 'vs_previous')} prev, "
+                        f"{format_ratio_mark(cell, 'vs_baseline')} base"
+                    )
+                if cell is not None and cell.get("compiled"):
+                    # what the step compiled to: a dip that spilled says so in its cell
+                    cells[-1] += f", {CompiledResources.from_dict(cell['compiled']).short()}"
+            lines.append(f"| {number}. {step['step']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append(
+        "× prev / × base: the previous step's (the baseline's) latency over this step's "
+        f"(> 1: faster); ~ marks a ratio within the noise: {report['noise_rule']}."
+    )
+    return "\n".join(lines) + "\n"
+
+
 def method_line(groups: list[GroupReport]) -> str:
     """Timer, order, problem and machine, from what the runs recorded."""
     runs = [r for g in groups for r in g.runs]
@@ -147,6 +224,8 @@ def method_line(groups: list[GroupReport]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    if report.get("kind") == "ladder":
+        return ladder_markdown(report)
     subject = report["subject"]
     backends: list[str] = [subject]
     for g in report["groups"]:

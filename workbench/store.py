@@ -32,6 +32,7 @@ import os
 import sqlite3
 import stat
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -170,7 +171,43 @@ def _migration_2(db: sqlite_utils.Database) -> None:
     db["runs"].create_index(["group_id"])
 
 
+# A run's machine as ``GPU on host``, in SQL (History's machine filter).
+MACHINE_NAME_SQL = (
+    "(COALESCE(NULLIF(json_extract(machine, '$.gpu_name'), ''), 'CPU') || ' on ' || "
+    "COALESCE(NULLIF(json_extract(machine, '$.hostname'), ''), '?'))"
+)
+
+# What a stored run's or group's identity is derived from when it was stored without one: the
+# same in every copy of the database, so importing a copy twice finds its runs the second time.
+RUN_IDENTITY_FIELDS = (
+    "id", "created_at", "backend", "problem", "config", "seq_lens", "machine", "group_id", "step",
+)  # fmt: skip
+GROUP_IDENTITY_FIELDS = ("id", "kind", "created_at", "spec")
+_IDENTITY_NAMESPACE = uuid.UUID("6f0c6a4e-39a1-4c55-9b8e-1d2f0e0b3939")
+
+
+def content_uuid(kind: str, row: dict[str, Any]) -> str:
+    """A run's (``kind`` 'run') or group's identity from what it stored, for rows stored
+    before identities were (:func:`_migration_3`, and ``import`` reading an older file)."""
+    fields = RUN_IDENTITY_FIELDS if kind == "run" else GROUP_IDENTITY_FIELDS
+    content = json.dumps([kind, *(row.get(name) for name in fields)], default=str)
+    return str(uuid.uuid5(_IDENTITY_NAMESPACE, content))
+
+
 def _migration_3(db: sqlite_utils.Database) -> None:
+    """A stable identity (uuid) per run and per group, which ``import`` matches on: new ones
+    get a random one, those stored before one derived from their content."""
+    for table, kind in (("runs", "run"), ("groups", "group")):
+        db[table].add_column("uuid", str)
+        rows = list(db.query(f"SELECT * FROM {table}"))
+        db.conn.executemany(
+            f"UPDATE {table} SET uuid = ? WHERE id = ?",
+            [(content_uuid(kind, row), row["id"]) for row in rows],
+        )
+        db[table].create_index(["uuid"])
+
+
+def _migration_4(db: sqlite_utils.Database) -> None:
     """Each machine's measured ceilings (workbench.roofline.Ceilings as JSON), for the
     roofline; a re-measure adds a record, the newest of a GPU is the one used."""
     db["machine_ceilings"].create(
@@ -185,6 +222,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
+    _migration_4,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -620,6 +658,7 @@ class Store:
                     "label": label,
                     "created_at": utc_now(),
                     "spec": json.dumps(spec or {}),
+                    "uuid": str(uuid.uuid4()),
                 }
             )
             return int(table.last_pk)
@@ -655,6 +694,7 @@ class Store:
                     "created_at": utc_now(),
                     "group_id": group_id,
                     "step": step,
+                    "uuid": str(uuid.uuid4()),
                 }
             )
             return int(table.last_pk)
@@ -755,32 +795,48 @@ class Store:
             )
         return record
 
-    def _search_clause(self, search: str | None) -> tuple[str, list[Any]]:
+    def _search_clause(
+        self, search: str | None, machine: str | None = None
+    ) -> tuple[str, list[Any]]:
+        if machine:
+            where, params = self._search_clause(search)
+            joined = f"{where} AND" if where else " WHERE"
+            return f"{joined} {MACHINE_NAME_SQL} = ?", [*params, machine]
         if not search:
             return "", []
         # % and _ in the search are the user's characters, not LIKE's wildcards.
         escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         like = f"%{escaped}%"
         return (
-            " WHERE label LIKE ? ESCAPE '\\' OR backend LIKE ? ESCAPE '\\' "
+            " WHERE (label LIKE ? ESCAPE '\\' OR backend LIKE ? ESCAPE '\\' "
             "OR status LIKE ? ESCAPE '\\' OR config LIKE ? ESCAPE '\\' "
-            "OR machine LIKE ? ESCAPE '\\' OR CAST(id AS TEXT) = ?",
+            "OR machine LIKE ? ESCAPE '\\' OR CAST(id AS TEXT) = ?)",
             [like, like, like, like, like, search],
         )
 
+    def machines(self) -> list[str]:
+        """Every machine the runs come from, as ``GPU on host`` (``CPU on host`` without a
+        GPU), sorted: what History filters by."""
+        rows = self.db.query(f"SELECT DISTINCT {MACHINE_NAME_SQL} AS name FROM runs")
+        return sorted(row["name"] for row in rows)
+
     def runs(
-        self, search: str | None = None, limit: int | None = None, offset: int = 0
+        self,
+        search: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        machine: str | None = None,
     ) -> list[RunRecord]:
-        """Newest first."""
-        where, params = self._search_clause(search)
+        """Newest first; ``machine`` (a name from :meth:`machines`) keeps that machine's."""
+        where, params = self._search_clause(search, machine)
         sql = f"SELECT * FROM runs{where} ORDER BY id DESC"
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             params += [limit, offset]
         return [self._record(row) for row in self.db.query(sql, params)]
 
-    def count_runs(self, search: str | None = None) -> int:
-        where, params = self._search_clause(search)
+    def count_runs(self, search: str | None = None, machine: str | None = None) -> int:
+        where, params = self._search_clause(search, machine)
         return next(self.db.query(f"SELECT COUNT(*) AS n FROM runs{where}", params))["n"]
 
     def run(self, run_id: int) -> RunRecord:

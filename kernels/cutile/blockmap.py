@@ -64,6 +64,13 @@ def gpu_block_map(
     """
     config = LaunchConfig.of({"tile_m": tile_m, "tile_n": tile_n, **knobs})
     check_mask(mask, input_pos, window)
+    if config.pack_gqa or config.kv_splits != 1:
+        # Not instrumented yet: kernels.schedule.Schedule.split_map says which split reads which
+        # key block, and the reference walks the same splits.
+        raise ValueError(
+            "the decode form (pack_gqa, kv_splits) has no instrumented block map yet; take "
+            "pack_gqa=False and kv_splits=1 for the block map"
+        )
     lib = lib or pick_lib()
     kv_heads = kv_heads or heads
     q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)

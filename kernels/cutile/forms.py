@@ -71,10 +71,10 @@ _KERNELS = {
 DECODE_CTAS_PER_SM = 1
 # The combine's tile: at most this many rows and head-dim columns, and [splits, rows, columns]
 # of float32 within this many elements (the head dim goes in column blocks over grid axis 2).
-# 16 rows of a whole 128-wide head dim hit a misaligned address on the H200 (tileiras 13.4)
-# where 16-row tiles of 8-64 columns ran right (bench/results/experiments/h200-decode-*).
+# On the H200 (tileiras 13.4) every combine of 64 or 128 columns that ran met a misaligned
+# address and every one of 8-32 columns ran right (bench/results/experiments/h200-decode-*).
 COMBINE_ROWS = 16
-COMBINE_COLUMNS = 64
+COMBINE_COLUMNS = 32
 COMBINE_ELEMENTS = 4096
 
 

@@ -160,7 +160,9 @@ def autotune(
     later calls return it without timing anything.
 
     ``fixed_knobs``: the knobs the search keeps as given (:data:`kernels.knobs.FIXED_IN_TUNING`:
-    fast_math, k_split, remap, q_halves; each at its default when not given).
+    fast_math, k_split, remap, q_halves, kv_splits, pack_gqa; each at its default when not
+    given). With the decode form (``pack_gqa``, ``kv_splits``) cuTile's search times the split
+    kernel alone; the second stage times the whole call, combine included.
 
     Returns a dict of keyword arguments for :func:`attention` (the tunable knobs and the fixed
     ones) plus ``"_tuning"`` with how it was chosen (pop it before passing the dict on, or use

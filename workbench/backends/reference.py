@@ -28,6 +28,12 @@ class ReferenceBackend(Backend):
     def __init__(self) -> None:
         self._visited: np.ndarray | None = None
 
+    def machine_info(self) -> dict[str, Any]:
+        from workbench.blas import blas_threads
+
+        # The BLAS threads it ran with (workbench.blas): a point's time depends on them.
+        return {"blas_threads": blas_threads()}
+
     def availability(self) -> Availability:
         return Availability(True, "NumPy reference on the CPU: always available")
 

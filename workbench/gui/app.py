@@ -11,7 +11,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
+from workbench.blas import BLAS_THREAD_VARIABLES, limit_blas_threads
 from workbench.gui import _pyside_fix
+
+__all__ = ["BLAS_THREAD_VARIABLES", "configure_application", "display_problem", "main"]
 
 ORGANIZATION = "fmha-workbench"
 APPLICATION = "fmha-workbench"
@@ -31,7 +34,7 @@ def display_problem() -> str | None:
 def configure_application(app: QApplication) -> None:
     """Names for QSettings, the pyqtgraph options every view expects, the PySide6 guard."""
     _pyside_fix.apply()
-    limit_child_blas_threads()
+    limit_blas_threads()  # the policy the command line follows too (workbench.blas)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("FMHA Workbench")
@@ -39,22 +42,6 @@ def configure_application(app: QApplication) -> None:
     pg.setConfigOptions(
         imageAxisOrder="row-major", antialias=True, background="w", foreground="#222"
     )
-
-
-# Read by NumPy's BLAS when a process loads it. The window's own NumPy is loaded already; the
-# sweep and engine processes it spawns inherit these and run one BLAS thread each.
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def limit_child_blas_threads() -> None:
-    """One BLAS thread in the processes the window starts, unless the user chose otherwise.
-
-    A reference sweep's child runs at lower priority, but with one BLAS thread per core it
-    still took the core the window needs and stalled its event loop. Set here, at start-up in
-    the main thread, because changing the environment while other threads run is not safe.
-    """
-    for name in BLAS_THREAD_VARIABLES:
-        os.environ.setdefault(name, "1")
 
 
 class _Waker(QObject):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -41,6 +41,7 @@ from workbench.compare import (
 from workbench.gui.colors import run_color
 from workbench.gui.compare_chart import CompareChart
 
+COMPARE_TABLE_SHARE = 0.6  # at most this much of the height to the table, the rest the chart's
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
 SLOWER = QColor("#ffcdd2")  # red: higher latency
 
@@ -90,6 +91,8 @@ class ComparePanel(QWidget):
         self.split.addWidget(self.chart)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 1)
+        self.split.splitterMoved.connect(self.keep_split)
+        self._user_sized = False  # the user dragged (or a session restored) the splitter
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -184,6 +187,38 @@ class ComparePanel(QWidget):
                 header.setForeground(QBrush(run_color(run.id)))
         self.chart.set_rows(self.rows, others, {r.id: run_name(r) for r in others})
         self.hint.setText(self._hint_text())
+        self._fit_table()
+
+    def keep_split(self, *_: Any) -> None:
+        """Leave the table/chart split where the user put it."""
+        self._user_sized = True
+
+    def _fit_table(self) -> None:
+        """Every length's row in view (the chart took most of the room and left 2-4 rows),
+        up to COMPARE_TABLE_SHARE of the height; until the user drags the splitter."""
+        total = sum(self.split.sizes())
+        if self._user_sized or total <= 0 or not self.rows:
+            return
+        table = self.table
+        table.resizeRowsToContents()
+        rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+        wide = table.horizontalHeader().length() > table.viewport().width()
+        want = (
+            table.horizontalHeader().sizeHint().height()
+            + rows
+            + 2 * table.frameWidth()
+            + (table.horizontalScrollBar().sizeHint().height() if wide else 0)
+        )
+        top = min(want, round(total * COMPARE_TABLE_SHARE))
+        self.split.setSizes([top, total - top])
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._fit_table()  # the tab was hidden when the runs were selected
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_table()
 
     @staticmethod
     def _item(text: str, align_right: bool = True) -> QTableWidgetItem:

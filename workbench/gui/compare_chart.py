@@ -42,15 +42,19 @@ class CompareChart(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot_widget = pg.PlotWidget(axisItems={"bottom": Log2Axis(orientation="bottom")})
+        self.plot_widget = pg.GraphicsLayoutWidget()
         self.plot_widget.setObjectName("compare_chart")
         self.plot_widget.setBackground("w")
-        plot = self.plot_widget.getPlotItem()
+        plot = pg.PlotItem(axisItems={"bottom": Log2Axis(orientation="bottom")})
+        self._plot = plot
+        self.plot_widget.addItem(plot, row=0, col=0)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setLabel("bottom", "sequence length N")
         plot.setLabel("left", "speed-up × vs baseline")
         plot.setMenuEnabled(False)
-        self.legend = plot.addLegend(offset=(10, 10))
+        # Below the plot, not on it: the curves of a slower run ran under its corner.
+        self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)
+        self.plot_widget.addItem(self.legend, row=1, col=0)
         # Created once; the baseline's own level: above it faster, below slower.
         self.unity = pg.InfiniteLine(
             pos=1.0, angle=0, pen=pg.mkPen("#555555", width=1, style=Qt.PenStyle.DashLine)
@@ -63,7 +67,7 @@ class CompareChart(QWidget):
 
     @property
     def plot(self) -> pg.PlotItem:
-        return self.plot_widget.getPlotItem()
+        return self._plot
 
     def set_rows(
         self,

@@ -67,6 +67,7 @@ SEQ_PRESETS: tuple[tuple[str, str], ...] = (
 )
 
 DEFAULT_BACKENDS = ("reference",)
+ERROR_LINES = 3  # the lines a validation message under Run has, shown or not
 
 # Fields the core may name that the form shows elsewhere: a length error is a seq-length error.
 _FIELD_ALIASES = {"q_len": "seq_lens", "k_len": "seq_lens", "backend": "backends"}
@@ -274,12 +275,23 @@ class ControlsPanel(QWidget):
         self.error_label.setObjectName("error_label")
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet("color: #b71c1c;")
+        self.error_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # Its room is kept while it is hidden: a message appearing under Run moved Run, Cancel
+        # and Label up by its height and back down when it went.
+        error_height = ERROR_LINES * self.error_label.fontMetrics().lineSpacing() + 4
+        self.error_label.setFixedHeight(error_height)
         self.error_label.hide()
+        error_room = QWidget()  # always shown, so the form keeps the label's room
+        error_room.setObjectName("error_room")
+        error_room.setFixedHeight(error_height)
+        room_layout = QVBoxLayout(error_room)
+        room_layout.setContentsMargins(0, 0, 0, 0)
+        room_layout.addWidget(self.error_label)
 
         form.addRow("Backends", self.backends)
         form.addRow("Label", self.label)
         form.addRow(buttons)
-        form.addRow(self.error_label)
+        form.addRow(error_room)
         return group
 
     # ---- backends -------------------------------------------------------------------------------
@@ -538,6 +550,7 @@ class ControlsPanel(QWidget):
             widget.style().polish(widget)
             widget.setFocus(Qt.FocusReason.OtherFocusReason)
         self.error_label.setText(message)
+        self.error_label.setToolTip(message)  # all of it, should it run past the reserved lines
         self.error_label.show()
 
     def clear_errors(self) -> None:
@@ -548,6 +561,7 @@ class ControlsPanel(QWidget):
                 widget.style().unpolish(widget)
                 widget.style().polish(widget)
         self.error_label.clear()
+        self.error_label.setToolTip("")
         self.error_label.hide()
 
     def invalid_fields(self) -> list[str]:

@@ -40,6 +40,10 @@ KIND_NAMES = {
     BlockKind.MASKED: "masked",
 }
 
+# Room each tick label needs along an axis ("120" across, a line of text up the side).
+TICK_PX_X = 40
+TICK_PX_Y = 24
+
 BlockLoader = Callable[[int, int], "np.ndarray | None"]  # (run_id, seq_len) -> grid
 
 
@@ -95,7 +99,11 @@ class HeatmapPanel(QWidget):
         parent: QWidget | None = None,
         *,
         empty_text: str = "Select a run in History to see which blocks it computed.",
+        compact: bool = False,
     ) -> None:
+        """``compact``: for a map beside other views (the Ladder tab's), the summary sentence
+        goes into the counts' tooltip and the axes get short titles, leaving the height to the
+        map."""
         super().__init__(parent)
         self._loader = loader
         self._empty_text = empty_text
@@ -138,6 +146,7 @@ class HeatmapPanel(QWidget):
         self.image.setLookupTable(lut)
         self.plot.addItem(self.image)
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.plot.getViewBox().sigResized.connect(self._on_view_resized)
         # Without a map there are no blocks to put on axes: a sentence instead of an empty
         # plot whose default range reads "(x0.001)" from -400 to 400.
         self.empty_label = QLabel()
@@ -166,12 +175,19 @@ class HeatmapPanel(QWidget):
         self.summary = QLabel()
         self.summary.setObjectName("heatmap_summary")
         self.summary.setWordWrap(True)
+        if compact:
+            self.plot.setLabel("left", "q-block", color="#222")
+            self.plot.setLabel("bottom", "k-block", color="#222")
+            self.summary.hide()
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.view_stack, 1)
-        layout.addLayout(legend)
+        self.legend_row = QWidget()
+        self.legend_row.setLayout(legend)
+        legend.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.legend_row)
         layout.addWidget(self.summary)
         self.facts: MapFacts | None = None
         self._show_message(self._empty_text)
@@ -238,7 +254,8 @@ class HeatmapPanel(QWidget):
         self.view_stack.setCurrentWidget(self.empty_label)
         for name, label in self.count_labels.items():
             label.setText(f"{name}: –")
-        self.summary.setText(text)
+        self.summary.setText("")  # the message is in the view already: once is enough
+        self.legend_row.setToolTip("")
 
     def _tiles_for(self, grid: np.ndarray, seq_len: int) -> tuple[int, int] | None:
         """Tile sizes that produced ``grid``: those the point records it launched (an
@@ -273,11 +290,8 @@ class HeatmapPanel(QWidget):
         self.image.setImage(grid.astype(np.uint8), levels=(0, 3), autoLevels=False)
         self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
         self.plot.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.02)
-        # Whole blocks only: pyqtgraph's own spacing puts ticks at half blocks on small maps.
-        for name, count in (("bottom", cols), ("left", rows)):
-            step = block_tick_step(count)
-            self.plot.getAxis(name).setTickSpacing(step, step)
         self.view_stack.setCurrentWidget(self.canvas)
+        self._space_ticks()
         self._tiles = self._tiles_for(grid, seq_len)
         run = self._run
         tm, tn = self._tiles or (run.config.tile_m, run.config.tile_n)
@@ -295,6 +309,25 @@ class HeatmapPanel(QWidget):
             f"{format_flops(self.facts.flops_dense)} dense "
             f"(B·H = {run.problem.batch * run.problem.heads} slices)."
         )
+        self.legend_row.setToolTip(self.summary.text())
+
+    def _space_ticks(self) -> None:
+        """Whole blocks only (pyqtgraph's own spacing puts ticks at half blocks on small maps),
+        and no more labels than the axis has room for: a short map's ticks overlapped."""
+        if self._grid is None:
+            return
+        rows, cols = self._grid.shape
+        box = self.plot.getViewBox().sceneBoundingRect()
+        for name, count, pixels, per_label in (
+            ("bottom", cols, box.width(), TICK_PX_X),
+            ("left", rows, box.height(), TICK_PX_Y),
+        ):
+            most = max(2, min(10, int(pixels // per_label))) if pixels > 0 else 10
+            step = block_tick_step(count, most)
+            self.plot.getAxis(name).setTickSpacing(step, step)
+
+    def _on_view_resized(self) -> None:
+        self._space_ticks()
 
     # ---- tooltip --------------------------------------------------------------------------------
     def block_text(self, row: int, col: int) -> str:

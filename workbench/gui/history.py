@@ -26,6 +26,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -41,8 +42,10 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui.colors import run_color
+from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.tuned import tuned_labels, tuned_lines
 
+ALL_MACHINES = "All machines"
 COLUMNS = ("ID", "Label", "Created", "Backend", "GPU", "Config", "Seq lengths", "Status")
 COL_ID, COL_LABEL, COL_CREATED, COL_BACKEND, COL_GPU, COL_CONFIG, COL_SEQ, COL_STATUS = range(8)
 STATUS_COLORS = {
@@ -116,6 +119,7 @@ class RunsModel(QAbstractTableModel):
         super().__init__(parent)
         self._store = store
         self._search: str | None = None
+        self._machine: str | None = None  # History's machine filter ("GPU on host"), or all
         self._runs: list[Any] = []  # RunRecord
         self._total = 0
         # Run id → the Config tooltip's tuned lines, read from the run's points on the first
@@ -126,6 +130,7 @@ class RunsModel(QAbstractTableModel):
     # ---- loading --------------------------------------------------------------------------------
     def set_store(self, store: Any) -> None:
         self._store = store
+        self._machine = None  # another file's machines mean nothing here
         self.refresh()
 
     def set_search(self, text: str) -> None:
@@ -135,6 +140,11 @@ class RunsModel(QAbstractTableModel):
     @property
     def search(self) -> str | None:
         return self._search
+
+    def set_machine(self, machine: str | None) -> None:
+        """Only the runs of ``machine`` (a name from the store's machines), or all (None)."""
+        self._machine = machine or None
+        self.refresh()
 
     def total(self) -> int:
         return self._total
@@ -147,8 +157,10 @@ class RunsModel(QAbstractTableModel):
         self._tuned_tips = {}
         if self._store is not None:
             try:
-                self._total = self._store.count_runs(self._search)
-                self._runs = self._store.runs(self._search, limit=self.PAGE, offset=0)
+                self._total = self._store.count_runs(self._search, self._machine)
+                self._runs = self._store.runs(
+                    self._search, limit=self.PAGE, offset=0, machine=self._machine
+                )
             except Exception as exc:
                 self.storeFailed.emit(str(exc))
         self.endResetModel()
@@ -160,7 +172,9 @@ class RunsModel(QAbstractTableModel):
         if parent.isValid() or self._store is None:
             return
         try:
-            page = self._store.runs(self._search, limit=self.PAGE, offset=len(self._runs))
+            page = self._store.runs(
+                self._search, limit=self.PAGE, offset=len(self._runs), machine=self._machine
+            )
         except Exception as exc:
             self.storeFailed.emit(str(exc))
             self._total = len(self._runs)  # stop asking until the next refresh
@@ -340,6 +354,16 @@ class HistoryPanel(QWidget):
 
         self.count_label = QLabel()
         self.count_label.setObjectName("history_count")
+        # Runs from several machines (File › Import runs…): show one machine's, or all.
+        self.machine_filter = QComboBox()
+        self.machine_filter.setObjectName("history_machine")
+        self.machine_filter.setToolTip("Show the runs of one machine (GPU on host), or all")
+        self.machine_filter.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.machine_filter.setMinimumContentsLength(12)
+        self.machine_filter.currentIndexChanged.connect(self._on_machine_picked)
+        self.machine_filter.hide()  # until runs come from two machines (refresh_machines)
 
         self.table = QTableView()
         self.table.setObjectName("history_table")
@@ -389,6 +413,7 @@ class HistoryPanel(QWidget):
 
         top = QHBoxLayout()
         top.addWidget(self.filter, 1)
+        top.addWidget(self.machine_filter)
         top.addWidget(self.count_label)
         # Beside the filter, which can give up width: one more button in the row below would
         # widen the whole window's minimum size.
@@ -413,8 +438,39 @@ class HistoryPanel(QWidget):
 
     # ---- store ----------------------------------------------------------------------------------
     def set_store(self, store: Any) -> None:
+        self.machine_filter.blockSignals(True)
+        self.machine_filter.clear()  # another file's machines mean nothing here
+        self.machine_filter.blockSignals(False)
         self.model.set_store(store)
+        self.refresh_machines()
         self._update_buttons()
+
+    def refresh_machines(self) -> None:
+        """List the machines the runs come from; keep the one picked if it is still there."""
+        keep = self.machine_filter.currentData()
+        machines: list[str] = []
+        if self.store is not None:
+            try:
+                machines = self.store.machines()
+            except Exception as exc:
+                self._on_store_failed(str(exc))
+        self.machine_filter.blockSignals(True)
+        self.machine_filter.clear()
+        self.machine_filter.addItem(ALL_MACHINES, None)
+        for name in machines:
+            self.machine_filter.addItem(name, name)
+        index = self.machine_filter.findData(keep) if keep else 0
+        self.machine_filter.setCurrentIndex(max(index, 0))
+        self.machine_filter.blockSignals(False)
+        if keep and index < 0:
+            self.model.set_machine(None)  # its runs are gone
+        # One machine needs no filter; shown once there are runs from two.
+        self.machine_filter.setVisible(len(machines) > 1)
+
+    def _on_machine_picked(self, index: int) -> None:
+        ids = self.selected_ids()
+        self.model.set_machine(self.machine_filter.itemData(index))
+        self.select_runs(ids)
 
     @property
     def store(self) -> Any:
@@ -422,6 +478,7 @@ class HistoryPanel(QWidget):
 
     def refresh(self, keep_selection: bool = True) -> None:
         ids = self.selected_ids() if keep_selection else []
+        self.refresh_machines()
         self.model.refresh()
         if ids:
             self.select_runs(ids)
@@ -492,7 +549,7 @@ class HistoryPanel(QWidget):
             kind = self.store.group(run.group_id).get("kind")
         except Exception:  # a group deleted meanwhile, or a store error: no ladder to open
             return None
-        return run.group_id if kind == "ladder" else None
+        return run.group_id if kind == LADDER_GROUP_KIND else None
 
     def selected_group(self) -> int | None:
         """The group every selected run belongs to, or None (no selection, no group, mixed)."""

@@ -36,13 +36,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.compare import noise_rule
 from workbench.config import MAX_LABEL_CHARS
 from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.heatmap import BlockLoader, HeatmapPanel
 from workbench.gui.history import STATUS_COLORS, format_created, problem_summary
 from workbench.gui.plots import format_seq_len
+from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.ladder import (
-    GAIN_THRESHOLD,
     NOT_RUN,
     PENDING,
     LadderData,
@@ -57,6 +58,8 @@ LOSS = SLOWER
 MISSING = QColor("#eeeeee")
 STATUS_TEXT_COLORS = {**STATUS_COLORS, NOT_RUN: QColor("#757575"), PENDING: QColor("#757575")}
 BASES = (("previous step", "vs_previous"), ("baseline", "vs_baseline"))
+EMPTY_CHART_STEPS = 7  # the built-in ladders' steps: the empty chart's axis
+LEGEND_COLUMNS = 3  # more, and the legend widened the chart past its pane
 MAX_TABLE_HEIGHT = 420  # px: beyond about ten steps the table scrolls
 MIN_CHART_HEIGHT = 240  # px left at least to the chart and the map when the table is fitted
 FIRST_LEN_COL = 2  # Step, Status, then one column per sequence length
@@ -66,6 +69,22 @@ VERDICT_ROLE = Qt.ItemDataRole.UserRole + 1  # "gain", "loss", "neutral" or "mis
 
 def format_ratio(ratio: float | None) -> str:
     return f"×{ratio:.2f}" if ratio is not None and math.isfinite(ratio) else "–"
+
+
+def format_marked(cell: dict[str, Any], key: str) -> str:
+    """``×1.16`` beyond the noise, ``×1.02~`` within it (Compare's mark), ``–`` for none."""
+    ratio = cell.get(key)
+    if ratio is None or not math.isfinite(ratio):
+        return "–"
+    return f"×{ratio:.2f}{'' if cell.get(f'{key}_significant') else '~'}"
+
+
+def noise_text(cell: dict[str, Any], key: str) -> str:
+    noise = cell.get(f"{key}_noise_pct")
+    if noise is None:
+        return ""
+    within = "beyond" if cell.get(f"{key}_significant") else "within"
+    return f" ({within} the noise of ±{noise:.1f} %)"
 
 
 class LadderPanel(QWidget):
@@ -100,8 +119,9 @@ class LadderPanel(QWidget):
         for text, key in BASES:
             self.basis.addItem(text, key)
         self.basis.setToolTip(
-            f"Colour a cell green for a speed-up of at least ×{1 + GAIN_THRESHOLD:.2f} and red "
-            f"for a slow-down of as much against this; neutral in between"
+            "Each cell shows its ratio to this, and is coloured green for a speed-up and red "
+            f"for a slow-down beyond the two points' noise ({noise_rule()}); ~ marks a ratio "
+            "within it"
         )
         self.basis.currentIndexChanged.connect(self._on_basis_changed)
         self.run_button = QPushButton("Run ladder")
@@ -164,9 +184,11 @@ class LadderPanel(QWidget):
         self.table.setPalette(palette)
         self.table.currentCellChanged.connect(self._on_current_cell)
 
-        self.chart = pg.PlotWidget(background="w")
+        self.chart = pg.GraphicsLayoutWidget()
+        self.chart.setBackground("w")
         self.chart.setObjectName("ladder_chart")
-        self.plot = self.chart.getPlotItem()
+        self.plot = pg.PlotItem()
+        self.chart.addItem(self.plot, row=0, col=0)
         self.plot.setTitle("Speed-up against the baseline", color="#222", size="10pt")
         self.plot.setLabel("bottom", "step (numbered as in the table)", color="#222")
         self.plot.setLabel("left", "× baseline", color="#222")
@@ -176,9 +198,9 @@ class LadderPanel(QWidget):
             axis.setPen(pg.mkPen("#444"))
             axis.setTextPen(pg.mkPen("#222"))
         self.plot.setMenuEnabled(False)
-        self.legend = self.plot.addLegend(
-            offset=(8, 8), labelTextColor="#222", brush=pg.mkBrush(255, 255, 255, 220)
-        )
+        # Below the plot: at the top it covered the best steps' points.
+        self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)
+        self.chart.addItem(self.legend, row=1, col=0)
         self.unity = pg.InfiniteLine(
             pos=1.0, angle=0, movable=False, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine)
         )
@@ -186,7 +208,9 @@ class LadderPanel(QWidget):
         self._curves: dict[int, pg.PlotDataItem] = {}
 
         self.heatmap = HeatmapPanel(
-            loader, empty_text="Click a step (or one of its cells) to see which blocks it computed."
+            loader,
+            empty_text="Click a step (or one of its cells) to see which blocks it computed.",
+            compact=True,
         )
         self.heatmap.setObjectName("ladder_heatmap")
 
@@ -237,7 +261,7 @@ class LadderPanel(QWidget):
         groups: list[dict[str, Any]] = []
         if self._store is not None:
             try:
-                groups = self._store.groups("ladder")
+                groups = self._store.groups(LADDER_GROUP_KIND)
             except Exception as exc:  # a damaged or vanished file: say so, show nothing
                 self.message.emit(f"Cannot list the stored ladders: {exc}")
         self.picker.blockSignals(True)
@@ -355,10 +379,10 @@ class LadderPanel(QWidget):
         if total:
             parts.append(f"published on Blackwell: {total}")
         key = self.basis.currentData()
+        against = "previous step" if key == "vs_previous" else "baseline"
         parts.append(
-            "cells: TFLOP/s, then × previous step / × baseline; "
-            f"green ≥ ×{1 + GAIN_THRESHOLD:.2f}, red ≤ ×{1 / (1 + GAIN_THRESHOLD):.2f} against the "
-            f"{'previous step' if key == 'vs_previous' else 'baseline'}"
+            f"cells: TFLOP/s and the speed-up against the {against}, coloured only beyond "
+            "the noise (~: within it; as in Compare)"
         )
         self.info.setText(" · ".join(parts))
 
@@ -395,11 +419,12 @@ class LadderPanel(QWidget):
             return
         table = self.table
         rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+        wide = table.horizontalHeader().length() > table.viewport().width()
         want = (
             table.horizontalHeader().sizeHint().height()
             + rows
             + 2 * table.frameWidth()
-            + table.horizontalScrollBar().sizeHint().height()
+            + (table.horizontalScrollBar().sizeHint().height() if wide else 0)
         )
         top = min(want, MAX_TABLE_HEIGHT, max(total - MIN_CHART_HEIGHT, total // 2))
         if self.split.sizes()[0] != top:
@@ -417,11 +442,10 @@ class LadderPanel(QWidget):
         self._fit_table()
 
     def _step_item(self, step: StepRow) -> QTableWidgetItem:
-        text = f"{step.number}. {step.name}"
-        if step.config:
-            text += f"\n{step.config}"
-        item = QTableWidgetItem(text)
-        tip = [f"run #{step.run_id}" if step.run_id is not None else "no run for this step"]
+        # One line a step, so a ladder's every step is in view; the knobs are in the tooltip.
+        item = QTableWidgetItem(f"{step.number}. {step.name}")
+        tip = [step.config] if step.config else []
+        tip.append(f"run #{step.run_id}" if step.run_id is not None else "no run for this step")
         run = self.data.runs.get(step.run_id) if self.data and step.run_id else None
         if run is not None:
             tip.append(problem_summary(run))
@@ -459,14 +483,11 @@ class LadderPanel(QWidget):
             item.setData(VERDICT_ROLE, "missing")
             return item
         prev, base = cell.get("vs_previous"), cell.get("vs_baseline")
-        ratios = (
-            "baseline"
-            if step.number == 1
-            else f"{format_ratio(prev)} prev / {format_ratio(base)} base"
-        )
-        item = QTableWidgetItem(f"{cell['tflops']:.3g} TFLOP/s\n{ratios}")
+        key = self.basis.currentData()
+        ratio = "base" if step.number == 1 else format_marked(cell, key)
+        item = QTableWidgetItem(f"{cell['tflops']:.3g}  {ratio}")
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-        verdict = speedup_verdict(cell.get(self.basis.currentData()))
+        verdict = speedup_verdict(cell, key)
         if verdict == "gain":
             item.setBackground(QBrush(GAIN))
         elif verdict == "loss":
@@ -475,8 +496,9 @@ class LadderPanel(QWidget):
         item.setData(VERDICT_ROLE, verdict)
         item.setToolTip(
             f"N = {n:,}: {cell['latency_ms']:.4g} ms, {cell['tflops']:.4g} TFLOP/s\n"
-            f"against the previous step {format_ratio(prev)}, against the baseline "
-            f"{format_ratio(base)}\nclick to see this step's block map at this length"
+            f"against the previous step {format_ratio(prev)}{noise_text(cell, 'vs_previous')}, "
+            f"against the baseline {format_ratio(base)}{noise_text(cell, 'vs_baseline')}\n"
+            "click to see this step's block map at this length"
         )
         return item
 
@@ -487,10 +509,13 @@ class LadderPanel(QWidget):
             if n not in wanted:
                 self.plot.removeItem(self._curves.pop(n))
         self.legend.clear()
-        # One row of entries (up to four a row) at the top: less of the lines hidden behind it.
-        self.legend.setColumnCount(min(max(len(wanted), 1), 4))
+        self.legend.setColumnCount(min(max(len(wanted), 1), LEGEND_COLUMNS))
         if data is None:
-            self.plot.getAxis("bottom").setTicks(None)
+            # The built-in ladder's steps on a whole-number axis (not 0.1-0.9) and × 1 in view.
+            steps = range(1, EMPTY_CHART_STEPS + 1)
+            self.plot.getAxis("bottom").setTicks([[(float(v), str(v)) for v in steps]])
+            self.plot.setXRange(0.5, EMPTY_CHART_STEPS + 0.5, padding=0)
+            self.plot.setYRange(0.0, 2.0, padding=0)
             return
         colormap = pg.colormap.get("viridis")
         x = np.arange(1, len(data.rows) + 1, dtype=float)
@@ -519,9 +544,7 @@ class LadderPanel(QWidget):
         finite = [v for n in data.seq_lens for v in data.ratios(n) if math.isfinite(v)]
         lo, hi = (min([*finite, 1.0]), max([*finite, 1.0])) if finite else (0.5, 1.5)
         pad = max(0.05, 0.08 * (hi - lo))
-        rows = math.ceil(len(data.seq_lens) / 4)
-        top = hi + pad + 0.12 * rows * (hi - lo + 2 * pad)  # headroom for the legend's rows
-        self.plot.setYRange(max(lo - pad, 0.0), top, padding=0)
+        self.plot.setYRange(max(lo - pad, 0.0), hi + pad, padding=0)
 
     def chart_data(self, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
         """The plotted (step number, × baseline) of one length's line, for tests."""

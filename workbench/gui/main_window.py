@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QThread, QTimer, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QThread, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
@@ -51,6 +51,15 @@ from workbench.store import (
 from workbench.tuned import tuned_labels
 
 GUI_BUSY_TIMEOUT_S = 0.25
+PROGRESS_TICK_MS = 1000  # how often the time left is counted down during a point
+# The first window's size where the screen has room; smaller screens get their available area.
+PREFERRED_SIZE = (1440, 900)
+# What a window manager's frame and title bar take around the client area, at most.
+FRAME_ALLOWANCE = (16, 48)
+# The share of the height above History a tab gets until the user drags the splitter: the
+# Ladder tab's every step, its chart and a step's map need most of it.
+DEFAULT_TAB_SHARE = 0.6
+DEFAULT_TAB_SHARES = {3: 0.76}
 MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
 SETTINGS_VERSION = 1
@@ -80,10 +89,16 @@ class MainWindow(QMainWindow):
         self._probe: ProbeWorker | None = None
         self._probe_thread: QThread | None = None
         self._pending_notice: str | None = None
+        self._quit_question: str | None = None  # the title of the open "quit now?" question
         # The running (or last) job's progress, fed by its events.
         self.progress_model: ProgressModel | None = None
         self.backend_statuses: dict[str, Any] = {}
         self.last_run_id: int | None = None
+        # The time left counts down between a job's events (a long point said the same for
+        # minutes).
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setInterval(PROGRESS_TICK_MS)
+        self._progress_timer.timeout.connect(self._tick_progress)
         # A group's members finish a length together: their points redraw the views once.
         self._views_timer = QTimer(self)
         self._views_timer.setSingleShot(True)
@@ -169,16 +184,58 @@ class MainWindow(QMainWindow):
         bar.addPermanentWidget(self.progress_label)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.machine_label)
-        self.resize(1440, 900)
-        # Initial shares (saved ones win): the size hints alone left History a few rows. The
-        # splitter keeps the proportion when the window is resized.
-        self.right_split.setSizes([520, 380])
+        self.fit_to_screen()
+        # Each tab's share of the height above History, remembered as the user drags it: the
+        # Ladder tab's table, chart and map need more than Plots do.
+        self._tab_shares: dict[int, float] = dict(DEFAULT_TAB_SHARES)
+        self._shown_tab = self.tabs.currentIndex()
+        self._apply_tab_share(self._shown_tab)
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+
+    def _apply_tab_share(self, index: int) -> None:
+        total = sum(self.right_split.sizes()) or self.height()
+        share = self._tab_shares.get(index, DEFAULT_TAB_SHARE)
+        top = round(total * share)
+        self.right_split.setSizes([top, total - top])
+
+    def _on_tab_changed(self, index: int) -> None:
+        sizes = self.right_split.sizes()
+        if sum(sizes) > 0 and self._shown_tab >= 0:
+            self._tab_shares[self._shown_tab] = sizes[0] / sum(sizes)
+        self._shown_tab = index
+        self._apply_tab_share(index)
+
+    def tab_share(self, index: int) -> float:
+        """The share of the height the tab ``index`` gets above History (its own, or the
+        default)."""
+        if index == self.tabs.currentIndex():
+            sizes = self.right_split.sizes()
+            return sizes[0] / sum(sizes) if sum(sizes) else 0.0
+        return self._tab_shares.get(index, DEFAULT_TAB_SHARE)
+
+    def fit_to_screen(self) -> None:
+        """The preferred size, shrunk to the screen's available geometry (a 1366x768 laptop
+        showed a 1440x900 window with Run, Label and the status bar off-screen), and moved
+        onto it."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            self.resize(*PREFERRED_SIZE)
+            return
+        room = screen.availableGeometry()
+        width = min(PREFERRED_SIZE[0], room.width() - FRAME_ALLOWANCE[0])
+        height = min(PREFERRED_SIZE[1], room.height() - FRAME_ALLOWANCE[1])
+        size = QSize(width, height).expandedTo(self.minimumSizeHint())
+        self.resize(size)
+        left = room.left() + max((room.width() - size.width()) // 2, 0)
+        top = room.top() + max((room.height() - size.height() - FRAME_ALLOWANCE[1]) // 2, 0)
+        self.move(left, top)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self.open_action = self._action(
             file_menu, "&Open database…", self.choose_database, QKeySequence.StandardKey.Open
         )
+        self.import_action = self._action(file_menu, "&Import runs…", self.choose_import)
         self.export_csv_action = self._action(
             file_menu, "Export &CSV…", self._on_export_csv, "Ctrl+E"
         )
@@ -289,6 +346,36 @@ class MainWindow(QMainWindow):
         if path:
             self.open_database(path)
 
+    def choose_import(self) -> None:
+        """File › Import runs…: pick another run database and copy its runs in."""
+        start = str(self.store.path.parent if self.store is not None else Path.home())
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import runs from another database", start, "Run databases (*.db);;All files (*)"
+        )
+        if path:
+            self.import_runs(path)
+
+    def import_runs(self, path: str | Path) -> Any:
+        """Copy the runs of the database at ``path`` into the open one (each run once, with its
+        machine); the result, or None after a warning that says why nothing was imported."""
+        from workbench.importer import import_runs
+
+        if self.store is None or self.is_running():
+            self._warn("Import", "Open a database, and wait for the running job, to import.")
+            return None
+        try:
+            result = import_runs(self.store, path)
+        except (StoreError, OSError) as exc:
+            self._warn("Import", f"Nothing was imported: {exc}")
+            self._show_status(f"Nothing was imported from {path}")
+            return None
+        self.history.refresh(keep_selection=False)
+        self.ladder.refresh_groups()
+        if result.added:
+            self.history.select_runs(list(result.added))
+        self._show_status(result.line()[:1].upper() + result.line()[1:])
+        return result
+
     def _load_block_map(self, run_id: int, seq_len: int) -> Any:
         if self.store is None:
             return None
@@ -312,7 +399,10 @@ class MainWindow(QMainWindow):
             self.controls.set_backend_statuses(statuses)
         metrics = self.machine_label.fontMetrics()
         room = MACHINE_LABEL_WIDTH - 24  # the label's border, padding and margin
-        self.machine_label.setText(metrics.elidedText(summary, Qt.TextElideMode.ElideRight, room))
+        # The line without its parenthesised why ("CPU reference backend (CuPy is not
+        # installed: …)" was always cut mid-reason); the tooltip has all of it.
+        short = summary.split(" (", 1)[0] if summary else summary
+        self.machine_label.setText(metrics.elidedText(short, Qt.TextElideMode.ElideRight, room))
         self.machine_label.setToolTip(
             "\n".join([summary, ""] + [f"{name}: {s.reason}" for name, s in statuses.items()])
         )
@@ -376,6 +466,11 @@ class MainWindow(QMainWindow):
         self._render_progress()
         self.progress.show()
         self.progress_label.show()
+        self._progress_timer.start()
+
+    def _tick_progress(self) -> None:
+        if self.progress_model is not None and self._worker is not None:
+            self.progress_label.setText(self.progress_model.live_text())
 
     def _render_progress(self) -> None:
         model = self.progress_model
@@ -469,7 +564,9 @@ class MainWindow(QMainWindow):
         cancelled = self._worker_cancelling()
         self._thread = None
         self._worker = None
+        self._close_quit_question()
         self._set_running_ui(False)
+        self._progress_timer.stop()
         self.progress.hide()
         self.progress_label.hide()
         model = self.progress_model
@@ -489,6 +586,19 @@ class MainWindow(QMainWindow):
                 story.failure_title,
                 f"{outcome.line}; {story.failure_kept}.\n\n" + "\n".join(outcome.failures),
             )
+
+    def _close_quit_question(self) -> None:
+        """The job ended while "Stop the sweep now and quit?" was up: the question is moot, so
+        answer it No (the window stays, and says how the job ended)."""
+        if self._quit_question is None:
+            return
+        for box in self.findChildren(QMessageBox):
+            if box.isVisible() and box.windowTitle() == self._quit_question:
+                button = box.button(QMessageBox.StandardButton.No)
+                if button is not None:
+                    button.click()
+                else:
+                    box.reject()
 
     # ---- selection and views --------------------------------------------------------------------
     def _runs_for(self, ids: list[int]) -> list[Any]:
@@ -688,13 +798,22 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)
-        for key, splitter in (
-            ("window/main_split", self.main_split),
-            ("window/right_split", self.right_split),
-        ):
+            # Saved on a larger monitor: shrink it onto this one rather than off its edges.
+            screen = self.screen() or QGuiApplication.primaryScreen()
+            if screen is not None:
+                room = screen.availableGeometry()
+                if self.width() > room.width() or self.height() > room.height():
+                    self.fit_to_screen()
+        for key, splitter in self._remembered_splitters():
             state = s.value(key)
-            if isinstance(state, QByteArray) and not state.isEmpty():
-                splitter.restoreState(state)
+            restored = isinstance(state, QByteArray) and not state.isEmpty()
+            if restored and splitter.restoreState(state) and splitter is self.compare.split:
+                self.compare.keep_split()  # as the user left it, not fitted to the rows
+        shares = s.value("window/tab_shares", "")
+        with contextlib.suppress(TypeError, ValueError):
+            for index, share in json.loads(str(shares or "{}")).items():
+                if 0.05 <= float(share) <= 0.95:
+                    self._tab_shares[int(index)] = float(share)
         raw = s.value("controls", "")
         if raw:
             try:
@@ -707,13 +826,25 @@ class MainWindow(QMainWindow):
         tab = s.value("window/tab", 0)
         with contextlib.suppress(TypeError, ValueError):
             self.tabs.setCurrentIndex(int(tab))  # type: ignore[arg-type]
+        self._apply_tab_share(self.tabs.currentIndex())
+
+    def _remembered_splitters(self) -> list[tuple[str, QSplitter]]:
+        """Every splitter whose sizes the window keeps between sessions (the Ladder tab's
+        table splitter fits its steps itself)."""
+        return [
+            ("window/main_split", self.main_split),
+            ("window/compare_split", self.compare.split),
+            ("window/ladder_bottom_split", self.ladder.bottom_split),
+        ]
 
     def save_settings(self) -> None:
         s = self.settings
         s.setValue("settings_version", SETTINGS_VERSION)
         s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/main_split", self.main_split.saveState())
-        s.setValue("window/right_split", self.right_split.saveState())
+        for key, splitter in self._remembered_splitters():
+            s.setValue(key, splitter.saveState())
+        self._on_tab_changed(self.tabs.currentIndex())  # the shown tab's share as dragged
+        s.setValue("window/tab_shares", json.dumps(self._tab_shares))
         s.setValue("window/tab", self.tabs.currentIndex())
         s.setValue("controls", json.dumps(self.controls.state()))
         s.setValue("export_dir", self.history.export_dir)
@@ -726,14 +857,18 @@ class MainWindow(QMainWindow):
         if self.is_running():
             model = self.progress_model
             what = model.story.noun if model is not None else "job"
-            answer = QMessageBox.question(
-                self,
-                f"A {what} is running",
-                f"Stop the {what} now and quit? The points finished so far "
-                "are kept and the run is stored as cancelled.",
-                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                QMessageBox.StandardButton.No,
-            )
+            self._quit_question = f"A {what} is running"
+            try:
+                answer = QMessageBox.question(
+                    self,
+                    self._quit_question,
+                    f"Stop the {what} now and quit? The points finished so far "
+                    "are kept and the run is stored as cancelled.",
+                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                    QMessageBox.StandardButton.No,
+                )
+            finally:
+                self._quit_question = None
             if answer != QMessageBox.StandardButton.Yes:
                 event.ignore()
                 return

@@ -112,15 +112,15 @@ class PlotsPanel(QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
         self.latency_plot = self._make_plot("Latency", "median latency", "ms")
-        self.tflops_plot = self._make_plot("Throughput", "TFLOP/s", "", inner_legend=False)
+        self.tflops_plot = self._make_plot("Throughput", "TFLOP/s", "")
         self.canvas.addItem(self.latency_plot, row=0, col=0)
         self.canvas.addItem(self.tflops_plot, row=0, col=1)
-        # Below the plot, not on it: throughput flattens out at the top and the legend's
-        # corner covered the curve. The latency curve rises away from its top-left legend.
-        self.tflops_plot.legend = pg.LegendItem(
-            labelTextColor="#222", colCount=2, brush=pg.mkBrush(255, 255, 255, 220)
-        )
-        self.canvas.addItem(self.tflops_plot.legend, row=1, col=1)
+        # One legend below both plots, never on them (throughput flattens out at the top, and
+        # the latency legend covered the short lengths' points): both plots draw the same runs
+        # in the same colours.
+        self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)
+        self.canvas.addItem(self.legend, row=1, col=0, colspan=2)
+        self.latency_plot.legend = self.tflops_plot.legend = self.legend
         self.tflops_plot.setXLink(self.latency_plot)
 
         self.log_latency = QCheckBox("Log latency axis")
@@ -158,9 +158,7 @@ class PlotsPanel(QWidget):
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.cursor_seq_len: int | None = None
 
-    def _make_plot(
-        self, title: str, y_label: str, y_units: str, *, inner_legend: bool = True
-    ) -> pg.PlotItem:
+    def _make_plot(self, title: str, y_label: str, y_units: str) -> pg.PlotItem:
         plot = pg.PlotItem(
             axisItems={
                 "bottom": Log2Axis(orientation="bottom"),
@@ -177,10 +175,6 @@ class PlotsPanel(QWidget):
             axis.setTextPen(pg.mkPen("#222"))
         # Latency-only units prefixes would turn "ms" into "kms"; plain numbers read better.
         plot.getAxis("left").enableAutoSIPrefix(False)
-        if inner_legend:
-            plot.addLegend(
-                offset=(8, 8), labelTextColor="#222", brush=pg.mkBrush(255, 255, 255, 220)
-            )
         plot.setMouseEnabled(x=True, y=True)
         return plot
 
@@ -201,10 +195,10 @@ class PlotsPanel(QWidget):
     def _sort_legends(self) -> None:
         """List runs by id, the order they were made, however the selection grew."""
         order = sorted(self._curves)
-        for index, plot in enumerate((self.latency_plot, self.tflops_plot)):
-            plot.legend.clear()
-            for run_id in order:
-                plot.legend.addItem(self._curves[run_id][index].line, self._series[run_id].name)
+        self.legend.clear()
+        self.legend.setColumnCount(min(max(len(order), 1), 3))
+        for run_id in order:
+            self.legend.addItem(self._curves[run_id][0].line, self._series[run_id].name)
         self._legend_order = order
 
     def update_series(self, series: Series) -> None:
@@ -217,11 +211,9 @@ class PlotsPanel(QWidget):
                 self._add_curves(self.tflops_plot, series),
             )
         elif old is not None and old.name != series.name:
-            for plot, curves in zip(
-                (self.latency_plot, self.tflops_plot), self._curves[series.run_id], strict=True
-            ):
-                plot.legend.removeItem(curves.line)
-                plot.legend.addItem(curves.line, series.name)
+            line = self._curves[series.run_id][0].line
+            self.legend.removeItem(line)
+            self.legend.addItem(line, series.name)
         lat, tfl = self._curves[series.run_id]
         points = sorted(series.points, key=lambda p: p.seq_len)
         x = np.array([math.log2(p.seq_len) for p in points], dtype=float)
@@ -290,8 +282,8 @@ class PlotsPanel(QWidget):
         )
 
     def legend_names(self, which: str = "latency") -> list[str]:
-        plot = self.latency_plot if which == "latency" else self.tflops_plot
-        return [label.text for _, label in plot.legend.items]
+        """The legend's names; one legend serves both plots (``which`` is either)."""
+        return [label.text for _, label in self.legend.items]
 
     # ---- readout --------------------------------------------------------------------------------
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:

@@ -81,6 +81,14 @@ def check_points(spec: SweepSpec, backend: Backend) -> None:
         backend.check_supported(problem, spec.config)
 
 
+def point_work(problem: Any, config: Any, seq_len: int) -> float:
+    """The work of one point at ``seq_len``: its FLOPs as TFLOP/s counts them (4·B·H·Nq·Nk·D,
+    halved for causal), what the time left is estimated from."""
+    from workbench.backends.base import problem_flops
+
+    return float(problem_flops(problem.with_seq_len(seq_len), config))
+
+
 def timing_for(timing: Timing, backend: Backend) -> TimingSettings:
     if isinstance(timing, TimingSettings):
         return timing

@@ -45,6 +45,7 @@ from workbench.jobs.base import (
     check_available,
     check_points,
     job_names,
+    point_work,
     timing_for,
 )
 from workbench.machine import host_info
@@ -174,8 +175,20 @@ def _measure_group(
     cancel: Callable[[], bool] | None,
 ) -> Iterator[Event]:
     specs = plan.specs
+    order = sorted({n for spec in specs for n in spec.seq_lens})  # plan.lengths' order
     yield GroupStarted(
-        plan.total, plan.lengths, run_ids=tuple(run_ids), group_id=group_id, backends=plan.backends
+        plan.total,
+        plan.lengths,
+        run_ids=tuple(run_ids),
+        group_id=group_id,
+        backends=plan.backends,
+        works=tuple(
+            point_work(spec.problem, spec.config, n)
+            for n in order
+            for spec in specs
+            if n in spec.seq_lens
+        ),
+        min_samples=min(t.min_samples for t in timings),
     )
     yield from plan.skipped
     for spec, run_id in zip(specs, run_ids, strict=True):

@@ -20,10 +20,12 @@ from workbench.jobs.base import (
     check_available,
     check_points,
     job_names,
+    point_work,
     prepend,
     timing_for,
 )
 from workbench.jobs.sweep import run_sweep
+from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.ladder import Ladder, load_ladder, step_label
 from workbench.store import Store
 from workbench.stories import JobStory, LadderStory
@@ -114,6 +116,12 @@ class LadderJob(Job):
             group_id=group_id,
             backends=self.backends,
             steps=tuple(step.name for step in self.ladder.steps),
+            works=tuple(
+                point_work(self.problem, step.config, n)
+                for step in self.ladder.steps
+                for n in self.seq_lens
+            ),
+            min_samples=timing_for(timing, backend).min_samples,
         )
         return prepend((started,), events)
 
@@ -145,7 +153,7 @@ def run_ladder(
         for spec in specs:
             check_points(spec, backend)
     group_id = store.create_group(
-        "ladder",
+        LADDER_GROUP_KIND,
         label or f"{ladder.name} on {backend_name}",
         {
             "steps": [s.name for s in ladder.steps],

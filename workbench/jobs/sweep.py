@@ -35,6 +35,7 @@ from workbench.jobs.base import (
     backend_for,
     check_available,
     check_points,
+    point_work,
     prepend,
     timing_for,
 )
@@ -77,17 +78,23 @@ class SweepJob(Job):
         self, store: Store, plan: Plan, timing: Timing, cancel: Callable[[], bool] | None
     ) -> Iterator[Event]:
         (backend,) = plan.backends
+        settings = timing_for(timing, backend)
         events = run_sweep(
             self.spec,
             store,
             cancel=cancel,
-            timing=timing_for(timing, backend),
+            timing=settings,
             backend=backend,
             checked=True,
         )
         first = next(events)  # RunStarted: the run is stored
         started = SweepStarted(
-            plan.total, plan.lengths, run_ids=(first.run_id,), backends=self.backends
+            plan.total,
+            plan.lengths,
+            run_ids=(first.run_id,),
+            backends=self.backends,
+            works=tuple(point_work(self.spec.problem, self.spec.config, n) for n in plan.lengths),
+            min_samples=settings.min_samples,
         )
         return prepend((started, first), events)
 

@@ -1,0 +1,168 @@
+"""Runs from other machines in one database: copy another run database's runs, with their
+groups, points, raw samples and block maps, into the open one.
+
+Each run and group has a stable identity (``uuid``, :func:`workbench.store.content_uuid` for
+those stored before identities were), so importing the same file twice adds nothing the second
+time. A run keeps its machine record (GPU, driver, clocks, host), which History filters by and
+Compare warns on. The other file is only read (SQLite's read-only mode): opening it as a Store
+would migrate it. A file that is not a run database, or one written by a newer fmha-workbench,
+is refused before anything is written (:class:`ImportRefused`, one line).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
+
+# The tables a run database has had since its first schema; their absence means another file.
+REQUIRED_TABLES = {"runs", "points"}
+
+
+class ImportRefused(StoreError):
+    """The other file cannot be imported; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    source: Path
+    added: tuple[int, ...]  # the new ids of the runs copied in
+    skipped: int  # runs the open database already had
+    groups_added: int
+
+    def line(self) -> str:
+        runs = f"{len(self.added)} run{'s' if len(self.added) != 1 else ''}"
+        tail = f"; {self.skipped} already here" if self.skipped else ""
+        groups = f" in {self.groups_added} new group{'s' if self.groups_added != 1 else ''}"
+        return f"imported {runs}{groups if self.groups_added else ''} from {self.source}{tail}"
+
+
+def _open_source(path: Path) -> sqlite3.Connection:
+    """The other database, read-only; refused unless it is a run database we can read."""
+    if not path.is_file():
+        raise ImportRefused(f"cannot import {path}: no such file")
+    with path.open("rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            raise ImportRefused(f"cannot import {path}: not a run database (not an SQLite file)")
+    # Immutable when no writer has a journal open (nothing unflushed to miss): a read-only
+    # connection to a WAL database would otherwise leave -wal and -shm files beside it.
+    immutable = "&immutable=1" if not path.with_name(path.name + "-wal").exists() else ""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True)
+        conn.row_factory = sqlite3.Row
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise ImportRefused(f"cannot import {path}: {exc}") from exc
+    if not tables >= REQUIRED_TABLES:
+        conn.close()
+        raise ImportRefused(f"cannot import {path}: not a run database (no runs and points)")
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise ImportRefused(
+            f"cannot import {path}: written by a newer fmha-workbench (schema {version}, this "
+            f"one knows {SCHEMA_VERSION}); upgrade to import it"
+        )
+    return conn
+
+
+def check_source(path: Path) -> None:
+    """Refuse ``path`` (ImportRefused, one line) unless it is a run database we can import."""
+    _open_source(path).close()
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> list[dict]:
+    return [dict(row) for row in conn.execute(sql, params)]
+
+
+def _identity(kind: str, row: dict[str, Any]) -> str:
+    return row.get("uuid") or content_uuid(kind, row)
+
+
+def import_runs(store: Store, source: str | Path) -> ImportResult:
+    """Copy every run of ``source`` that ``store`` does not have yet (by identity), with its
+    group, points and block maps, in one transaction: all of it or, on an error, nothing."""
+    path = Path(source).expanduser()
+    if path.resolve() == store.path.resolve():
+        raise ImportRefused(f"cannot import {path}: it is the database open here")
+    if store.read_only:
+        raise ImportRefused(f"cannot import into {store.path}: {store.notice or 'read-only'}")
+    conn = _open_source(path)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        runs = _rows(conn, "SELECT * FROM runs ORDER BY id")
+        groups = (
+            {g["id"]: g for g in _rows(conn, "SELECT * FROM groups")}
+            if ("groups" in tables)
+            else {}
+        )
+        have_runs = {r["uuid"] for r in store.db.query("SELECT uuid FROM runs")}
+        have_groups = {g["uuid"]: g["id"] for g in store.db.query("SELECT id, uuid FROM groups")}
+        wanted = [r for r in runs if _identity("run", r) not in have_runs]
+        points = {
+            r["id"]: _rows(conn, "SELECT * FROM points WHERE run_id = ? ORDER BY id", (r["id"],))
+            for r in wanted
+        }
+        maps: dict[int, dict[str, Any]] = {}
+        if "block_maps" in tables:
+            for r in wanted:
+                for row in _rows(
+                    conn,
+                    "SELECT b.* FROM block_maps b JOIN points p ON p.id = b.point_id "
+                    "WHERE p.run_id = ?",
+                    (r["id"],),
+                ):
+                    maps[row["point_id"]] = row
+    except sqlite3.DatabaseError as exc:
+        raise ImportRefused(f"cannot import {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+    point_columns = {c.name for c in store.db["points"].columns}
+    run_columns = {c.name for c in store.db["runs"].columns}
+
+    def copy() -> tuple[list[int], int]:
+        added: list[int] = []
+        new_groups: dict[int, int] = {}  # the source's group id: its id here
+        for run in wanted:
+            group_id = run.get("group_id")
+            if group_id is not None and group_id in groups:
+                group = groups[group_id]
+                identity = _identity("group", group)
+                if identity not in have_groups:
+                    table = store.db["groups"]
+                    table.insert(
+                        {
+                            "kind": group["kind"],
+                            "label": group["label"],
+                            "created_at": group["created_at"],
+                            "spec": group["spec"],
+                            "uuid": identity,
+                        }
+                    )
+                    have_groups[identity] = int(table.last_pk)
+                    new_groups[group_id] = have_groups[identity]
+                group_id = have_groups[identity]
+            else:
+                group_id = None
+            row = {k: v for k, v in run.items() if k in run_columns and k != "id"}
+            row.update(group_id=group_id, uuid=_identity("run", run))
+            runs_table = store.db["runs"]
+            runs_table.insert(row)
+            run_id = int(runs_table.last_pk)
+            added.append(run_id)
+            for point in points[run["id"]]:
+                values = {k: v for k, v in point.items() if k in point_columns and k != "id"}
+                values["run_id"] = run_id
+                points_table = store.db["points"]
+                points_table.insert(values)
+                block = maps.get(point["id"])
+                if block is not None:
+                    store.db["block_maps"].insert({**block, "point_id": int(points_table.last_pk)})
+        return added, len(new_groups)
+
+    added, groups_added = store._write(copy)  # one transaction: the whole file or nothing
+    return ImportResult(path, tuple(added), len(runs) - len(wanted), groups_added)
