@@ -66,7 +66,7 @@ def first_launch_only(q, k, v, mask: str, input_pos: int, knobs: dict[str, Any])
     import cuda.tile as ct
     import torch
 
-    from kernels.cutile import launch
+    from kernels.cutile import forms, launch
 
     p = launch.check_inputs(q, k, v)
     config = launch.LaunchConfig.of(knobs)
@@ -75,7 +75,7 @@ def first_launch_only(q, k, v, mask: str, input_pos: int, knobs: dict[str, Any])
         p, arrays, config, launch.Allocator(p.lib, q), scale=1 / math.sqrt(q.shape[-1]),
         mask=mask, input_pos=input_pos, window=None,
     )  # fmt: skip
-    kern = config.kernel(form)
+    kern = forms.kernel_for(config, form)
     return lambda: ct.launch(torch.cuda.current_stream(), grid, kern, args)
 
 

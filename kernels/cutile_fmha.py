@@ -38,7 +38,6 @@ from kernels.cutile.diagnostics import (
     ProbeResult,
     UnsupportedArchError,
     gpu_arch,
-    probe,
     tileiras_version,
 )
 from kernels.cutile.diagnostics import translate as _translate
@@ -62,6 +61,7 @@ from kernels.cutile.launch import (
     attention,
     prepare,
 )
+from kernels.cutile.selftest import probe
 from kernels.cutile.tuner import (
     FIXED_KNOBS,
     KERNEL_REVISION,

@@ -119,7 +119,7 @@ def _ladder(app: object, window: Any) -> None:
     c.label.setText("")
     panel = window.ladder
     panel.run_button.click()
-    _wait(app, lambda: not window.is_running(), 600)
+    _wait(app, lambda: not window.jobs.is_running(), 600)
     panel.select_step(1, 2048)  # the 256×128 tiles at N = 2k: the map shows what changed
 
 
@@ -137,8 +137,8 @@ def _sweeps(app: object, window: Any, tab: str) -> None:
         c.mask.setCurrentIndex(c.mask.findData(mask))
         c.label.setText(label)
         c.run_button.click()
-        _wait(app, lambda: not window.is_running(), 300)
-        run_ids.append(window.last_run_id)
+        _wait(app, lambda: not window.jobs.is_running(), 300)
+        run_ids.append(window.jobs.last_run_id)
 
     window.history.select_runs(run_ids)
     _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(run_ids), 10)
@@ -198,7 +198,7 @@ def _tour(out: Path, width: int, height: int) -> int:
         # tiles that ran: the baseline's 64x64 causal map at N = 1k, then the Ladder tab.
         ladder = Path(tmp) / "ladder.db"
         shutil.copy(TOUR_LADDER_DB, ladder)
-        window.open_database(ladder)
+        window.database.open(ladder)
         _wait(app, lambda: window.ladder.group_id() is not None, 10)
         baseline = window.store.group_runs(window.ladder.group_id())[0].id
         window.history.model.fetch_all()

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None, *, sweep_in_child: bool | None = None) -
         # What every GPU backend times with by default, with the rounds asked for.
         timing = TimingSettings(warmup=5, min_samples=30, min_time_s=0.5, rounds=args.rounds)
     window = MainWindow(args.db, settings=settings, timing=timing)
-    window.sweep_in_child = sweep_in_child
+    window.jobs.sweep_in_child = sweep_in_child
     window.resize(width, height)
     window.show()
     try:
@@ -211,18 +211,18 @@ def _drive(
     for mask in masks:
         _pick(window.controls.mask, mask, "mask")
         window.controls.label.setText(args.label or mask)
-        before = _newest_group(window.store) if grouped else window.last_run_id
+        before = _newest_group(window.store) if grouped else window.jobs.last_run_id
         window.controls.run_button.click()
-        if not window.is_running():
+        if not window.jobs.is_running():
             _say(f"{mask}: Run refused: {window.controls.error_label.text()}")
             return 1
         _say(f"{mask}: running {', '.join(names)} at {args.seq_lens}")
-        if not _wait(app, lambda: not window.is_running(), args.timeout):
+        if not _wait(app, lambda: not window.jobs.is_running(), args.timeout):
             _say(f"{mask}: no end after {args.timeout:g} s; cancelling")
-            window.cancel_run()
-            _wait(app, lambda: not window.is_running(), 600.0)
+            window.jobs.cancel()
+            _wait(app, lambda: not window.jobs.is_running(), 600.0)
             worst = 1
-        new = _newest_group(window.store) if grouped else window.last_run_id
+        new = _newest_group(window.store) if grouped else window.jobs.last_run_id
         if new is None or new == before:
             _say(f"{mask}: nothing ran: {window.controls.error_label.text()}")
             return 1

@@ -2,7 +2,7 @@
 
 Groups need distinct backends, and the only product backend that runs without a GPU is the
 reference, so tests register these through :func:`register` (in this process only: a window
-that uses them runs its sweep in the worker thread, ``window.sweep_in_child = False``).
+that uses them runs its sweep in the worker thread, ``window.jobs.sweep_in_child = False``).
 """
 
 from __future__ import annotations

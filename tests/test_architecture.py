@@ -145,3 +145,47 @@ def test_the_license_is_an_spdx_string_and_the_build_takes_it() -> None:
     data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert data["project"]["license"] == "Apache-2.0"
     assert "setuptools>=77" in data["build-system"]["requires"]
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each module of kernels/ and workbench/ (GUI included) and the project modules it imports,
+    at any depth (lazy imports and TYPE_CHECKING ones count: each is a dependency to read)."""
+    files = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for package in ("kernels", "workbench")
+        for p in (ROOT / package).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        found = set()
+        for module, _ in imported_modules(path):
+            while module and module not in files:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                found.add(module)
+        graph[name] = found
+    return graph
+
+
+def test_no_module_imports_its_way_back_to_itself() -> None:
+    graph = module_imports()
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            current = todo.pop()
+            if current == goal:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo.extend(graph.get(current, ()))
+        return False
+
+    # A package's face importing its own modules is how it is built, not a circle.
+    circles = sorted(
+        (name, dep)
+        for name, deps in graph.items()
+        for dep in deps
+        if not dep.startswith(name + ".") and reaches(dep, name)
+    )
+    assert circles == [], f"import circles (module, the import that leads back): {circles[:6]}"

@@ -38,6 +38,7 @@ VALID = {
     "export": ["--csv", "-"],
     "blockmap": ["--q-len", "64"],
     "report": ["--group", "1"],
+    "import": ["other.db"],
     "backends": [],
     "knobs": [],
     "resources": ["--arch", "sm_90"],
@@ -126,6 +127,7 @@ def invocations(rng: np.random.Generator) -> list[list[str]]:
         ["sweep", *VALID["sweep"], "--backend", "reference", "--backends", "reference"],
         ["sweep", *VALID["sweep"], "--warmup", "1000000000"],
         ["--db", "a.db", "sweep", "--db", "b.db", *VALID["sweep"]],
+        *(["import", trap] for trap in PATH_TRAPS),  # what to import from, every trap
     ]  # fmt: skip
     # Two bad values at once, sampled with the session's printed seed.
     singles = [c for c in cases if c and c[0] in ("sweep", "ladder") and len(c) > 2]

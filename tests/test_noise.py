@@ -53,8 +53,10 @@ def test_a_medians_noise_comes_from_its_turns_not_from_its_samples(
     timing = turns_like_the_h200(rng, 1.0)
     medians = turn_medians(timing.samples_ms, timing.turn_sizes)
     assert len(medians) == ROUNDS
-    # σ from the median absolute deviation (robust to a preempted turn; see below).
-    sigma = MAD_TO_SIGMA * np.median(np.abs(np.asarray(medians) - np.median(medians)))
+    # σ from the median absolute deviation (robust to a preempted turn; see below), with its
+    # finite-sample factor n / (n - 0.8).
+    mad = np.median(np.abs(np.asarray(medians) - np.median(medians)))
+    sigma = ROUNDS / (ROUNDS - 0.8) * MAD_TO_SIGMA * mad
     expected = 100 * MEDIAN_SE_FACTOR * sigma / np.median(medians) / ROUNDS**0.5
     assert timing.median_noise_pct == pytest.approx(expected)
     # For a near-normal spread it agrees with the standard deviation's figure.

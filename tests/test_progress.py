@@ -239,7 +239,7 @@ def test_the_time_left_counts_down_while_a_point_runs() -> None:
     from workbench.store import PointRecord
 
     clock = Clock()
-    model = ProgressModel("sweep", (512, 4096, 4096), clock=clock)
+    model = ProgressModel(SweepStory(), (512, 4096, 4096), clock=clock)
     model.update(SweepStarted(3, (512, 4096, 4096), run_ids=(1,), works=(1.0, 64.0, 64.0)))
     model.update(PointStarted(1, 0, 3, 512))
     clock.now += 1.0

@@ -63,4 +63,3 @@ cell_color
 chart_data
 cell_item
 set_basis
-tab_share

@@ -21,6 +21,10 @@ MEDIAN_SE_FACTOR = 1.2533
 # deviation, √(π/2), the fallback where more than half the turns agree exactly (MAD 0).
 MAD_TO_SIGMA = 1.4826
 MEAN_ABS_TO_SIGMA = 1.2533
+# The MAD of a few values is too small on average (a group's default of 4 turns read its noise
+# about a quarter low): Croux and Rousseeuw's (1992) finite-sample factors for n = 2..9, and
+# n / (n - 0.8) beyond.
+MAD_SMALL_SAMPLE = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
 # Fewer turns than this give no usable spread: the point's noise is then unknown.
 MIN_TURNS = 4
 
@@ -42,7 +46,9 @@ def robust_sigma(values: Sequence[float]) -> float:
     turn) cannot blow it up, as it blows up a standard deviation."""
     middle = statistics.median(values)
     deviations = [abs(v - middle) for v in values]
-    spread = MAD_TO_SIGMA * statistics.median(deviations)
+    n = len(values)
+    small_sample = MAD_SMALL_SAMPLE.get(n, n / (n - 0.8) if n > 1 else 1.0)
+    spread = small_sample * MAD_TO_SIGMA * statistics.median(deviations)
     if spread == 0:  # most turns identical: the mean deviation still sees the rest
         spread = MEAN_ABS_TO_SIGMA * statistics.fmean(deviations)
     return spread

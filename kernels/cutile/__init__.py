@@ -3,12 +3,15 @@
 - ``device``, ``device_tile``, ``device_persistent``: the ``@ct.kernel`` code (needs cuda.tile).
 - ``forms``: the kernel forms, each kernel's parameter declaration (its own signature) and the
   one place that says where each parameter's value comes from.
-- ``launch``: ``LaunchConfig``, input checks, ``prepare`` and ``attention``.
+- ``config``: ``LaunchConfig``, one field per launch knob (below forms and launch).
+- ``launch``: input checks, ``prepare`` and ``attention``.
+- ``selftest``: ``probe``, the environment check with one tiny real launch.
 - ``blockmap``: the instrumented launch that records which blocks the kernel's loops visited.
 - ``tuner``: the autotuner and its JSON cache.
 - ``compile``: offline compilation for an architecture, no GPU needed.
 - ``arrays``: the torch/CuPy shim (no cuda.tile import; the workbench uses it too).
-- ``diagnostics``: errors, the environment probe, the tileiras version (no cuda.tile import).
+- ``diagnostics``: errors, whether this machine can run the kernel (``assess``), the tileiras
+  version (no cuda.tile import).
 
 This package file imports nothing, so ``kernels.cutile.arrays`` and ``kernels.cutile.diagnostics``
 load on a machine without cuda.tile. ``kernels.cutile_fmha`` re-exports the public names.

@@ -14,9 +14,10 @@ from typing import Any
 import cuda.tile as ct
 
 from kernels.cutile import forms
+from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import friendly_errors
 from kernels.cutile.forms import ArraySpec, LaunchPlan, Problem
-from kernels.cutile.launch import LaunchConfig, check_mask
+from kernels.cutile.launch import check_mask
 
 # The SM count the offline compile assumes for the persistent forms' grid: the H200's. Only
 # the causal tile table's shape depends on it, and the JIT sees that shape only through its
@@ -127,6 +128,10 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     buf = io.BytesIO()
     with friendly_errors():
         export_kernel(
-            kern or config.kernel(launch.form), [sig], buf, gpu_code=arch, output_format="cubin"
+            kern or forms.kernel_for(config, launch.form),
+            [sig],
+            buf,
+            gpu_code=arch,
+            output_format="cubin",
         )
     return buf.getvalue()

@@ -19,12 +19,13 @@ import threading
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cuda.tile as ct
 import numpy as np
 
 from kernels import knobs as registry
+from kernels.cutile.config import LaunchConfig
 from kernels.cutile.device_decode import fmha_decode_combine_kernel, fmha_decode_kernel
 from kernels.cutile.device_persistent import (
     fmha_fwd_causal_persistent_kernel,
@@ -38,9 +39,6 @@ from kernels.schedule import (
     decode_tile_m,
     effective_splits,
 )
-
-if TYPE_CHECKING:
-    from kernels.cutile.launch import LaunchConfig
 
 LOG2E = 1.4426950408889634
 MASK_CODES = {"none": 0, "causal": 1, "window": 2}
@@ -160,6 +158,12 @@ def kernel_variant(form: str = "tile", **hints: Any):
             kern = base if all(v is None for v in hints.values()) else base.replace_hints(**hints)
             _VARIANTS[key] = kern
         return kern
+
+
+def kernel_for(config: LaunchConfig, form: str = "tile") -> Any:
+    """The kernel object that runs ``form`` for ``config``: its compiler hints (the combine,
+    which takes none, plain)."""
+    return kernel_variant(form) if form == COMBINE else kernel_variant(form, **config.hints())
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 pytest.importorskip("cuda.tile")
 
-from kernels.cutile import arrays, blockmap, diagnostics, forms, launch, tuner  # noqa: E402
+from kernels.cutile import arrays, blockmap, forms, launch, selftest, tuner  # noqa: E402
 from kernels.schedule import Schedule, block_map, visible  # noqa: E402
 
 REL_TOL = 1e-2
@@ -645,7 +645,7 @@ def test_empty_keys_give_zeros() -> None:
 
 
 def test_probe_reports_available() -> None:
-    res = diagnostics.probe()
+    res = selftest.probe()
     assert res.available, res.message
     assert res.arch and res.arch.startswith("sm_")
     assert res.cuda_tile_version and res.tileiras_version

@@ -104,10 +104,10 @@ def click_run(qtbot: Any, window: Any) -> None:
 def run_and_wait(qtbot: Any, window: Any, timeout_ms: int = RUN_TIMEOUT_MS) -> int:
     """Click Run and wait until the worker is done; returns the new run's id."""
     click_run(qtbot, window)
-    assert window.is_running(), "Run did not start: " + window.controls.error_label.text()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=timeout_ms)
-    assert window.last_run_id is not None
-    return window.last_run_id
+    assert window.jobs.is_running(), "Run did not start: " + window.controls.error_label.text()
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=timeout_ms)
+    assert window.jobs.last_run_id is not None
+    return window.jobs.last_run_id
 
 
 class StallMeter:

@@ -24,12 +24,12 @@ TIMING = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
 
 def cancel_during_the_long_point(qtbot: Any, window: Any, button: Any) -> float:
     """Start, wait until the N = 16k point is under way, click ``button``; seconds to stop."""
-    qtbot.waitUntil(lambda: "N = 16,384" in window.progress_label.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "N = 16,384" in window.jobs.progress_label.text(), timeout=60_000)
     time.sleep(0.5)  # well into the point
     started = time.perf_counter()
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    assert "Cancelling" in window.progress_label.text()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    assert "Cancelling" in window.jobs.progress_label.text()
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     return time.perf_counter() - started
 
 
@@ -48,7 +48,7 @@ def test_cancel_ends_the_sweep_child_within_about_a_second(
     qtbot.mouseClick(window.controls.run_button, Qt.MouseButton.LeftButton)
     took = cancel_during_the_long_point(qtbot, window, window.controls.cancel_button)
     assert took < CANCEL_BOUND_S, took
-    assert_cancelled_with_the_first_point(window, window.last_run_id)
+    assert_cancelled_with_the_first_point(window, window.jobs.last_run_id)
     assert dialogs.kinds() == []  # a cancel is not a failure: no error dialog
     assert window.controls.run_button.isEnabled()
 
@@ -84,7 +84,7 @@ def test_cancel_restarts_the_engine_child_of_a_gpu_style_backend(
         qtbot.mouseClick(window.controls.run_button, Qt.MouseButton.LeftButton)
         took = cancel_during_the_long_point(qtbot, window, window.controls.cancel_button)
         assert took < CANCEL_BOUND_S, took
-        assert_cancelled_with_the_first_point(window, window.last_run_id)
+        assert_cancelled_with_the_first_point(window, window.jobs.last_run_id)
         assert "critical" not in dialogs.kinds()
         engine = isolated.shared_engine()
         first_restarts = engine.restarts
@@ -92,8 +92,8 @@ def test_cancel_restarts_the_engine_child_of_a_gpu_style_backend(
 
         small_problem(qtbot, window, seq_lens="64", mask="none", tile=64)
         qtbot.mouseClick(window.controls.run_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: not window.is_running(), timeout=120_000)
-        assert window.store.run(window.last_run_id).status == "complete"
+        qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=120_000)
+        assert window.store.run(window.jobs.last_run_id).status == "complete"
     finally:
         if isolated._engine is not None:
             isolated._engine.close()

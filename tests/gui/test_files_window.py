@@ -67,11 +67,11 @@ def test_a_png_export_asks_before_replacing_the_file_whose_suffix_it_changed(
     existing.write_bytes(b"not yet a picture")
     dialogs.save_path = str(tmp_path / "notes.txt")  # becomes notes.png
     dialogs.question_answer = NO
-    assert window.export_plots_png() is None
+    assert window.exports.plots_png() is None
     assert existing.read_bytes() == b"not yet a picture"
     assert len(dialogs.texts("question")) == 1
     dialogs.question_answer = YES
-    assert window.export_plots_png() == existing
+    assert window.exports.plots_png() == existing
     assert existing.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -81,7 +81,7 @@ def test_a_png_export_onto_the_database_is_refused_and_the_runs_survive(
     png_db = db_path.with_suffix(".png")
     png_db.symlink_to(db_path.name)  # a name that ends in .png but is the database
     dialogs.save_path = str(png_db)
-    assert window.export_plots_png() is None
+    assert window.exports.plots_png() is None
     assert any("database" in text for text in dialogs.texts("warning"))
     with Store(db_path, read_only=True) as store:
         assert [r.label for r in store.runs()] == [FORMULA]

@@ -25,7 +25,7 @@ def group_window(make_window: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch) 
     register(monkeypatch)
     window = make_window()
     qtbot.waitUntil(lambda: "reference-b" in window.backend_statuses, timeout=20_000)
-    window.sweep_in_child = False  # the registry patch lives in this process
+    window.jobs.sweep_in_child = False  # the registry patch lives in this process
     return window
 
 
@@ -48,7 +48,7 @@ def run_to_end(
     small_problem(qtbot, window, **problem)
     tick_backends(qtbot, window.controls, backends)
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=timeout)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=timeout)
 
 
 @pytest.mark.usefixtures("slow_open")
@@ -59,15 +59,15 @@ def test_two_ticked_backends_run_one_group_on_the_same_inputs(
     small_problem(qtbot, window, seq_lens="64,128", mask="causal", label="pair")
     tick_backends(qtbot, window.controls, ["reference", "reference-b"])
     click_run(qtbot, window)
-    assert window.is_running(), window.controls.error_label.text()
-    assert window.progress.maximum() == 4  # points over both runs
+    assert window.jobs.is_running(), window.controls.error_label.text()
+    assert window.jobs.progress.maximum() == 4  # points over both runs
     # Live: once the first point is in, both of the group's runs are selected and plotted.
-    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=30_000)
-    group = window.progress_model
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 1, timeout=30_000)
+    group = window.jobs.progress_model
     assert group is not None and len(group.run_ids) == 2
     assert sorted(window.plots.run_ids()) == sorted(group.run_ids)
-    assert f"Group #{group.group_id}" in window.progress_label.text()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    assert f"Group #{group.group_id}" in window.jobs.progress_label.text()
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
 
     store = window.store
     (stored,) = store.groups("backends")
@@ -93,7 +93,7 @@ def test_two_ticked_backends_run_one_group_on_the_same_inputs(
 def test_one_ticked_backend_is_a_plain_run(qtbot: Any, group_window: Any) -> None:
     window = group_window
     run_to_end(qtbot, window, ["reference-b"], seq_lens="64")
-    run = window.store.run(window.last_run_id)
+    run = window.store.run(window.jobs.last_run_id)
     assert run.backend == "reference-b" and run.group_id is None
     assert window.store.groups() == []
 
@@ -117,7 +117,7 @@ def test_a_group_naming_a_backend_gone_since_the_probe_is_refused_unwritten(
     tick_backends(qtbot, window.controls, ["reference", "flaky"])
     Flaky.gone = "flaky device lost: reinstall the driver"
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=30_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=30_000)
     c = window.controls
     assert c.invalid_fields() == ["backends"]
     assert "flaky device lost" in c.error_label.text() and c.error_label.isVisible()
@@ -152,9 +152,9 @@ def test_cancel_stops_every_run_of_the_group(qtbot: Any, group_window: Any) -> N
     small_problem(qtbot, window, seq_lens="64,128,256,512", mask="none")
     tick_backends(qtbot, window.controls, ["reference", "reference-b"])
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: window.progress.value() >= 2, timeout=30_000)
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 2, timeout=30_000)
     qtbot.mouseClick(window.controls.cancel_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     (stored,) = window.store.groups("backends")
     runs = window.store.group_runs(stored["id"])
     assert [r.status for r in runs] == ["cancelled", "cancelled"]
@@ -169,15 +169,15 @@ def test_a_length_one_backend_cannot_fit_is_skipped_and_said(qtbot: Any, group_w
     messages: list[str] = []
     window.statusBar().messageChanged.connect(messages.append)
     click_run(qtbot, window)
-    assert window.progress.maximum() == 4  # before the plan: every backend at every length
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    assert window.jobs.progress.maximum() == 4  # before the plan: every backend at every length
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     (stored,) = window.store.groups("backends")
     runs = window.store.group_runs(stored["id"])
     assert [(r.backend, r.seq_lens) for r in runs] == [
         ("reference", (64, 128)),
         ("small-only", (64,)),
     ]
-    assert window.progress.maximum() == 3  # the plan's points, set by GroupStarted
+    assert window.jobs.progress.maximum() == 3  # the plan's points, set by GroupStarted
     assert any("small-only skips N = 128" in m for m in messages), messages
 
 
@@ -186,7 +186,7 @@ def test_the_ladder_runs_on_one_backend_only(qtbot: Any, group_window: Any) -> N
     small_problem(qtbot, window, seq_lens="64")
     tick_backends(qtbot, window.controls, ["reference", "reference-b"])
     window.run_ladder_action.trigger()
-    assert not window.is_running()
+    assert not window.jobs.is_running()
     assert window.controls.invalid_fields() == ["backends"]
     assert "one backend" in window.controls.error_label.text()
     assert window.store.count_runs() == 0
@@ -253,7 +253,7 @@ def test_a_groups_points_of_one_length_redraw_the_views_once(
     original = window._on_selection
     window._on_selection = lambda shown: (redraws.append(list(shown)), original(shown))
     for run_id in ids:
-        window._refresh_run_views(run_id)
+        window.refresh_run_views(run_id)
     qtbot.waitUntil(lambda: len(redraws) >= 1)
     qtbot.wait(50)
     assert len(redraws) == 1 and sorted(redraws[0]) == sorted(ids)

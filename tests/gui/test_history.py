@@ -322,10 +322,10 @@ def test_a_database_locked_by_another_writer_gives_a_message_not_a_crash(
         assert len(warnings) == 1 and "locked" in warnings[0]
         assert window.history.model.index(1, COL_LABEL).data() == "baseline"  # unchanged
 
-        window.sweep_in_child = False  # the patched retry count lives in this process
+        window.jobs.sweep_in_child = False  # the patched retry count lives in this process
         small_problem(qtbot, window, seq_lens="64")
         qtbot.mouseClick(window.controls.run_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+        qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
         assert any("locked" in text for text in dialogs.texts("critical"))
     finally:
         holder.execute("ROLLBACK")

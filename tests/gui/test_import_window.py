@@ -48,10 +48,10 @@ def test_import_runs_twice_from_the_menu_then_filter_and_compare_by_machine(
     # Another database while a machine is picked: its own runs, all shown, no error.
     history.machine_filter.setCurrentIndex(history.machine_filter.findData("NVIDIA H200 on vm"))
     path = window.store.path
-    assert window.open_database(other)
+    assert window.database.open(other)
     assert history.model.total() == 16 and not history.machine_filter.isVisible()
     assert dialogs.kinds().count("warning") == 0, dialogs.shown
-    assert window.open_database(path)
+    assert window.database.open(path)
     assert history.machine_filter.currentIndex() == 0 and history.model.total() == 17
 
     # Compare: an imported H200 run against the local reference run names both machines.

@@ -112,11 +112,11 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     assert panel.data is None and "No ladder" in panel.info.text()
 
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
-    assert window.is_running() and panel.cancel_button.isEnabled()
+    assert window.jobs.is_running() and panel.cancel_button.isEnabled()
     assert not panel.run_button.isEnabled() and not window.controls.run_button.isEnabled()
     assert window.tabs.currentWidget() is panel
-    assert window.progress.maximum() == N_STEPS * 2  # every step's points
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    assert window.jobs.progress.maximum() == N_STEPS * 2  # every step's points
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
 
     store: Store = window.store
     group_id = panel.group_id()
@@ -210,7 +210,7 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
 def test_bad_form_values_keep_the_ladder_from_starting(qtbot: Any, window: Any) -> None:
     small_ladder_form(qtbot, window, seq_lens="0")
     qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
-    assert not window.is_running()
+    assert not window.jobs.is_running()
     assert window.controls.invalid_fields() == ["seq_lens"]
     assert window.store.groups() == []
 
@@ -302,12 +302,12 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
 
     # Its export holds the points it has: three steps, two lengths.
     dialogs.save_path = str(tmp_path / "timed.csv")
-    path = window.export_ladder_csv(older)
+    path = window.exports.ladder_csv(older)
     assert path == tmp_path / "timed.csv"
     assert len(path.read_text().splitlines()) == 1 + 3 * 2
 
     # Another database: its own ladders (none), nothing left of this one's.
-    assert window.open_database(tmp_path / "other.db")
+    assert window.database.open(tmp_path / "other.db")
     assert picker.count() == 0 and panel.data is None and view.rowCount() == 0
     assert "No ladder" in panel.info.text() and not panel.export_button.isEnabled()
 
@@ -351,24 +351,24 @@ def test_cancel_mid_ladder_keeps_the_steps_run_so_far(
         return original(self, problem, *args, **kwargs)
 
     monkeypatch.setattr(ReferenceBackend, "measure_point", gated)
-    window.sweep_in_child = False  # the patch lives in this process
+    window.jobs.sweep_in_child = False  # the patch lives in this process
     small_ladder_form(qtbot, window, seq_lens="64,128,256")
     panel = window.ladder
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
-    assert window.progress.maximum() == N_STEPS * 3
-    qtbot.waitUntil(lambda: window.progress.value() == 4, timeout=20_000)  # into step 2
-    qtbot.waitUntil(lambda: "point 2/3" in window.progress_label.text(), timeout=20_000)
-    label = window.progress_label.text()
+    assert window.jobs.progress.maximum() == N_STEPS * 3
+    qtbot.waitUntil(lambda: window.jobs.progress.value() == 4, timeout=20_000)  # into step 2
+    qtbot.waitUntil(lambda: "point 2/3" in window.jobs.progress_label.text(), timeout=20_000)
+    label = window.jobs.progress_label.text()
     assert label.startswith(f"Ladder step 2/{N_STEPS} ({STEPS[1]}) · Run #"), label
     # The live ladder is on show, its unreached steps pending.
     assert panel.group_id() is not None
     pending = ["pending"] * (N_STEPS - 2)
     assert [row.status for row in panel.data.rows] == ["complete", "running", *pending]
     qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
-    assert "Cancelling" in window.progress_label.text()
+    assert "Cancelling" in window.jobs.progress_label.text()
     assert not panel.cancel_button.isEnabled()
     gate.set()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
 
     runs = window.store.group_runs(panel.group_id())
     assert [r.status for r in runs] == ["complete", "cancelled"]
@@ -377,7 +377,7 @@ def test_cancel_mid_ladder_keeps_the_steps_run_so_far(
     assert statuses == ["complete", "cancelled"] + [NOT_RUN] * (N_STEPS - 2)
     assert panel.cell_item(1, 256).text() == "–"
     assert f"cancelled after 1 of {N_STEPS} steps" in window.statusBar().currentMessage()
-    assert panel.run_button.isEnabled() and not window.progress.isVisible()
+    assert panel.run_button.isEnabled() and not window.jobs.progress.isVisible()
 
 
 def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so(
@@ -391,10 +391,10 @@ def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so
         return original(self, problem, config, *a, **k)
 
     monkeypatch.setattr(ReferenceBackend, "measure_point", fail_step_2)
-    window.sweep_in_child = False  # the patch lives in this process
+    window.jobs.sweep_in_child = False  # the patch lives in this process
     small_ladder_form(qtbot, window)
     qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
 
     panel = window.ladder
     runs = window.store.group_runs(panel.group_id())
@@ -473,13 +473,13 @@ def test_the_windows_ladder_names_its_runs_by_step_not_by_the_forms_leftover_lab
     type_into(qtbot, window.controls.label, "cancel me")
     panel = window.ladder
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     first = panel.group_id()
     assert [r.label for r in window.store.group_runs(first)] == STEPS
 
     type_into(qtbot, panel.label_edit, "h200 try")
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     second = panel.group_id()
     assert second != first
     assert [r.label for r in window.store.group_runs(second)] == [f"h200 try · {s}" for s in STEPS]
@@ -506,10 +506,10 @@ def test_a_ladder_step_the_backend_refuses_is_a_warning_not_a_form_mark(
         original(self, problem, config)
 
     monkeypatch.setattr(ReferenceBackend, "check_supported", refuse_big_tiles)
-    window.sweep_in_child = False  # the patch lives in this process
+    window.jobs.sweep_in_child = False  # the patch lives in this process
     small_ladder_form(qtbot, window, seq_lens="64")
     qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
     warnings = dialogs.texts("warning")
     assert len(warnings) == 1 and "The ladder cannot run as set" in warnings[0]
     assert STEPS[1] in warnings[0] and "tiles up to 64" in warnings[0]
@@ -523,7 +523,7 @@ def test_the_windows_ladder_drops_a_sliding_windows_offset(qtbot: Any, window: A
     type_into(qtbot, window.controls.input_pos, "32")
     type_into(qtbot, window.controls.window, "40")
     qtbot.mouseClick(window.ladder.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
     runs = window.store.group_runs(window.ladder.group_id())
     assert len(runs) == len(STEPS)
     assert all(r.problem.input_pos == 0 and r.problem.k_len == 64 for r in runs)

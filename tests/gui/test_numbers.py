@@ -35,14 +35,14 @@ def test_the_time_left_counts_down_through_a_long_point(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(ReferenceBackend, "measure_point", slow)
-    window.sweep_in_child = False  # the patch lives in this process
+    window.jobs.sweep_in_child = False  # the patch lives in this process
     small_problem(qtbot, window, seq_lens="64,128,256")
     seen: list[str] = []
-    window.progress_label.setText("")
+    window.jobs.progress_label.setText("")
     click_run(qtbot, window)
-    while window.is_running():
+    while window.jobs.is_running():
         qtbot.wait(100)
-        text = window.progress_label.text()
+        text = window.jobs.progress_label.text()
         if not seen or seen[-1] != text:
             seen.append(text)
     during = [t for t in seen if "point 2/3" in t and " left" in t]

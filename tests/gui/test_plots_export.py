@@ -63,7 +63,7 @@ def test_export_plots_as_png(plotted: tuple[Any, int], dialogs: Any, tmp_path: P
     assert found, "the exported PNG has no pixel in the run's colour"
     assert str(target) in window.statusBar().currentMessage()
     dialogs.save_path = ""
-    assert window.export_plots_png() is None  # Cancel writes nothing
+    assert window.exports.plots_png() is None  # Cancel writes nothing
 
 
 def test_log_latency_axis_toggle(qtbot: Any, plotted: tuple[Any, int]) -> None:

@@ -165,7 +165,7 @@ def test_menus_about_and_quit(qtbot: Any, make_window: Any, dialogs: Any) -> Non
     assert not window.isVisible() and window.store is None  # shut down cleanly
     # Anything still queued for the window finds no database, not a closed connection.
     window._on_selection([1, 2])
-    assert window._load_block_map(1, 64) is None
+    assert window.database.block_map(1, 64) is None
     assert window.history.model.rowCount() == 0 and not dialogs.texts("warning")
 
 

@@ -172,7 +172,7 @@ def slow_points(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each reference point takes at least 0.3 s, so a cancel lands mid-sweep.
 
     A patch lives in this process only: tests using it run the sweep in the worker thread
-    (``window.sweep_in_child = False``) instead of the child process.
+    (``window.jobs.sweep_in_child = False``) instead of the child process.
     """
     original = ReferenceBackend.measure_point
 
@@ -185,22 +185,22 @@ def slow_points(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("slow_points")
 def test_progress_and_cancel_keep_the_run_as_cancelled(qtbot: Any, window: Any) -> None:
-    window.sweep_in_child = False  # the slow_points patch lives in this process
+    window.jobs.sweep_in_child = False  # the slow_points patch lives in this process
     small_problem(qtbot, window, seq_lens="64,128,256,512,1024", label="to cancel")
     labels: list[str] = []
-    window.progress_label.setText("")
+    window.jobs.progress_label.setText("")
 
     click_run(qtbot, window)
-    assert window.is_running() and window.controls.cancel_button.isEnabled()
+    assert window.jobs.is_running() and window.controls.cancel_button.isEnabled()
     assert not window.controls.run_button.isEnabled()
-    assert window.progress.isVisible() and window.progress.maximum() == 5
-    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=20_000)
-    labels.append(window.progress_label.text())
+    assert window.jobs.progress.isVisible() and window.jobs.progress.maximum() == 5
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 1, timeout=20_000)
+    labels.append(window.jobs.progress_label.text())
     qtbot.mouseClick(window.controls.cancel_button, Qt.MouseButton.LeftButton)
-    assert "Cancelling" in window.progress_label.text()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+    assert "Cancelling" in window.jobs.progress_label.text()
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
 
-    run_id = window.last_run_id
+    run_id = window.jobs.last_run_id
     run = window.store.run(run_id)
     done = len(window.store.points(run_id))
     assert run.status == "cancelled"
@@ -210,7 +210,7 @@ def test_progress_and_cancel_keep_the_run_as_cancelled(qtbot: Any, window: Any) 
     assert "left" in labels[0]
     assert window.history.model.index(0, 7).data() == "cancelled"
     assert "cancelled" in window.statusBar().currentMessage()
-    assert not window.progress.isVisible()
+    assert not window.jobs.progress.isVisible()
     assert window.controls.run_button.isEnabled()
     x, _ = window.plots.curve_data(run_id)
     assert len(x) == done
@@ -227,7 +227,7 @@ def test_backend_failure_shows_a_dialog_and_keeps_the_run_failed(
         return original(self, problem, *args, **kwargs)
 
     monkeypatch.setattr(ReferenceBackend, "measure_point", fail_second)
-    window.sweep_in_child = False  # the patch lives in this process
+    window.jobs.sweep_in_child = False  # the patch lives in this process
     small_problem(qtbot, window, seq_lens="64,128,256")
     run_id = run_and_wait(qtbot, window)
 
@@ -248,7 +248,7 @@ def test_bad_values_are_marked_on_their_field(qtbot: Any, window: Any) -> None:
     c = window.controls
     small_problem(qtbot, window, seq_lens="64,abc")
     click_run(qtbot, window)
-    assert not window.is_running()
+    assert not window.jobs.is_running()
     assert c.invalid_fields() == ["seq_lens"]
     assert c.seq_lens.property("invalid") is True
     assert c.error_label.isVisible() and "seq_lens" in c.error_label.text()
@@ -290,10 +290,10 @@ def test_backend_refusal_before_the_run_marks_the_field(
         raise ConfigError("head_dim", problem.head_dim, "this backend supports 64 and 128 only")
 
     monkeypatch.setattr(ReferenceBackend, "check_supported", refuse)
-    window.sweep_in_child = False
+    window.jobs.sweep_in_child = False
     small_problem(qtbot, window)
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
     assert window.controls.invalid_fields() == ["head_dim"]
     assert "64 and 128 only" in window.controls.error_label.text()
     assert window.store.count_runs() == 0
@@ -306,23 +306,23 @@ def test_a_store_error_in_the_worker_is_reported_not_fatal(
         raise StoreError(f"{self.path} stayed locked by another writer; try again")
 
     monkeypatch.setattr(Store, "create_run", locked)
-    window.sweep_in_child = False
+    window.jobs.sweep_in_child = False
     small_problem(qtbot, window)
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
     assert any("stayed locked" in text for text in dialogs.texts("critical"))
     assert window.controls.run_button.isEnabled()
 
 
 def test_run_menu_action_and_escape_cancel(qtbot: Any, window: Any, slow_points: None) -> None:
-    window.sweep_in_child = False
+    window.jobs.sweep_in_child = False
     small_problem(qtbot, window, seq_lens="64,128,256,512")
     window.run_action.trigger()
-    assert window.is_running() and window.cancel_action.isEnabled()
-    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=20_000)
+    assert window.jobs.is_running() and window.cancel_action.isEnabled()
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 1, timeout=20_000)
     window.cancel_action.trigger()
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=20_000)
-    assert window.store.run(window.last_run_id).status == "cancelled"
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
+    assert window.store.run(window.jobs.last_run_id).status == "cancelled"
     assert not window.cancel_action.isEnabled() and window.run_action.isEnabled()
 
 
@@ -330,13 +330,15 @@ def test_cancel_reaches_the_sweep_process(qtbot: Any, window: Any) -> None:
     """The default path for the reference backend: the sweep runs in a child process."""
     small_problem(qtbot, window, seq_lens="64-4k", mask="none", label="child cancel")
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: window._worker is not None and window._worker.child_pid is not None)
-    child = window._worker.child_pid
+    qtbot.waitUntil(
+        lambda: window.jobs._worker is not None and window.jobs._worker.child_pid is not None
+    )
+    child = window.jobs._worker.child_pid
     assert child != os.getpid()
-    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=30_000)
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 1, timeout=30_000)
     qtbot.mouseClick(window.controls.cancel_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=60_000)
-    run = window.store.run(window.last_run_id)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
+    run = window.store.run(window.jobs.last_run_id)
     assert run.status == "cancelled"
     assert 1 <= len(window.store.points(run.id)) < 7
 
@@ -346,10 +348,10 @@ def test_a_dying_sweep_process_leaves_a_failed_run_and_a_dialog(
 ) -> None:
     small_problem(qtbot, window, seq_lens="64-4k", mask="none")
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=30_000)
-    os.kill(window._worker.child_pid, signal.SIGKILL)  # what the OOM killer would do
-    qtbot.waitUntil(lambda: not window.is_running(), timeout=30_000)
-    run = window.store.run(window.last_run_id)
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 1, timeout=30_000)
+    os.kill(window.jobs._worker.child_pid, signal.SIGKILL)  # what the OOM killer would do
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=30_000)
+    run = window.store.run(window.jobs.last_run_id)
     assert run.status == "failed" and run.error
     assert len(window.store.points(run.id)) >= 1  # what it measured is kept
     assert any(
@@ -362,21 +364,21 @@ def test_a_dying_sweep_process_leaves_a_failed_run_and_a_dialog(
 def test_closing_during_a_sweep_asks_and_keeps_the_run(
     qtbot: Any, window: Any, dialogs: Any
 ) -> None:
-    window.sweep_in_child = False  # the slow_points patch lives in this process
+    window.jobs.sweep_in_child = False  # the slow_points patch lives in this process
     small_problem(qtbot, window, seq_lens="64,128,256,512,1024")
     click_run(qtbot, window)
-    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=20_000)
+    qtbot.waitUntil(lambda: window.jobs.progress.value() >= 1, timeout=20_000)
     store_path = window.store.path
-    run_id = window.last_run_id
+    run_id = window.jobs.last_run_id
 
     dialogs.question_answer = QMessageBox.StandardButton.No
     window.close()
-    assert window.isVisible() and window.is_running()  # the user changed their mind
+    assert window.isVisible() and window.jobs.is_running()  # the user changed their mind
     assert "A sweep is running" in dialogs.shown[-1][1]
 
     dialogs.question_answer = QMessageBox.StandardButton.Yes
     window.close()
-    assert not window.isVisible() and not window.is_running()
+    assert not window.isVisible() and not window.jobs.is_running()
     with Store(store_path) as store:
         run = store.run(run_id)
         assert run.status == "cancelled" and 1 <= len(store.points(run_id)) < 5

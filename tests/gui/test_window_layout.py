@@ -97,7 +97,7 @@ def test_a_validation_message_does_not_move_run_cancel_or_label(qtbot: Any, wind
     before = [w.mapTo(window, QPoint(0, 0)) for w in widgets]
     type_into(qtbot, c.seq_lens, "100,abc")
     qtbot.mouseClick(c.run_button, Qt.MouseButton.LeftButton)
-    assert not window.is_running() and c.error_label.isVisible() and c.error_label.text()
+    assert not window.jobs.is_running() and c.error_label.isVisible() and c.error_label.text()
     qtbot.wait(20)
     assert [w.mapTo(window, QPoint(0, 0)) for w in widgets] == before
     # The whole message is readable: in the space kept for it, or in its tooltip.
@@ -136,13 +136,13 @@ def test_the_quit_question_goes_away_when_the_sweep_finishes_meanwhile(
     monkeypatch.setattr(QMessageBox, "question", staticmethod(real_question))
     small_problem(qtbot, window, seq_lens="64,128,256")
     click_run(qtbot, window)
-    assert window.is_running()
+    assert window.jobs.is_running()
     window.close()  # the user closes; the sweep ends on its own while the question is up
     assert asked and "A sweep is running" in asked[0].windowTitle()
-    assert not window.is_running()
+    assert not window.jobs.is_running()
     assert not asked[0].isVisible() and not lingered  # answered for the user: moot now
     assert window.isVisible()  # and the window stays, showing how the sweep ended
-    assert window.store.run(window.last_run_id).status == "complete"
+    assert window.store.run(window.jobs.last_run_id).status == "complete"
 
 
 @pytest.fixture
@@ -235,9 +235,9 @@ def test_each_tab_keeps_its_share_and_the_splitters_are_remembered(
     total = sum(split.sizes())
     split.setSizes([total // 2, total - total // 2])  # the user drags History up
     window.tabs.setCurrentWidget(window.ladder)
-    assert window.tab_share(3) > 0.7  # the Ladder tab gets most of the height
+    assert window.tab_shares.share(3) > 0.7  # the Ladder tab gets most of the height
     window.tabs.setCurrentWidget(window.plots)
-    assert abs(window.tab_share(0) - 0.5) < 0.02  # Plots keeps what the user dragged
+    assert abs(window.tab_shares.share(0) - 0.5) < 0.02  # Plots keeps what the user dragged
     compare_sizes = [300, 120]
     window.compare.split.setSizes(compare_sizes)
     wanted = window.compare.split.sizes()
@@ -245,8 +245,8 @@ def test_each_tab_keeps_its_share_and_the_splitters_are_remembered(
 
     again = make_window(probe_backends=False)
     assert again.compare.split.sizes() == wanted
-    assert abs(again.tab_share(0) - 0.5) < 0.02
-    assert again.tab_share(3) > 0.7
+    assert abs(again.tab_shares.share(0) - 0.5) < 0.02
+    assert again.tab_shares.share(3) > 0.7
 
 
 def test_the_default_window_fills_a_large_screen_only_to_its_preferred_size(

@@ -1,68 +1,38 @@
-"""The main window: wires the controls, the worker, the plots, the heatmap, history, compare and
-the ladder view.
+"""The main window: lays out the form, the views, History and the status bar, and wires them.
 
-It owns the GUI thread's Store (reading, relabelling, deleting) and starts one SweepWorker per job
-(the core's: :mod:`workbench.jobs`); the job opens its own Store on the same file. Every worker
-signal lands on a bound method of this window (docs/design.md trap: never a lambda). The job's
-events feed the core's progress model (:mod:`workbench.progress`), which the status bar renders;
-views are refreshed from the store, the one source of truth, whenever the selection changes or a
-point arrives.
+The window renders and sends commands; small objects beside it do the rest: the open database
+(:mod:`workbench.gui.database_session`), the running job (:mod:`workbench.gui.job_runner`), the
+exports (:mod:`workbench.gui.exports`) and what is kept of the window's shape between sessions
+(:mod:`workbench.gui.window_state`). Views are refreshed from the store, the one source of
+truth, whenever the selection changes or a point arrives.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QThread, QTimer, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (
-    QFileDialog,
-    QLabel,
-    QMainWindow,
-    QMessageBox,
-    QProgressBar,
-    QSplitter,
-    QTabWidget,
-)
+from PySide6.QtCore import QSettings, Qt, QThread, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget
 
-from workbench import events as ev
 from workbench.compare import run_name
-from workbench.config import ConfigError
-from workbench.gui import _pyside_fix
+from workbench.gui import _pyside_fix, window_state
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
+from workbench.gui.database_session import DatabaseSession
+from workbench.gui.exports import Exports
 from workbench.gui.heatmap import HeatmapPanel
-from workbench.gui.history import HistoryPanel, ask_csv_path, may_replace
+from workbench.gui.history import HistoryPanel
+from workbench.gui.job_runner import JobRunner
 from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel, Series
-from workbench.gui.worker import ProbeWorker, SweepWorker, start_in_thread
-from workbench.progress import ProgressModel
-from workbench.store import (
-    Store,
-    StoreError,
-    data_dir_db_path,
-    default_db_path,
-    env_db_path,
-)
+from workbench.gui.worker import ProbeWorker, start_in_thread
+from workbench.store import Store, StoreError, default_db_path, env_db_path
 from workbench.tuned import tuned_labels
 
-GUI_BUSY_TIMEOUT_S = 0.25
-PROGRESS_TICK_MS = 1000  # how often the time left is counted down during a point
-# The first window's size where the screen has room; smaller screens get their available area.
-PREFERRED_SIZE = (1440, 900)
-# What a window manager's frame and title bar take around the client area, at most.
-FRAME_ALLOWANCE = (16, 48)
-# The share of the height above History a tab gets until the user drags the splitter: the
-# Ladder tab's every step, its chart and a step's map need most of it.
-DEFAULT_TAB_SHARE = 0.6
-DEFAULT_TAB_SHARES = {3: 0.76}
 MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
-SETTINGS_VERSION = 1
 
 
 class MainWindow(QMainWindow):
@@ -79,26 +49,19 @@ class MainWindow(QMainWindow):
         _pyside_fix.apply()  # idempotent; see the module (PySide6 6.12.0 on Python < 3.12)
         super().__init__()
         self.settings = settings if settings is not None else QSettings()
-        self.timing = timing
-        # None: a child process for backends that compute in process (workbench.jobs.background
-        # decides); tests that patch a backend in this process set False.
-        self.sweep_in_child: bool | None = None
-        self.store: Store | None = None
-        self._worker: SweepWorker | None = None
-        self._thread: QThread | None = None
+        self.jobs = JobRunner(self, timing)
+        self.database = DatabaseSession(
+            self,
+            on_changed=self._set_store,
+            on_imported=self._on_imported,
+            busy=self.jobs.is_running,
+            status=self.show_status,
+            warn=self.warn,
+        )
+        self.exports = Exports(self)
         self._probe: ProbeWorker | None = None
         self._probe_thread: QThread | None = None
-        self._pending_notice: str | None = None
-        self._quit_question: str | None = None  # the title of the open "quit now?" question
-        # The running (or last) job's progress, fed by its events.
-        self.progress_model: ProgressModel | None = None
         self.backend_statuses: dict[str, Any] = {}
-        self.last_run_id: int | None = None
-        # The time left counts down between a job's events (a long point said the same for
-        # minutes).
-        self._progress_timer = QTimer(self)
-        self._progress_timer.setInterval(PROGRESS_TICK_MS)
-        self._progress_timer.timeout.connect(self._tick_progress)
         # A group's members finish a length together: their points redraw the views once.
         self._views_timer = QTimer(self)
         self._views_timer.setSingleShot(True)
@@ -108,12 +71,13 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("")  # Qt shows the application display name
         self._build_widgets()
         self._build_menus()
-        self._restore_settings()
+        window_state.restore_settings(self)
 
         # As for the CLI: a path given, else $FMHA_WORKBENCH_DB, then the last one used.
-        path = Path(db_path) if db_path else env_db_path() or self._saved_db_path()
-        path = path or default_db_path()
-        self.open_database(path, show_errors=False)
+        path = (
+            Path(db_path) if db_path else env_db_path() or window_state.saved_db_path(self.settings)
+        )
+        self.database.open(path or default_db_path(), show_errors=False)
 
         if probe_backends:
             self.start_backend_probe()
@@ -121,17 +85,17 @@ class MainWindow(QMainWindow):
     # ---- construction ---------------------------------------------------------------------------
     def _build_widgets(self) -> None:
         self.controls = ControlsPanel()
-        self.controls.runRequested.connect(self.start_run)
-        self.controls.cancelRequested.connect(self.cancel_run)
+        self.controls.runRequested.connect(self.jobs.start_run)
+        self.controls.cancelRequested.connect(self.jobs.cancel)
 
         self.plots = PlotsPanel()
-        self.heatmap = HeatmapPanel(self._load_block_map)
+        self.heatmap = HeatmapPanel(self.database.block_map)
         self.compare = ComparePanel()
-        self.ladder = LadderPanel(self._load_block_map)
-        self.ladder.runRequested.connect(self.start_ladder)
-        self.ladder.cancelRequested.connect(self.cancel_run)
-        self.ladder.exportRequested.connect(self.export_ladder_csv)
-        self.ladder.message.connect(self._show_status)
+        self.ladder = LadderPanel(self.database.block_map)
+        self.ladder.runRequested.connect(self.jobs.start_ladder)
+        self.ladder.cancelRequested.connect(self.jobs.cancel)
+        self.ladder.exportRequested.connect(self.exports.ladder_csv)
+        self.ladder.message.connect(self.show_status)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("view_tabs")
         self.tabs.addTab(self.plots, "Plots")
@@ -146,7 +110,7 @@ class MainWindow(QMainWindow):
         self.history.groupCompareRequested.connect(self.open_group_compare)
         self.history.relabelled.connect(self._on_relabelled)
         self.history.runsDeleted.connect(self._on_runs_deleted)
-        self.history.message.connect(self._show_status)
+        self.history.message.connect(self.show_status)
 
         self.right_split = QSplitter(Qt.Orientation.Vertical)
         self.right_split.setObjectName("right_split")
@@ -172,82 +136,33 @@ class MainWindow(QMainWindow):
             "QLabel#machine_label { border-left: 1px solid #b0b0b0; padding-left: 10px; "
             "margin-left: 12px; color: #333; }"
         )
-        self.progress_label = QLabel()
-        self.progress_label.setObjectName("progress_label")
-        self.progress = QProgressBar()
-        self.progress.setObjectName("progress")
-        self.progress.setMaximumWidth(220)
-        self.progress.setFormat("%v / %m points")
-        self.progress.hide()
-        self.progress_label.hide()
         # Permanent widgets: showMessage() hides the ordinary ones while a message is shown.
-        bar.addPermanentWidget(self.progress_label)
-        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.jobs.progress_label)
+        bar.addPermanentWidget(self.jobs.progress)
         bar.addPermanentWidget(self.machine_label)
-        self.fit_to_screen()
-        # Each tab's share of the height above History, remembered as the user drags it: the
-        # Ladder tab's table, chart and map need more than Plots do.
-        self._tab_shares: dict[int, float] = dict(DEFAULT_TAB_SHARES)
-        self._shown_tab = self.tabs.currentIndex()
-        self._apply_tab_share(self._shown_tab)
-        self.tabs.currentChanged.connect(self._on_tab_changed)
-
-    def _apply_tab_share(self, index: int) -> None:
-        total = sum(self.right_split.sizes()) or self.height()
-        share = self._tab_shares.get(index, DEFAULT_TAB_SHARE)
-        top = round(total * share)
-        self.right_split.setSizes([top, total - top])
-
-    def _on_tab_changed(self, index: int) -> None:
-        sizes = self.right_split.sizes()
-        if sum(sizes) > 0 and self._shown_tab >= 0:
-            self._tab_shares[self._shown_tab] = sizes[0] / sum(sizes)
-        self._shown_tab = index
-        self._apply_tab_share(index)
-
-    def tab_share(self, index: int) -> float:
-        """The share of the height the tab ``index`` gets above History (its own, or the
-        default)."""
-        if index == self.tabs.currentIndex():
-            sizes = self.right_split.sizes()
-            return sizes[0] / sum(sizes) if sum(sizes) else 0.0
-        return self._tab_shares.get(index, DEFAULT_TAB_SHARE)
-
-    def fit_to_screen(self) -> None:
-        """The preferred size, shrunk to the screen's available geometry (a 1366x768 laptop
-        showed a 1440x900 window with Run, Label and the status bar off-screen), and moved
-        onto it."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        if screen is None:
-            self.resize(*PREFERRED_SIZE)
-            return
-        room = screen.availableGeometry()
-        width = min(PREFERRED_SIZE[0], room.width() - FRAME_ALLOWANCE[0])
-        height = min(PREFERRED_SIZE[1], room.height() - FRAME_ALLOWANCE[1])
-        size = QSize(width, height).expandedTo(self.minimumSizeHint())
-        self.resize(size)
-        left = room.left() + max((room.width() - size.width()) // 2, 0)
-        top = room.top() + max((room.height() - size.height() - FRAME_ALLOWANCE[1]) // 2, 0)
-        self.move(left, top)
+        window_state.fit_to_screen(self)
+        self.tab_shares = window_state.TabShares(self.tabs, self.right_split, self.height())
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         self.open_action = self._action(
-            file_menu, "&Open database…", self.choose_database, QKeySequence.StandardKey.Open
+            file_menu, "&Open database…", self.database.choose, QKeySequence.StandardKey.Open
         )
-        self.import_action = self._action(file_menu, "&Import runs…", self.choose_import)
+        self.import_action = self._action(file_menu, "&Import runs…", self.database.choose_import)
         self.export_csv_action = self._action(
             file_menu, "Export &CSV…", self._on_export_csv, "Ctrl+E"
         )
         self.export_png_action = self._action(
-            file_menu, "Export plots as &PNG…", self.export_plots_png, "Ctrl+Shift+E"
+            file_menu, "Export plots as &PNG…", self.exports.plots_png, "Ctrl+Shift+E"
         )
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         run_menu = self.menuBar().addMenu("&Run")
-        self.run_action = self._action(run_menu, "&Run sweep", self.start_run, "Ctrl+R")
-        self.run_ladder_action = self._action(run_menu, "Run &ladder", self.start_ladder, "Ctrl+L")
-        self.cancel_action = self._action(run_menu, "&Cancel the run", self.cancel_run, "Esc")
+        self.run_action = self._action(run_menu, "&Run sweep", self.jobs.start_run, "Ctrl+R")
+        self.run_ladder_action = self._action(
+            run_menu, "Run &ladder", self.jobs.start_ladder, "Ctrl+L"
+        )
+        self.cancel_action = self._action(run_menu, "&Cancel the run", self.jobs.cancel, "Esc")
         self.cancel_action.setEnabled(False)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About", self._on_about)
@@ -261,56 +176,10 @@ class MainWindow(QMainWindow):
         return action
 
     # ---- database -------------------------------------------------------------------------------
-    def open_database(self, path: str | Path, *, show_errors: bool = True) -> bool:
-        """Switch to the database at ``path``. A damaged or locked file never crashes the app."""
-        if self.is_running():
-            self._warn(
-                "Database", "Wait for the running sweep to finish before switching databases."
-            )
-            return False
-        path = Path(path).expanduser()
-        if not path.parent.exists() and path != data_dir_db_path() and not self._may_create(path):
-            self._show_status(f"No database opened: {path.parent} does not exist")
-            if self.store is None:
-                self._set_store(None, path)
-            return False
-        try:
-            # A short busy timeout: this store writes from the GUI thread (relabel, delete), and
-            # the store's retries with backoff already wait out a writer's brief commit.
-            store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S)
-        except (StoreError, OSError) as exc:
-            message = f"Cannot open the run database {path}:\n{exc}"
-            if show_errors:
-                self._warn("Database", message)
-            else:
-                # Still inside __init__: show it once the window is up.
-                self._pending_notice = message
-                QTimer.singleShot(0, self._show_pending_notice)
-            self._show_status(str(exc))
-            if self.store is None:
-                self._set_store(None, Path(path))
-            return False
-        old, self.store = self.store, store
-        if old is not None:
-            old.close()
-        self._set_store(store, store.path)
-        if store.notice:
-            self._pending_notice = store.notice
-            QTimer.singleShot(0, self._show_pending_notice)
-        return True
-
-    def _may_create(self, path: Path) -> bool:
-        """Ask before making folders for a database (a mistyped path would otherwise leave
-        them behind); the data directory of a first start is made without asking."""
-        answer = QMessageBox.question(
-            self,
-            "Create a run database?",
-            f"The folder {path.parent} does not exist.\n\nCreate it and a new, empty run "
-            f"database {path.name} in it?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+    @property
+    def store(self) -> Store | None:
+        """The open run database (None: none is open)."""
+        return self.database.store
 
     def _set_store(self, store: Store | None, path: Path) -> None:
         self.history.set_store(store)
@@ -327,63 +196,11 @@ class MainWindow(QMainWindow):
         self.controls.set_can_run(not reason, reason)
         self.ladder.set_can_run(not reason, reason)
 
-    def _show_pending_notice(self) -> None:
-        notice, self._pending_notice = self._pending_notice, None
-        if notice:
-            # The first sentence in the status bar (the dialog has all of it).
-            self._show_status(notice.splitlines()[0].split("; ")[0])
-            self._warn("Database", notice)
-
-    def choose_database(self) -> None:
-        start = str(self.store.path if self.store is not None else default_db_path())
-        path, _ = QFileDialog.getSaveFileName(
-            self,
-            "Open or create a run database",
-            start,
-            "Run databases (*.db);;All files (*)",
-            options=QFileDialog.Option.DontConfirmOverwrite,
-        )
-        if path:
-            self.open_database(path)
-
-    def choose_import(self) -> None:
-        """File › Import runs…: pick another run database and copy its runs in."""
-        start = str(self.store.path.parent if self.store is not None else Path.home())
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Import runs from another database", start, "Run databases (*.db);;All files (*)"
-        )
-        if path:
-            self.import_runs(path)
-
-    def import_runs(self, path: str | Path) -> Any:
-        """Copy the runs of the database at ``path`` into the open one (each run once, with its
-        machine); the result, or None after a warning that says why nothing was imported."""
-        from workbench.importer import import_runs
-
-        if self.store is None or self.is_running():
-            self._warn("Import", "Open a database, and wait for the running job, to import.")
-            return None
-        try:
-            result = import_runs(self.store, path)
-        except (StoreError, OSError) as exc:
-            self._warn("Import", f"Nothing was imported: {exc}")
-            self._show_status(f"Nothing was imported from {path}")
-            return None
+    def _on_imported(self, result: Any) -> None:
         self.history.refresh(keep_selection=False)
         self.ladder.refresh_groups()
         if result.added:
             self.history.select_runs(list(result.added))
-        self._show_status(result.line()[:1].upper() + result.line()[1:])
-        return result
-
-    def _load_block_map(self, run_id: int, seq_len: int) -> Any:
-        if self.store is None:
-            return None
-        try:
-            return self.store.block_map(run_id, seq_len)
-        except (StoreError, OSError) as exc:
-            self._show_status(str(exc))
-            return None
 
     # ---- backends -------------------------------------------------------------------------------
     def start_backend_probe(self) -> None:
@@ -407,199 +224,6 @@ class MainWindow(QMainWindow):
             "\n".join([summary, ""] + [f"{name}: {s.reason}" for name, s in statuses.items()])
         )
 
-    # ---- running --------------------------------------------------------------------------------
-    def is_running(self) -> bool:
-        return self._worker is not None
-
-    def _form_job(self, title: str, build: Callable[[], Any]) -> Any:
-        """The job the form describes, built by the core through ``build``, or None after
-        telling the user why nothing can run (a bad value is marked on its field)."""
-        if self.is_running():
-            return None
-        self.controls.clear_errors()
-        if self.store is None or self.store.read_only:
-            self._warn(title, "No writable run database is open (File › Open database…).")
-            return None
-        try:
-            return build()
-        except ConfigError as exc:
-            self._mark(exc)
-            return None
-
-    def _mark(self, exc: ConfigError) -> None:
-        self.controls.mark_error(exc.field, str(exc))
-        self._show_status(str(exc))
-
-    def start_run(self) -> None:
-        """Run what the form describes: a sweep on one ticked backend, a group on several."""
-        job = self._form_job("Run", self.controls.job)
-        if job is not None:
-            self._start_worker(job)
-
-    def start_ladder(self) -> None:
-        """Run the built-in ladder on the form's problem, lengths and backend (the Ladder tab)."""
-        job = self._form_job("Ladder", self._ladder_job)
-        if job is not None:
-            self.tabs.setCurrentWidget(self.ladder)
-            self._start_worker(job)
-
-    def _ladder_job(self) -> Any:
-        from workbench.jobs import ladder_job  # the core, only once a ladder is asked for
-
-        # The ladder's own label, not the form's: that one names a sweep, left from the last.
-        label = self.ladder.label_edit.text().strip()
-        return ladder_job(self.controls.spec(), self.controls.backends.checked(), label)
-
-    def _start_worker(self, job: Any) -> None:
-        assert self.store is not None
-        self.progress_model = ProgressModel.for_job(job)
-        worker = SweepWorker(job, self.store.path, self.timing, in_child=self.sweep_in_child)
-        worker.event.connect(self._on_event)
-        worker.rejected.connect(self._on_rejected)
-        worker.crashed.connect(self._on_crashed)
-        # Before the thread starts: a job refused at once (a backend gone since the probe) can
-        # emit done before a later connect, and the window would wait for it for ever.
-        worker.done.connect(self._on_worker_done)
-        self._worker = worker
-        self._thread = start_in_thread(worker, self)
-        self._set_running_ui(True)
-        self._render_progress()
-        self.progress.show()
-        self.progress_label.show()
-        self._progress_timer.start()
-
-    def _tick_progress(self) -> None:
-        if self.progress_model is not None and self._worker is not None:
-            self.progress_label.setText(self.progress_model.live_text())
-
-    def _render_progress(self) -> None:
-        model = self.progress_model
-        if model is None:
-            return
-        self.progress.setRange(0, model.total)
-        self.progress.setValue(model.done)
-        self.progress_label.setText(model.text)
-
-    def _set_running_ui(self, running: bool) -> None:
-        self.controls.set_running(running)
-        self.ladder.set_running(running)
-        self.run_action.setEnabled(not running)
-        self.run_ladder_action.setEnabled(not running)
-        self.cancel_action.setEnabled(running)
-
-    def cancel_run(self) -> None:
-        if self._worker is not None and not self._worker.cancel_requested:
-            self._worker.request_cancel()
-            if self.progress_model is not None:
-                self.progress_model.cancelling()
-                self._render_progress()
-            self.controls.cancel_button.setEnabled(False)
-            self.ladder.cancel_button.setEnabled(False)
-
-    @Slot(object)
-    def _on_event(self, event: Any) -> None:
-        """One event of the running job: the progress model takes it, the views follow."""
-        model = self.progress_model
-        if model is None:
-            return
-        note = model.update(event)
-        self._render_progress()
-        if note:
-            self._show_status(note)
-        story = model.story
-        if isinstance(event, ev.JobStarted):
-            if story.selects_its_runs:
-                self.history.refresh(keep_selection=False)
-                self.history.select_runs(list(event.run_ids))
-            if story.follows_its_group:
-                self.ladder.set_live_group(event.group_id)
-        elif isinstance(event, ev.RunStarted):
-            self.last_run_id = event.run_id
-            if not story.selects_its_runs:  # else its runs were selected when it started
-                self.history.refresh(keep_selection=False)
-                self.history.select_runs([event.run_id])
-            self._refresh_live_ladder()
-        elif isinstance(event, ev.PointFinished):
-            self._refresh_run_views(event.run_id)
-            self._refresh_live_ladder()
-        elif isinstance(event, ev.RunFinished):
-            self.history.refresh_run(event.run_id)
-            self._refresh_run_views(event.run_id)
-            self._refresh_live_ladder()
-
-    def _worker_cancelling(self) -> bool:
-        return self._worker is not None and self._worker.cancel_requested
-
-    def _refresh_live_ladder(self) -> None:
-        model = self.progress_model
-        live = model is not None and model.story.follows_its_group and model.group_id is not None
-        if live and self.ladder.group_id() == model.group_id:
-            self.ladder.refresh()
-
-    @Slot(object)
-    def _on_rejected(self, exc: ConfigError) -> None:
-        from workbench.jobs import LadderStepError
-
-        if isinstance(exc, LadderStepError):
-            self._warn("Ladder", f"The ladder cannot run as set:\n\n{exc}")
-            self._show_status(str(exc))
-        else:
-            self._mark(exc)
-
-    @Slot(str)
-    def _on_crashed(self, message: str) -> None:
-        model = self.progress_model
-        job = model.story.noun if model is not None else "job"
-        self._error(f"{job.capitalize()} stopped", f"The {job} could not run:\n\n{message}")
-        self._show_status(message.splitlines()[0] if message else f"The {job} stopped")
-        for run_id in model.run_ids if model is not None else ():  # every job names its runs
-            self.history.refresh_run(run_id)
-
-    @Slot()
-    def _on_worker_done(self) -> None:
-        if self._thread is not None:
-            # done is emitted as run() returns and has already quit the thread: a short wait.
-            self._thread.wait()
-            self._thread.deleteLater()
-        cancelled = self._worker_cancelling()
-        self._thread = None
-        self._worker = None
-        self._close_quit_question()
-        self._set_running_ui(False)
-        self._progress_timer.stop()
-        self.progress.hide()
-        self.progress_label.hide()
-        model = self.progress_model
-        outcome = model.outcome(cancelled) if model is not None else None
-        if model is None or outcome is None:
-            return  # refused before anything was stored; _on_rejected or _on_crashed said why
-        story = outcome.story
-        if story.follows_its_group:
-            self.ladder.set_live_group(None)
-            self.ladder.show_group(model.group_id)
-        if story.selects_its_runs:
-            self.history.refresh(keep_selection=False)
-            self.history.select_runs(list(model.run_ids))
-        self._show_status(outcome.line)
-        if outcome.failures:
-            self._error(
-                story.failure_title,
-                f"{outcome.line}; {story.failure_kept}.\n\n" + "\n".join(outcome.failures),
-            )
-
-    def _close_quit_question(self) -> None:
-        """The job ended while "Stop the sweep now and quit?" was up: the question is moot, so
-        answer it No (the window stays, and says how the job ended)."""
-        if self._quit_question is None:
-            return
-        for box in self.findChildren(QMessageBox):
-            if box.isVisible() and box.windowTitle() == self._quit_question:
-                button = box.button(QMessageBox.StandardButton.No)
-                if button is not None:
-                    button.click()
-                else:
-                    box.reject()
-
     # ---- selection and views --------------------------------------------------------------------
     def _runs_for(self, ids: list[int]) -> list[Any]:
         runs = []
@@ -617,7 +241,7 @@ class MainWindow(QMainWindow):
             try:
                 points[run_id] = self.store.points(run_id)
             except (StoreError, OSError) as exc:
-                self._show_status(str(exc))
+                self.show_status(str(exc))
                 points[run_id] = []
         return points
 
@@ -625,7 +249,7 @@ class MainWindow(QMainWindow):
     def _on_selection(self, ids: list[int]) -> None:
         shown = ids[:MAX_PLOTTED]
         if len(ids) > MAX_PLOTTED:
-            self._show_status(f"Plotting the first {MAX_PLOTTED} of {len(ids)} selected runs")
+            self.show_status(f"Plotting the first {MAX_PLOTTED} of {len(ids)} selected runs")
         runs = self._runs_for(shown)
         points = self._points_for([r.id for r in runs])
         self.plots.set_series(
@@ -662,7 +286,7 @@ class MainWindow(QMainWindow):
             run, [p.seq_len for p in points], {p.seq_len: p.extra or {} for p in points}
         )
 
-    def _refresh_run_views(self, run_id: int) -> None:
+    def refresh_run_views(self, run_id: int) -> None:
         """A run gained points or changed status: update its curves, the heatmap and compare."""
         if run_id in self.history.selected_ids():
             self._views_timer.start()  # coalesced: one redraw for a burst of events
@@ -689,7 +313,7 @@ class MainWindow(QMainWindow):
         try:
             ids = [r.id for r in self.store.group_runs(group_id)]
         except (StoreError, OSError) as exc:
-            self._show_status(str(exc))
+            self.show_status(str(exc))
             return
         model = self.history.model
         while any(model.row_of(i) is None for i in ids) and model.canFetchMore():
@@ -699,14 +323,14 @@ class MainWindow(QMainWindow):
         if ids:
             self.compare.pin_baseline(ids[0])
         self.tabs.setCurrentWidget(self.compare)
-        self._show_status(f"Comparing group #{group_id}: {len(ids)} runs")
+        self.show_status(f"Comparing group #{group_id}: {len(ids)} runs")
 
     def _on_load_requested(self, run_id: int) -> None:
         runs = self._runs_for([run_id])
         if runs:
             run = runs[0]
             self.controls.load_run(run.problem, run.config, run.seq_lens, run.backend, run.label)
-            self._show_status(f"Loaded the settings of run #{run_id} into the form")
+            self.show_status(f"Loaded the settings of run #{run_id} into the form")
 
     @Slot(list)
     def _on_relabelled(self, ids: list[int]) -> None:
@@ -718,66 +342,17 @@ class MainWindow(QMainWindow):
         self._on_selection(self.history.selected_ids())
         self.ladder.refresh_groups()  # a group's run count, or a step gone from its ladder
 
-    # ---- export ---------------------------------------------------------------------------------
     def _on_export_csv(self) -> None:
         self.history.export_selected()
 
-    def export_ladder_csv(self, group_id: int) -> Path | None:
-        """Every point of ladder ``group_id``'s runs to a CSV file the user picks."""
-        if self.store is None:
-            return None
-        try:
-            run_ids = [r.id for r in self.store.group_runs(group_id)]
-        except (StoreError, OSError) as exc:
-            self._warn("Export", str(exc))
-            return None
-        if not run_ids:  # export_csv would export every run for an empty list
-            self._show_status(f"Ladder #{group_id} has no runs to export")
-            return None
-        start = Path(self.history.export_dir or Path.home()) / f"fmha-ladder-{group_id}.csv"
-        target = ask_csv_path(self, f"Export ladder #{group_id} to CSV", start)
-        if target is None:
-            return None
-        try:
-            rows = self.store.export_csv(target, run_ids)
-        except (StoreError, OSError) as exc:
-            self._warn("Export", f"Could not write {target}:\n{exc}")
-            return None
-        self.history.export_dir = str(target.parent)
-        self._show_status(
-            f"Exported {rows} point{'s' if rows != 1 else ''} of ladder #{group_id} to {target}"
-        )
-        return target
-
-    def export_plots_png(self) -> Path | None:
-        start = str(Path(self.history.export_dir or Path.home()) / "fmha-plots.png")
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Export plots as PNG", start, "PNG images (*.png)"
-        )
-        if not path:
-            return None
-        chosen = Path(path)
-        target = chosen if chosen.suffix.lower() == ".png" else chosen.with_suffix(".png")
-        if not may_replace(self, chosen, target):
-            return None
-        protected = [self.store.path] if self.store is not None else []
-        try:
-            target = self.plots.export_png(target, protected=protected)
-        except Exception as exc:
-            self._warn("Export", f"Could not write {path}:\n{exc}")
-            return None
-        self.history.export_dir = str(target.parent)
-        self._show_status(f"Saved the plots to {target}")
-        return target
-
     # ---- messages -------------------------------------------------------------------------------
-    def _show_status(self, text: str) -> None:
+    def show_status(self, text: str) -> None:
         self.statusBar().showMessage(text, 8000)
 
-    def _warn(self, title: str, text: str) -> None:
+    def warn(self, title: str, text: str) -> None:
         QMessageBox.warning(self, title, text)
 
-    def _error(self, title: str, text: str) -> None:
+    def error(self, title: str, text: str) -> None:
         QMessageBox.critical(self, title, text)
 
     def _on_about(self) -> None:
@@ -788,118 +363,27 @@ class MainWindow(QMainWindow):
             "the blocks it computed, keep every run and compare them.",
         )
 
-    # ---- settings -------------------------------------------------------------------------------
-    def _saved_db_path(self) -> Path | None:
-        value = self.settings.value("db_path", "")
-        return Path(str(value)) if value else None
-
-    def _restore_settings(self) -> None:
-        s = self.settings
-        geometry = s.value("window/geometry")
-        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
-            self.restoreGeometry(geometry)
-            # Saved on a larger monitor: shrink it onto this one rather than off its edges.
-            screen = self.screen() or QGuiApplication.primaryScreen()
-            if screen is not None:
-                room = screen.availableGeometry()
-                if self.width() > room.width() or self.height() > room.height():
-                    self.fit_to_screen()
-        for key, splitter in self._remembered_splitters():
-            state = s.value(key)
-            restored = isinstance(state, QByteArray) and not state.isEmpty()
-            if restored and splitter.restoreState(state) and splitter is self.compare.split:
-                self.compare.keep_split()  # as the user left it, not fitted to the rows
-        shares = s.value("window/tab_shares", "")
-        with contextlib.suppress(TypeError, ValueError):
-            for index, share in json.loads(str(shares or "{}")).items():
-                if 0.05 <= float(share) <= 0.95:
-                    self._tab_shares[int(index)] = float(share)
-        raw = s.value("controls", "")
-        if raw:
-            try:
-                state = json.loads(str(raw))
-            except ValueError:
-                state = None  # a hand-edited or foreign settings file: keep the defaults
-            if isinstance(state, dict):
-                self.controls.apply_state(state)
-        self.history.export_dir = str(s.value("export_dir", "") or "")
-        tab = s.value("window/tab", 0)
-        with contextlib.suppress(TypeError, ValueError):
-            self.tabs.setCurrentIndex(int(tab))  # type: ignore[arg-type]
-        self._apply_tab_share(self.tabs.currentIndex())
-
-    def _remembered_splitters(self) -> list[tuple[str, QSplitter]]:
-        """Every splitter whose sizes the window keeps between sessions (the Ladder tab's
-        table splitter fits its steps itself)."""
-        return [
-            ("window/main_split", self.main_split),
-            ("window/compare_split", self.compare.split),
-            ("window/ladder_bottom_split", self.ladder.bottom_split),
-        ]
-
-    def save_settings(self) -> None:
-        s = self.settings
-        s.setValue("settings_version", SETTINGS_VERSION)
-        s.setValue("window/geometry", self.saveGeometry())
-        for key, splitter in self._remembered_splitters():
-            s.setValue(key, splitter.saveState())
-        self._on_tab_changed(self.tabs.currentIndex())  # the shown tab's share as dragged
-        s.setValue("window/tab_shares", json.dumps(self._tab_shares))
-        s.setValue("window/tab", self.tabs.currentIndex())
-        s.setValue("controls", json.dumps(self.controls.state()))
-        s.setValue("export_dir", self.history.export_dir)
-        if self.store is not None:
-            s.setValue("db_path", str(self.store.path))
-        s.sync()
-
     # ---- closing --------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self.is_running():
-            model = self.progress_model
-            what = model.story.noun if model is not None else "job"
-            self._quit_question = f"A {what} is running"
-            try:
-                answer = QMessageBox.question(
-                    self,
-                    self._quit_question,
-                    f"Stop the {what} now and quit? The points finished so far "
-                    "are kept and the run is stored as cancelled.",
-                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                    QMessageBox.StandardButton.No,
-                )
-            finally:
-                self._quit_question = None
-            if answer != QMessageBox.StandardButton.Yes:
-                event.ignore()
-                return
+        if not self.jobs.may_quit():
+            event.ignore()
+            return
         self.shutdown()
         event.accept()
 
     def shutdown(self) -> None:
         """Stop background work, save settings and close the store (idempotent)."""
-        if self._worker is not None:
-            self._worker.request_cancel()
-            # The window is going away: nothing the worker still says should reach it (a
-            # dialog after close, a read on a closed store). The job itself stores its open
-            # runs as cancelled.
-            self._worker.blockSignals(True)
-            # The current point may take a while (a long compile): let the window go now.
-            self.hide()
+        self.jobs.stop()
         if self._probe is not None:
             self._probe.blockSignals(True)
-        for thread in (self._thread, self._probe_thread):
-            if thread is not None:
-                # Returns once the current point (or the probe) is done; cancel was requested.
-                thread.quit()
-                thread.wait()
-        self._thread = None
-        self._worker = None
+        if self._probe_thread is not None:
+            self._probe_thread.quit()  # returns once the probe is done
+            self._probe_thread.wait()
         self._probe_thread = None
         self._probe = None
-        self.save_settings()
+        window_state.save_settings(self)
         if self.store is not None:
-            self.store.close()
-            self.store = None
+            self.database.close()
             # Nothing may read the closed connection later (a late scroll, a queued refresh).
             self.history.set_store(None)
             self.ladder.set_store(None)
