@@ -45,7 +45,6 @@ VALID = {
     "machine": [],
     "profile": ["1", "--seq-len", "64"],
     "roofline": ["1"],
-    "import": None,  # its one argument is the other database: only bad flags are tried
     "gui": None,  # valid arguments would open the window: only bad ones are tried
 }
 BAD_INTS = ["", " ", "x", "1.5", "1e3", "0x10", "２", "١", "9" * 25, "-" + "9" * 25, "1_000",

@@ -8,6 +8,7 @@ outside CI without cuda.tile, tileiras or cuobjdump, as tests/test_arch_tables_o
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -226,3 +227,55 @@ def test_a_ladder_cell_says_what_its_step_compiled_to(
         rows = format_ladder_table(ladder_table(store, group))
     assert rows[1][1].endswith("[168r]")
     assert rows[2][1].endswith("[255r spill 5.5KB]")  # the spilling step says so in its cell
+
+
+def test_a_child_process_answers_from_the_same_cache_and_can_be_ended(tmp_path: Path) -> None:
+    _require_compilers()
+    from workbench.resources import launch_knobs_of, read_child
+
+    service = ResourceService(tmp_path / "cache")
+    config = KernelConfig(mask="causal", tile_m=128, tile_n=128, num_worker_warps=8)
+    launch = launch_knobs_of(config)
+    assert launch is not None
+    child = service.start_child(PROBLEM, "causal", launch, "sm_90")
+    answer = read_child(child, "sm_90")
+    assert answer is not None and answer.registers == 168 and not answer.spills
+    assert service.cached(PROBLEM, "causal", launch, "sm_90") == answer  # kept for the window
+    # A compile the window no longer needs is ended, and says nothing.
+    other = {**launch, "tile_n": 64}
+    ended = service.start_child(PROBLEM, "causal", other, "sm_90")
+    ended.kill()
+    assert read_child(ended, "sm_90") is None
+    assert service.cached(PROBLEM, "causal", other, "sm_90") is None
+
+
+def test_stored_runs_without_resources_get_them_from_the_cli(
+    run_cli: Any,
+    db_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rng: np.random.Generator,
+) -> None:
+    from tests.conftest import fast_timing
+
+    problem = Problem(batch=1, heads=1, head_dim=64, q_len=1, k_len=1)
+    spec = SweepSpec(problem, (128,), KernelConfig(mask="causal"), "cutile", seed=1)
+    with Store(db_path) as store:
+        # Stored as before points kept their resources: a cuTile run on an H200, and a peer.
+        old = store.create_run(spec, {"gpu_name": "NVIDIA H200", "compute_capability": "9.0"})
+        store.add_point(old, ReferenceBackend().measure_point(
+            spec.problems()[0], spec.config, fast_timing(), rng
+        ))  # fmt: skip
+        peer = store.create_run(dataclasses.replace(spec, backend="torch-cudnn"), {})
+    missing = run_cli("resources", "--runs", f"{old},99", "--db", db_path)
+    assert missing.code == 2 and "run 99 does not exist" in missing.err
+    _require_compilers()
+    monkeypatch.setenv("FMHA_WORKBENCH_RESOURCE_CACHE", str(tmp_path / "cache"))
+    result = run_cli("resources", "--runs", f"{old},{peer}", "--db", db_path)
+    assert result.code == 0, result.err
+    assert result.out.strip() == "stored the compiled resources of 1 point(s)"
+    with Store(db_path) as store:
+        found = CompiledResources.from_dict(store.points(old)[0].extra["resources"])
+    assert found.arch == "sm_90" and found.registers and not found.error
+    again = run_cli("resources", "--runs", str(old), "--db", db_path)
+    assert again.out.strip() == "stored the compiled resources of 0 point(s)"  # kept, not redone

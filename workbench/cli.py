@@ -435,8 +435,35 @@ def _resource_archs(text: str | None) -> list[str]:
     return list(dict.fromkeys(archs))
 
 
+def _fill_resources(args: argparse.Namespace) -> int:
+    """``resources --runs``: what stored points compiled to, where they were stored without."""
+    from workbench.jobs.resources import fill_resources
+    from workbench.resources import ResourceService, missing_tools
+
+    path = _db_path(args)
+    if not path.exists():
+        raise UsageError(f"no run database at {path}; check the path")
+    with _open_store(_db_of(args), create=False) as store:
+        for run_id in args.runs:
+            store.run(run_id)  # a missing id is refused before anything compiles
+    why = missing_tools()
+    if why:
+        raise UsageError(f"cannot compile here: {why}")
+    with _open_store(_db_of(args)) as store:
+        filled = fill_resources(
+            store, args.runs, ResourceService(), lambda line: print(line, file=sys.stderr)
+        )
+    print(f"stored the compiled resources of {filled} point(s)")
+    return EXIT_OK
+
+
 def cmd_resources(args: argparse.Namespace) -> int:
     from workbench.resources import ResourceService, missing_tools
+
+    if args.runs:
+        return _fill_resources(args)
+    if _db_of(args) is not None:
+        raise UsageError("--db: only with --runs (a config alone is compiled, not stored)")
 
     problem = Problem(
         batch=args.batch,
@@ -571,7 +598,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     except ProfileRefused as exc:
         raise UsageError(f"cannot profile: {exc}") from exc
     with _open_store(_db_of(args)) as store:
-        store.set_point_profile(run.id, point.seq_len, profile.to_dict())
+        store.set_point_extra(run.id, point.seq_len, "ncu", profile.to_dict())
     if args.json:
         _emit_json(profile.to_dict())
         return EXIT_OK

@@ -350,6 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a cuTile config compiles to (offline, no GPU): registers, spill, shared "
         "memory and CTAs per SM, per architecture",
     )
+    p.add_argument(
+        "--runs",
+        type=_ints,
+        help="instead: store what each point of these stored runs compiled to, where it was "
+        "stored without (cuTile runs; comma-separated ids)",
+    )
     p.add_argument("--seq-len", type=whole, default=4096, help="sequence length N (default 4096)")
     p.add_argument("--batch", type=whole, default=1, help="batch size (default 1)")
     p.add_argument("--heads", type=whole, default=8, help="query heads (default 8)")
@@ -366,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="sm_XY[,sm_XY]",
         help="architectures to compile for (default: the local GPU's, else sm_90,sm_100,sm_120)",
     )
+    _add_db(p)
     _add_json(p)
 
     p = sub.add_parser(

@@ -14,6 +14,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ class CompiledResources:
     threads: int | None = None  # per CTA
     ctas_per_sm: int | None = None  # how many fit an SM at once (registers, shared, threads)
     error: str = ""  # the compile's error in one line, when it failed
+    unavailable: bool = False  # nothing could be compiled here (tools missing): not the config's
 
     @property
     def spills(self) -> bool:
@@ -53,6 +56,8 @@ class CompiledResources:
 
     def summary(self) -> str:
         """``168 regs · no spill · 161 KB smem · 1 CTA/SM``, or the error."""
+        if self.unavailable:
+            return f"{self.arch}: cannot compile here: {self.error}"
         if self.error:
             return f"{self.arch}: does not compile: {self.error}"
         spill = f"SPILLS {self.spill_bytes} B/thread" if self.spills else "no spill"
@@ -261,7 +266,8 @@ class ResourceService:
         if self._compiler is _compile_and_read:
             why = missing_tools()
             if why:
-                return CompiledResources(arch, error=why)  # not cached: installing fixes it
+                # not cached: installing the tools fixes it
+                return CompiledResources(arch, error=why, unavailable=True)
         try:
             res = self._compiler(arch, self.compile_args(problem, mask, launch))
             answer = from_cubin_resources(arch, res)
@@ -279,6 +285,29 @@ class ResourceService:
             return None
         return self.for_launch(problem, config.mask, launch, arch)
 
+    def start_child(
+        self, problem: Problem, mask: str, launch: Mapping[str, Any], arch: str
+    ) -> subprocess.Popen[str]:
+        """:meth:`for_launch` in a child process that prints the answer as JSON (read it with
+        :func:`read_child`), into this service's cache: a window can end a compile it no
+        longer needs, and a compiler that crashes takes only the child with it."""
+        own = {name: launch[name] for name in knobs.LAUNCH if name in launch}
+        payload = {
+            "problem": problem.to_dict(),
+            "mask": mask,
+            "launch": own,
+            "arch": arch,
+            "cache_dir": str(self.cache_dir),
+        }
+        root = str(Path(__file__).resolve().parent.parent)  # this checkout's code, not another
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+        )}  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "workbench.resources", json.dumps(payload)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+
     def _store(self, key: str, answer: CompiledResources) -> None:
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -289,6 +318,19 @@ class ResourceService:
             os.replace(handle.name, self._path(key))
         except OSError:
             pass  # a read-only cache only costs the next compile
+
+
+def read_child(child: subprocess.Popen[str], arch: str) -> CompiledResources | None:
+    """The answer of a :meth:`ResourceService.start_child` child once it ends; None when it
+    was ended (killed) before answering; its error as text when it failed."""
+    out, err = child.communicate()
+    if child.returncode and child.returncode < 0:
+        return None
+    try:
+        return CompiledResources.from_dict(json.loads(out.strip().splitlines()[-1]))
+    except (ValueError, IndexError, TypeError):
+        last = (err.strip().splitlines() or [f"exit {child.returncode}"])[-1]
+        return CompiledResources(arch, error=_one_line(RuntimeError(last)))
 
 
 def arch_of_machine(machine: Mapping[str, Any]) -> str | None:
@@ -321,3 +363,15 @@ def point_resources(
     if launch is None:
         return None
     return service.for_launch(problem, config.mask, launch, arch).to_dict()
+
+
+def _answer_in_child(payload: Mapping[str, Any]) -> None:
+    """:meth:`ResourceService.child_command`'s child: one answer, as JSON on stdout."""
+    service = ResourceService(payload["cache_dir"])
+    problem = Problem.from_dict(payload["problem"])
+    found = service.for_launch(problem, payload["mask"], payload["launch"], payload["arch"])
+    print(json.dumps(found.to_dict()))
+
+
+if __name__ == "__main__":
+    _answer_in_child(json.loads(sys.argv[1]))

@@ -893,9 +893,10 @@ class Store:
         row = rows[0]
         return np.frombuffer(row["data"], dtype=np.int8).reshape(row["rows"], row["cols"])
 
-    def set_point_profile(self, run_id: int, seq_len: int, profile: dict[str, Any]) -> None:
-        """Keep a point's Nsight Compute metrics (workbench.ncu.ProfileMetrics.to_dict) in its
-        extra facts, under ``ncu``; a later profile of the point replaces it."""
+    def set_point_extra(self, run_id: int, seq_len: int, key: str, value: Any) -> None:
+        """Keep one more fact with a stored point, in its extra facts under ``key`` (``ncu``:
+        Nsight Compute's metrics; ``resources``: what its launch compiled to); a later value
+        replaces it."""
         rows = list(
             self.db.query(
                 "SELECT id, extra FROM points WHERE run_id = ? AND seq_len = ?", [run_id, seq_len]
@@ -903,7 +904,7 @@ class Store:
         )
         if not rows:
             raise StoreError(f"run {run_id} has no point at N={seq_len}")
-        extra = {**json.loads(rows[0]["extra"] or "{}"), "ncu": profile}
+        extra = {**json.loads(rows[0]["extra"] or "{}"), key: value}
         self._write(lambda: self.db["points"].update(rows[0]["id"], {"extra": json.dumps(extra)}))
 
     def add_ceilings(self, record: dict[str, Any]) -> int:

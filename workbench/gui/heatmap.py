@@ -128,6 +128,7 @@ class HeatmapPanel(QWidget):
         top.addWidget(self.title, 1)
         top.addWidget(QLabel("Sequence length"))
         top.addWidget(self.seq_len)
+        self.top_bar = top  # the window adds its actions on the point shown here
 
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
@@ -364,6 +365,11 @@ class HeatmapPanel(QWidget):
 
     def current_grid(self) -> np.ndarray | None:
         return self._grid
+
+    @property
+    def run(self) -> Any:
+        """The run shown (a RunRecord), or None."""
+        return self._run
 
     def current_seq_len(self) -> int | None:
         return self.seq_len.currentData()
