@@ -203,6 +203,7 @@ def _tour(out: Path, width: int, height: int) -> int:
         # tiles that ran: the baseline's 64x64 causal map at N = 1k, then the Ladder tab.
         ladder = Path(tmp) / "ladder.db"
         shutil.copy(TOUR_LADDER_DB, ladder)
+        _fill_resources(ladder)
         window.database.open(ladder)
         _wait(app, lambda: window.ladder.group_id() is not None, 10)
         baseline = window.store.group_runs(window.ladder.group_id())[0].id
@@ -219,6 +220,24 @@ def _tour(out: Path, width: int, height: int) -> int:
         _save(app, window, out / "ladder.png")
         window.shutdown()
     return 0
+
+
+def _fill_resources(db: Path) -> None:
+    """The stored ladder predates compiled resources: compile its steps offline (sm_90, the
+    H200's) into the copy, so each cell says what its step compiled to. Skipped, with a note,
+    where the compilers are missing."""
+    from workbench.jobs.resources import fill_resources
+    from workbench.resources import ResourceService, missing_tools
+    from workbench.store import Store
+
+    why = missing_tools()
+    if why:
+        print(f"screenshot: ladder cells without compiled resources ({why})")
+        return
+    with Store(db) as store:
+        ids = [run.id for run in store.runs()]
+        filled = fill_resources(store, ids, ResourceService())
+    print(f"compiled the resources of {filled} ladder point(s)")
 
 
 def _save(app: object, widget: Any, path: Path) -> None:
