@@ -216,9 +216,13 @@ def profile_point(
     assert ncu is not None
     report = report_path(db_path, run.id, point.seq_len)
     report.parent.mkdir(parents=True, exist_ok=True)
+    root = str(Path(__file__).resolve().parent.parent)  # the child runs this checkout's code
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    )}  # fmt: skip
     done = subprocess.run(
         ncu_command(ncu, report, launch_spec(run, point)),
-        capture_output=True, text=True, timeout=timeout_s,
+        capture_output=True, text=True, timeout=timeout_s, env=env,
     )  # fmt: skip
     output = done.stdout + done.stderr
     if PERMISSION_MARK in output:
