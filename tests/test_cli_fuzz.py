@@ -42,6 +42,10 @@ VALID = {
     "backends": [],
     "bandwidth": ["--show"],  # measuring needs a GPU; --show reads the stored figure
     "knobs": [],
+    "resources": ["--arch", "sm_90"],
+    "machine": [],
+    "profile": ["1", "--seq-len", "64"],
+    "roofline": ["1"],
     "gui": None,  # valid arguments would open the window: only bad ones are tried
 }
 BAD_INTS = ["", " ", "x", "1.5", "1e3", "0x10", "２", "١", "9" * 25, "-" + "9" * 25, "1_000",

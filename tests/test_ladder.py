@@ -19,8 +19,9 @@ QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
 
 @pytest.fixture(autouse=True)
 def _no_local_gpu(monkeypatch):
-    # The default preset follows the local GPU; these tests pin it to "none found" (Hopper's,
-    # the measured one) so they read the same on any machine. Tests of the choice pass arch.
+    # The default preset follows the local GPU; these tests pin it to "none found"
+    # (ladder.json, the measured one) so they read the same on any machine. Tests of the
+    # choice pass arch.
     monkeypatch.setattr(ladder_module, "local_gpu_arch", lambda: None)
 
 
@@ -30,7 +31,7 @@ def test_the_built_in_ladder_climbs_one_knob_per_step():
     assert names[0].startswith("baseline") and names[-1] == "autotuned"
     configs = [s.config for s in ladder.steps]
     assert (configs[0].tile_m, configs[0].tile_n) == (64, 64)
-    assert (configs[1].tile_m, configs[1].tile_n) == (256, 128)
+    assert (configs[1].tile_m, configs[1].tile_n) == (128, 128)
     assert [c.fast_math for c in configs[1:4]] == [False, True, True]
     assert [c.k_split for c in configs[2:5]] == [False, True, True]
     assert all(c.mask == "causal" for c in configs)
@@ -85,12 +86,13 @@ def test_ladder_cli_prints_the_table_and_exports_the_group(tmp_path, capsys, fas
     db = str(tmp_path / "runs.db")
     assert main(["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
-    assert len(table["steps"]) == 7 and table["seq_lens"] == [64]
+    # The default ladder (no GPU: ladder.json) has six steps, each a kernel that fits.
+    assert len(table["steps"]) == 6 and table["seq_lens"] == [64]
     out_csv = tmp_path / "ladder.csv"
     export = ["export", "--db", db, "--group", str(table["group_id"]), "--csv", str(out_csv)]
     assert main(export) == 0
     lines = out_csv.read_text().splitlines()
-    assert len(lines) == 1 + 7
+    assert len(lines) == 1 + 6
     assert main(["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--samples", "0"]) == 2
     assert "samples" in capsys.readouterr().err
 
@@ -130,11 +132,10 @@ BLACKWELL_STEPS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("arch", ["sm_100", "sm_103", "sm_120", "sm_121"])
-def test_blackwell_runs_the_published_ladder_without_the_hopper_rescue(arch):
-    ladder = load_ladder(arch=arch)
-    assert ladder.preset == "ladder-blackwell.json" and "Blackwell" in ladder.name
-    assert arch in ladder.archs
+def test_the_published_blackwell_ladder_is_a_preset_by_name_and_no_architectures_default():
+    ladder = load_ladder("ladder-blackwell.json")
+    assert ladder.preset == "ladder-blackwell.json" and "published, Blackwell" in ladder.name
+    assert ladder.archs == ()
     assert [s.name for s in ladder.steps] == BLACKWELL_STEPS
     configs = [s.config for s in ladder.steps]
     assert all(c.num_worker_warps is None for c in configs)
@@ -143,19 +144,51 @@ def test_blackwell_runs_the_published_ladder_without_the_hopper_rescue(arch):
     assert [c.k_split for c in configs[2:4]] == [False, True]
     assert [c.remap for c in configs[3:5]] == [False, True]
     assert configs[-1].autotune and all(c.mask == "causal" for c in configs)
-    assert ladder.published["total"] == load_ladder(arch="sm_90").published["total"]
+    for arch in ("sm_90", "sm_100", "sm_103", "sm_120", "sm_121", None):
+        assert load_ladder(arch=arch).preset != "ladder-blackwell.json"
 
 
-def test_hopper_keeps_its_worker_warp_step_and_is_the_default_without_a_gpu(monkeypatch):
-    hopper = load_ladder(arch="sm_90")
-    assert hopper.preset == "ladder.json" and "Hopper" in hopper.name
-    assert any(s.config.num_worker_warps == 8 for s in hopper.steps) and len(hopper.steps) == 7
-    # No GPU found, or one no preset names (Ampere): Hopper's, the ladder measured here.
+HOPPER_STEPS = [
+    "baseline 64x64", "128x128 tiles, 8 worker warps", "+ fast math", "+ K-loop split",
+    "+ remap", "autotuned",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100", "sm_103"])
+def test_hopper_and_datacenter_blackwell_take_128_row_tiles_with_their_worker_warps(arch):
+    ladder = load_ladder(arch=arch)
+    assert ladder.preset == "ladder.json" and arch in ladder.archs
+    assert [s.name for s in ladder.steps] == HOPPER_STEPS
+    configs = [s.config for s in ladder.steps]
+    assert [(c.tile_m, c.tile_n, c.num_worker_warps) for c in configs[:2]] == [
+        (64, 64, None), (128, 128, 8),
+    ]  # fmt: skip
+    # The published study's switches, one a step, on the tile that fits.
+    assert [(c.fast_math, c.k_split, c.remap) for c in configs[1:5]] == [
+        (False, False, False), (True, False, False), (True, True, False), (True, True, True),
+    ]  # fmt: skip
+    assert all(c.num_worker_warps == 8 for c in configs[1:5])
+    assert configs[-1].autotune and configs[-1].num_worker_warps is None
+
+
+@pytest.mark.parametrize("arch", ["sm_120", "sm_121"])
+def test_consumer_blackwell_takes_128x64_tiles_and_splits_with_the_polynomial(arch):
+    ladder = load_ladder(arch=arch)
+    assert ladder.preset == "ladder-sm120.json" and arch in ladder.archs
+    configs = [s.config for s in ladder.steps]
+    assert [(c.tile_m, c.tile_n, c.num_worker_warps) for c in configs[1:5]] == [(128, 64, 8)] * 4
+    split = configs[3]
+    assert split.k_split and split.poly_exp2_cols == 16 and not configs[2].k_split
+    assert configs[-1].autotune and configs[-1].poly_exp2_cols == 0
+
+
+def test_each_arch_has_its_default_and_ladder_json_is_the_one_without_a_gpu(monkeypatch):
+    # No GPU found, or one no preset names (Ampere): ladder.json, the ladder measured here.
     assert load_ladder().preset == "ladder.json"
     assert load_ladder(arch="sm_89").preset == "ladder.json"
-    # A local Blackwell GPU picks Blackwell's without being told.
+    # A local consumer Blackwell GPU picks its own without being told.
     monkeypatch.setattr(ladder_module, "local_gpu_arch", lambda: "sm_120")
-    assert load_ladder().preset == "ladder-blackwell.json"
+    assert load_ladder().preset == "ladder-sm120.json"
     assert load_ladder(arch="sm_90").preset == "ladder.json"  # an explicit arch wins
 
 
@@ -197,9 +230,9 @@ def test_the_group_remembers_which_preset_ran(tmp_path):
     group_id, events = run_ladder(ladder, problem, (64,), "reference", store, timing=QUICK)
     list(events)
     spec = store.group(group_id)["spec"]
-    assert spec["preset"] == "ladder-blackwell.json"
-    assert spec["ladder"] == "tile-optimization ladder, Blackwell"
-    assert "sm_120" in spec["archs"] and spec["steps"] == BLACKWELL_STEPS
+    assert spec["preset"] == "ladder-sm120.json"
+    assert spec["ladder"] == "tile-optimization ladder, 128x64 tiles (Blackwell consumer)"
+    assert "sm_120" in spec["archs"] and spec["steps"] == [s.name for s in ladder.steps]
 
 
 def _form_spec(mask: str, input_pos: int, window: int | None = None):
@@ -230,8 +263,8 @@ def test_a_ladder_step_knob_the_backend_refuses_is_named_as_the_steps(monkeypatc
     original = ReferenceBackend.check_supported
 
     def refuse(self, problem, config):
-        if config.tile_m == 256:
-            raise ConfigError("tile_m", 256, "this backend takes tiles up to 128")
+        if config.tile_m == 128:
+            raise ConfigError("tile_m", 128, "this backend takes tiles up to 64")
         if problem.heads == 3:
             raise ConfigError("heads", 3, "this backend takes 1 or 2 heads")
         original(self, problem, config)
@@ -251,3 +284,21 @@ def test_a_ladder_step_knob_the_backend_refuses_is_named_as_the_steps(monkeypatc
         LadderJob(ladder, problem, (64,), "reference").run(store)
     with Store(db) as store:
         assert store.count_runs() == 0 and store.groups() == []
+
+
+def test_the_published_ladder_runs_by_its_preset_name_from_the_cli(
+    tmp_path, capsys, fast_args, monkeypatch
+):
+    db = str(tmp_path / "runs.db")
+    argv = ["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--json"]
+    assert main([*argv, "--steps", "ladder-blackwell.json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert [s["step"] for s in table["steps"]] == BLACKWELL_STEPS
+    with Store(db) as store:
+        assert store.group(table["group_id"])["spec"]["preset"] == "ladder-blackwell.json"
+    # A file of that name in the working folder is the user's, and wins.
+    monkeypatch.chdir(tmp_path)
+    mine = {"steps": [{"name": "mine", "changes": {"tile_m": 32, "tile_n": 32}}]}
+    (tmp_path / "ladder-blackwell.json").write_text(json.dumps(mine))
+    assert main([*argv, "--steps", "ladder-blackwell.json"]) == 0
+    assert [s["step"] for s in json.loads(capsys.readouterr().out)["steps"]] == ["mine"]

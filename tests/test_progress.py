@@ -168,6 +168,7 @@ def test_a_group_says_its_runs_its_skips_and_how_it_ended(
 def test_a_cancelled_ladder_names_its_step_and_keeps_saying_cancelling(db_path: Path) -> None:
     clock = Clock()
     ladder = load_ladder(arch="sm_90")
+    total = len(ladder.steps)
     job = LadderJob(ladder, Problem(batch=1, heads=1, head_dim=32), (64, 128), "reference")
     model = ProgressModel.for_job(job, clock=clock)
     assert model.total == 2 * len(ladder.steps)
@@ -183,7 +184,8 @@ def test_a_cancelled_ladder_names_its_step_and_keeps_saying_cancelling(db_path: 
                 finished += 1
                 if finished == 3:
                     assert model.update(event) is None
-                    assert model.text.startswith(f"Ladder step 2/7 ({ladder.steps[1].name}) · ")
+                    step = ladder.steps[1].name
+                    assert model.text.startswith(f"Ladder step 2/{total} ({step}) · ")
                     model.cancelling()
                     continue
             note = model.update(event)
@@ -191,12 +193,13 @@ def test_a_cancelled_ladder_names_its_step_and_keeps_saying_cancelling(db_path: 
                 notes.append(note)
             assert finished < 3 or model.text == "Cancelling…"
     gid = model.group_id
-    assert notes[0] == f"Ladder #{gid}: 7 steps"
-    assert f"Ladder step 2/7 ({ladder.steps[1].name}): run #{model.last_run_id} cancelled" in notes
+    assert notes[0] == f"Ladder #{gid}: {total} steps"
+    second = ladder.steps[1].name
+    assert f"Ladder step 2/{total} ({second}): run #{model.last_run_id} cancelled" in notes
     assert model.finished is not None and model.finished.status == "cancelled"
     outcome = model.outcome(cancelled=True)
     assert outcome is not None and outcome.status == "cancelled"
-    assert outcome.line == f"Ladder #{gid} cancelled after 1 of 7 steps; kept as it is"
+    assert outcome.line == f"Ladder #{gid} cancelled after 1 of {total} steps; kept as it is"
 
 
 def test_a_failed_run_is_one_failure_line_with_its_error() -> None:

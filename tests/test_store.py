@@ -157,7 +157,7 @@ def test_reopening_is_idempotent(db_path: Path) -> None:
             assert [r.label for r in store.runs()] == ["kept"]
             assert store.run(run_id).status == "complete"
     assert schema(db_path) == first
-    assert user_version(db_path) == SCHEMA_VERSION == 4
+    assert user_version(db_path) == SCHEMA_VERSION == 5
 
 
 def build_schema_1(path: Path) -> None:
@@ -231,9 +231,11 @@ def test_migration_from_schema_1_keeps_the_data(
         store.add_point(new, measure(spec.problems()[0], spec.config, rng))
         assert store.block_map(new, 16) is not None
         assert [r.id for r in store.group_runs(group)] == [new]
+        # ... and the machine ceilings schema 4 adds.
+        assert store.ceilings() == []
     assert user_version(db_path) == SCHEMA_VERSION
     tables = {name for name, _ in schema(db_path)}
-    assert {"runs", "points", "groups", "block_maps"} <= tables
+    assert {"runs", "points", "groups", "block_maps", "machine_ceilings"} <= tables
     conn = sqlite3.connect(db_path)
     try:
         fks = {(row[3], row[2]) for row in conn.execute("PRAGMA foreign_key_list(runs)")}

@@ -31,7 +31,15 @@ from workbench.cli_args import (
     sweep_backend_names,
     timing_from_args,
 )
-from workbench.compare import compare_runs, format_delta, format_speedup, noise_rule
+from workbench.compare import (
+    compare_runs,
+    compiled_of,
+    format_delta,
+    format_speedup,
+    noise_rule,
+    point_pct,
+    run_ceilings,
+)
 from workbench.config import (
     AXIS_LABELS,
     K_LEN_AXIS,
@@ -39,9 +47,12 @@ from workbench.config import (
     KernelConfig,
     Problem,
     parse_seq_lens,
+    refuse_first,
 )
 from workbench.events import JobStarted, RunFinished
 from workbench.progress import ProgressPrinter
+from workbench.resources import CompiledResources
+from workbench.roofline import no_ceiling_reason
 from workbench.store import (
     Store,
     StoreError,
@@ -298,8 +309,21 @@ def cmd_show(args: argparse.Namespace) -> int:
             header.append("tuned")
             for row, p in zip(rows, points, strict=True):
                 row.append(tuned.get(p.seq_len, "-"))
+        compiled = [compiled_of(p) for p in points]
+        if any(compiled):
+            header.append("compiled")
+            for row, found in zip(rows, compiled, strict=True):
+                row.append(CompiledResources.from_dict(found).short() if found else "-")
+        ceilings = run_ceilings(store, [run])[run.id]
+        if ceilings is not None:
+            header.append("% roof")
+            for row, p in zip(rows, points, strict=True):
+                row.append(_fmt(point_pct(run, p, ceilings), ".0f"))
         if rows:
             print(_table(rows, header))
+            if ceilings is None:
+                where = str(run.machine.get("gpu_name") or "")
+                print(no_ceiling_reason(where, run.backend))
     return EXIT_OK
 
 
@@ -342,12 +366,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         # A decode comparison is about memory: each run's GB/s of K+V beside its latency.
         decode = data["axis"] == K_LEN_AXIS
         header = [AXIS_LABELS.get(data["axis"], "length")]
+
+        def has(key: str, run_id: int) -> bool:
+            return any(e["runs"][str(run_id)][key] is not None for e in data["points"])
+
         for r in data["runs"]:
             header.append(f"#{r['id']} ms")
             if decode:
                 header.append(f"#{r['id']} GB/s")
             if r["id"] != data["base"]:
                 header += ["Δ %", f"#{r['id']} vs #{data['base']}"]
+            if has("pct_of_roofline", r["id"]):
+                header.append(f"#{r['id']} % roof")
+            if has("compiled", r["id"]):
+                header.append(f"#{r['id']} compiled")
         rows = []
         for entry in data["points"]:
             row = [str(entry["seq_len"])]
@@ -360,11 +392,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     # The window's Compare tab prints the same two numbers the same way.
                     row.append(format_delta(cell["delta_pct"]))
                     row.append(format_speedup(cell["speedup_vs_base"], cell["significant"]))
+                if has("pct_of_roofline", r["id"]):
+                    row.append(_fmt(cell["pct_of_roofline"], ".0f"))
+                if has("compiled", r["id"]):
+                    compiled = cell["compiled"]
+                    row.append(CompiledResources.from_dict(compiled).short() if compiled else "-")
             rows.append(row)
         print(_table(rows, header))
         if any(cell.endswith(" ~") for row in rows for cell in row):
             print(f"~ within the noise: {noise_rule()}")
+        for reason in dict.fromkeys(r["roofline"] for r in data["runs"] if r["roofline"]):
+            print(reason)
+        _print_profiles(store, [r["id"] for r in data["runs"]])
     return EXIT_OK
+
+
+def _print_profiles(store: Store, run_ids: list[int]) -> None:
+    """The Nsight Compute metrics of every length that two or more of the runs profiled,
+    side by side (`fmha-workbench profile`)."""
+    from workbench.ncu import compare_rows
+
+    by_run = {
+        run_id: {p.seq_len: (p.extra or {}).get("ncu") for p in store.points(run_id)}
+        for run_id in run_ids
+    }
+    lengths = sorted({n for points in by_run.values() for n, prof in points.items() if prof})
+    for n in lengths:
+        profiles = [by_run[run_id].get(n) for run_id in run_ids]
+        if sum(1 for p in profiles if p) < 2:
+            continue
+        print(f"\nNsight Compute at N={n}:")
+        header = ["metric", *[f"#{run_id}" for run_id in run_ids]]
+        print(_table(compare_rows(profiles), header))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -383,6 +442,196 @@ def cmd_export(args: argparse.Namespace) -> int:
             return EXIT_OK
         count = store.export_csv(args.csv, run_ids or None)
         print(f"wrote {count} row(s) to {args.csv}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _resource_archs(text: str | None) -> list[str]:
+    from kernels.cubin_resources import ARCH_LIMITS
+    from workbench.ladder import local_gpu_arch
+    from workbench.resources import OFFLINE_ARCHS
+
+    if text is None:
+        local = local_gpu_arch()
+        return [local] if local in ARCH_LIMITS else list(OFFLINE_ARCHS)
+    archs = [a.strip() for a in text.split(",")]
+    for arch in archs:
+        if arch not in ARCH_LIMITS:
+            raise UsageError(
+                f"--arch: {arch!r} has no known limits; expected one of {', '.join(ARCH_LIMITS)}"
+            )
+    return list(dict.fromkeys(archs))
+
+
+def _fill_resources(args: argparse.Namespace) -> int:
+    """``resources --runs``: what stored points compiled to, where they were stored without."""
+    from workbench.jobs.resources import fill_resources
+    from workbench.resources import ResourceService, missing_tools
+
+    path = _db_path(args)
+    if not path.exists():
+        raise UsageError(f"no run database at {path}; check the path")
+    with _open_store(_db_of(args), create=False) as store:
+        for run_id in args.runs:
+            store.run(run_id)  # a missing id is refused before anything compiles
+    why = missing_tools()
+    if why:
+        raise UsageError(f"cannot compile here: {why}")
+    with _open_store(_db_of(args)) as store:
+        filled = fill_resources(
+            store, args.runs, ResourceService(), lambda line: print(line, file=sys.stderr)
+        )
+    print(f"stored the compiled resources of {filled} point(s)")
+    return EXIT_OK
+
+
+def cmd_resources(args: argparse.Namespace) -> int:
+    from workbench.resources import ResourceService, missing_tools
+
+    if args.runs:
+        return _fill_resources(args)
+    if _db_of(args) is not None:
+        raise UsageError("--db: only with --runs (a config alone is compiled, not stored)")
+
+    problem = Problem(
+        batch=args.batch,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        head_dim=args.head_dim,
+        dtype=args.dtype,
+        input_pos=args.input_pos,
+        q_len=args.seq_len,
+        k_len=args.seq_len + args.input_pos,
+    )
+    config = KernelConfig(
+        mask=args.mask,
+        window=args.window,
+        **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
+    )
+    kernel_dims = knobs.HEAD_DIM.values_for(knobs.CUTILE)
+    if problem.head_dim not in kernel_dims:
+        raise ConfigError("head_dim", problem.head_dim, f"the cuTile kernel takes {kernel_dims}")
+    refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
+    if config.autotune:
+        raise UsageError(
+            "--autotune: the tuner picks the tiles per length, so there is no one kernel to "
+            "compile; give the tiles instead"
+        )
+    archs = _resource_archs(args.arch)
+    why = missing_tools()
+    if why:
+        raise UsageError(f"cannot compile here: {why}")
+    service = ResourceService()
+    found = {arch: service.for_config(problem, config, arch) for arch in archs}
+    if args.json:
+        _emit_json({arch: res.to_dict() for arch, res in found.items() if res is not None})
+    else:
+        print(f"{config.summary()} · {problem.summary()} N={args.seq_len}")
+        for res in found.values():
+            if res is not None:
+                print(res.summary())
+    failed = any(res is not None and res.error for res in found.values())
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _ceilings_line(record: dict[str, Any]) -> str:
+    matmul = ", ".join(f"{dtype} {tflops:g}" for dtype, tflops in record["matmul_tflops"].items())
+    host = record.get("machine", {}).get("hostname", "?")
+    return (
+        f"#{record.get('id', '-')} {record['gpu_name']} ({host}, {record['measured_at']}): "
+        f"matmul TFLOP/s {matmul}; read {record['read_gbs']:g} GB/s"
+    )
+
+
+def cmd_machine(args: argparse.Namespace) -> int:
+    from workbench.roofline import MEASURE_COMMAND, device_lib, measure_ceilings
+
+    if not args.measure:
+        with _open_store(_db_of(args), create=False) as store:
+            records = store.ceilings()
+        if args.json:
+            _emit_json(records)
+        elif not records:
+            print(f"no measured ceilings in this database; `{MEASURE_COMMAND}` on a GPU")
+        for record in [] if args.json else records:
+            print(printable(_ceilings_line(record)))
+        return EXIT_OK
+    lib, which = device_lib()
+    if lib is None:
+        raise UsageError(f"cannot measure the ceilings: {which}")
+    from workbench.backends.gpu import gpu_machine_info
+
+    gpu = gpu_machine_info()
+    if not gpu.get("gpu_name") and which == "torch":
+        import torch
+
+        gpu["gpu_name"] = torch.cuda.get_device_name()
+    dtypes = ("float16", "bfloat16") if which == "torch" else ("float16",)
+    print(f"measuring {gpu.get('gpu_name', 'the GPU')} with {which} …", file=sys.stderr)
+    record = measure_ceilings(lib, gpu, dtypes=dtypes).to_dict()
+    with _open_store(_db_of(args)) as store:
+        record["id"] = store.add_ceilings(record)
+    if args.json:
+        _emit_json(record)
+    else:
+        print(printable(_ceilings_line(record)))
+        for name, how in record["method"].items():
+            print(f"  {name}: {how}")
+    return EXIT_OK
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from workbench.compare import roofline_points
+
+    with _open_store(_db_of(args), create=False) as store:
+        for run_id in args.runs:
+            store.run(run_id)  # a missing id is refused in one line
+        chart = roofline_points(store, list(dict.fromkeys(args.runs)))
+    if args.json:
+        _emit_json(chart)
+        return EXIT_OK
+    ceilings = chart["ceilings"]
+    if ceilings:
+        print(printable(_ceilings_line(ceilings)))
+    else:
+        print(chart["reason"])
+    rows = [
+        [
+            f"#{run['run_id']}",
+            str(p["seq_len"]),
+            f"{p['intensity']:.1f}",
+            f"{p['tflops']:.3g}",
+            _fmt(p["pct_of_roofline"], ".0f"),
+            printable(run["config"]),
+        ]
+        for run in chart["runs"]
+        for p in run["points"]
+    ]
+    print(_table(rows, ["run", "N", "FLOP/byte", "TFLOP/s", "% roof", "config"]))
+    return EXIT_OK
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from workbench.ncu import ProfileRefused, compare_rows, profile_point
+
+    db = _db_path(args)
+    with _open_store(_db_of(args), create=False) as store:
+        run = store.run(args.run)
+        point = next((p for p in store.points(run.id) if p.seq_len == args.seq_len), None)
+    if point is None:
+        lengths = ", ".join(str(n) for n in run.seq_lens)
+        raise UsageError(f"--seq-len: run {run.id} has no point at N={args.seq_len} ({lengths})")
+    try:
+        profile = profile_point(run, point, db)
+    except ProfileRefused as exc:
+        raise UsageError(f"cannot profile: {exc}") from exc
+    with _open_store(_db_of(args)) as store:
+        store.set_point_extra(run.id, point.seq_len, "ncu", profile.to_dict())
+    if args.json:
+        _emit_json(profile.to_dict())
+        return EXIT_OK
+    print(f"run {run.id} at N={point.seq_len}: {printable(profile.kernel)}")
+    print(_table(compare_rows([profile.to_dict()]), ["metric", f"#{run.id}"]))
+    print(f"report: {profile.report}")
     return EXIT_OK
 
 
@@ -759,6 +1008,10 @@ COMMANDS = {
     "blockmap": cmd_blockmap,
     "ladder": cmd_ladder,
     "report": cmd_report,
+    "resources": cmd_resources,
+    "machine": cmd_machine,
+    "profile": cmd_profile,
+    "roofline": cmd_roofline,
     "backends": cmd_backends,
     "bandwidth": cmd_bandwidth,
     "import": cmd_import,

@@ -382,6 +382,68 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     _add_json(p)
 
+    p = sub.add_parser(
+        "resources",
+        help="what a cuTile config compiles to (offline, no GPU): registers, spill, shared "
+        "memory and CTAs per SM, per architecture",
+    )
+    p.add_argument(
+        "--runs",
+        type=_ints,
+        help="instead: store what each point of these stored runs compiled to, where it was "
+        "stored without (cuTile runs; comma-separated ids)",
+    )
+    p.add_argument("--seq-len", type=whole, default=4096, help="sequence length N (default 4096)")
+    p.add_argument("--batch", type=whole, default=1, help="batch size (default 1)")
+    p.add_argument("--heads", type=whole, default=8, help="query heads (default 8)")
+    p.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
+    p.add_argument("--head-dim", type=whole, default=128, help=f"one of {HEAD_DIMS} (default 128)")
+    p.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
+    p.add_argument("--input-pos", type=whole, default=0, help="causal offset of the queries")
+    p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
+    p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
+    for knob in knobs.EXPOSED:
+        _add_knob_flag(p, knob)
+    p.add_argument(
+        "--arch",
+        metavar="sm_XY[,sm_XY]",
+        help="architectures to compile for (default: the local GPU's, else sm_90,sm_100,sm_120)",
+    )
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser(
+        "machine",
+        help="this machine's measured ceilings for the roofline (dense matmul TFLOP/s, "
+        "streaming read GB/s): list them, or --measure on the GPU",
+    )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure the ceilings on this GPU now and store them (again: re-measures)",
+    )
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser(
+        "roofline",
+        help="runs' points against this machine's ceilings: arithmetic intensity, TFLOP/s, "
+        "% of the bounding ceiling (the window's Roofline view)",
+    )
+    p.add_argument("runs", type=run_id, nargs="+", help="one or more run ids")
+    _add_db(p)
+    _add_json(p)
+
+    p = sub.add_parser(
+        "profile",
+        help="profile one stored point's launch with Nsight Compute (ncu, clocks left as they "
+        "are) and keep a dozen headline metrics with the point",
+    )
+    p.add_argument("run", type=run_id, help="run id")
+    p.add_argument("--seq-len", type=whole, required=True, help="the point's sequence length N")
+    _add_db(p)
+    _add_json(p)
+
     p = sub.add_parser("backends", help="which backends this machine can run, and why not")
     _add_json(p)
 

@@ -21,12 +21,20 @@ otherwise. :func:`compare_runs` is the whole comparison as data (the CLI's ``com
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.noise import ratio_noise_pct
+from workbench.roofline import (
+    Ceilings,
+    ceilings_for,
+    minimum_bytes,
+    no_ceiling_reason,
+    point_roofline,
+)
 
 MIN_NOISE_PCT = 1.0
 # The rule in words, as the window's Compare tab and the CLI's compare print it.
@@ -213,9 +221,32 @@ def default_baseline(run_ids: Sequence[int]) -> int | None:
     return min(run_ids) if run_ids else None
 
 
+def run_ceilings(store: Any, runs: Sequence[Any]) -> dict[int, Ceilings | None]:
+    """Each run's GPU's newest measured ceilings in the store (None: none, or the CPU)."""
+    records = [Ceilings.from_dict(r) for r in store.ceilings()]
+    return {r.id: ceilings_for(records, str(r.machine.get("gpu_name") or "")) for r in runs}
+
+
+def point_pct(run: Any, point: Any, ceilings: Ceilings | None) -> float | None:
+    """The point's % of the roofline ceiling that bounds it, or None without ceilings."""
+    if point is None or ceilings is None:
+        return None
+    problem = dataclasses.replace(run.problem, q_len=point.q_len, k_len=point.k_len)
+    found = point_roofline(problem, point.tflops, point.latency_ms, ceilings)
+    return found.pct_of_bound if found else None
+
+
+def compiled_of(point: Any) -> dict[str, Any] | None:
+    """What the point's launch compiled to (a cuTile point, :mod:`workbench.resources`)."""
+    found = (getattr(point, "extra", None) or {}).get("resources")
+    return found if isinstance(found, dict) else None
+
+
 def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
-    """Per sequence length: each run's median latency and its speed-up over the first run."""
+    """Per sequence length: each run's median latency and its speed-up over the first run,
+    its % of the roofline (where its GPU has ceilings) and what it compiled to (cuTile)."""
     runs = [store.run(r) for r in run_ids]
+    ceilings = run_ceilings(store, runs)
     points = {r.id: {p.seq_len: p for p in store.points(r.id)} for r in runs}
     seq_lens = sorted({n for per_run in points.values() for n in per_run})
     base = runs[0].id
@@ -240,6 +271,8 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
                 "delta_pct": cell.delta_pct if cell else None,
                 "noise_pct": cell.noise_pct if cell else None,
                 "significant": cell.significant if cell else False,
+                "pct_of_roofline": point_pct(r, p, ceilings[r.id]),
+                "compiled": compiled_of(p),
             }
         rows.append(entry)
     axes = {r.axis for r in runs}
@@ -255,8 +288,51 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
                 "label": r.label,
                 "backend": r.backend,
                 "config": r.config.summary_for(r.backend),
+                "roofline": ""
+                if ceilings[r.id]
+                else no_ceiling_reason(str(r.machine.get("gpu_name") or ""), r.backend),
             }
             for r in runs
         ],
         "points": rows,
     }
+
+
+def roofline_points(store: Any, run_ids: Sequence[int]) -> dict[str, Any]:
+    """What a roofline chart of these runs shows: each run's points as (intensity, TFLOP/s)
+    with the config and % for a hover, and the ceilings of the first run's GPU that has any
+    (with the reason when none has)."""
+    runs = [store.run(r) for r in run_ids]
+    ceilings = run_ceilings(store, runs)
+    shown = next((c for c in ceilings.values() if c is not None), None)
+    series = []
+    for run in runs:
+        points = []
+        for p in store.points(run.id):
+            problem = dataclasses.replace(run.problem, q_len=p.q_len, k_len=p.k_len)
+            flops = p.tflops * 1e12 * p.latency_ms * 1e-3
+            if flops <= 0:
+                continue
+            points.append(
+                {
+                    "seq_len": p.seq_len,
+                    "intensity": flops / minimum_bytes(problem),
+                    "tflops": p.tflops,
+                    "pct_of_roofline": point_pct(run, p, ceilings[run.id]),
+                    "compiled": compiled_of(p),
+                }
+            )
+        series.append(
+            {
+                "run_id": run.id,
+                "name": run_name(run),
+                "config": run.config.summary_for(run.backend),
+                "dtype": run.problem.dtype,
+                "points": points,
+            }
+        )
+    first = runs[0] if runs else None
+    reason = ""
+    if shown is None and first is not None:
+        reason = no_ceiling_reason(str(first.machine.get("gpu_name") or ""), first.backend)
+    return {"ceilings": shown.to_dict() if shown else None, "reason": reason, "runs": series}

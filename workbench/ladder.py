@@ -1,12 +1,16 @@
 """The optimization ladder: one preset experiment, each step one change on the previous one.
 
 Steps are data (a preset in ``workbench/presets/``, or a user's own file in the same shape), so
-a user can edit a step or add one. There is one preset per architecture family: Hopper's
-(``ladder.json``, sm_90) adds the worker-warp rescue that sm_90 needs for the large tiles;
-Blackwell's (``ladder-blackwell.json``) is the published study's ladder as it ran it (baseline,
-256x128, fast math, K split, remap, autotune). Without a file, :func:`load_ladder` picks the
-preset whose ``archs`` list the local GPU (read with ``nvidia-smi``, so no CUDA context is made
-in the caller); with no GPU, or one no preset lists, it takes Hopper's, the one measured here.
+a user can edit a step or add one. Each architecture's default is a ladder whose every step
+compiles to a kernel that fits it without spilling (``tests/test_ladder_presets_offline.py``
+compiles them): ``ladder.json`` (sm_90, sm_100: 128x128 tiles with 8 worker warps) and
+``ladder-sm120.json`` (sm_120: 128x64 with 8 worker warps, the K split with the exp2
+polynomial). ``ladder-blackwell.json`` is the published study's ladder in its order (baseline,
+256x128, fast math, K split, remap, autotune), no architecture's default because its 256x128
+step spills everywhere; ``--steps ladder-blackwell.json`` runs it. Without a file,
+:func:`load_ladder` picks the preset whose ``archs`` list the local GPU (read with
+``nvidia-smi``, so no CUDA context is made in the caller); with no GPU, or one no preset lists,
+it takes ``ladder.json``, the one measured here.
 A ladder is stored as a group of runs, one run per step, all on the same inputs (one seed),
 with the preset's name (:class:`workbench.jobs.LadderJob` runs one). :func:`ladder_table` turns
 the group into speed-ups against the previous step and against the baseline, :func:`read_ladder`
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.config import AXES, K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, KernelConfig
+from workbench.resources import CompiledResources
 
 if TYPE_CHECKING:
     from workbench.store import Store
@@ -54,11 +59,13 @@ class Ladder:
 # The kind of the group a ladder is stored as (its runs, one per step).
 GROUP_KIND = "ladder"
 DEFAULT_PRESET = "ladder.json"
-PRESETS = ("ladder.json", "ladder-blackwell.json")
-# Every built-in ladder by the name `ladder --preset` and the window take; the decode ladder is
-# chosen by name only (no architecture picks it).
+PRESETS = ("ladder.json", "ladder-sm120.json", "ladder-blackwell.json")
+# Every built-in ladder by the name `ladder --preset` and the window take: each architecture's
+# that fits, the published Blackwell study's order as it ran it, and the decode ladder (chosen
+# by name only: no architecture picks it).
 LADDER_PRESETS = {
     "hopper": "ladder.json",
+    "sm120": "ladder-sm120.json",
     "blackwell": "ladder-blackwell.json",
     "decode": "ladder-decode.json",
 }
@@ -111,7 +118,8 @@ def load_ladder(
     preset: str | None = None,
 ) -> Ladder:
     """Read a ladder file (by default the built-in preset for ``arch``, or for the local GPU
-    when ``arch`` is None: :func:`preset_for_arch`) and build each step's config.
+    when ``arch`` is None: :func:`preset_for_arch`; a built-in preset's file name, such as
+    ``ladder-blackwell.json``, where no such file is here) and build each step's config.
 
     Each step's ``changes`` apply on top of the previous step's config; a bad key or value is a
     ConfigError that names the step.
@@ -124,8 +132,8 @@ def load_ladder(
         preset = LADDER_PRESETS[preset]
         text = _preset_text(preset)
         source = f"the built-in ladder {preset}"
-    elif path is None:
-        preset = preset_for_arch(arch or local_gpu_arch())
+    elif path is None or (str(path) in PRESETS and not Path(path).exists()):
+        preset = preset_for_arch(arch or local_gpu_arch()) if path is None else str(path)
         text = _preset_text(preset)
         source = f"the built-in ladder {preset}"
     else:
@@ -226,6 +234,7 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
                 continue
             prev = previous.get(n) if previous else None
             first = base.get(n)
+            compiled = (point.extra or {}).get("resources")
             cells[str(n)] = {
                 "latency_ms": point.latency_ms,
                 "tflops": point.tflops,
@@ -235,6 +244,8 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
                 # Compare's rule: a ratio counts only beyond its two points' own noise.
                 **_noise_of("vs_previous", point, prev),
                 **_noise_of("vs_baseline", point, first if index else None),
+                # what the step's launch compiled to (cuTile): a dip explains itself
+                "compiled": compiled if isinstance(compiled, dict) else None,
             }
         rows.append(
             {
@@ -287,6 +298,9 @@ def format_ladder_table(table: dict[str, Any]) -> list[list[str]]:
                 ratios = f" {format_ratio_mark(cell, 'vs_previous')} prev"
                 if cell["vs_baseline"]:
                     ratios += f" {format_ratio_mark(cell, 'vs_baseline')} base"
+            compiled = cell.get("compiled")
+            if compiled:
+                ratios += f" [{CompiledResources.from_dict(compiled).short()}]"
             if decode and cell.get("kv_gbs") is not None:
                 row.append(f"{cell['kv_gbs']:.3g} GB/s{ratios}")
             else:

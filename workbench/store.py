@@ -54,6 +54,7 @@ from workbench.config import (
     SweepSpec,
     check_label,
 )
+from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
@@ -71,6 +72,8 @@ BUSY_TIMEOUT_S = 2.0
 # trying: a run left 'running' would lose the reason it ended.
 FINAL_WRITE_PATIENCE_S = 120.0
 T = TypeVar("T")
+# A cuTile point's compiled resources (workbench.resources.CompiledResources), as CSV columns.
+COMPILED_COLUMNS = ("arch", "registers", "spill_bytes", "shared_bytes", "ctas_per_sm", "error")
 
 
 class StoreError(RuntimeError):
@@ -220,11 +223,23 @@ def _migration_4(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE runs SET axis = ?", [SEQ_LEN_AXIS])
 
 
+def _migration_5(db: sqlite_utils.Database) -> None:
+    """Each machine's measured ceilings (workbench.roofline.Ceilings as JSON), for the
+    roofline; a re-measure adds a record, the newest of a GPU is the one used."""
+    db["machine_ceilings"].create(
+        {"id": int, "gpu_name": str, "measured_at": str, "record": str},
+        pk="id",
+        not_null={"gpu_name", "measured_at", "record"},
+    )
+    db["machine_ceilings"].create_index(["gpu_name"])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
     _migration_4,
+    _migration_5,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -922,12 +937,52 @@ class Store:
         row = rows[0]
         return np.frombuffer(row["data"], dtype=np.int8).reshape(row["rows"], row["cols"])
 
+    def set_point_extra(self, run_id: int, seq_len: int, key: str, value: Any) -> None:
+        """Keep one more fact with a stored point, in its extra facts under ``key`` (``ncu``:
+        Nsight Compute's metrics; ``resources``: what its launch compiled to); a later value
+        replaces it."""
+        rows = list(
+            self.db.query(
+                "SELECT id, extra FROM points WHERE run_id = ? AND seq_len = ?", [run_id, seq_len]
+            )
+        )
+        if not rows:
+            raise StoreError(f"run {run_id} has no point at N={seq_len}")
+        extra = {**json.loads(rows[0]["extra"] or "{}"), key: value}
+        self._write(lambda: self.db["points"].update(rows[0]["id"], {"extra": json.dumps(extra)}))
+
+    def add_ceilings(self, record: dict[str, Any]) -> int:
+        """Store one machine's measured ceilings (:meth:`workbench.roofline.Ceilings.to_dict`)."""
+
+        def insert() -> int:
+            table = self.db["machine_ceilings"]
+            table.insert(
+                {
+                    "gpu_name": record["gpu_name"],
+                    "measured_at": record["measured_at"],
+                    "record": json.dumps({k: v for k, v in record.items() if k != "id"}),
+                }
+            )
+            return int(table.last_pk)
+
+        return self._write(insert)
+
+    def ceilings(self) -> list[dict[str, Any]]:
+        """Every stored ceilings record, newest first (none in a database from before they
+        were kept, which a reading command does not migrate)."""
+        if "machine_ceilings" not in self.db.table_names():
+            return []
+        rows = self.db.query("SELECT id, record FROM machine_ceilings ORDER BY id DESC")
+        return [{**json.loads(row["record"]), "id": row["id"]} for row in rows]
+
     # export ----------------------------------------------------------------------------------
 
     def export_rows(self, run_ids: list[int] | None = None) -> Iterator[dict[str, Any]]:
         """One flat row per point, with the run's metadata as columns."""
         runs = [self.run(i) for i in run_ids] if run_ids else list(reversed(self.runs()))
+        records = [Ceilings.from_dict(r) for r in self.ceilings()]
         for run in runs:
+            ceilings = ceilings_for(records, str(run.machine.get("gpu_name") or ""))
             base = {
                 "run_id": run.id,
                 "label": run.label,
@@ -954,6 +1009,8 @@ class Store:
                 extra = data.pop("extra") or {}
                 launch = extra.get("launch") if tuned else None
                 launched = launch if isinstance(launch, dict) else {}
+                compiled = extra.get("resources")
+                compiled = compiled if isinstance(compiled, dict) else {}
                 yield {
                     **base,
                     **data,
@@ -961,6 +1018,13 @@ class Store:
                     **{f"tuned_{name}": launched.get(name) for name in TUNABLE},
                     "axis": run.axis,
                     **run.bandwidth(point),
+                    **{f"compiled_{name}": compiled.get(name) for name in COMPILED_COLUMNS},
+                    **point_columns(
+                        dataclasses.replace(run.problem, q_len=point.q_len, k_len=point.k_len),
+                        point.tflops,
+                        point.latency_ms,
+                        ceilings,
+                    ),
                 }
 
     def export_csv(self, path: str | os.PathLike[str], run_ids: list[int] | None = None) -> int:
@@ -1013,9 +1077,13 @@ def export_columns() -> list[str]:
     # kv_read_pct: K+V in % of the machine's measured read bandwidth, empty where unmeasured.
     # Both come last, so the columns of older exports keep their places.
     tuned_cols = [f"tuned_{name}" for name in TUNABLE]
+    # compiled_*: what the point's launch compiled to on the run's GPU (cuTile runs), else empty.
+    # intensity_flop_per_byte: counted FLOPs over q, k, v and the output's bytes; the bound and
+    # its % only where the database holds measured ceilings of the run's GPU.
+    compiled_cols = [f"compiled_{name}" for name in COMPILED_COLUMNS]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
-        *tuned_cols, "axis", *BANDWIDTH_COLS,
+        *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS,
     ]  # fmt: skip
 
 

@@ -122,6 +122,16 @@ if _QT_PROBLEM is None:
         monkeypatch.setattr(QInputDialog, "getText", staticmethod(get_text))
         return record
 
+    @pytest.fixture(scope="session")
+    def resource_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp("compiled-resources")
+
+    @pytest.fixture(autouse=True)
+    def shared_resource_cache(resource_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every window's form compiles its config offline (workbench.gui.compiled_badge):
+        into one cache for the session, not the user's, so each config compiles once."""
+        monkeypatch.setenv("FMHA_WORKBENCH_RESOURCE_CACHE", str(resource_cache_dir))
+
     @pytest.fixture(autouse=True)
     def isolated_settings(tmp_path: Path, qapp: Any) -> Iterator[Path]:
         """Any QSettings() without a file goes under tmp_path, with a per-test org name."""

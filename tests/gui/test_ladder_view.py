@@ -36,6 +36,7 @@ from workbench.timing import TimingSettings
 pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = [s.name for s in load_ladder(arch="sm_90").steps]
+N_STEPS = len(STEPS)  # six: every step of the sm_90 default fits without spilling
 
 
 @pytest.fixture(autouse=True)
@@ -114,13 +115,13 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     assert window.jobs.is_running() and panel.cancel_button.isEnabled()
     assert not panel.run_button.isEnabled() and not window.controls.run_button.isEnabled()
     assert window.tabs.currentWidget() is panel
-    assert window.jobs.progress.maximum() == 7 * 2  # every step's points
+    assert window.jobs.progress.maximum() == N_STEPS * 2  # every step's points
     qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=60_000)
 
     store: Store = window.store
     group_id = panel.group_id()
     assert group_id is not None and store.groups("ladder")[0]["id"] == group_id
-    assert f"Ladder #{group_id} complete: 7 steps" in window.statusBar().currentMessage()
+    assert f"Ladder #{group_id} complete: {N_STEPS} steps" in window.statusBar().currentMessage()
     assert dialogs.shown == []
     assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
     runs = store.group_runs(group_id)
@@ -128,10 +129,10 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     assert all(r.problem.heads == 1 and r.problem.head_dim == 32 for r in runs)
     assert all(r.config.mask == "causal" for r in runs)  # the ladder's mask, not the form's
 
-    # The table: 7 steps × 2 lengths, with ladder_table's numbers.
+    # The table: every step × 2 lengths, with ladder_table's numbers.
     table = ladder_table(store, group_id)
     view = panel.table
-    assert view.rowCount() == 7 and view.columnCount() == 2 + 2
+    assert view.rowCount() == N_STEPS and view.columnCount() == 2 + 2
     assert [view.horizontalHeaderItem(c).text() for c in range(2, 4)] == ["N = 64", "N = 128"]
     assert panel.data.seq_lens == [64, 128]
     for r, step in enumerate(table["steps"]):
@@ -157,16 +158,17 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     panel.set_basis("vs_baseline")
     check_colours(panel, "vs_baseline")
     assert "against the baseline" in panel.info.text()
-    # Which preset ran: the Hopper ladder (no GPU here), by name, file and architecture.
-    assert "preset: tile-optimization ladder, Hopper (ladder.json, for sm_90)" in (
-        panel.info.text()
-    )
+    # Which preset ran: the default without a GPU, by name, file and architectures.
+    assert (
+        "preset: tile-optimization ladder, 128-row tiles (Hopper, Blackwell datacenter) "
+        "(ladder.json, for sm_90/sm_100/sm_103)"
+    ) in panel.info.text()
 
     # The chart: × baseline per step, one line per length, with a legend.
     assert panel.legend_names() == ["N = 64", "N = 128"]
     for n in (64, 128):
         x, y = panel.chart_data(n)
-        np.testing.assert_allclose(x, np.arange(1, 8))
+        np.testing.assert_allclose(x, np.arange(1, N_STEPS + 1))
         np.testing.assert_allclose(y, [s["cells"][str(n)]["vs_baseline"] for s in table["steps"]])
 
     # A click on a step's cell shows that step's block map at that length…
@@ -180,13 +182,13 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     # …and a click on another step's name keeps the chosen length.
     click_cell(qtbot, view, 1, 0)
     tiles = runs[1].config
-    assert (tiles.tile_m, tiles.tile_n) == (256, 128)
+    assert (tiles.tile_m, tiles.tile_n) == (128, 128)
     assert heat.current_seq_len() == 128
-    assert heat.facts.counts == Schedule(128, 128, 256, 128, "causal").counts()
+    assert heat.facts.counts == Schedule(128, 128, 128, 128, "causal").counts()
     heat.select_seq_len(64)  # the user picks another length in the map…
     click_cell(qtbot, view, 3, 0)  # …and it stays for the next step
     assert heat.current_seq_len() == 64 and STEPS[3] in heat.title.text()
-    assert heat.facts.counts == Schedule(64, 64, 256, 128, "causal").counts()
+    assert heat.facts.counts == Schedule(64, 64, 128, 128, "causal").counts()
 
     # Export: the group's runs, every point, through the file dialog.
     dialogs.save_path = str(tmp_path / "ladder")
@@ -194,14 +196,14 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     out = tmp_path / "ladder.csv"
     with out.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 7 * 2
+    assert len(rows) == N_STEPS * 2
     # Steps named "+ fast math" are text, not formulas, to a spreadsheet: prefixed with '.
     assert [r["step"] for r in rows[::2]] == [
         "'" + s if s.startswith(("+", "-", "=", "@")) else s for s in STEPS
     ]
     assert {r["group_id"] for r in rows} == {str(group_id)}
     assert {int(r["seq_len"]) for r in rows} == {64, 128}
-    assert "Exported 14 points" in window.statusBar().currentMessage()
+    assert f"Exported {N_STEPS * 2} points" in window.statusBar().currentMessage()
     assert window.history.export_dir == str(tmp_path)
 
 
@@ -257,7 +259,7 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     panel = window.ladder
     picker = panel.picker
     assert [picker.itemData(i) for i in range(picker.count())] == [newer, older]
-    assert picker.itemText(0).startswith(f"#{newer} like the H200") and "3/7 steps" in (
+    assert picker.itemText(0).startswith(f"#{newer} like the H200") and f"3/{N_STEPS} steps" in (
         picker.itemText(0)
     )
 
@@ -265,9 +267,9 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     assert panel.group_id() == newer
     view = panel.table
     statuses = [view.item(r, 1).text() for r in range(view.rowCount())]
-    assert statuses == ["complete", "failed", "failed"] + [NOT_RUN] * 4
+    assert statuses == ["complete", "failed", "failed"] + [NOT_RUN] * (N_STEPS - 3)
     assert "EngineFailure" in view.item(1, 1).toolTip()
-    for r in range(1, 7):
+    for r in range(1, N_STEPS):
         for n in (64, 128):
             item = panel.cell_item(r, n)
             assert item.text() == "–" and item.data(VERDICT_ROLE) == "missing"
@@ -276,7 +278,7 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     assert NOT_RUN in panel.cell_item(5, 64).toolTip()
     # A step that never ran still says what it would have run (the group keeps its knobs).
     assert load_ladder().steps[5].config.summary() in view.item(5, 0).toolTip()
-    assert "1 complete, 2 failed, 4 not run" in panel.info.text()
+    assert f"1 complete, 2 failed, {N_STEPS - 3} not run" in panel.info.text()
     assert "1.60-1.66x" in panel.info.text()
     _, y = panel.chart_data(128)
     assert y[0] == 1.0 and np.isnan(y[1:]).all()
@@ -289,7 +291,7 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
 
     # The older ladder: a gain, a tie within the noise and a loss, each coloured as such.
     pick(picker, older)
-    assert panel.group_id() == older and view.rowCount() == 7
+    assert panel.group_id() == older and view.rowCount() == N_STEPS
     assert [view.item(r, 1).text() for r in range(3)] == ["complete"] * 3
     assert [panel.cell_item(1, n).data(VERDICT_ROLE) for n in (64, 128)] == ["gain", "neutral"]
     assert [panel.cell_item(2, n).data(VERDICT_ROLE) for n in (64, 128)] == ["neutral", "loss"]
@@ -353,14 +355,15 @@ def test_cancel_mid_ladder_keeps_the_steps_run_so_far(
     small_ladder_form(qtbot, window, seq_lens="64,128,256")
     panel = window.ladder
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
-    assert window.jobs.progress.maximum() == 7 * 3
+    assert window.jobs.progress.maximum() == N_STEPS * 3
     qtbot.waitUntil(lambda: window.jobs.progress.value() == 4, timeout=20_000)  # into step 2
     qtbot.waitUntil(lambda: "point 2/3" in window.jobs.progress_label.text(), timeout=20_000)
     label = window.jobs.progress_label.text()
-    assert label.startswith(f"Ladder step 2/7 ({STEPS[1]}) · Run #"), label
+    assert label.startswith(f"Ladder step 2/{N_STEPS} ({STEPS[1]}) · Run #"), label
     # The live ladder is on show, its unreached steps pending.
     assert panel.group_id() is not None
-    assert [row.status for row in panel.data.rows] == ["complete", "running"] + ["pending"] * 5
+    pending = ["pending"] * (N_STEPS - 2)
+    assert [row.status for row in panel.data.rows] == ["complete", "running", *pending]
     qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
     assert "Cancelling" in window.jobs.progress_label.text()
     assert not panel.cancel_button.isEnabled()
@@ -370,10 +373,10 @@ def test_cancel_mid_ladder_keeps_the_steps_run_so_far(
     runs = window.store.group_runs(panel.group_id())
     assert [r.status for r in runs] == ["complete", "cancelled"]
     assert len(window.store.points(runs[1].id)) == 2  # the point in flight is kept
-    statuses = [panel.table.item(r, 1).text() for r in range(7)]
-    assert statuses == ["complete", "cancelled"] + [NOT_RUN] * 5
+    statuses = [panel.table.item(r, 1).text() for r in range(N_STEPS)]
+    assert statuses == ["complete", "cancelled"] + [NOT_RUN] * (N_STEPS - 2)
     assert panel.cell_item(1, 256).text() == "–"
-    assert "cancelled after 1 of 7 steps" in window.statusBar().currentMessage()
+    assert f"cancelled after 1 of {N_STEPS} steps" in window.statusBar().currentMessage()
     assert panel.run_button.isEnabled() and not window.jobs.progress.isVisible()
 
 
@@ -383,7 +386,7 @@ def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so
     original = ReferenceBackend.measure_point
 
     def fail_step_2(self: ReferenceBackend, problem: Any, config: Any, *a: Any, **k: Any) -> Any:
-        if config.tile_m == 256 and not config.fast_math and problem.q_len == 128:
+        if config.tile_m == 128 and not config.fast_math and problem.q_len == 128:
             raise BackendError("simulated kernel fault: illegal memory access")
         return original(self, problem, config, *a, **k)
 
@@ -395,8 +398,8 @@ def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so
 
     panel = window.ladder
     runs = window.store.group_runs(panel.group_id())
-    assert [r.status for r in runs] == ["complete", "failed"] + ["complete"] * 5
-    assert [panel.table.item(r, 1).text() for r in range(7)] == [r.status for r in runs]
+    assert [r.status for r in runs] == ["complete", "failed"] + ["complete"] * (N_STEPS - 2)
+    assert [panel.table.item(r, 1).text() for r in range(N_STEPS)] == [r.status for r in runs]
     assert panel.cell_item(1, 64).data(VERDICT_ROLE) != "missing"  # measured before the fault
     assert panel.cell_item(1, 128).text() == "–"
     assert "illegal memory access" in panel.cell_item(1, 128).toolTip()
@@ -406,7 +409,7 @@ def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so
     critical = dialogs.texts("critical")
     assert len(critical) == 1  # one message for the ladder, not one per step
     assert STEPS[1] in critical[0] and "illegal memory access" in critical[0]
-    assert "1 of 7 steps failed" in window.statusBar().currentMessage()
+    assert f"1 of {N_STEPS} steps failed" in window.statusBar().currentMessage()
 
 
 class LadderReceiver(QObject):
@@ -451,14 +454,14 @@ def test_the_worker_runs_a_ladder_job_and_its_signals_land_in_the_gui_thread(
     qtbot.waitUntil(lambda: receiver.finished, timeout=60_000)
     thread.wait()
     assert all(gui for _, _, gui in receiver.calls)
-    expected = [("ladder", 7)]
+    expected = [("ladder", N_STEPS)]
     for name in STEPS:
         expected += [("step", name), ("run", 1)]
     expected += [("finished", "complete"), ("done", None)]
     assert [(n, v) for n, v, _ in receiver.calls] == expected
     with Store(db_path) as store:
         (group,) = store.groups("ladder")
-        assert group["runs"] == 7 and group["label"] == "w"
+        assert group["runs"] == N_STEPS and group["label"] == "w"
 
 
 def test_the_windows_ladder_names_its_runs_by_step_not_by_the_forms_leftover_label(
@@ -498,8 +501,8 @@ def test_a_ladder_step_the_backend_refuses_is_a_warning_not_a_form_mark(
     original = ReferenceBackend.check_supported
 
     def refuse_big_tiles(self: ReferenceBackend, problem: Any, config: Any) -> None:
-        if config.tile_m == 256:
-            raise ConfigError("tile_m", 256, "this backend takes tiles up to 128")
+        if config.tile_m == 128:
+            raise ConfigError("tile_m", 128, "this backend takes tiles up to 64")
         original(self, problem, config)
 
     monkeypatch.setattr(ReferenceBackend, "check_supported", refuse_big_tiles)
@@ -509,7 +512,7 @@ def test_a_ladder_step_the_backend_refuses_is_a_warning_not_a_form_mark(
     qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=20_000)
     warnings = dialogs.texts("warning")
     assert len(warnings) == 1 and "The ladder cannot run as set" in warnings[0]
-    assert STEPS[1] in warnings[0] and "tiles up to 128" in warnings[0]
+    assert STEPS[1] in warnings[0] and "tiles up to 64" in warnings[0]
     assert window.controls.invalid_fields() == []  # the form's values are fine
     assert window.store.count_runs() == 0 and window.store.groups() == []
 

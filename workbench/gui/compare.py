@@ -30,16 +30,21 @@ from PySide6.QtWidgets import (
 from workbench.compare import (
     Cell,
     compare_table,
+    compiled_of,
     default_baseline,
     format_delta,
     format_speedup,
     machine_differences,
     noise_rule,
+    point_pct,
     problem_differences,
     run_name,
 )
 from workbench.gui.colors import run_color
 from workbench.gui.compare_chart import CompareChart
+from workbench.ncu import compare_rows
+from workbench.resources import CompiledResources
+from workbench.roofline import Ceilings, no_ceiling_reason
 
 COMPARE_TABLE_SHARE = 0.6  # at most this much of the height to the table, the rest the chart's
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
@@ -55,6 +60,7 @@ class ComparePanel(QWidget):
         self._runs: list[Any] = []  # RunRecord, in selection order
         self._points: dict[int, list[Any]] = {}
         self._pinned: int | None = None
+        self._ceilings: dict[int, Ceilings | None] = {}
         self._user_pinned = False  # an implicit default follows the selection; a pin stays
         self.rows: list[tuple[int, dict[int, Cell]]] = []
 
@@ -85,6 +91,22 @@ class ComparePanel(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 
         self.chart = CompareChart()
+        # Nsight Compute's headline metrics of the selected runs side by side (`profile`).
+        self.ncu_title = QLabel()
+        self.ncu_title.setObjectName("compare_ncu_title")
+        self.ncu_table = QTableWidget()
+        self.ncu_table.setObjectName("compare_ncu_table")
+        self.ncu_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.ncu_table.verticalHeader().hide()
+        self.ncu_table.horizontalHeader().setSectionResizeMode(
+            QHeaderView.ResizeMode.ResizeToContents
+        )
+        ncu_box = QWidget()
+        ncu_layout = QVBoxLayout(ncu_box)
+        ncu_layout.setContentsMargins(0, 0, 0, 0)
+        ncu_layout.addWidget(self.ncu_title)
+        ncu_layout.addWidget(self.ncu_table, 1)
+        self.ncu_box = ncu_box
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.setObjectName("compare_split")
         self.split.addWidget(self.table)
@@ -99,14 +121,22 @@ class ComparePanel(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.banner)
         layout.addWidget(self.split, 1)
+        layout.addWidget(ncu_box)  # under the chart, only while a selected run was profiled
         layout.addWidget(self.hint)
         self.set_runs([], {})
 
     # ---- input ----------------------------------------------------------------------------------
-    def set_runs(self, runs: Sequence[Any], points: dict[int, list[Any]]) -> None:
-        """The selected runs and their points; the pinned baseline survives if still selected."""
+    def set_runs(
+        self,
+        runs: Sequence[Any],
+        points: dict[int, list[Any]],
+        ceilings: dict[int, Ceilings | None] | None = None,
+    ) -> None:
+        """The selected runs and their points (and each run's GPU's ceilings, for the % of
+        roofline columns); the pinned baseline survives if still selected."""
         self._gbs: dict[int, dict[int, float | None]] = {}
         self._runs = list(runs)
+        self._ceilings = dict(ceilings or {})
         self._points = {r.id: list(points.get(r.id, [])) for r in self._runs}
         ids = [r.id for r in self._runs]
         if not self._user_pinned or self._pinned not in ids:
@@ -159,6 +189,7 @@ class ComparePanel(QWidget):
             self.table.setRowCount(0)
             self.table.setColumnCount(0)
             self.chart.set_rows([], [], {})
+            self.ncu_box.hide()
             self.hint.setText(
                 "Select two or more runs in History to compare them (or a run of a group, "
                 "then Compare group)."
@@ -192,7 +223,9 @@ class ComparePanel(QWidget):
             header = self.table.horizontalHeaderItem(col)
             if header is not None:
                 header.setForeground(QBrush(run_color(run.id)))
+        self._add_explaining_columns([base, *others])
         self.chart.set_rows(self.rows, others, {r.id: run_name(r) for r in others})
+        self._fill_ncu()
         self.hint.setText(self._hint_text())
         self._fit_table()
 
@@ -226,6 +259,69 @@ class ComparePanel(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit_table()
+
+    def _add_explaining_columns(self, runs: list[Any]) -> None:
+        """After the latencies: each run's % of roofline (where its GPU has ceilings) and
+        what a cuTile run's points compiled to."""
+        by_len = {r.id: {p.seq_len: p for p in self._points.get(r.id, [])} for r in runs}
+        columns: list[tuple[str, Any]] = []
+        for run in runs:
+            ceilings = self._ceilings.get(run.id)
+            if ceilings is not None:
+                columns.append((f"#{run.id} % roof", ("pct", run, ceilings)))
+            if any(compiled_of(p) for p in by_len[run.id].values()):
+                columns.append((f"#{run.id} compiled", ("compiled", run, None)))
+        first = self.table.columnCount()
+        self.table.setColumnCount(first + len(columns))
+        for offset, (title, (kind, run, ceilings)) in enumerate(columns):
+            col = first + offset
+            self.table.setHorizontalHeaderItem(col, QTableWidgetItem(title))
+            for r, (n, _cells) in enumerate(self.rows):
+                point = by_len[run.id].get(n)
+                if kind == "pct":
+                    pct = point_pct(run, point, ceilings)
+                    item = self._item("–" if pct is None else f"{pct:.0f} %")
+                    item.setToolTip(
+                        "TFLOP/s over the ceiling that bounds this point (dense matmul rate, "
+                        f"or intensity × read bandwidth) of {ceilings.gpu_name}"
+                    )
+                else:
+                    found = compiled_of(point)
+                    res = CompiledResources.from_dict(found) if found else None
+                    item = self._item(res.short() if res else "–")
+                    if res is not None:
+                        item.setToolTip(res.summary())
+                        if res.spills or res.error:
+                            item.setForeground(QBrush(QColor("#b00020")))
+                self.table.setItem(r, col, item)
+
+    def _fill_ncu(self) -> None:
+        """The length most runs profiled (the longest of those), their metrics side by side."""
+        profiled: dict[int, dict[int, Any]] = {}
+        for run in self._runs:
+            for p in self._points.get(run.id, []):
+                found = (p.extra or {}).get("ncu")
+                if found:
+                    profiled.setdefault(p.seq_len, {})[run.id] = found
+        self.ncu_table.clear()
+        if not profiled:
+            self.ncu_box.hide()
+            return
+        n = max(profiled, key=lambda length: (len(profiled[length]), length))
+        runs = [r for r in self._runs if r.id in profiled[n]] + [
+            r for r in self._runs if r.id not in profiled[n]
+        ]
+        rows = compare_rows([profiled[n].get(r.id) for r in runs])
+        self.ncu_title.setText(
+            f"<b>Nsight Compute at N = {n:,}</b> (one launch, clocks as they were)"
+        )
+        self.ncu_table.setColumnCount(1 + len(runs))
+        self.ncu_table.setHorizontalHeaderLabels(["metric", *[run_name(r) for r in runs]])
+        self.ncu_table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, text in enumerate(row):
+                self.ncu_table.setItem(r, c, self._item(text, align_right=c > 0))
+        self.ncu_box.show()
 
     @staticmethod
     def _item(text: str, align_right: bool = True) -> QTableWidgetItem:
@@ -272,6 +368,13 @@ class ComparePanel(QWidget):
             "baseline's latency over the run's (above 1 = faster, ~ within the noise). Δ % is "
             f"coloured only beyond the noise threshold: {noise_rule()}."
         )
+        reasons = dict.fromkeys(
+            no_ceiling_reason(str(r.machine.get("gpu_name") or ""), r.backend)
+            for r in self._runs
+            if self._ceilings.get(r.id) is None
+        )
+        if reasons:
+            text += "<br>" + "; ".join(reasons) + "."
         machines = machine_differences(self._runs)
         if machines:
             shown = "; ".join(machines)

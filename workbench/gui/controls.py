@@ -83,6 +83,7 @@ class ControlsPanel(QWidget):
 
     runRequested = Signal()
     cancelRequested = Signal()
+    edited = Signal()  # any field changed: what the form describes may have changed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -592,6 +593,13 @@ class ControlsPanel(QWidget):
         # Editing the marked field is the user acting on the message: drop the mark.
         if self.invalid_fields():
             self.clear_errors()
+        self.edited.emit()
+
+    def add_below_form(self, widget: QWidget) -> None:
+        """Show ``widget`` under the form's groups, above Run (what the config compiles to)."""
+        layout = self.layout()
+        assert isinstance(layout, QVBoxLayout)
+        layout.insertWidget(1, widget)
 
     # ---- state ----------------------------------------------------------------------------------
     def _on_mask_changed(self) -> None:

@@ -144,6 +144,7 @@ class HeatmapPanel(QWidget):
         top.addWidget(self.show_splits)
         top.addWidget(self.length_label)
         top.addWidget(self.seq_len)
+        self.top_bar = top  # the window adds its actions on the point shown here
 
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
@@ -423,6 +424,11 @@ class HeatmapPanel(QWidget):
 
     def current_grid(self) -> np.ndarray | None:
         return self._grid
+
+    @property
+    def run(self) -> Any:
+        """The run shown (a RunRecord), or None."""
+        return self._run
 
     def current_seq_len(self) -> int | None:
         return self.seq_len.currentData()

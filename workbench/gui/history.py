@@ -41,8 +41,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.compare import compiled_of
 from workbench.gui.colors import run_color
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.resources import COMPILED_BACKENDS, CompiledResources
 from workbench.tuned import tuned_labels, tuned_lines
 
 ALL_MACHINES = "All machines"
@@ -260,24 +262,36 @@ class RunsModel(QAbstractTableModel):
         return None
 
     def _config_tooltip(self, run: Any) -> str:
-        """The config, and for an autotuned run what the tuner launched at each length."""
-        summary = problem_summary(run)
-        tuned = self._tuned_tip(run)
-        return f"{summary}\nTuned per sequence length:\n{tuned}" if tuned else summary
+        """The config, for an autotuned run what the tuner launched at each length, and for a
+        cuTile run what each length's launch compiled to."""
+        return "\n".join([problem_summary(run), *self._points_tip(run)])
 
-    def _tuned_tip(self, run: Any) -> str:
-        if not run.config.autotune or self._store is None:
-            return ""  # the form's config is what ran: nothing to look up
+    def _points_tip(self, run: Any) -> list[str]:
+        looks = run.config.autotune or run.backend in COMPILED_BACKENDS
+        if not looks or self._store is None:
+            return []  # the form's config is what ran and nothing was compiled: no lookup
         if run.id in self._tuned_tips:
-            return self._tuned_tips[run.id]
+            return self._tuned_tips[run.id].splitlines()
         try:
             points = self._store.points(run.id)
         except Exception:  # a hover is no place for an error box; the tooltip says less
-            return ""
-        text = tuned_lines(tuned_labels(True, points))
+            return []
+        lines = []
+        tuned = tuned_lines(tuned_labels(run.config.autotune, points))
+        if tuned:
+            lines += ["Tuned per sequence length:", tuned]
+        compiled = [(p.seq_len, compiled_of(p)) for p in points]
+        if any(found for _, found in compiled):
+            lines.append("Compiled per sequence length:")
+            lines += [
+                f"  N={n:,}: {CompiledResources.from_dict(found).summary()}"
+                for n, found in compiled
+                if found
+            ]
+        text = "\n".join(lines)
         if run.status != "running":  # a running sweep still gains points
             self._tuned_tips[run.id] = text
-        return text
+        return text.splitlines()
 
     def _text(self, run: Any, col: int) -> str:
         if col == COL_ID:

@@ -53,6 +53,7 @@ from workbench.ladder import (
     read_ladder,
     speedup_verdict,
 )
+from workbench.resources import CompiledResources
 
 GAIN = FASTER  # the Compare tab's green and red, so both views read alike
 LOSS = SLOWER
@@ -507,8 +508,14 @@ class LadderPanel(QWidget):
         # A decode ladder reads memory: its cells give GB/s of K+V.
         decode = self.data is not None and self.data.decode and cell.get("kv_gbs") is not None
         measure = f"{cell['kv_gbs']:.3g} GB/s" if decode else f"{cell['tflops']:.3g}"
-        item = QTableWidgetItem(f"{measure}  {ratio}")
+        compiled = cell.get("compiled")
+        found = CompiledResources.from_dict(compiled) if compiled else None
+        # What the step compiled to, beside its numbers: a dip explains itself ("255r spill").
+        extra = f"\n{found.short()}" if found else ""
+        item = QTableWidgetItem(f"{measure}  {ratio}{extra}")
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+        if found is not None and (found.spills or found.error):
+            item.setForeground(QBrush(QColor("#b00020")))
         verdict = speedup_verdict(cell, key)
         if verdict == "gain":
             item.setBackground(QBrush(GAIN))
@@ -520,7 +527,8 @@ class LadderPanel(QWidget):
             f"N = {n:,}: {cell['latency_ms']:.4g} ms, {cell['tflops']:.4g} TFLOP/s\n"
             f"against the previous step {format_ratio(prev)}{noise_text(cell, 'vs_previous')}, "
             f"against the baseline {format_ratio(base)}{noise_text(cell, 'vs_baseline')}\n"
-            "click to see this step's block map at this length"
+            + (f"compiled: {found.summary()}\n" if found else "")
+            + "click to see this step's block map at this length"
         )
         return item
 

@@ -21,15 +21,15 @@ from workbench.gui import _pyside_fix, window_state
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel
 from workbench.gui.database_session import DatabaseSession
+from workbench.gui.explain import Explainers
 from workbench.gui.exports import Exports
 from workbench.gui.heatmap import HeatmapPanel
 from workbench.gui.history import HistoryPanel
 from workbench.gui.job_runner import JobRunner
 from workbench.gui.ladder import LadderPanel
-from workbench.gui.plots import PlotsPanel, Series
+from workbench.gui.plots import PlotsPanel
 from workbench.gui.worker import ProbeWorker, start_in_thread
 from workbench.store import Store, StoreError, default_db_path, env_db_path
-from workbench.tuned import tuned_labels
 
 MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
 MAX_PLOTTED = 12  # more overlaid runs than this is unreadable, and costs a query each
@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self._build_menus()
         window_state.restore_settings(self)
+        self.explain.show_compiled()  # the restored form's config, before any edit
 
         # As for the CLI: a path given, else $FMHA_WORKBENCH_DB, then the last one used.
         path = (
@@ -102,6 +103,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.heatmap, "Block map")
         self.tabs.addTab(self.compare, "Compare")
         self.tabs.addTab(self.ladder, "Ladder")
+        # The compiled line under the form, the Roofline tab, Profile beside the Block map.
+        self.explain = Explainers(self)
 
         self.history = HistoryPanel(None)
         self.history.selectionChangedIds.connect(self._on_selection)
@@ -252,25 +255,20 @@ class MainWindow(QMainWindow):
             self.show_status(f"Plotting the first {MAX_PLOTTED} of {len(ids)} selected runs")
         runs = self._runs_for(shown)
         points = self._points_for([r.id for r in runs])
+        ceilings = self.explain.ceilings(runs)  # for each point's % of roofline
         self.plots.set_series(
             [
-                Series(
-                    r.id,
-                    self._series_name(r),
-                    points[r.id],
-                    tuned_labels(r.config.autotune, points[r.id]),
-                    axis=r.axis,
-                    kv_gbs={p.seq_len: r.bandwidth(p)["kv_gbs"] for p in points[r.id]},
-                )
+                self.explain.series(r, self._series_name(r), points[r.id], ceilings.get(r.id))
                 for r in runs
             ]
         )
-        self.compare.set_runs(runs, points)
+        self.compare.set_runs(runs, points, ceilings)
         focus = self._focused_run(runs)
         if focus is None:
             self.heatmap.set_run(None)
         else:
             self._show_heatmap(focus, points[focus.id])
+        self.explain.show_selection(runs)
 
     def _focused_run(self, runs: list[Any]) -> Any:
         """The run the heatmap shows: the table's current row if selected, else the first."""
@@ -378,6 +376,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop background work, save settings and close the store (idempotent)."""
         self.jobs.stop()
+        self.explain.shutdown()
         if self._probe is not None:
             self._probe.blockSignals(True)
         if self._probe_thread is not None:

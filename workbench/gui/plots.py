@@ -98,6 +98,11 @@ class Series:
     axis: str = "seq_len"  # what the lengths are: N, or k_len (a decode sweep)
     # Length → GB/s of K+V (RunRecord.bandwidth): the throughput plot's other measure.
     kv_gbs: dict[int, float] = field(default_factory=dict)
+    # Sequence length → % of the roofline ceiling bounding the point (empty without ceilings:
+    # ``no_roofline`` says why) and what a cuTile point compiled to ("168r", "255r spill 5.5KB").
+    pct_of_roofline: dict[int, float] = field(default_factory=dict)
+    no_roofline: str = ""
+    compiled: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -377,11 +382,22 @@ class PlotsPanel(QWidget):
                 entry += f", {gbs:.4g} GB/s of K+V"
             if tuned := s.tuned.get(seq_len):
                 entry += f", tuned {escape(tuned)}"
+            pct = s.pct_of_roofline.get(seq_len)
+            if pct is not None:
+                entry += f", {pct:.0f} % of roofline"
+            if compiled := s.compiled.get(seq_len):
+                entry += f", {escape(compiled)}"
             # Non-breaking inside an entry: a long readout wraps between runs, not mid-value.
             parts.append(
                 f"<span style='color:{color}'>■</span>&nbsp;{entry.replace(' ', '&nbsp;')}"
             )
-        return " &nbsp; ".join(parts)
+        reasons = dict.fromkeys(
+            s.no_roofline for s in self._series.values() if s.no_roofline and s.points
+        )
+        text = " &nbsp; ".join(parts)
+        if reasons:
+            text += "<br><i>" + escape("; ".join(reasons)) + "</i>"
+        return text
 
     def _on_log_toggled(self, on: bool) -> None:
         self.latency_plot.setLogMode(x=False, y=on)

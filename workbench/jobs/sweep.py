@@ -12,12 +12,12 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from workbench.backends import Backend, get_backend
-from workbench.backends.base import BackendError
+from workbench.backends.base import BackendError, PointResult
 from workbench.config import AXIS_LABELS, ConfigError, SweepSpec
 from workbench.events import (
     Event,
@@ -40,6 +40,7 @@ from workbench.jobs.base import (
     timing_for,
 )
 from workbench.machine import host_info
+from workbench.resources import ResourceService, point_resources
 from workbench.store import Store, StoreError, StoreLocked
 from workbench.stories import JobStory, SweepStory
 from workbench.timing import TimingSettings
@@ -112,9 +113,12 @@ def run_sweep(
     group_id: int | None = None,
     step: str | None = None,
     checked: bool = False,
+    resources: ResourceService | None = None,
 ) -> Iterator[RunEvent]:
     """Measure ``spec`` and store it. Raises ConfigError / BackendUnavailable before writing
-    (unless ``checked``: a job's preflight already asked the backend)."""
+    (unless ``checked``: a job's preflight already asked the backend). Each point of a
+    compiled backend (cuTile) is stored with what its launch compiled to on the run's GPU
+    (``resources``: the service that answers, cached on disk; by default the user's cache)."""
     backend = backend or get_backend(spec.backend)
     if not checked:
         check_available(spec, backend)
@@ -122,7 +126,23 @@ def run_sweep(
     settings = timing or backend.default_timing()
     machine = {**host_info(), **backend.machine_info()}
     run_id = store.create_run(spec, machine, group_id=group_id, step=step)
-    return _measure(spec, store, backend, settings, run_id, cancel)
+    compiled = _Compiled(resources or ResourceService(), machine)
+    return _measure(spec, store, backend, settings, run_id, cancel, compiled)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """Where a point's compiled resources come from: the service and the run's machine."""
+
+    service: ResourceService
+    machine: dict[str, Any]
+
+    def attach(self, backend: str, spec: SweepSpec, result: PointResult) -> None:
+        found = point_resources(
+            self.service, backend, result.problem, spec.config, result.extra, self.machine
+        )
+        if found is not None:
+            result.extra["resources"] = found
 
 
 def _measure(
@@ -132,6 +152,7 @@ def _measure(
     settings: TimingSettings,
     run_id: int,
     cancel: Callable[[], bool] | None,
+    compiled: _Compiled,
 ) -> Iterator[RunEvent]:
     problems = spec.problems()
     total = len(problems)
@@ -150,6 +171,7 @@ def _measure(
             result = backend.measure_point(
                 problem, spec.config, settings, np.random.default_rng(child_seed)
             )
+            compiled.attach(backend.name, spec, result)
             try:
                 point = store.add_point(run_id, result, seq_len=x)
             except StoreLocked as exc:

@@ -1,0 +1,173 @@
+"""Nsight Compute on one point: the refusals (for real: this machine has no ncu), the parser
+of ncu's raw CSV, and the whole `profile` command against a stand-in ncu that answers with a
+fixture, so storage and Compare's side-by-side are checked without a GPU."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.ncu import compare_rows, launch_spec, ncu_command, parse_raw_csv
+from workbench.store import Store
+
+# A FIXTURE (tests/fixtures/ncu-raw-handwritten.csv), written by hand in the shape of
+# `ncu --import R --csv --page raw` (a header of metric names, a row of units, one row per
+# kernel); not a recorded run: the numbers are made up, in the range an H200 shows for this
+# kernel. ncu's own ==PROF== line comes first and must be skipped.
+NCU_RAW_FIXTURE = (Path(__file__).parent / "fixtures" / "ncu-raw-handwritten.csv").read_text()
+
+
+def test_the_parser_takes_the_headline_metrics_and_the_top_stalls() -> None:
+    profile = parse_raw_csv(NCU_RAW_FIXTURE, report="r.ncu-rep", profiled_at="now")
+    m = profile.metrics
+    assert m["duration_us"] == pytest.approx(1234.56)  # nanoseconds, thousands separated
+    assert m["sm_throughput_pct"] == 71.25 and m["tensor_pipe_pct"] == 63.5
+    assert m["dram_throughput_pct"] == 22.75 and m["dram_gbs"] == pytest.approx(1093.0)
+    assert m["l2_hit_rate_pct"] == 88.4 and m["achieved_occupancy_pct"] == 18.6
+    assert m["registers_per_thread"] == 168 and m["shared_per_block_kb"] == 165.0
+    assert m["sm_clock_mhz"] == pytest.approx(1980.0)  # the clock ncu saw, left as it was
+    # "not_issued" is not a reason; the rest sorted, largest first.
+    assert profile.stalls == [("long_scoreboard", 2.41), ("math_pipe_throttle", 1.62),
+                              ("barrier", 0.97)]  # fmt: skip
+    assert profile.kernel == "fmha_kernel_causal" and profile.report == "r.ncu-rep"
+    with pytest.raises(Exception, match="no profiled kernel"):
+        parse_raw_csv("==PROF== nothing profiled\n")
+
+
+def test_the_command_profiles_one_launch_with_the_clocks_left_alone(db_path: Path) -> None:
+    with Store(db_path) as store:
+        run_id = _cutile_run(store, np.random.default_rng(0), autotune=True)
+        run, point = store.run(run_id), store.points(run_id)[0]
+    spec = launch_spec(run, point)
+    # An autotuned point is profiled with the launch its tuner picked, not the form's tiles.
+    assert spec["config"]["autotune"] is False and spec["config"]["tile_m"] == 128
+    assert spec["problem"]["q_len"] == point.q_len
+    argv = ncu_command("ncu", Path("x.ncu-rep"), spec)
+    assert argv[argv.index("--clock-control") + 1] == "none"
+    assert argv[argv.index("--launch-count") + 1] == "1"
+    assert argv[argv.index("--nvtx-include") + 1] == "fmha-workbench-profile/"
+    assert json.loads(argv[-1]) == spec and argv[-3:-1] == ["-m", "workbench.ncu"]
+
+
+def _cutile_run(
+    store: Store,
+    rng: np.random.Generator,
+    *,
+    autotune: bool = False,
+    label: str = "",
+    backend: str = "cutile",
+) -> int:
+    """A stored cuTile run with one point at N = 128, as the GPU would have stored it."""
+    from workbench.backends.reference import ReferenceBackend
+    from workbench.timing import TimingSettings
+
+    config = KernelConfig(mask="causal", autotune=autotune)
+    spec = SweepSpec(
+        Problem(batch=1, heads=1, head_dim=64, q_len=1, k_len=1), (128,), config, backend, label
+    )
+    run_id = store.create_run(spec, {"gpu_name": "NVIDIA H200"})
+    result = ReferenceBackend().measure_point(
+        spec.problems()[0], config, TimingSettings(warmup=0, min_samples=1, max_samples=1,
+                                                   min_time_s=0.0), rng
+    )  # fmt: skip
+    result.extra["launch"] = {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8}
+    store.add_point(run_id, result)
+    store.finish_run(run_id, "complete")
+    return run_id
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_profile_without_ncu_exits_2_in_one_line_and_writes_nothing(
+    run_cli: Any, db_path: Path, rng: np.random.Generator
+) -> None:
+    if shutil.which("ncu"):
+        pytest.skip("ncu is on PATH here: the refusal is for machines without it")
+    with Store(db_path) as store:
+        run_id = _cutile_run(store, rng)
+    before = _digest(db_path)
+    result = run_cli("profile", run_id, "--seq-len", "128", "--db", db_path)
+    assert result.code == 2 and result.err_lines == [
+        "error: cannot profile: Nsight Compute (ncu) is not on PATH: install NVIDIA Nsight "
+        "Compute to profile"
+    ]
+    assert _digest(db_path) == before and not (db_path.parent / "profiles").exists()
+    missing = run_cli("profile", run_id, "--seq-len", "256", "--db", db_path)
+    assert missing.code == 2 and "has no point at N=256 (128)" in missing.err
+
+
+def _fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, permitted: bool = True) -> Path:
+    """An `ncu` on PATH that refuses without --clock-control none, writes the report it is
+    asked for and answers --import with the fixture (or reports no counter permission)."""
+    fixture = tmp_path / "raw.csv"
+    fixture.write_text(NCU_RAW_FIXTURE)
+    tool = tmp_path / "bin" / "ncu"
+    tool.parent.mkdir()
+    denied = "" if permitted else 'echo "==ERROR== ERR_NVGPUCTRPERM - no permission"; exit 1'
+    tool.write_text(f"""#!/bin/sh
+case "$*" in *--import*) cat "{fixture}"; exit 0;; esac
+case "$*" in *"--clock-control none"*) ;; *) echo "clocks would be locked"; exit 3;; esac
+{denied}
+while [ "$#" -gt 0 ]; do
+  if [ "$1" = "--export" ]; then echo report > "$2"; fi
+  shift
+done
+""")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:/usr/bin:/bin")
+    return tool
+
+
+def test_profile_stores_the_metrics_and_compare_shows_two_runs_side_by_side(
+    run_cli: Any, db_path: Path, rng: np.random.Generator, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    with Store(db_path) as store:
+        first, second = _cutile_run(store, rng, label="a"), _cutile_run(store, rng, label="b")
+    _fake_ncu(tmp_path, monkeypatch)
+    result = run_cli("profile", first, "--seq-len", "128", "--db", db_path)
+    assert result.code == 0, result.err
+    assert "SM throughput" in result.out and "71.25 %" in result.out
+    with Store(db_path) as store:
+        stored = store.points(first)[0].extra["ncu"]
+    assert stored["metrics"]["l2_hit_rate_pct"] == 88.4
+    report = Path(stored["report"])
+    assert report.parent == db_path.parent / "profiles" and report.exists()
+    shown = json.loads(run_cli("show", first, "--json", "--db", db_path).out)
+    assert shown["points"][0]["extra"]["ncu"]["stalls"][0] == ["long_scoreboard", 2.41]
+
+    # One profiled run: compare has nothing to put beside it yet; two: side by side.
+    assert "Nsight Compute" not in run_cli("compare", first, second, "--db", db_path).out
+    assert run_cli("profile", second, "--seq-len", "128", "--db", db_path).code == 0
+    text = run_cli("compare", first, second, "--db", db_path).out
+    block = text[text.index("Nsight Compute at N=128:") :].splitlines()
+    assert block[1].split() == ["metric", f"#{first}", f"#{second}"]
+    assert any(line.startswith("L2 hit rate") and line.count("88.4 %") == 2 for line in block)
+    assert compare_rows([stored, None])[0][2] == "–"
+
+
+def test_profile_without_counter_permission_exits_2_and_keeps_nothing(
+    run_cli: Any, db_path: Path, rng: np.random.Generator, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    with Store(db_path) as store:
+        run_id = _cutile_run(store, rng)
+        reference = _cutile_run(store, rng, backend="reference")
+    _fake_ncu(tmp_path, monkeypatch, permitted=False)
+    before = _digest(db_path)
+    result = run_cli("profile", run_id, "--seq-len", "128", "--db", db_path)
+    assert result.code == 2 and len(result.err_lines) == 1
+    assert "ERR_NVGPUCTRPERM" in result.err
+    assert _digest(db_path) == before
+    assert list((db_path.parent / "profiles").glob("*")) == []
+    cpu = run_cli("profile", reference, "--seq-len", "128", "--db", db_path)
+    assert cpu.code == 2 and "ran on the CPU (reference backend)" in cpu.err

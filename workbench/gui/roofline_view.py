@@ -1,0 +1,130 @@
+"""The Roofline view: the selected runs' points against this machine's measured ceilings.
+
+Log–log: x is arithmetic intensity (FLOP per byte moved at least), y is TFLOP/s. The two
+ceilings of the runs' GPU (:func:`workbench.compare.roofline_points`, from the database's
+machine record) are lines: the memory roof rises with intensity at the read bandwidth, the
+compute roof is flat at the dense matmul rate, and they meet at the ridge. Each run's points
+are one scatter, its colour as in the other views; hovering a point shows its run, config, N,
+intensity, TFLOP/s and % of the ceiling that bounds it. Without a record (or on the CPU) the
+points are still drawn and the caption says why there are no ceilings.
+
+pyqtgraph's log mode takes data in linear units and plots log10 of it; lines added with
+``addLine`` ignore log mode (docs/design.md), so the roofs are PlotDataItems too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from workbench.gui.colors import run_color
+
+# The intensities the roofs are drawn across (FLOP/byte): decode-like problems to long prefill.
+X_RANGE = (0.1, 10_000.0)
+
+
+class RooflineView(QWidget):
+    """Ceilings as lines, runs as points, hover for the config."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot_widget = pg.PlotWidget()
+        self.plot_widget.setObjectName("roofline_plot")
+        self.plot_widget.setBackground("w")
+        plot = self.plot_widget.getPlotItem()
+        plot.setLogMode(x=True, y=True)
+        plot.showGrid(x=True, y=True, alpha=0.25)
+        plot.setLabel("bottom", "arithmetic intensity (FLOP / byte moved at least)")
+        plot.setLabel("left", "TFLOP/s")
+        plot.setMenuEnabled(False)
+        self.legend = plot.addLegend(offset=(10, 10))
+        pen = pg.mkPen("#333333", width=2)
+        self.memory_roof = plot.plot([], [], pen=pen)
+        self.compute_roof = plot.plot([], [], pen=pen)
+        self.caption = QLabel("Select runs in History to place their points.")
+        self.caption.setObjectName("roofline_caption")
+        self.caption.setWordWrap(True)
+        self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.scatters: dict[int, pg.ScatterPlotItem] = {}  # run id -> its points
+        self.data: dict[str, Any] | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.plot_widget, 1)
+
+    @property
+    def plot(self) -> pg.PlotItem:
+        return self.plot_widget.getPlotItem()
+
+    def set_data(self, data: dict[str, Any] | None) -> None:
+        """``data`` from :func:`workbench.compare.roofline_points` (None: nothing selected);
+        each run in its own colour (:func:`workbench.gui.colors.run_color`)."""
+        self.data = data
+        for run_id in list(self.scatters):
+            self.plot.removeItem(self.scatters.pop(run_id))
+        self.legend.clear()
+        if not data or not data["runs"]:
+            self.memory_roof.setData([], [])
+            self.compute_roof.setData([], [])
+            self.caption.setText("Select runs in History to place their points.")
+            return
+        dtype = data["runs"][0]["dtype"]
+        self._draw_roofs(data.get("ceilings"), dtype)
+        for run in data["runs"]:
+            color = run_color(run["run_id"])
+            spots = [
+                {
+                    "pos": (math.log10(p["intensity"]), math.log10(p["tflops"])),
+                    "data": self.point_tip(run, p),
+                }
+                for p in run["points"]
+                if p["intensity"] > 0 and p["tflops"] > 0
+            ]
+            scatter = pg.ScatterPlotItem(
+                spots=spots, size=10, brush=pg.mkBrush(color), pen=pg.mkPen("w"),
+                hoverable=True, hoverSize=14, tip=lambda x, y, data: data, name=run["name"],
+            )  # fmt: skip
+            self.plot.addItem(scatter)  # named: the legend lists it
+            self.scatters[run["run_id"]] = scatter
+
+    def _draw_roofs(self, ceilings: dict[str, Any] | None, dtype: str) -> None:
+        if not ceilings or dtype not in ceilings["matmul_tflops"]:
+            self.memory_roof.setData([], [])
+            self.compute_roof.setData([], [])
+            reason = (self.data or {}).get("reason") or (f"the record has no {dtype} matmul rate")
+            self.caption.setText(f"No ceilings: {reason}.")
+            return
+        peak = float(ceilings["matmul_tflops"][dtype])
+        bandwidth = float(ceilings["read_gbs"])
+        ridge = peak * 1e3 / bandwidth
+        lo, hi = X_RANGE
+        self.memory_roof.setData([lo, ridge], [lo * bandwidth / 1e3, peak])
+        self.compute_roof.setData([ridge, hi], [peak, peak])
+        self.caption.setText(
+            f"Ceilings of {ceilings['gpu_name']}, measured {ceilings['measured_at']}: "
+            f"{dtype} matmul {peak:g} TFLOP/s, read {bandwidth:g} GB/s (ridge at "
+            f"{ridge:.0f} FLOP/byte). Hover a point for its config and % of roofline."
+        )
+
+    @staticmethod
+    def point_tip(run: dict[str, Any], point: dict[str, Any]) -> str:
+        """What a hover shows of one point."""
+        pct = point.get("pct_of_roofline")
+        lines = [
+            run["name"],
+            run["config"],
+            f"N = {point['seq_len']}: {point['tflops']:.3g} TFLOP/s at "
+            f"{point['intensity']:.1f} FLOP/byte",
+            f"{pct:.0f} % of roofline" if pct is not None else "no % (no ceilings)",
+        ]
+        compiled = point.get("compiled")
+        if compiled and not compiled.get("error"):
+            spill = compiled.get("spill_bytes") or 0
+            lines.append(
+                f"{compiled['registers']} registers" + (f", spills {spill} B" if spill else "")
+            )
+        return "\n".join(lines)

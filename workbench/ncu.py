@@ -1,0 +1,305 @@
+"""Nsight Compute on one stored point: the hardware counters of exactly that launch.
+
+:func:`check_ncu` says whether ``ncu`` can run here (on PATH, and allowed to read the GPU's
+counters). :func:`profile_point` rebuilds the point's launch (its backend, problem at that
+length, and the knobs it launched with, the tuner's own for an autotuned point) in a child
+Python process run under ``ncu``, which profiles the one launch inside an NVTX range, with
+``--clock-control none`` so the GPU's clocks are left as they are. The report is kept beside
+the database, read back as CSV (``ncu --import … --csv --page raw``), and a dozen headline
+metrics (:data:`HEADLINE`) with the top warp-stall reasons are stored with the point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from workbench.config import KernelConfig, Problem
+from workbench.store import PointRecord, RunRecord
+
+NVTX_RANGE = "fmha-workbench-profile"
+SECTIONS = (
+    "SpeedOfLight",
+    "ComputeWorkloadAnalysis",
+    "MemoryWorkloadAnalysis",
+    "Occupancy",
+    "LaunchStats",
+    "WarpStateStats",
+)
+# Headline metrics: (key, label, unit, raw metric names in the order tried: they differ by
+# architecture and ncu version, so the first one the report holds is taken).
+HEADLINE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("duration_us", "duration", "us", ("gpu__time_duration.sum",)),
+    ("sm_throughput_pct", "SM throughput", "%",
+     ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)),
+    ("tensor_pipe_pct", "tensor pipe active", "%",
+     ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active")),
+    ("memory_throughput_pct", "memory throughput", "%",
+     ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)),
+    ("dram_throughput_pct", "DRAM throughput", "%",
+     ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+      "dram__throughput.avg.pct_of_peak_sustained_elapsed")),
+    ("dram_gbs", "DRAM bandwidth", "GB/s", ("dram__bytes.sum.per_second",)),
+    ("l2_hit_rate_pct", "L2 hit rate", "%", ("lts__t_sector_hit_rate.pct",)),
+    ("achieved_occupancy_pct", "achieved occupancy", "%",
+     ("sm__warps_active.avg.pct_of_peak_sustained_active",)),
+    ("theoretical_occupancy_pct", "theoretical occupancy", "%",
+     ("sm__maximum_warps_per_active_cycle_pct",)),
+    ("registers_per_thread", "registers per thread", "",
+     ("launch__registers_per_thread",)),
+    ("shared_per_block_kb", "shared memory per block", "KB",
+     ("launch__shared_mem_per_block",
+      "launch__shared_mem_per_block_dynamic")),
+    ("sm_clock_mhz", "SM clock", "MHz", ("smsp__cycles_elapsed.avg.per_second",)),
+)  # fmt: skip
+STALL_PREFIX = "smsp__average_warps_issue_stalled_"
+STALL_SUFFIX = "_per_issue_active.ratio"
+TOP_STALLS = 3
+# Units ncu writes beside a value, and the factor to the unit a headline key is stored in.
+_SCALE = {
+    ("us", "nsecond"): 1e-3, ("us", "usecond"): 1.0, ("us", "msecond"): 1e3,
+    ("GB/s", "byte/second"): 1e-9, ("GB/s", "Kbyte/second"): 1e-6,
+    ("GB/s", "Mbyte/second"): 1e-3, ("GB/s", "Gbyte/second"): 1.0,
+    ("GB/s", "Tbyte/second"): 1e3,
+    ("KB", "byte"): 1 / 1024, ("KB", "Kbyte"): 1000 / 1024, ("KB", "Kibyte"): 1.0,
+    ("MHz", "cycle/second"): 1e-6, ("MHz", "cycle/nsecond"): 1e3,
+    ("MHz", "cycle/usecond"): 1.0, ("MHz", "Mcycle/second"): 1.0, ("MHz", "Ghz"): 1e3,
+}  # fmt: skip
+PERMISSION_MARK = "ERR_NVGPUCTRPERM"
+
+
+class ProfileRefused(Exception):
+    """Nsight Compute cannot profile here, or this point: the message says why in one line."""
+
+
+def ncu_path() -> str | None:
+    return shutil.which("ncu")
+
+
+def check_ncu() -> str | None:
+    """Why Nsight Compute cannot profile on this machine (one line), or None when it can.
+
+    Without ``ncu`` on PATH that is said at once; with it, ``ncu --query-metrics`` is asked
+    nothing of the GPU, so counter permission shows only on a profile (:func:`profile_point`
+    refuses then, with the same kind of line)."""
+    if ncu_path() is None:
+        return "Nsight Compute (ncu) is not on PATH: install NVIDIA Nsight Compute to profile"
+    return None
+
+
+@dataclass(frozen=True)
+class ProfileMetrics:
+    """The headline metrics of one profiled launch, and the report it came from."""
+
+    metrics: dict[str, float]
+    stalls: list[tuple[str, float]]  # the top warp-stall reasons, cycles per issued instruction
+    kernel: str
+    report: str
+    profiled_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": dict(self.metrics),
+            "stalls": [list(s) for s in self.stalls],
+            "kernel": self.kernel,
+            "report": self.report,
+            "profiled_at": self.profiled_at,
+        }
+
+
+def _number(text: str) -> float | None:
+    cleaned = text.replace(",", "").strip()
+    if not cleaned or cleaned.lower() in ("n/a", "nan"):
+        return None
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str, *, report: str = "", profiled_at: str = "") -> ProfileMetrics:
+    """The headline metrics from ``ncu --import R --csv --page raw``: a header of metric
+    names, a row of their units, then one row per profiled kernel (the first is taken)."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]  # skip ==PROF== lines
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 3:
+        raise ProfileRefused("ncu reported no profiled kernel (was the launch inside the range?)")
+    names, units, values = rows[0], rows[1], rows[2]
+    by_name = {name: (_number(value), unit) for name, unit, value in zip(names, units, values)}
+    metrics: dict[str, float] = {}
+    for key, _label, unit, candidates in HEADLINE:
+        for name in candidates:
+            value, their_unit = by_name.get(name, (None, ""))
+            if value is None:
+                continue
+            metrics[key] = round(value * _SCALE.get((unit, their_unit), 1.0), 3)
+            break
+    stalls = [
+        (name[len(STALL_PREFIX) : -len(STALL_SUFFIX)], value)
+        for name, (value, _unit) in by_name.items()
+        if name.startswith(STALL_PREFIX)
+        and name.endswith(STALL_SUFFIX)
+        and value is not None
+        and not name.endswith("_not_issued" + STALL_SUFFIX)
+    ]
+    stalls.sort(key=lambda item: -item[1])
+    kernel = values[names.index("Kernel Name")] if "Kernel Name" in names else ""
+    return ProfileMetrics(
+        metrics=metrics,
+        stalls=[(name, round(v, 3)) for name, v in stalls[:TOP_STALLS]],
+        kernel=kernel,
+        report=report,
+        profiled_at=profiled_at,
+    )
+
+
+def launch_spec(run: RunRecord, point: PointRecord) -> dict[str, Any]:
+    """What the child process launches: the run's backend, its problem at the point's
+    lengths, and its config with the knobs the point launched with (the tuner's choice for
+    an autotuned point, so the profile is of the kernel that was timed)."""
+    config = run.config.to_dict()
+    launch = (point.extra or {}).get("launch")
+    if run.config.autotune and isinstance(launch, Mapping):
+        config = {**config, **launch, "autotune": False}
+    problem = {**run.problem.to_dict(), "q_len": point.q_len, "k_len": point.k_len}
+    return {"backend": run.backend, "problem": problem, "config": config}
+
+
+def ncu_command(
+    ncu: str, report: Path, spec: Mapping[str, Any], python: str = sys.executable
+) -> list[str]:
+    """The ncu command line that profiles the one launch in the child's NVTX range."""
+    return [
+        ncu,
+        "--clock-control", "none",  # the GPU's clocks as they are: what the timing saw
+        "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
+        "--launch-count", "1",
+        *[arg for section in SECTIONS for arg in ("--section", section)],
+        "--metrics", f"regex:^{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')}$",
+        "--export", str(report), "--force-overwrite",
+        python, "-m", "workbench.ncu", json.dumps(spec),
+    ]  # fmt: skip
+
+
+def report_path(db_path: Path, run_id: int, seq_len: int) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return db_path.parent / "profiles" / f"run{run_id}-N{seq_len}-{stamp}.ncu-rep"
+
+
+def profile_point(
+    run: RunRecord, point: PointRecord, db_path: Path, *, timeout_s: float = 600.0
+) -> ProfileMetrics:
+    """Profile the point's launch under ncu; raises :class:`ProfileRefused` (one line) when
+    ncu is missing, may not read the counters or reports nothing, before anything is stored."""
+    if run.backend == "reference":
+        raise ProfileRefused(
+            f"run {run.id} ran on the CPU (reference backend): Nsight Compute profiles GPU runs"
+        )
+    why = check_ncu()
+    if why:
+        raise ProfileRefused(why)
+    ncu = ncu_path()
+    assert ncu is not None
+    report = report_path(db_path, run.id, point.seq_len)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    root = str(Path(__file__).resolve().parent.parent)  # the child runs this checkout's code
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    )}  # fmt: skip
+    done = subprocess.run(
+        ncu_command(ncu, report, launch_spec(run, point)),
+        capture_output=True, text=True, timeout=timeout_s, env=env,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    if PERMISSION_MARK in output:
+        _remove(report)
+        raise ProfileRefused(
+            "no permission to read the GPU's performance counters (ERR_NVGPUCTRPERM): run as "
+            "root or set NVreg_RestrictProfilingToAdminUsers=0"
+        )
+    written = report if report.exists() else report.with_name(report.name + ".ncu-rep")
+    if done.returncode != 0 or not written.exists():
+        _remove(written)
+        last = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
+        raise ProfileRefused(f"ncu failed (exit {done.returncode}): {last[0].strip()}")
+    table = subprocess.run(
+        [ncu, "--import", str(written), "--csv", "--page", "raw"],
+        capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return parse_raw_csv(table.stdout, report=str(written), profiled_at=stamp)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def compare_rows(profiles: Sequence[Mapping[str, Any] | None]) -> list[list[str]]:
+    """Rows of label then each profile's value (``–`` where a profile lacks it): the
+    headline metrics, then each profile's top stall reasons, side by side."""
+    rows = []
+    for key, label, unit, _names in HEADLINE:
+        cells = []
+        for profile in profiles:
+            value = ((profile or {}).get("metrics") or {}).get(key)
+            cells.append("–" if value is None else f"{value:g}{(' ' + unit) if unit else ''}")
+        if any(c != "–" for c in cells):
+            rows.append([label, *cells])
+    for rank in range(TOP_STALLS):
+        cells = []
+        for profile in profiles:
+            stalls = (profile or {}).get("stalls") or []
+            cells.append(f"{stalls[rank][0]} {stalls[rank][1]:g}" if rank < len(stalls) else "–")
+        if any(c != "–" for c in cells):
+            rows.append([f"stall #{rank + 1}", *cells])
+    return rows
+
+
+def _launch_once(spec: Mapping[str, Any]) -> None:
+    """The child under ncu: build the launch, run it once to compile, then once in the range."""
+    import numpy as np
+
+    from workbench.backends import get_backend
+
+    backend = get_backend(str(spec["backend"]), isolated=False)  # this process is the child
+    problem = Problem.from_dict(spec["problem"])
+    config = KernelConfig.from_dict(spec["config"])
+    inputs = backend.make_inputs(problem, np.random.default_rng())
+    launch = backend.prepare(problem, config, inputs)
+    launch()
+    backend.synchronize()
+    lib = getattr(backend, "lib", "torch")  # CuPy backends say so; the peers run on torch
+    if lib == "torch":
+        import torch
+
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
+        launch()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+    else:
+        import cupy
+
+        cupy.cuda.nvtx.RangePush(NVTX_RANGE)
+        launch()
+        cupy.cuda.Device().synchronize()
+        cupy.cuda.nvtx.RangePop()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    _launch_once(json.loads(sys.argv[1]))
