@@ -185,8 +185,8 @@ def test_the_ladder_tab_runs_the_decode_ladder(qtbot: Any, window: Any) -> None:
     ]
     # The tab reads it as a decode ladder: key lengths, GB/s of K+V in every cell.
     table = ladder.table
-    assert table.horizontalHeaderItem(2).text() == "k_len = 128"
-    assert all("GB/s" in table.item(r, 2).text() for r in range(4))
+    assert table.horizontalHeaderItem(3).text() == "k_len = 128"
+    assert all("GB/s" in table.item(r, 3).text() for r in range(4))
 
 
 def qtbot_left() -> Any:

@@ -203,8 +203,11 @@ def test_a_ladder_cell_shows_its_steps_registers_and_spill(
     panel = window.ladder
     window.open_ladder(group)
     qtbot.waitUntil(lambda: panel.data is not None)
-    ok, spilled = panel.cell_item(0, 64), panel.cell_item(1, 64)
-    assert ok.text().splitlines()[-1] == "168r"
-    assert spilled.text().splitlines()[-1] == "255r spill 5.5KB"
+    ok, spilled = panel.table.item(0, 2), panel.table.item(1, 2)  # the Compiled column
+    assert ok.text() == "168r"
+    assert spilled.text() == "255r spill 5.5KB"
     assert spilled.foreground().color().name() == "#b00020"
+    assert panel.cell_item(1, 64).foreground().color().name() == "#b00020"
     assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in spilled.toolTip()
+    assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in panel.cell_item(1, 64).toolTip()
+    assert panel.table.rowHeight(1) == panel.table.rowHeight(0) < 2 * panel.fontMetrics().height()

@@ -132,8 +132,10 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     # The table: every step × 2 lengths, with ladder_table's numbers.
     table = ladder_table(store, group_id)
     view = panel.table
-    assert view.rowCount() == N_STEPS and view.columnCount() == 2 + 2
-    assert [view.horizontalHeaderItem(c).text() for c in range(2, 4)] == ["N = 64", "N = 128"]
+    assert (
+        view.rowCount() == N_STEPS and view.columnCount() == 3 + 2
+    )  # step, status, compiled, N = 64, 128
+    assert [view.horizontalHeaderItem(c).text() for c in range(3, 5)] == ["N = 64", "N = 128"]
     assert panel.data.seq_lens == [64, 128]
     for r, step in enumerate(table["steps"]):
         # One line a step (every step in view), its knobs in the tooltip.
@@ -173,7 +175,7 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
 
     # A click on a step's cell shows that step's block map at that length…
     heat = panel.heatmap
-    click_cell(qtbot, view, 0, 3)  # baseline 64×64 at N = 128: a 2×2 causal map
+    click_cell(qtbot, view, 0, 4)  # baseline 64×64 at N = 128: a 2×2 causal map
     base = runs[0]
     assert heat.current_seq_len() == 128 and heat.current_grid().shape == (2, 2)
     expected = Schedule(128, 128, 64, 64, "causal").counts()
@@ -283,7 +285,7 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     _, y = panel.chart_data(128)
     assert y[0] == 1.0 and np.isnan(y[1:]).all()
     # A failed step's map says so instead of drawing nothing.
-    click_cell(qtbot, view, 1, 2)
+    click_cell(qtbot, view, 1, 3)
     assert panel.heatmap.current_grid() is None
     assert "failed, nothing measured" in panel.heatmap.title.text()
     click_cell(qtbot, view, 4, 0)

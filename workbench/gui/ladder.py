@@ -64,7 +64,7 @@ EMPTY_CHART_STEPS = 7  # the built-in ladders' steps: the empty chart's axis
 LEGEND_COLUMNS = 3  # more, and the legend widened the chart past its pane
 MAX_TABLE_HEIGHT = 420  # px: beyond about ten steps the table scrolls
 MIN_CHART_HEIGHT = 240  # px left at least to the chart and the map when the table is fitted
-FIRST_LEN_COL = 2  # Step, Status, then one column per sequence length
+FIRST_LEN_COL = 3  # Step, Status, Compiled, then one column per sequence length
 CELL_ROLE = Qt.ItemDataRole.UserRole  # a length cell's ladder_table cell (dict) or None
 VERDICT_ROLE = Qt.ItemDataRole.UserRole + 1  # "gain", "loss", "neutral" or "missing"
 
@@ -416,13 +416,15 @@ class LadderPanel(QWidget):
             table.blockSignals(False)
             return
         x = "k_len" if data.decode else "N"
-        headers = ["Step", "Status"] + [f"{x} = {format_seq_len(n)}" for n in data.seq_lens]
+        headers = ["Step", "Status", "Compiled"]
+        headers += [f"{x} = {format_seq_len(n)}" for n in data.seq_lens]
         table.setColumnCount(len(headers))
         table.setHorizontalHeaderLabels(headers)
         table.setRowCount(len(data.rows))
         for r, step in enumerate(data.rows):
             table.setItem(r, 0, self._step_item(step))
             table.setItem(r, 1, self._status_item(step))
+            table.setItem(r, 2, self._compiled_item(step, data.seq_lens))
             for c, n in enumerate(data.seq_lens):
                 table.setItem(r, FIRST_LEN_COL + c, self._cell_item(step, n))
         header = table.horizontalHeader()
@@ -484,6 +486,23 @@ class LadderPanel(QWidget):
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         return item
 
+    def _compiled_item(self, step: StepRow, seq_lens: list[int]) -> QTableWidgetItem:
+        """What the step compiled to, once a row (its lengths share a config and head dim), so
+        a dip explains itself ("255r spill 5.5KB") and every step stays one line high."""
+        found = [
+            CompiledResources.from_dict(cell["compiled"])
+            for n in seq_lens
+            if (cell := step.cells.get(n)) and cell.get("compiled")
+        ]
+        shorts = list(dict.fromkeys(f.short() for f in found))
+        item = QTableWidgetItem(" / ".join(shorts) if shorts else "–")
+        item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+        if any(f.spills or f.error for f in found):
+            item.setForeground(QBrush(QColor("#b00020")))
+        if found:
+            item.setToolTip("\n".join(dict.fromkeys(f"compiled: {f.summary()}" for f in found)))
+        return item
+
     def _cell_item(self, step: StepRow, n: int) -> QTableWidgetItem:
         cell = step.cells.get(n)
         if cell is None:
@@ -510,9 +529,7 @@ class LadderPanel(QWidget):
         measure = f"{cell['kv_gbs']:.3g} GB/s" if decode else f"{cell['tflops']:.3g}"
         compiled = cell.get("compiled")
         found = CompiledResources.from_dict(compiled) if compiled else None
-        # What the step compiled to, beside its numbers: a dip explains itself ("255r spill").
-        extra = f"\n{found.short()}" if found else ""
-        item = QTableWidgetItem(f"{measure}  {ratio}{extra}")
+        item = QTableWidgetItem(f"{measure}  {ratio}")
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         if found is not None and (found.spills or found.error):
             item.setForeground(QBrush(QColor("#b00020")))
