@@ -431,6 +431,16 @@ def test_every_command_has_a_summary_in_the_main_help(capsys: pytest.CaptureFixt
     assert all(helped.values())
 
 
+def test_the_main_help_prints_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    # A bare % in one command's summary once made `fmha-workbench --help` a traceback.
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    for name in subcommands():
+        assert f"    {name}" in shown
+
+
 def test_the_installed_console_script_end_to_end(
     tmp_path: Path, fast_args: list[str], script: Callable[..., Any], count_rows: Callable
 ) -> None:

@@ -428,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "roofline",
         help="runs' points against this machine's ceilings: arithmetic intensity, TFLOP/s, "
-        "% of the bounding ceiling (the window's Roofline view)",
+        "%% of the bounding ceiling (the window's Roofline view)",
     )
     p.add_argument("runs", type=run_id, nargs="+", help="one or more run ids")
     _add_db(p)
@@ -450,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "bandwidth",
         help="measure this GPU's streaming-read bandwidth once and keep it with the machine "
-        "record, so runs show K+V GB/s as a % of it",
+        "record, so runs show K+V GB/s as a %% of it",
     )
     p.add_argument(
         "--show", action="store_true", help="print the stored measurement, measure nothing"
