@@ -34,6 +34,10 @@ from workbench.noise import median_noise_pct, ratio_noise_pct  # noqa: E402
 from workbench.report import read_group, speedup  # noqa: E402
 from workbench.store import Store  # noqa: E402
 
+# The H200's L2 (the largest in service): a KV cache at most this size is read cold by rotating
+# over copies of the inputs.
+L2_BYTES = 60 * 1024 * 1024
+
 
 def _launch(name: str, run: Any, point: Any, problem: Any, rng: np.random.Generator) -> Any:
     """A launch of backend ``name`` on torch tensors (triton captures on torch's streams)."""
@@ -73,6 +77,25 @@ def stored_noise_pct(point: Any) -> float:
     return math.inf if noise is None else noise
 
 
+def input_copies(kv_bytes: int) -> int:
+    """How many copies of a problem's inputs a timed replay rotates over: one where K and V
+    exceed the L2 (they come from device memory anyway), else enough that three L2s' worth
+    lie between two reads of the same copy (the KV cache read cold, as a decode step sees
+    it)."""
+    return 1 if kv_bytes > L2_BYTES else -(-3 * L2_BYTES // max(kv_bytes, 1))
+
+
+def rotating(launches: list[Any]) -> Any:
+    """One call runs the next launch of ``launches`` in turn (graph capture records each)."""
+    turn = [0]
+
+    def step() -> None:
+        launches[turn[0] % len(launches)]()
+        turn[0] += 1
+
+    return step
+
+
 def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list[dict[str, Any]]:
     import torch
     import triton.testing
@@ -85,9 +108,16 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
     rows = []
     for n in group.seq_lens:
         names = [b for b in group.backends if n in group.points[b]]
-        problem = runs[names[0]].problem.with_seq_len(n)
+        first = runs[names[0]]
+        problem = first.problem.at(first.axis, n)
+        copies = input_copies(problem.kv_bytes())
         launches = {
-            b: _launch(b, runs[b], group.points[b][n], problem, np.random.default_rng(seeds[n]))
+            b: rotating(
+                [
+                    _launch(b, runs[b], group.points[b][n], problem, np.random.default_rng(s))
+                    for s in seeds[n].spawn(copies)
+                ]
+            )
             for b in names
         }
         times: dict[str, list[float]] = {b: [] for b in names}
@@ -100,7 +130,10 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
                     times[names[i]].append(float(ms))
         median = {b: statistics.median(t) for b, t in times.items()}
         row: dict[str, Any] = {"group": group_id, "mask": group.mask, "seq_len": n}
+        row["axis"], row["input_copies"] = first.axis, copies
         row["independent_ms"] = median
+        kv_bytes = problem.kv_bytes()
+        row["independent_kv_gbs"] = {b: kv_bytes / (ms * 1e-3) / 1e9 for b, ms in median.items()}
         row["workbench_ms"] = {b: group.points[b][n].latency_ms for b in names}
         noise = {b: median_noise_pct(times[b]) for b in names}
         stored = {b: stored_noise_pct(group.points[b][n]) for b in names}
@@ -181,12 +214,17 @@ def repeat_markdown(rows: list[dict[str, Any]]) -> str:
 
 def to_markdown(rows: list[dict[str, Any]]) -> str:
     pairs = sorted({k for r in rows for k in r if "/" in k})
-    header = ["mask", "N"] + [
-        f"{p} {w}" for p in pairs for w in ("workbench", "triton", "Δ % ± 2σ")
-    ]
+    decode = any(r.get("axis") == "k_len" for r in rows)
+    subjects = sorted({p.split("/")[0] for p in pairs})
+    header = ["mask", "k_len" if decode else "N"]
+    header += [f"{s} GB/s of K+V (triton)" for s in subjects] if decode else []
+    header += [f"{p} {w}" for p in pairs for w in ("workbench", "triton", "Δ % ± 2σ")]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         cells = [r["mask"], str(r["seq_len"])]
+        if decode:
+            gbs = r.get("independent_kv_gbs", {})
+            cells += [f"{gbs[s]:.0f}" if s in gbs else "–" for s in subjects]
         for p in pairs:
             c = r.get(p) or {}
             cells += [

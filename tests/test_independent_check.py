@@ -66,3 +66,18 @@ def test_the_agreement_line_counts_both_ways() -> None:
     assert "Largest difference 3.00 % over 3" in line
     assert "within 1.5 %: 1 of 3" in line
     assert "noise: 2 of 3" in line
+
+
+def test_a_kv_cache_that_fits_in_l2_is_read_cold_from_rotating_copies() -> None:
+    from bench.independent_check import L2_BYTES, input_copies, rotating
+
+    # B=1 Llama-3-8B at k_len 4k: 16 MiB of K+V; three L2s lie between two reads of a copy.
+    kv_4k = 2 * 8 * 4096 * 128 * 2
+    copies = input_copies(kv_4k)
+    assert (copies - 1) * kv_4k >= 2 * L2_BYTES and copies == 12
+    assert input_copies(L2_BYTES + 1) == 1
+    calls: list[int] = []
+    step = rotating([lambda i=i: calls.append(i) for i in range(3)])
+    for _ in range(7):
+        step()
+    assert calls == [0, 1, 2, 0, 1, 2, 0]
