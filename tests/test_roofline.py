@@ -250,3 +250,33 @@ def test_compare_shows_each_runs_percent_and_says_why_a_run_has_none(
     assert missing.code == 2 and missing.err_lines == [
         "error: run 99 does not exist (see `fmha-workbench runs`)"
     ]
+
+
+def test_machine_measure_stores_the_ceilings_and_the_read_figure_decode_points_use(
+    run_cli: Any, db_path: Path, rng: np.random.Generator, tmp_path: Path, monkeypatch: Any
+) -> None:
+    import functools
+
+    import workbench.backends.gpu as gpu
+    import workbench.roofline as roofline
+    from workbench import bandwidth
+
+    read_ms = float(rng.uniform(0.5, 5.0))
+    device = NumpyDevice(rng, matmul_ms=2.0, read_ms=read_ms)
+    small = functools.partial(roofline.measure_ceilings, n=32, read_bytes=4000)
+    monkeypatch.setattr(roofline, "device_lib", lambda: (device, "torch"))
+    monkeypatch.setattr(roofline, "measure_ceilings", small)
+    monkeypatch.setattr(gpu, "gpu_machine_info", lambda: {"gpu_name": "NVIDIA H200"})
+    monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(tmp_path / "machine.json"))
+
+    done = run_cli("machine", "--measure", "--db", db_path, "--json")
+    assert done.code == 0, done.err
+    record = json.loads(done.out)
+    expected = 4000 / (read_ms * 1e-3) / 1e9
+    assert record["read_gbs"] == pytest.approx(expected, abs=0.05)
+    # One measurement: the decode columns' % of read bandwidth uses the same figure.
+    kept = bandwidth.machine_bandwidth("NVIDIA H200")
+    assert kept[bandwidth.READ_BANDWIDTH_KEY] == pytest.approx(expected, abs=0.1)
+    assert "GiB" in kept[bandwidth.READ_BANDWIDTH_METHOD_KEY]
+    shown = run_cli("bandwidth", "--show")
+    assert shown.code == 0 and shown.out.startswith("NVIDIA H200: ")

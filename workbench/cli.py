@@ -570,6 +570,10 @@ def cmd_machine(args: argparse.Namespace) -> int:
     record = measure_ceilings(lib, gpu, dtypes=dtypes).to_dict()
     with _open_store(_db_of(args)) as store:
         record["id"] = store.add_ceilings(record)
+    # The same read figure is the one decode points are a % of: one measurement, not two.
+    from workbench import bandwidth
+
+    bandwidth.save_bandwidth(bandwidth.from_ceilings(record))
     if args.json:
         _emit_json(record)
     else:

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The decode and "explain" runs on the H200 through the workbench's own CLI, one stage list per
+# device call, logs and the database under $OUT:
+#   source .gpuhost/activate.sh .gpuhost && STAGES=probe,decode-tests bash scripts/gpu_session.sh
+# Stages (in this order when listed together):
+#   probe         the GPU, ncu, the backends
+#   decode-tests  tests/gpu/test_decode.py (the split and combine against the reference)
+#   tests         every GPU test (tests/gpu, tests/gpu_workbench)
+#   machine       `machine --measure` (dense matmul and streaming-read ceilings) and `bandwidth`
+#   decode        one group per decode problem with the peers (PEERS), medians and noise stored
+#   check         bench/independent_check.py: the decode groups' launches timed by triton,
+#                 cold L2 where the KV cache fits in it
+#   ladder        the default ladder (this GPU's: Hopper) at LADDER_SEQ, causal
+#   profile       `profile` (Nsight Compute) on the first decode group's cuTile and cuDNN points
+#   report        the decode groups' generated table
+# The database lives in $STATE (/tmp) across calls while the machine is warm; every call copies
+# it to $OUT. FMHA_WORKBENCH_COMMIT=<commit> in front: the device's copy has no .git.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+STATE=${STATE:-/tmp/fmha-session}
+STAGES=${STAGES:-probe}
+mkdir -p "$OUT" "$STATE"
+export PYTHONUNBUFFERED=1 FMHA_WORKBENCH_COMMIT=${FMHA_WORKBENCH_COMMIT:-unknown}
+export FMHA_WORKBENCH_MACHINE=$STATE/machine.json
+export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-300}
+# ncu is installed outside PATH on the device image.
+if ! command -v ncu >/dev/null; then
+  ncu_dir=$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)" 2>/dev/null)
+  [[ -n $ncu_dir && -x $ncu_dir/ncu ]] && export PATH=$ncu_dir:$PATH
+fi
+DB=$STATE/h200.db
+PEERS=${PEERS:-cutile,torch-cudnn,torch-flash}
+ROUNDS=${ROUNDS:-8}
+LADDER_SEQ=${LADDER_SEQ:-2k,8k}
+stage() { [[ ",$STAGES," == *",$1,"* ]]; }
+wb() { python3 -m workbench "$@" --db "$DB"; }
+groups() { python3 -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))))' "$STATE/decode-groups.json" 2>/dev/null; }
+
+if stage probe; then
+  echo "== probe"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
+  command -v ncu && ncu --version | tail -1
+  python3 -c 'import torch, cuda.tile as ct; print("torch", torch.__version__, "cuda.tile", ct.__version__)'
+  python3 -m workbench backends
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage decode-tests; then
+  echo "== decode GPU tests"
+  timeout -s INT -k 10 "${TEST_TIMEOUT:-400}" python3 -m pytest -m gpu tests/gpu/test_decode.py \
+    -p no:cacheprovider -p no:benchmark -q -rfEs --timeout=120 --timeout-method=thread 2>&1 \
+    | grep -v "^\s*$" | tail -40
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage tests; then
+  echo "== GPU tests"
+  workers=$(( $(nproc) / 2 )); (( workers > 8 )) && workers=8
+  timeout -s INT -k 10 "${TEST_TIMEOUT:-500}" python3 -m pytest -m gpu tests/gpu tests/gpu_workbench \
+    -p no:cacheprovider -p no:benchmark -q -n "$workers" -rfEs --timeout=120 \
+    --timeout-method=thread --durations=5 2>&1 | grep -v "^\s*$" | tail -40
+fi 2>&1 | tee -a "$OUT/tests.txt"
+
+if stage machine; then
+  echo "== machine ceilings"
+  wb machine --measure
+  python3 -m workbench bandwidth
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage decode; then
+  echo "== decode groups"
+  # name|flags: the issue's problems, the presets at B=1 and B=8.
+  problems=(
+    "8b-B1|--preset llama3-8b-decode --batch 1 --k-lens 4k-128k"
+    "8b-B8|--preset llama3-8b-decode --batch 8 --k-lens 4k-32k"
+    "8b-spec-B8|--preset llama3-8b-speculative --batch 8 --k-lens 4k-32k"
+    "70b-B1|--preset llama3-70b-decode --batch 1 --k-lens 4k-128k"
+    ${EXTRA_DECODE:-}
+  )
+  echo "{}" > "$STATE/decode-groups.json"
+  for entry in "${problems[@]}"; do
+    name=${entry%%|*}; flags=${entry#*|}
+    # shellcheck disable=SC2086
+    timeout "${DECODE_TIMEOUT:-240}" python3 -m workbench sweep --db "$DB" --backends "$PEERS" \
+      $flags --pack-gqa --kv-splits auto --tile-n 128 --rounds "$ROUNDS" --flush-l2 \
+      --label "decode $name" --json > "$STATE/decode-$name.json"
+    echo "$name exit $?"
+    python3 - "$STATE/decode-$name.json" "$STATE/decode-groups.json" "$name" <<'EOF'
+import json, sys
+try:
+    done = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no result:", e); raise SystemExit(0)
+groups = json.load(open(sys.argv[2]))
+groups[str(done["group_id"])] = sys.argv[3]
+json.dump(groups, open(sys.argv[2], "w"))
+for r in done["runs"]:
+    print(r["backend"], r["status"], [(p["seq_len"], round(p["latency_ms"] * 1e3, 1)) for p in r["points"]])
+EOF
+  done
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage check; then
+  echo "== the decode groups' launches timed by triton"
+  timeout "${CHECK_TIMEOUT:-300}" python3 bench/independent_check.py --db "$DB" --groups "$(groups)" \
+    --rounds "${CHECK_ROUNDS:-6}" --json "$OUT/decode-independent.json" \
+    --markdown "$OUT/decode-independent.md" 2>&1 | tail -30
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage ladder; then
+  echo "== the default ladder"
+  timeout "${LADDER_TIMEOUT:-400}" python3 -m workbench ladder --db "$DB" --backend cutile \
+    --seq-lens "$LADDER_SEQ" --label "hopper ladder" 2>&1 | tail -30
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage profile; then
+  echo "== Nsight Compute on one point"
+  first=$(groups | cut -d, -f1)
+  python3 - "$DB" "$first" > "$STATE/profile-targets.txt" <<'EOF'
+import sys
+from workbench.store import Store
+with Store(sys.argv[1]) as store:
+    for run in store.group_runs(int(sys.argv[2])):
+        if run.backend in ("cutile", "torch-cudnn"):
+            print(run.id, 32768)
+EOF
+  while read -r run n; do
+    timeout "${PROFILE_TIMEOUT:-200}" python3 -m workbench profile "$run" --seq-len "$n" --db "$DB"
+    echo "profile $run exit $?"
+  done < "$STATE/profile-targets.txt"
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage report; then
+  echo "== report"
+  # shellcheck disable=SC2046
+  python3 -m workbench report --db "$DB" $(groups | tr ',' '\n' | sed 's/^/--group /')
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(TRUNCATE)")' "$DB" 2>/dev/null
+[[ -f $DB ]] && cp "$DB" "$OUT/h200.db"
+[[ -f $STATE/machine.json ]] && cp "$STATE/machine.json" "$OUT/"
+exit 0
