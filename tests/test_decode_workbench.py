@@ -226,6 +226,29 @@ def test_report_of_a_decode_group_tabulates_gb_per_s(
     assert data["decode"] and all(r["kv_gbs"]["reference"] > 0 for r in data["rows"])
 
 
+def test_a_decode_groups_readme_table_has_its_own_markers(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from workbench.report import DECODE_README_BEGIN, DECODE_README_END, README_BEGIN, README_END
+
+    cpu_peers.register(monkeypatch)
+    sweep = ["sweep", *SMALL, "--backends", f"reference,{cpu_peers.NAME}"]
+    assert run_cli(*sweep, "--k-lens", "128,256").code == 0
+    readme = tmp_path / "README.md"
+    prefill = f"{README_BEGIN}\nthe prefill table\n{README_END}"
+    readme.write_text(f"# T\n\n{prefill}\n\n{DECODE_README_BEGIN}\nold\n{DECODE_README_END}\n")
+    done = run_cli("report", "--group", "1", "--readme", str(readme))
+    assert done.code == 0, done.err
+    text = readme.read_text()
+    assert prefill in text and "old" not in text and "| none | 1 | 256 |" in text
+    # A README without the decode markers is refused, and left as it was.
+    plain = tmp_path / "plain.md"
+    plain.write_text(prefill)
+    refused = run_cli("report", "--group", "1", "--readme", str(plain))
+    assert refused.code == 2 and "decode performance table" in refused.err
+    assert plain.read_text() == prefill
+
+
 def test_the_bandwidth_measurement_with_a_fake_gpu(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

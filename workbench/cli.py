@@ -781,7 +781,7 @@ LADDER_RATIOS_NOTE = (
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workbench.report import build_report, markdown, replace_readme_section
+    from workbench.report import build_report, markdown, readme_markers, replace_readme_section
 
     with _open_store(_db_of(args), create=False) as store:
         report = build_report(store, args.group, args.subject)
@@ -800,7 +800,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise UsageError(f"--readme: {args.readme}: {_one_line(exc)}") from exc
         except OSError as exc:
             raise UsageError(f"--readme: cannot read {path}: {exc.strerror or exc}") from exc
-        updated = replace_readme_section(text, markdown(report))
+        updated = replace_readme_section(text, markdown(report), readme_markers(report))
         try:
             write_bytes_safely(path, updated.encode("utf-8"), protected=[_db_path(args)])
         except OSError as exc:
