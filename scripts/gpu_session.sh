@@ -24,6 +24,9 @@ mkdir -p "$OUT" "$STATE"
 export PYTHONUNBUFFERED=1 FMHA_WORKBENCH_COMMIT=${FMHA_WORKBENCH_COMMIT:-unknown}
 export FMHA_WORKBENCH_MACHINE=$STATE/machine.json
 export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-300}
+# The tuner's picks of the last full tuning run on this GPU (it retunes only where stale).
+[[ -f $STATE/h200-autotune.json ]] || cp bench/results/h200-autotune.json "$STATE/h200-autotune.json"
+export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
 # ncu is installed outside PATH on the device image.
 if ! command -v ncu >/dev/null; then
   ncu_dir=$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)" 2>/dev/null)
