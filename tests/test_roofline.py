@@ -18,7 +18,6 @@ from workbench.roofline import (
     Ceilings,
     measure_ceilings,
     measure_matmul_tflops,
-    measure_read_gbs,
     no_ceiling_reason,
     point_roofline,
 )
@@ -35,32 +34,26 @@ H200 = Ceilings(
 
 
 class NumpyDevice:
-    """Stands in for torch on a GPU: NumPy arrays, and a clock that says each launch took
-    ``ms`` (after really running it once, so a broken launch still fails)."""
+    """Stands in for torch on a GPU: NumPy arrays, and a clock that says each matmul took
+    ``matmul_ms`` (after really running it once, so a broken launch still fails)."""
 
     name = "numpy"
 
-    def __init__(self, rng: np.random.Generator, matmul_ms: float, read_ms: float) -> None:
+    def __init__(self, rng: np.random.Generator, matmul_ms: float) -> None:
         self.rng = rng
-        self.times = {"matmul": matmul_ms, "read": read_ms}
+        self.matmul_ms = matmul_ms
         self.launched: list[str] = []
-        self.shapes: list[tuple[int, ...]] = []
 
     def random(self, shape: tuple[int, ...], dtype: str) -> Any:
-        self.shapes.append(shape)
         return self.rng.standard_normal(shape).astype("float16")
 
     def matmul(self, a: Any, b: Any) -> Any:
         self.launched.append("matmul")
         return a @ b
 
-    def read_all(self, x: Any) -> Any:
-        self.launched.append("read")
-        return x.sum()
-
     def median_ms(self, launch: Any) -> float:
         launch()
-        return self.times[self.launched[-1]]
+        return self.matmul_ms
 
     def describe(self) -> dict[str, Any]:
         return {"library": "numpy (a stand-in)"}
@@ -69,24 +62,20 @@ class NumpyDevice:
 def test_the_ceilings_are_flops_and_bytes_over_the_timed_launch(rng: np.random.Generator) -> None:
     n = int(rng.integers(16, 64))
     matmul_ms = float(rng.uniform(0.5, 5.0))
-    read_ms = float(rng.uniform(0.5, 5.0))
-    device = NumpyDevice(rng, matmul_ms, read_ms)
+    device = NumpyDevice(rng, matmul_ms)
     assert measure_matmul_tflops(device, "float16", n) == pytest.approx(
         2 * n**3 / (matmul_ms * 1e-3) / 1e12
     )
-    nbytes = 2 * int(rng.integers(1000, 5000))
-    assert measure_read_gbs(device, nbytes) == pytest.approx(nbytes / (read_ms * 1e-3) / 1e9)
-    assert device.shapes[-1] == (nbytes // 2,)
-
+    read_gbs = float(rng.uniform(1000, 5000))
     record = measure_ceilings(
-        device, {"gpu_name": "NVIDIA H200", "driver_version": "580"}, n=n, read_bytes=nbytes
+        device, {"gpu_name": "NVIDIA H200", "driver_version": "580"}, read_gbs, "a read", n=n
     )
     assert record.gpu_name == "NVIDIA H200" and set(record.matmul_tflops) == {
         "float16", "bfloat16",
     }  # fmt: skip
-    assert record.read_gbs == pytest.approx(nbytes / (read_ms * 1e-3) / 1e9, abs=0.05)
+    assert record.read_gbs == pytest.approx(read_gbs, abs=0.05)
     assert record.machine["driver_version"] == "580" and "numpy" in record.machine["library"]
-    assert f"N = {n}" in record.method["matmul"] and "GiB" in record.method["read"]
+    assert f"N = {n}" in record.method["matmul"] and record.method["read"] == "a read"
     assert Ceilings.from_dict(record.to_dict()) == record
 
 
@@ -261,11 +250,16 @@ def test_machine_measure_stores_the_ceilings_and_the_read_figure_decode_points_u
     import workbench.roofline as roofline
     from workbench import bandwidth
 
+    device = NumpyDevice(rng, matmul_ms=2.0)
     read_ms = float(rng.uniform(0.5, 5.0))
-    device = NumpyDevice(rng, matmul_ms=2.0, read_ms=read_ms)
-    small = functools.partial(roofline.measure_ceilings, n=32, read_bytes=4000)
+    measured = bandwidth.measure_read_bandwidth(
+        "NVIDIA H200", lambda: None, 4000, lambda launch: [read_ms] * 3, lib="cupy"
+    )
     monkeypatch.setattr(roofline, "device_lib", lambda: (device, "torch"))
-    monkeypatch.setattr(roofline, "measure_ceilings", small)
+    monkeypatch.setattr(
+        roofline, "measure_ceilings", functools.partial(roofline.measure_ceilings, n=32)
+    )
+    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", lambda name: measured)
     monkeypatch.setattr(gpu, "gpu_machine_info", lambda: {"gpu_name": "NVIDIA H200"})
     monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(tmp_path / "machine.json"))
 
@@ -274,9 +268,9 @@ def test_machine_measure_stores_the_ceilings_and_the_read_figure_decode_points_u
     record = json.loads(done.out)
     expected = 4000 / (read_ms * 1e-3) / 1e9
     assert record["read_gbs"] == pytest.approx(expected, abs=0.05)
+    assert record["method"]["read"] == measured.method
     # One measurement: the decode columns' % of read bandwidth uses the same figure.
     kept = bandwidth.machine_bandwidth("NVIDIA H200")
     assert kept[bandwidth.READ_BANDWIDTH_KEY] == pytest.approx(expected, abs=0.1)
-    assert "GiB" in kept[bandwidth.READ_BANDWIDTH_METHOD_KEY]
     shown = run_cli("bandwidth", "--show")
     assert shown.code == 0 and shown.out.startswith("NVIDIA H200: ")

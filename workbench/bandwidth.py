@@ -122,20 +122,6 @@ def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> Read
     return measure_read_bandwidth(gpu, read_once, bytes_read, time_ms, lib=lib)
 
 
-def from_ceilings(record: Mapping[str, Any]) -> ReadBandwidth:
-    """The read ceiling of a ``machine --measure`` record (:class:`workbench.roofline.Ceilings`
-    as a dict) as this GPU's read bandwidth, so that the roofline and the decode columns use
-    one measurement."""
-    return ReadBandwidth(
-        gpu=str(record["gpu_name"]),
-        gbs=float(record["read_gbs"]),
-        bytes_read=int(record.get("read_bytes") or 0),
-        samples=int(record.get("read_samples") or 0),
-        method=str((record.get("method") or {}).get("read", "")),
-        measured_at=str(record.get("measured_at", "")),
-    )
-
-
 def bandwidth_path() -> Path:
     """``$FMHA_WORKBENCH_MACHINE``, else ``~/.cache/fmha-workbench/machine.json``."""
     named = os.environ.get("FMHA_WORKBENCH_MACHINE")

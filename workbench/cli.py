@@ -567,13 +567,15 @@ def cmd_machine(args: argparse.Namespace) -> int:
         gpu["gpu_name"] = torch.cuda.get_device_name()
     dtypes = ("float16", "bfloat16") if which == "torch" else ("float16",)
     print(f"measuring {gpu.get('gpu_name', 'the GPU')} with {which} …", file=sys.stderr)
-    record = measure_ceilings(lib, gpu, dtypes=dtypes).to_dict()
-    with _open_store(_db_of(args)) as store:
-        record["id"] = store.add_ceilings(record)
-    # The same read figure is the one decode points are a % of: one measurement, not two.
+    # One read measurement: the roofline's read ceiling is the figure decode points are a %
+    # of, and `bandwidth` measures the same way.
     from workbench import bandwidth
 
-    bandwidth.save_bandwidth(bandwidth.from_ceilings(record))
+    read = bandwidth.measure_gpu_read_bandwidth(str(gpu.get("gpu_name") or _local_gpu_name()))
+    record = measure_ceilings(lib, gpu, read.gbs, read.method, dtypes=dtypes).to_dict()
+    with _open_store(_db_of(args)) as store:
+        record["id"] = store.add_ceilings(record)
+    bandwidth.save_bandwidth(read)
     if args.json:
         _emit_json(record)
     else:

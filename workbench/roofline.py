@@ -27,10 +27,6 @@ MATMUL_METHOD = (
     "dense N×N×N matrix multiply (N = {n}) in {dtypes}, 2·N³ FLOP over the median of "
     "CUDA-graph replays (kernels.measure, the workbench's one timer)"
 )
-READ_METHOD = (
-    "sum over a {gib:.0f} GiB fp16 buffer (read once, a scalar written), its bytes over the "
-    "median of CUDA-graph replays"
-)
 
 
 @dataclass(frozen=True)
@@ -161,8 +157,6 @@ class DeviceLib(Protocol):
 
     def matmul(self, a: Any, b: Any) -> Any: ...
 
-    def read_all(self, x: Any) -> Any: ...
-
     def median_ms(self, launch: Callable[[], object]) -> float: ...
 
     def describe(self) -> dict[str, Any]: ...
@@ -175,30 +169,23 @@ def measure_matmul_tflops(lib: DeviceLib, dtype: str, n: int = 8192) -> float:
     return 2.0 * n**3 / (ms * 1e-3) / 1e12
 
 
-def measure_read_gbs(lib: DeviceLib, nbytes: int = 4 << 30) -> float:
-    """A sum over an fp16 buffer of ``nbytes`` (far larger than L2, so every byte comes from
-    DRAM): its bytes over the median replay time, in GB/s."""
-    elements = nbytes // 2
-    x = lib.random((elements,), "float16")
-    ms = lib.median_ms(lambda: lib.read_all(x))
-    return elements * 2 / (ms * 1e-3) / 1e9
-
-
 def measure_ceilings(
     lib: DeviceLib,
     gpu: Mapping[str, Any],
+    read_gbs: float,
+    read_method: str,
     *,
     dtypes: Sequence[str] = ("float16", "bfloat16"),
     n: int = 8192,
-    read_bytes: int = 4 << 30,
 ) -> Ceilings:
-    """Both ceilings of this GPU (``gpu``: its machine facts, with ``gpu_name``)."""
+    """Both ceilings of this GPU (``gpu``: its machine facts, with ``gpu_name``): the matmul
+    rate measured here, the streaming read as measured by ``workbench.bandwidth`` (one read
+    measurement for the roofline and the decode columns)."""
     matmul = {dtype: measure_matmul_tflops(lib, dtype, n) for dtype in dtypes}
-    read = measure_read_gbs(lib, read_bytes)
     return Ceilings(
         gpu_name=str(gpu.get("gpu_name") or "unknown GPU"),
         matmul_tflops={k: round(v, 1) for k, v in matmul.items()},
-        read_gbs=round(read, 1),
+        read_gbs=round(read_gbs, 1),
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         machine={
             **dict(gpu),
@@ -208,7 +195,7 @@ def measure_ceilings(
         },
         method={
             "matmul": MATMUL_METHOD.format(n=n, dtypes=", ".join(dtypes)),
-            "read": READ_METHOD.format(gib=read_bytes / 2**30),
+            "read": read_method,
         },
     )
 
@@ -228,9 +215,6 @@ class TorchLib:
 
     def matmul(self, a: Any, b: Any) -> Any:
         return a @ b
-
-    def read_all(self, x: Any) -> Any:
-        return x.sum()
 
     def median_ms(self, launch: Callable[[], object]) -> float:
         from kernels.measure import graph_median_ms
@@ -258,9 +242,6 @@ class CupyLib:
 
     def matmul(self, a: Any, b: Any) -> Any:
         return a @ b
-
-    def read_all(self, x: Any) -> Any:
-        return x.sum()
 
     def median_ms(self, launch: Callable[[], object]) -> float:
         from kernels.measure import graph_median_ms
