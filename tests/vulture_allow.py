@@ -46,18 +46,5 @@ export_png_action
 # kernels/cutile/blockmap.py): that package is being edited in parallel, so its move waits.
 program_order
 
-# Views' readouts that the window tests read instead of reaching into pyqtgraph items.
-cell_text
-cell_colored
-curve_data
-band_data
-legend_names
-backend_enabled
-backend_tooltip
-cell_color
-chart_data
-cell_item
-set_basis
-
 # A field of the bandwidth measurement, written to the machine file through asdict.
 measured_at
