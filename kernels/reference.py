@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.schedule import BlockKind, Schedule, visible, visible_block
+from kernels.schedule import BlockKind, Schedule, visible_block
 
 
 def _check_inputs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -146,32 +146,6 @@ def combine_splits(parts_out: np.ndarray, parts_lse: np.ndarray) -> tuple[np.nda
         )
         lse = np.where(total > 0, top + np.log(np.where(total > 0, total, 1)), -np.inf)
     return out, lse
-
-
-def naive_attention(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    *,
-    scale: float | None = None,
-    mask: str = "none",
-    input_pos: int = 0,
-    window: int | None = None,
-    accumulate: type | str = np.float64,
-) -> np.ndarray:
-    """Plain masked softmax(Q Kᵀ · scale) V with the whole score matrix: the oracle for tests
-    and the float64 check of every backend. Rows that see no key are zeros, as above."""
-    _check_inputs(q, k, v)
-    acc_dtype = np.dtype(accumulate)
-    group = q.shape[1] // k.shape[1]
-    if scale is None:
-        scale = 1.0 / np.sqrt(q.shape[-1])
-    qf = q.astype(acc_dtype)
-    kf = np.repeat(k.astype(acc_dtype), group, axis=1)
-    vf = np.repeat(v.astype(acc_dtype), group, axis=1)
-    scores = (qf @ kf.swapaxes(-1, -2)) * scale
-    seen = visible(q.shape[2], k.shape[2], mask, input_pos, window)
-    return masked_softmax_product(scores, seen, vf)
 
 
 def masked_softmax_product(scores: np.ndarray, seen: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -1,8 +1,8 @@
 """The tile schedule of the FlashAttention forward kernel, computed on the host.
 
 For a problem shape and tile sizes this module says exactly which (q-block, k-block) pairs the
-kernel visits, which of those need a mask and which are skipped, in what order the programs run
-(with and without program-id remapping) and how much work each does, plus FLOP and byte counts.
+kernel visits, which of those need a mask and which are skipped, which split reads each block,
+how the causal persistent grid assigns its tiles, and the useful FLOP count.
 The NumPy reference walks this schedule and the cuTile kernel computes the same bounds on the
 device, so the block map drawn by the workbench is the kernel's real work.
 
@@ -404,50 +404,14 @@ class Schedule:
             "skipped": int((grid == BlockKind.SKIPPED).sum()),
         }
 
-    def work_per_q_block(self) -> np.ndarray:
-        """Visited k-blocks for each q-block: the work of one program."""
-        return np.array([r.visited for r in self.k_ranges], dtype=np.int64)
-
-    def program_order(self, batch_heads: int, *, remap: bool) -> list[tuple[int, int]]:
-        """(q_block, batch_head) in the order programs are launched.
-
-        Without remapping the q-block varies fastest (grid x) and batch·head slowest. With
-        remapping the heaviest q-blocks start first (so the long causal rows are not left for a
-        tail wave) and, within a q-block, consecutive programs share one batch·head group so
-        their K/V stay in L2. Without a mask every q-block has the same work, so there is
-        nothing to balance and remapping keeps the plain order, which already runs all q-blocks
-        of one batch·head together (the grouped order was slower there on the H200).
-        """
-        nq = self.n_q_blocks
-        if not remap or self.mask == "none":
-            return [(qb, bh) for bh in range(batch_heads) for qb in range(nq)]
-        work = self.work_per_q_block()
-        heavy_first = sorted(range(nq), key=lambda qb: (-work[qb], -qb))
-        return [(qb, bh) for qb in heavy_first for bh in range(batch_heads)]
-
-    # FLOP and byte counts, for one (batch, head) slice; multiply by B*H.
-    def flops_computed(self, head_dim: int) -> int:
-        """FLOPs the kernel executes: two GEMMs on every visited block, padding included."""
-        visited = int(self.work_per_q_block().sum())
-        return 4 * visited * self.tile_m * self.tile_n * head_dim
-
     def flops_useful(self, head_dim: int) -> int:
-        """FLOPs on visible (row, key) pairs only."""
+        """FLOPs on visible (row, key) pairs only, for one (batch, head) slice (times B·H for
+        the problem)."""
         return (
             4
             * head_dim
             * visible_pairs(self.q_len, self.k_len, self.mask, self.input_pos, self.window)
         )
-
-    def bytes_moved(self, head_dim: int, itemsize: int) -> int:
-        """Device-memory traffic of the tiled kernel with no cache reuse across programs.
-
-        Q read once and O written once; each visited k-block loads one K and one V tile.
-        """
-        visited = int(self.work_per_q_block().sum())
-        q_and_o = 2 * self.q_len * head_dim * itemsize
-        kv = visited * 2 * min(self.tile_n, self.k_len) * head_dim * itemsize
-        return q_and_o + kv
 
 
 def causal_grid_aligned(q_len: int, k_len: int, tile_m: int, tile_n: int, input_pos: int) -> bool:

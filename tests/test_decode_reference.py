@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kernels.knobs import KV_SPLIT_COUNTS
-from kernels.reference import combine_splits, flash_attention, naive_attention
+from kernels.reference import combine_splits, flash_attention
 from kernels.schedule import (
     FEW_KEY_BLOCKS,
     BlockKind,
@@ -23,6 +23,7 @@ from kernels.schedule import (
     effective_splits,
     split_ranges,
 )
+from tests.oracles import naive_attention
 
 
 def inputs(rng: np.random.Generator, batch: int, heads: int, kv_heads: int, q_len: int,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from gui_helpers import seed_run
+from readouts import cell_colored, cell_text
 
 from workbench.compare import MIN_NOISE_PCT, compare_cell, relative_spread_pct
 from workbench.gui.compare import FASTER, SLOWER
@@ -87,14 +88,20 @@ def test_compare_table_for_selected_runs(
         "speed-up ×",
     ]
     # N = 64: 1.5 ms against 1.0 ms is +50 %, far beyond the floor: red; 1/1.5 the speed-up.
-    assert [panel.cell_text(0, c) for c in range(5)] == ["64", "1", "1.5", "+50.0 %", "0.667×"]
+    assert [cell_text(panel.table, 0, c) for c in range(5)] == [
+        "64",
+        "1",
+        "1.5",
+        "+50.0 %",
+        "0.667×",
+    ]
     assert panel.table.item(0, 3).background().color() == SLOWER
     # N = 128: 1.0 against 2.0 is −50 %: green.
-    assert panel.cell_text(1, 3) == "-50.0 %" and panel.cell_text(1, 4) == "2.000×"
+    assert cell_text(panel.table, 1, 3) == "-50.0 %" and cell_text(panel.table, 1, 4) == "2.000×"
     assert panel.table.item(1, 3).background().color() == FASTER
     # N = 256: the slow run has no point there.
-    assert panel.cell_text(2, 2) == "–" and panel.cell_text(2, 3) == "–"
-    assert panel.cell_text(2, 4) == "–"
+    assert cell_text(panel.table, 2, 2) == "–" and cell_text(panel.table, 2, 3) == "–"
+    assert cell_text(panel.table, 2, 4) == "–"
     # The runs come from different machines: say so.
     assert "different machines" in panel.hint.text() and "NVIDIA H200" in panel.hint.text()
 
@@ -108,9 +115,9 @@ def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
     window.history.select_runs([noisy, base])
     qtbot.waitUntil(lambda: panel.table.rowCount() == 3)
     # +0 % at 64 with a ±20 % spread, +0.75 % at 128 under the 1 % floor: not coloured.
-    assert panel.cell_text(0, 3) == "+0.0 %" and not panel.cell_colored(0, 3)
-    assert panel.cell_text(1, 3) == "+0.8 %" and not panel.cell_colored(1, 3)
-    assert panel.cell_text(1, 4) == "0.993× ~"  # within the noise: marked as the CLI does
+    assert cell_text(panel.table, 0, 3) == "+0.0 %" and not cell_colored(panel.table, 0, 3)
+    assert cell_text(panel.table, 1, 3) == "+0.8 %" and not cell_colored(panel.table, 1, 3)
+    assert cell_text(panel.table, 1, 4) == "0.993× ~"  # within the noise: marked as the CLI does
     assert "within the noise threshold" in panel.table.item(1, 3).toolTip()
 
     # Pin the noisy run as the baseline from the picker: the signs flip.
@@ -118,7 +125,7 @@ def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
     panel.baseline.setCurrentIndex(index)
     panel.baseline.activated.emit(index)
     assert panel.baseline_id == noisy
-    assert panel.cell_text(1, 3) == "-0.7 %"
+    assert cell_text(panel.table, 1, 3) == "-0.7 %"
 
     # Adding a run to the selection keeps the pinned baseline.
     window.history.select_runs([noisy, base, slow])
@@ -131,7 +138,7 @@ def test_small_differences_stay_uncoloured_and_the_baseline_stays_pinned(
     # Dropping the baseline from the selection falls back to the oldest selected run.
     window.history.select_runs([slow, base])
     qtbot.waitUntil(lambda: panel.baseline_id == base)
-    assert panel.cell_text(0, 3) == "+50.0 %"
+    assert cell_text(panel.table, 0, 3) == "+50.0 %"
     assert panel.table.item(0, 3).background().color() == SLOWER
 
 
@@ -195,10 +202,10 @@ def test_a_gap_its_rounds_pin_down_is_coloured_though_single_launches_spread_wid
     qtbot.waitUntil(lambda: panel.table.rowCount() == 2)
     assert panel.baseline_id == ours
     # +5.7 % against a ±2 % threshold (the rounds' 2σ is well under it): red, no "~".
-    assert panel.cell_text(0, 3) == "+5.7 %" and panel.cell_colored(0, 3)
-    assert panel.cell_text(0, 4) == "0.946×"
+    assert cell_text(panel.table, 0, 3) == "+5.7 %" and cell_colored(panel.table, 0, 3)
+    assert cell_text(panel.table, 0, 4) == "0.946×"
     assert "beyond the noise threshold of ±2.0 %" in panel.table.item(0, 3).toolTip()
     # +1.0 % stays inside the floor for runs timed apart: uncoloured, marked "~".
-    assert panel.cell_text(1, 3) == "+1.0 %" and not panel.cell_colored(1, 3)
-    assert panel.cell_text(1, 4).endswith("~")
+    assert cell_text(panel.table, 1, 3) == "+1.0 %" and not cell_colored(panel.table, 1, 3)
+    assert cell_text(panel.table, 1, 4).endswith("~")
     assert "standard error of the two medians" in panel.hint.text()

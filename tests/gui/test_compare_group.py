@@ -12,6 +12,7 @@ import pytest
 from gui_helpers import row_rect_center, seed_run
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMenu
+from readouts import cell_text, run_band, run_band_edges, run_curve
 
 from workbench.cli import main as cli_main
 from workbench.store import Store
@@ -97,31 +98,31 @@ def test_compare_group_from_the_history_menu_fills_compare_with_the_group(
     # The chart: one curve per non-baseline run, y = baseline latency / run latency.
     chart = panel.chart
     assert sorted(chart.run_ids()) == [faster, level]
-    x, y = chart.curve_data(faster)
+    x, y = run_curve(chart.plot, faster)
     np.testing.assert_allclose(x, [6.0, 7.0, 8.0])
     np.testing.assert_allclose(y, [2.0, 2.0, 2.0])
-    _, y_level = chart.curve_data(level)
+    _, y_level = run_curve(chart.plot, level)
     np.testing.assert_allclose(y_level, [1.0, 2.0 / 2.01, 1.0])
     # Bands hold 1 exactly where the table marks "~" (within the noise), and are drawn.
     for run_id in (faster, level):
-        low, high = chart.band_data(run_id)
+        low, high = run_band_edges(chart.plot, run_id)
         col = ms_column(panel, run_id) + 2
         for r in range(3):
-            within = panel.cell_text(r, col).endswith("~")
+            within = cell_text(panel.table, r, col).endswith("~")
             assert (low[r] <= 1.0 <= high[r]) == within
-        assert np.all(low <= chart.curve_data(run_id)[1]) and np.all(
-            chart.curve_data(run_id)[1] <= high
+        assert np.all(low <= run_curve(chart.plot, run_id)[1]) and np.all(
+            run_curve(chart.plot, run_id)[1] <= high
         )
-        assert not chart._curves[run_id].band.path().isEmpty()
+        assert not run_band(chart.plot, run_id).path().isEmpty()
     speedups = ms_column(panel, faster) + 2
-    assert [panel.cell_text(r, speedups) for r in range(3)] == ["2.000×"] * 3
+    assert [cell_text(panel.table, r, speedups) for r in range(3)] == ["2.000×"] * 3
 
     # Picking another baseline redraws the chart against it.
     index = panel.baseline.findData(faster)
     panel.baseline.setCurrentIndex(index)
     panel.baseline.activated.emit(index)
     assert sorted(chart.run_ids()) == [base, level]
-    np.testing.assert_allclose(chart.curve_data(base)[1], [0.5, 0.5, 0.5])
+    np.testing.assert_allclose(run_curve(chart.plot, base)[1], [0.5, 0.5, 0.5])
 
 
 def test_compare_group_button_needs_runs_of_one_group(
@@ -159,8 +160,8 @@ def test_window_and_cli_print_the_same_speed_up_and_delta(
     for r, n in enumerate((64, 128, 256)):
         cli_line = lines[str(n)]
         for run_id in (faster, level):
-            delta = panel.cell_text(r, ms_column(panel, run_id) + 1)
-            shown = panel.cell_text(r, ms_column(panel, run_id) + 2)
+            delta = cell_text(panel.table, r, ms_column(panel, run_id) + 1)
+            shown = cell_text(panel.table, r, ms_column(panel, run_id) + 2)
             # The CLI's table prints the window's Δ % and speed-up ×, side by side.
             side_by_side = re.escape(delta) + r"\s+" + re.escape(shown)
             assert re.search(side_by_side, cli_line), (delta, shown, cli_line)
@@ -172,8 +173,8 @@ def test_window_and_cli_print_the_same_speed_up_and_delta(
         for run_id in (faster, level):
             cell = entry["runs"][str(run_id)]
             col = ms_column(panel, run_id)
-            assert panel.cell_text(r, col + 1) == f"{cell['delta_pct']:+.1f} %"
+            assert cell_text(panel.table, r, col + 1) == f"{cell['delta_pct']:+.1f} %"
             assert math.isclose(
-                float(panel.cell_text(r, col + 2).split("×")[0]),
+                float(cell_text(panel.table, r, col + 2).split("×")[0]),
                 round(cell["speedup_vs_base"], 3),
             )

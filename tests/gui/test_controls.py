@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from gui_helpers import pick, type_into
+from readouts import row_enabled, row_tooltip
 
 from kernels.knobs import applies
 from workbench.backends.base import Availability
@@ -137,9 +138,9 @@ def test_saved_backend_is_chosen_once_the_probe_says_it_works(form: ControlsPane
     # A later probe in which it is gone falls back to the reference, with the reason shown.
     form.set_backend_statuses({**statuses, "torch-cudnn": Availability(False, "no GPU")})
     assert form.backends.checked() == ["reference"]
-    assert not form.backend_enabled("torch-cudnn")
+    assert not row_enabled(form.backends, "torch-cudnn")
     # The reason first; a second line notes how it runs a decode mask.
-    assert form.backend_tooltip("torch-cudnn").splitlines()[0] == "no GPU"
+    assert row_tooltip(form.backends, "torch-cudnn").splitlines()[0] == "no GPU"
 
 
 def test_persistent_box_sets_restores_and_marks_the_knob(qtbot: Any, form: ControlsPanel) -> None:
@@ -342,8 +343,8 @@ def test_backend_list_ticks_several_and_greys_out_the_unavailable(
             "fa4": Availability(False, FA4_REASON),
         }
     )
-    assert not form.backend_enabled("fa4")
-    assert form.backend_tooltip("fa4").splitlines()[0] == FA4_REASON
+    assert not row_enabled(form.backends, "fa4")
+    assert row_tooltip(form.backends, "fa4").splitlines()[0] == FA4_REASON
     # A click on the disabled row's box does nothing.
     tick_backends(qtbot, form, ["reference"])
     with pytest.raises(AssertionError):

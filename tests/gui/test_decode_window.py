@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gui_helpers import click_run, pick, run_and_wait, type_into
+from readouts import cell_text, drawn_rgb, row_tooltip, run_curve
 
 from kernels.schedule import BlockKind, split_ranges
 from workbench.gui.heatmap import KIND_COLORS
@@ -101,11 +102,11 @@ def test_the_throughput_plot_shows_gb_per_s_of_k_and_v(qtbot: Any, window: Any) 
     run = window.store.run(run_id)
     points = window.store.points(run_id)
     plots = window.plots
-    _, tflops = plots.curve_data(run_id, "tflops")
+    _, tflops = run_curve(plots.tflops_plot, run_id)
     np.testing.assert_allclose(tflops, [p.tflops for p in points])
     pick(plots.throughput, "kv_gbs")
     assert plots.tflops_plot.getAxis("left").labelText == "GB/s of K+V"
-    _, gbs = plots.curve_data(run_id, "tflops")
+    _, gbs = run_curve(plots.tflops_plot, run_id)
     np.testing.assert_allclose(gbs, [run.bandwidth(p)["kv_gbs"] for p in points])
     plots.show_readout_at(7.0)
     assert "GB/s" in plots.readout.text()
@@ -132,11 +133,11 @@ def test_the_block_map_colours_each_split(qtbot: Any, window: Any) -> None:
     ]
     heat.image.render()  # the lookup table applied, as a paint would
     for s, (lo, _) in enumerate(ranges):
-        assert heat.cell_color(0, lo) == split_rgb(s)
+        assert drawn_rgb(heat.image, 0, lo) == split_rgb(s)
     assert "splits" in heat.block_text(0, 3) and "split 1" in heat.block_text(0, 3)
     heat.show_splits.click()  # back to computed / masked / skipped
     heat.image.render()
-    assert heat.cell_color(0, 0) == KIND_COLORS[BlockKind.COMPUTED]
+    assert drawn_rgb(heat.image, 0, 0) == KIND_COLORS[BlockKind.COMPUTED]
     assert not heat.split_legend.isVisible()
 
 
@@ -154,14 +155,14 @@ def test_compare_of_decode_runs_gives_gb_per_s(qtbot: Any, window: Any) -> None:
     run = window.store.run(first)
     point = window.store.points(first)[0]
     expected = f"{run.bandwidth(point)['kv_gbs']:.4g} GB/s"
-    assert expected in panel.cell_text(0, 1)
+    assert expected in cell_text(panel.table, 0, 1)
     chart_axis = panel.chart.plot.getAxis("bottom")
     assert chart_axis.labelText == "key length k_len"
 
 
 def test_the_backend_picker_says_fa4_has_no_split_on_sm_90(window: Any) -> None:
-    assert "no split of the key range on sm_90" in window.controls.backend_tooltip("fa4")
-    assert "lower-right" in window.controls.backend_tooltip("torch-cudnn")
+    assert "no split of the key range on sm_90" in row_tooltip(window.controls.backends, "fa4")
+    assert "lower-right" in row_tooltip(window.controls.backends, "torch-cudnn")
 
 
 def test_the_ladder_tab_runs_the_decode_ladder(qtbot: Any, window: Any) -> None:

@@ -15,6 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from tests.gui.gui_helpers import pick, seed_run
+from tests.gui.readouts import cell_text, length_cell
 from workbench.resources import missing_tools
 from workbench.roofline import Ceilings
 from workbench.store import Store
@@ -130,9 +131,9 @@ def test_roofline_tab_plots_and_compare_give_the_percent_of_the_measured_ceiling
     headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
     assert f"#{gpu} % roof" in headers and f"#{cpu} % roof" not in headers
     col = headers.index(f"#{gpu} % roof")
-    assert window.compare.cell_text(0, col).endswith(" %")
+    assert cell_text(window.compare.table, 0, col).endswith(" %")
     compiled_col = headers.index(f"#{gpu} compiled")
-    assert window.compare.cell_text(0, compiled_col) == "255r spill 5.5KB"
+    assert cell_text(window.compare.table, 0, compiled_col) == "255r spill 5.5KB"
     # History: the config's tooltip lists what each length compiled to.
     model = window.history.model
     row = model.row_of(gpu)
@@ -207,7 +208,8 @@ def test_a_ladder_cell_shows_its_steps_registers_and_spill(
     assert ok.text() == "168r"
     assert spilled.text() == "255r spill 5.5KB"
     assert spilled.foreground().color().name() == "#b00020"
-    assert panel.cell_item(1, 64).foreground().color().name() == "#b00020"
+    at_64 = length_cell(panel.table, 1, 64)
+    assert at_64.foreground().color().name() == "#b00020"
     assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in spilled.toolTip()
-    assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in panel.cell_item(1, 64).toolTip()
+    assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in at_64.toolTip()
     assert panel.table.rowHeight(1) == panel.table.rowHeight(0) < 2 * panel.fontMetrics().height()

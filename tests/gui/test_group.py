@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from gui_helpers import click_run, small_problem, tick_backends
 from PySide6.QtCore import Qt
+from readouts import legend_names, row_enabled, row_tooltip
 
 from tests.cpu_peers import Flaky, register
 from workbench.backends.reference import ReferenceBackend
@@ -85,9 +86,11 @@ def test_two_ticked_backends_run_one_group_on_the_same_inputs(
     assert sorted(window.history.selected_ids()) == sorted(r.id for r in runs)
     assert f"Group #{stored['id']} complete" in window.statusBar().currentMessage()
     # Plots names the group's runs apart, as Compare does: they share their label.
-    qtbot.waitUntil(lambda: len(window.plots.legend_names()) == 2)
+    qtbot.waitUntil(lambda: len(legend_names(window.plots.legend)) == 2)
     names = [f"#{runs[0].id} reference pair", f"#{runs[1].id} reference-b pair"]
-    assert window.plots.legend_names() == window.plots.legend_names("tflops") == names
+    assert (
+        legend_names(window.plots.legend) == legend_names(window.plots.tflops_plot.legend) == names
+    )
 
 
 def test_one_ticked_backend_is_a_plain_run(qtbot: Any, group_window: Any) -> None:
@@ -102,11 +105,11 @@ def test_unavailable_backends_are_disabled_with_their_reason(qtbot: Any, window:
     """On this machine's real probe: every unusable backend is greyed out, its reason shown."""
     c = window.controls
     for name, status in window.backend_statuses.items():
-        assert c.backend_enabled(name) == status.available
-        assert c.backend_tooltip(name).splitlines()[0] == status.reason
+        assert row_enabled(c.backends, name) == status.available
+        assert row_tooltip(c.backends, name).splitlines()[0] == status.reason
     fa4 = window.backend_statuses.get("fa4")
     if fa4 is not None and not fa4.available:
-        assert FA4_INSTALL in c.backend_tooltip("fa4")
+        assert FA4_INSTALL in row_tooltip(c.backends, "fa4")
 
 
 def test_a_group_naming_a_backend_gone_since_the_probe_is_refused_unwritten(

@@ -23,6 +23,7 @@ from gui_helpers import (
 )
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QMenu, QMessageBox
+from readouts import legend_names
 
 from workbench import store as store_module
 from workbench.gui.colors import run_color
@@ -119,11 +120,11 @@ def test_selecting_runs_overlays_them_with_their_colours(
     swatch = window.history.model.index(1, 0).data(Qt.ItemDataRole.DecorationRole)
     assert swatch == run_color(first)
     # Listed by id (the order the runs were made), though the newer one was selected first.
-    assert window.plots.legend_names() == [
+    assert legend_names(window.plots.legend) == [
         f"#{first} reference baseline",
         f"#{second} reference causal",
     ]
-    assert window.plots.legend_names("tflops") == [
+    assert legend_names(window.plots.tflops_plot.legend) == [
         f"#{first} reference baseline",
         f"#{second} reference causal",
     ]
@@ -141,7 +142,9 @@ def test_relabel_through_the_dialog_and_in_place(
     qtbot.mouseClick(window.history.relabel_button, Qt.MouseButton.LeftButton)
     assert window.store.run(first).label == "tuned 128x64"
     assert window.history.model.index(1, COL_LABEL).data() == "tuned 128x64"
-    qtbot.waitUntil(lambda: window.plots.legend_names() == [f"#{first} reference tuned 128x64"])
+    qtbot.waitUntil(
+        lambda: legend_names(window.plots.legend) == [f"#{first} reference tuned 128x64"]
+    )
 
     # Cancelling the dialog changes nothing.
     dialogs.text_answer = ("ignored", False)

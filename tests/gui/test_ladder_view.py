@@ -15,6 +15,7 @@ import pytest
 from gui_helpers import pick, seed_run, type_into
 from PySide6.QtCore import QObject, Qt, QThread
 from PySide6.QtWidgets import QApplication
+from readouts import legend_curve, legend_names, length_cell
 
 from kernels.schedule import Schedule
 from workbench.backends.base import BackendError
@@ -75,7 +76,7 @@ def check_colours(panel: Any, key: str) -> list[str]:
     verdicts = []
     for r, step in enumerate(panel.data.rows):
         for n in panel.data.seq_lens:
-            item = panel.cell_item(r, n)
+            item = length_cell(panel.table, r, n)
             cell = step.cells[n]
             verdict = "missing" if cell is None else speedup_verdict(cell, key)
             assert item.data(VERDICT_ROLE) == verdict, (step.name, n)
@@ -144,7 +145,7 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
         assert view.item(r, 1).text() == "complete"
         for n in (64, 128):
             cell = step["cells"][str(n)]
-            item = panel.cell_item(r, n)
+            item = length_cell(panel.table, r, n)
             assert item.data(CELL_ROLE) == cell
             tflops, ratio = item.text().split("  ")
             assert tflops == f"{cell['tflops']:.3g}"
@@ -157,7 +158,7 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
 
     # Colours follow the rule, against the previous step by default, then the baseline.
     check_colours(panel, "vs_previous")
-    panel.set_basis("vs_baseline")
+    pick(panel.basis, "vs_baseline")
     check_colours(panel, "vs_baseline")
     assert "against the baseline" in panel.info.text()
     # Which preset ran: the default without a GPU, by name, file and architectures.
@@ -167,9 +168,9 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
     ) in panel.info.text()
 
     # The chart: × baseline per step, one line per length, with a legend.
-    assert panel.legend_names() == ["N = 64", "N = 128"]
+    assert legend_names(panel.legend) == ["N = 64", "N = 128"]
     for n in (64, 128):
-        x, y = panel.chart_data(n)
+        x, y = legend_curve(panel.legend, f"N = {n}")
         np.testing.assert_allclose(x, np.arange(1, N_STEPS + 1))
         np.testing.assert_allclose(y, [s["cells"][str(n)]["vs_baseline"] for s in table["steps"]])
 
@@ -273,16 +274,16 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     assert "EngineFailure" in view.item(1, 1).toolTip()
     for r in range(1, N_STEPS):
         for n in (64, 128):
-            item = panel.cell_item(r, n)
+            item = length_cell(panel.table, r, n)
             assert item.text() == "–" and item.data(VERDICT_ROLE) == "missing"
             assert item.background().color() == MISSING
-    assert "failed: EngineFailure" in panel.cell_item(1, 128).toolTip()
-    assert NOT_RUN in panel.cell_item(5, 64).toolTip()
+    assert "failed: EngineFailure" in length_cell(panel.table, 1, 128).toolTip()
+    assert NOT_RUN in length_cell(panel.table, 5, 64).toolTip()
     # A step that never ran still says what it would have run (the group keeps its knobs).
     assert load_ladder().steps[5].config.summary() in view.item(5, 0).toolTip()
     assert f"1 complete, 2 failed, {N_STEPS - 3} not run" in panel.info.text()
     assert "1.60-1.66x" in panel.info.text()
-    _, y = panel.chart_data(128)
+    _, y = legend_curve(panel.legend, "N = 128")
     assert y[0] == 1.0 and np.isnan(y[1:]).all()
     # A failed step's map says so instead of drawing nothing.
     click_cell(qtbot, view, 1, 3)
@@ -295,11 +296,20 @@ def test_stored_ladders_newest_first_with_failed_and_unreached_steps(
     pick(picker, older)
     assert panel.group_id() == older and view.rowCount() == N_STEPS
     assert [view.item(r, 1).text() for r in range(3)] == ["complete"] * 3
-    assert [panel.cell_item(1, n).data(VERDICT_ROLE) for n in (64, 128)] == ["gain", "neutral"]
-    assert [panel.cell_item(2, n).data(VERDICT_ROLE) for n in (64, 128)] == ["neutral", "loss"]
+    assert [length_cell(panel.table, 1, n).data(VERDICT_ROLE) for n in (64, 128)] == [
+        "gain",
+        "neutral",
+    ]
+    assert [length_cell(panel.table, 2, n).data(VERDICT_ROLE) for n in (64, 128)] == [
+        "neutral",
+        "loss",
+    ]
     check_colours(panel, "vs_previous")
-    panel.set_basis("vs_baseline")
-    assert [panel.cell_item(2, n).data(VERDICT_ROLE) for n in (64, 128)] == ["gain", "loss"]
+    pick(panel.basis, "vs_baseline")
+    assert [length_cell(panel.table, 2, n).data(VERDICT_ROLE) for n in (64, 128)] == [
+        "gain",
+        "loss",
+    ]
     check_colours(panel, "vs_baseline")
 
     # Its export holds the points it has: three steps, two lengths.
@@ -330,7 +340,7 @@ def test_the_committed_h200_ladder_opens_as_measured(
         points = {p.seq_len: p for p in window.store.points(run.id)}
         assert set(points) == set(panel.data.seq_lens)
         for n in panel.data.seq_lens:
-            assert f"{points[n].tflops:.3g}" in panel.cell_item(r, n).text()
+            assert f"{points[n].tflops:.3g}" in length_cell(panel.table, r, n).text()
     # Hopper's story, as the table tells it: the 256x128 trap, then the worker-warp rescue.
     steps = [row.name for row in panel.data.rows]
     trap, rescue = steps.index("256x128 tiles"), steps.index("+ 8 worker warps (Hopper)")
@@ -377,7 +387,7 @@ def test_cancel_mid_ladder_keeps_the_steps_run_so_far(
     assert len(window.store.points(runs[1].id)) == 2  # the point in flight is kept
     statuses = [panel.table.item(r, 1).text() for r in range(N_STEPS)]
     assert statuses == ["complete", "cancelled"] + [NOT_RUN] * (N_STEPS - 2)
-    assert panel.cell_item(1, 256).text() == "–"
+    assert length_cell(panel.table, 1, 256).text() == "–"
     assert f"cancelled after 1 of {N_STEPS} steps" in window.statusBar().currentMessage()
     assert panel.run_button.isEnabled() and not window.jobs.progress.isVisible()
 
@@ -402,12 +412,14 @@ def test_a_failing_step_is_kept_failed_the_ladder_goes_on_and_one_dialog_says_so
     runs = window.store.group_runs(panel.group_id())
     assert [r.status for r in runs] == ["complete", "failed"] + ["complete"] * (N_STEPS - 2)
     assert [panel.table.item(r, 1).text() for r in range(N_STEPS)] == [r.status for r in runs]
-    assert panel.cell_item(1, 64).data(VERDICT_ROLE) != "missing"  # measured before the fault
-    assert panel.cell_item(1, 128).text() == "–"
-    assert "illegal memory access" in panel.cell_item(1, 128).toolTip()
+    assert (
+        length_cell(panel.table, 1, 64).data(VERDICT_ROLE) != "missing"
+    )  # measured before the fault
+    assert length_cell(panel.table, 1, 128).text() == "–"
+    assert "illegal memory access" in length_cell(panel.table, 1, 128).toolTip()
     # The step after the failed one has no previous step to compare with at that length.
-    assert panel.cell_item(2, 128).data(CELL_ROLE)["vs_previous"] is None
-    assert panel.cell_item(2, 128).text().endswith("  –")
+    assert length_cell(panel.table, 2, 128).data(CELL_ROLE)["vs_previous"] is None
+    assert length_cell(panel.table, 2, 128).text().endswith("  –")
     critical = dialogs.texts("critical")
     assert len(critical) == 1  # one message for the ladder, not one per step
     assert STEPS[1] in critical[0] and "illegal memory access" in critical[0]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from gui_helpers import seed_run
 from PySide6.QtCore import QPoint, QRect
+from readouts import legend_names
 
 from workbench.store import Store
 
@@ -60,7 +61,7 @@ def test_the_throughput_legend_does_not_cover_the_plot(
     window = make_window()
     window.history.select_runs(ids)
     plots = window.plots
-    qtbot.waitUntil(lambda: len(plots.legend_names("tflops")) == 3)
+    qtbot.waitUntil(lambda: len(legend_names(plots.tflops_plot.legend)) == 3)
     legend = plots.tflops_plot.legend.sceneBoundingRect()
     view = plots.tflops_plot.getViewBox().sceneBoundingRect()
     assert not legend.intersects(view), (legend, view)

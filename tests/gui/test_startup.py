@@ -13,6 +13,7 @@ import pytest
 from gui_helpers import assert_within
 from PySide6.QtCore import QSettings, QThread
 from PySide6.QtWidgets import QApplication
+from readouts import row_enabled, row_tooltip
 
 import workbench.backends as backends
 from workbench.backends.base import Availability
@@ -136,9 +137,9 @@ def test_backend_picker_and_status_bar_come_from_the_probe(
         "cutile",
         "torch-flash",
     ]
-    assert c.backend_enabled("reference") and c.backend_enabled("torch-flash")
-    assert not c.backend_enabled("cutile")
-    assert c.backend_tooltip("cutile") == "no NVIDIA driver found: install one to use cuTile"
+    assert row_enabled(c.backends, "reference") and row_enabled(c.backends, "torch-flash")
+    assert not row_enabled(c.backends, "cutile")
+    assert row_tooltip(c.backends, "cutile") == "no NVIDIA driver found: install one to use cuTile"
     assert window.machine_label.text() == "NVIDIA H200 · cuTile 1.7.0"
     assert "cutile: no NVIDIA driver" in window.machine_label.toolTip()
 

@@ -22,6 +22,7 @@ from gui_helpers import (
 )
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QMessageBox
+from readouts import drawn_rgb, legend_names, run_band_edges, run_curve
 
 from kernels.schedule import BlockKind, Schedule
 from workbench.backends.base import BackendError
@@ -46,17 +47,17 @@ def test_reference_sweep_fills_plots_history_and_heatmap(qtbot: Any, window: Any
 
     # The plots show exactly what the store holds, on a log2 x axis.
     assert window.plots.run_ids() == [run_id]
-    x, y = window.plots.curve_data(run_id, "latency")
+    x, y = run_curve(window.plots.latency_plot, run_id)
     np.testing.assert_allclose(x, [6.0, 7.0])
     np.testing.assert_allclose(y, [p.latency_ms for p in points])
-    _, tflops = window.plots.curve_data(run_id, "tflops")
+    _, tflops = run_curve(window.plots.tflops_plot, run_id)
     np.testing.assert_allclose(tflops, [p.tflops for p in points])
-    low, high = window.plots.band_data(run_id, "latency")
+    low, high = run_band_edges(window.plots.latency_plot, run_id)
     np.testing.assert_allclose(low, [p.latency_p20_ms for p in points])
     np.testing.assert_allclose(high, [p.latency_p80_ms for p in points])
-    t_low, t_high = window.plots.band_data(run_id, "tflops")
+    t_low, t_high = run_band_edges(window.plots.tflops_plot, run_id)
     assert np.all(t_low <= tflops + 1e-12) and np.all(t_high >= tflops - 1e-12)
-    assert window.plots.legend_names() == [f"#{run_id} reference first sweep"]
+    assert legend_names(window.plots.legend) == [f"#{run_id} reference first sweep"]
     line = window.plots._curves[run_id][0].line
     assert line.opts["pen"].color() == run_color(run_id)
 
@@ -100,9 +101,9 @@ def test_heatmap_is_row_major_inverted_and_has_tooltips(qtbot: Any, window: Any)
     assert grid is not None and grid.shape == (4, 4)
     # Row 0 (first queries) sees only k-block 0: it is masked there and skipped to the right.
     assert grid[0, 3] == BlockKind.SKIPPED and grid[3, 0] == BlockKind.COMPUTED
-    assert heat.cell_color(0, 3) == KIND_COLORS[BlockKind.SKIPPED]
-    assert heat.cell_color(3, 0) == KIND_COLORS[BlockKind.COMPUTED]
-    assert heat.cell_color(0, 0) == KIND_COLORS[BlockKind.MASKED]
+    assert drawn_rgb(heat.image, 0, 3) == KIND_COLORS[BlockKind.SKIPPED]
+    assert drawn_rgb(heat.image, 3, 0) == KIND_COLORS[BlockKind.COMPUTED]
+    assert drawn_rgb(heat.image, 0, 0) == KIND_COLORS[BlockKind.MASKED]
 
     # q-block 0 is drawn at the top (y inverted), k-block 0 at the left.
     box = heat.plot.getViewBox()
@@ -212,7 +213,7 @@ def test_progress_and_cancel_keep_the_run_as_cancelled(qtbot: Any, window: Any) 
     assert "cancelled" in window.statusBar().currentMessage()
     assert not window.jobs.progress.isVisible()
     assert window.controls.run_button.isEnabled()
-    x, _ = window.plots.curve_data(run_id)
+    x, _ = run_curve(window.plots.latency_plot, run_id)
     assert len(x) == done
 
 

@@ -13,6 +13,7 @@ from gui_helpers import click_run, seed_run, small_problem, type_into
 from PySide6.QtCore import QPoint, QRect, Qt, QTimer
 from PySide6.QtGui import QScreen
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
+from readouts import legend_names
 
 from workbench.store import Store
 
@@ -206,16 +207,16 @@ def test_legends_sit_outside_the_curves_in_plots_compare_and_ladder(
     window.history.model.fetch_all()
     window.history.select_runs(ids)
     plots = window.plots
-    qtbot.waitUntil(lambda: len(plots.legend_names()) == 4)
+    qtbot.waitUntil(lambda: len(legend_names(plots.legend)) == 4)
     qtbot.wait(50)
     for plot in (plots.latency_plot, plots.tflops_plot):
         assert legend_clear_of_curves(plots.legend, plot)
     window.tabs.setCurrentWidget(window.compare)
-    qtbot.waitUntil(lambda: len(window.compare.chart.legend_names()) == 3)
+    qtbot.waitUntil(lambda: len(legend_names(window.compare.chart.legend)) == 3)
     qtbot.wait(50)
     assert legend_clear_of_curves(window.compare.chart.legend, window.compare.chart.plot)
     window.tabs.setCurrentWidget(window.ladder)
-    qtbot.waitUntil(lambda: len(window.ladder.legend_names()) == 5)
+    qtbot.waitUntil(lambda: len(legend_names(window.ladder.legend)) == 5)
     qtbot.wait(50)
     assert legend_clear_of_curves(window.ladder.legend, window.ladder.plot)
     # Compare's table shows every length of the runs above its chart.

@@ -112,10 +112,6 @@ class BackendPicker(QListWidget):
         item = self._item(name)
         return item is not None and bool(item.flags() & Qt.ItemFlag.ItemIsEnabled)
 
-    def tooltip(self, name: str) -> str:
-        item = self._item(name)
-        return item.toolTip() if item is not None else ""
-
     # ---- internals ------------------------------------------------------------------------------
     def _tick(self, names: list[str]) -> None:
         for i in range(self.count()):

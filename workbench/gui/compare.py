@@ -380,12 +380,3 @@ class ComparePanel(QWidget):
             shown = "; ".join(machines)
             text += f"<br><b>Careful:</b> these runs come from different machines ({shown})."
         return text
-
-    # ---- for tests ------------------------------------------------------------------------------
-    def cell_text(self, row: int, col: int) -> str:
-        item = self.table.item(row, col)
-        return item.text() if item is not None else ""
-
-    def cell_colored(self, row: int, col: int) -> bool:
-        item = self.table.item(row, col)
-        return item is not None and item.background().style() != Qt.BrushStyle.NoBrush

@@ -137,17 +137,5 @@ class CompareChart(QWidget):
         for item in (curve.line, curve.low, curve.high, curve.band):
             self.plot.removeItem(item)
 
-    # ---- for tests and the window ---------------------------------------------------------------
     def run_ids(self) -> list[int]:
         return list(self._curves)
-
-    def curve_data(self, run_id: int) -> tuple[np.ndarray, np.ndarray]:
-        x, y = self._curves[run_id].line.getOriginalDataset()
-        return np.asarray(x), np.asarray(y)
-
-    def band_data(self, run_id: int) -> tuple[np.ndarray, np.ndarray]:
-        curve = self._curves[run_id]
-        return np.asarray(curve.low.getData()[1]), np.asarray(curve.high.getData()[1])
-
-    def legend_names(self) -> list[str]:
-        return [label.text for _, label in self.legend.items]

@@ -314,9 +314,6 @@ class ControlsPanel(QWidget):
         self.backends.set_statuses(statuses)
         self.set_arch(gpu_arch(statuses))
 
-    def backend_enabled(self, name: str) -> bool:
-        return self.backends.is_enabled(name)
-
     def set_arch(self, arch: str | None) -> None:
         """Offer the knob values the cuTile kernel runs on GPU architecture ``arch``
         (``"sm_120"``; None: every value it takes). The probe sets it from the cuTile
@@ -462,9 +459,6 @@ class ControlsPanel(QWidget):
             for row in range(box.count())
             if model.item(row).isEnabled()  # type: ignore[attr-defined]
         ]
-
-    def backend_tooltip(self, name: str) -> str:
-        return self.backends.tooltip(name)
 
     # ---- reading the form -----------------------------------------------------------------------
     def _mask_choice(self) -> tuple[str, bool]:

@@ -432,10 +432,3 @@ class HeatmapPanel(QWidget):
 
     def current_seq_len(self) -> int | None:
         return self.seq_len.currentData()
-
-    def cell_color(self, row: int, col: int) -> tuple[int, int, int]:
-        """The drawn colour of a cell, read back from the rendered image (for tests)."""
-        qimage = self.image.qimage
-        assert qimage is not None
-        c = qimage.pixelColor(col, row)
-        return c.red(), c.green(), c.blue()

@@ -593,25 +593,12 @@ class LadderPanel(QWidget):
         pad = max(0.05, 0.08 * (hi - lo))
         self.plot.setYRange(max(lo - pad, 0.0), hi + pad, padding=0)
 
-    def chart_data(self, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-        """The plotted (step number, × baseline) of one length's line, for tests."""
-        x, y = self._curves[seq_len].getOriginalDataset()
-        return np.asarray(x if x is not None else []), np.asarray(y if y is not None else [])
-
-    def legend_names(self) -> list[str]:
-        return [label.text for _, label in self.legend.items]
-
     # ---- cells and steps ------------------------------------------------------------------------
     def _len_of_column(self, col: int) -> int | None:
         if self.data is None or col < FIRST_LEN_COL:
             return None
         index = col - FIRST_LEN_COL
         return self.data.seq_lens[index] if index < len(self.data.seq_lens) else None
-
-    def cell_item(self, row: int, seq_len: int) -> QTableWidgetItem:
-        """The table item of step ``row`` (0-based) at ``seq_len``."""
-        assert self.data is not None
-        return self.table.item(row, FIRST_LEN_COL + self.data.seq_lens.index(seq_len))
 
     def _on_current_cell(self, row: int, col: int, *_: int) -> None:
         if row >= 0:
@@ -668,10 +655,6 @@ class LadderPanel(QWidget):
             self.table.blockSignals(True)
             self.table.setCurrentCell(row, col)
             self.table.blockSignals(False)
-
-    def set_basis(self, key: str) -> None:
-        """Colour against 'vs_previous' or 'vs_baseline'."""
-        self.basis.setCurrentIndex(self.basis.findData(key))
 
     def set_running(self, running: bool) -> None:
         self._running = running

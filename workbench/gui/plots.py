@@ -308,25 +308,6 @@ class PlotsPanel(QWidget):
     def run_ids(self) -> list[int]:
         return list(self._curves)
 
-    def curve_data(self, run_id: int, which: str = "latency") -> tuple[np.ndarray, np.ndarray]:
-        """The plotted (x = log2 N, y) of a run's main line: for tests and the readout."""
-        lat, tfl = self._curves[run_id]
-        item = lat.line if which == "latency" else tfl.line
-        x, y = item.getOriginalDataset()
-        return (np.asarray(x if x is not None else []), np.asarray(y if y is not None else []))
-
-    def band_data(self, run_id: int, which: str = "latency") -> tuple[np.ndarray, np.ndarray]:
-        lat, tfl = self._curves[run_id]
-        curves = lat if which == "latency" else tfl
-        return (
-            np.asarray(curves.low.getOriginalDataset()[1]),
-            np.asarray(curves.high.getOriginalDataset()[1]),
-        )
-
-    def legend_names(self, which: str = "latency") -> list[str]:
-        """The legend's names; one legend serves both plots (``which`` is either)."""
-        return [label.text for _, label in self.legend.items]
-
     # ---- readout --------------------------------------------------------------------------------
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         for plot in (self.latency_plot, self.tflops_plot):
