@@ -194,3 +194,19 @@ def qtbot_left() -> Any:
     from PySide6.QtCore import Qt
 
     return Qt.MouseButton.LeftButton
+
+
+def test_a_map_of_many_splits_and_a_long_title_still_fit_a_laptop_screen(
+    qtbot: Any, window: Any
+) -> None:
+    """On the H200 a B=1 32k decode point ran 15 splits: its legend and its long config title
+    once made the window 2800 px wide."""
+    heat = window.heatmap
+    window.tabs.setCurrentWidget(heat)
+    ranges = split_ranges(256, 15)
+    heat.split_legend.set_splits(ranges)
+    heat.split_legend.show()
+    heat.title.setText("#1 decode 8b-B1 · cutile · " + "64×128 none fast-math k-split " * 6)
+    assert window.minimumSizeHint().width() <= 1366
+    assert len(heat.split_legend.texts) == 15
+    assert "split 14: key blocks" in heat.split_legend.toolTip()

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QStackedWidget,
     QToolTip,
     QVBoxLayout,
@@ -120,6 +121,9 @@ class HeatmapPanel(QWidget):
 
         self.title = QLabel("No run selected")
         self.title.setObjectName("heatmap_title")
+        # A long config must not widen the window past a laptop screen: the title is clipped
+        # to the room the bar leaves, and its tooltip has the whole line.
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.seq_len = QComboBox()
         self.seq_len.setObjectName("heatmap_seq_len")
         self.seq_len.setMinimumContentsLength(8)
@@ -242,6 +246,7 @@ class HeatmapPanel(QWidget):
             return
         config = run.config.summary_for(run.backend)
         self.title.setText(f"#{run.id} {run.label or '(no label)'} · {run.backend} · {config}")
+        self.title.setToolTip(self.title.text())
         self._on_seq_len_changed()
 
     def select_seq_len(self, seq_len: int) -> None:

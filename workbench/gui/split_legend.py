@@ -12,14 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from kernels.schedule import split_map_of
 from workbench.gui.colors import run_color
 
 SKIPPED_RGB = (230, 230, 230)
-# A legend of more splits than this would push the map off a laptop screen: the rest are summed.
-LEGEND_SPLITS = 12
+# A legend of more splits than this would take the map's room: the rest are summed up.
+LEGEND_SPLITS = 16
+# Swatches per legend row: short "s: lo–hi" entries in rows of this many keep the legend
+# narrower than the map on a laptop screen whatever the split count (the full words are in
+# each entry's tooltip).
+LEGEND_COLUMNS = 4
 
 
 def split_rgb(split: int) -> tuple[int, int, int]:
@@ -49,31 +53,39 @@ def stored_ranges(extra: dict | None) -> list[tuple[int, int]]:
 
 
 class SplitLegend(QWidget):
-    """A swatch per split with its key blocks; hidden for a point without splits."""
+    """A swatch per split with its key blocks, in rows; hidden for a point without splits."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._row = QHBoxLayout(self)
-        self._row.setContentsMargins(0, 0, 0, 0)
+        self._grid = QGridLayout(self)
+        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid.setHorizontalSpacing(4)
+        self._grid.setVerticalSpacing(2)
         self.texts: list[str] = []
         self.hide()
 
     def set_splits(self, ranges: Sequence[tuple[int, int]]) -> None:
-        while self._row.count():
-            item = self._row.takeAt(0)
+        while self._grid.count():
+            item = self._grid.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
         self.texts = [f"split {s}: key blocks {lo}–{hi - 1}" for s, (lo, hi) in enumerate(ranges)]
-        for s, text in enumerate(self.texts[:LEGEND_SPLITS]):
-            swatch = QLabel()
-            swatch.setFixedSize(14, 14)
+        title = QLabel("splits (key blocks):")
+        self._grid.addWidget(title, 0, 0)
+        for s, ((lo, hi), text) in enumerate(zip(ranges, self.texts[:LEGEND_SPLITS])):
+            row, col = divmod(s, LEGEND_COLUMNS)
+            swatch = QLabel(f"{s}: {lo}–{hi - 1}")
             r, g, b = split_rgb(s)
-            swatch.setStyleSheet(f"background: rgb({r},{g},{b}); border: 1px solid #666;")
-            self._row.addWidget(swatch)
-            self._row.addWidget(QLabel(text))
-            self._row.addSpacing(8)
+            swatch.setStyleSheet(
+                f"border-left: 12px solid rgb({r},{g},{b}); padding-left: 3px; margin-right: 6px;"
+            )
+            swatch.setToolTip(text)
+            self._grid.addWidget(swatch, row, 1 + col)
         if len(self.texts) > LEGEND_SPLITS:
-            self._row.addWidget(QLabel(f"… and {len(self.texts) - LEGEND_SPLITS} more"))
-        self._row.addStretch(1)
+            rows = -(-LEGEND_SPLITS // LEGEND_COLUMNS)
+            more = QLabel(f"… and {len(self.texts) - LEGEND_SPLITS} more")
+            self._grid.addWidget(more, rows, 1, 1, LEGEND_COLUMNS)
+        self._grid.setColumnStretch(1 + LEGEND_COLUMNS, 1)
+        self.setToolTip("\n".join(self.texts))
         self.setVisible(bool(self.texts))
