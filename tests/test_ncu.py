@@ -41,6 +41,19 @@ def test_the_parser_takes_the_headline_metrics_and_the_top_stalls() -> None:
         parse_raw_csv("==PROF== nothing profiled\n")
 
 
+def test_a_scaled_unit_is_converted_not_taken_as_the_headlines_own() -> None:
+    """On the H200 ncu wrote the DRAM rate as 3.6 "Tbyte/second": stored as 3.6 GB/s until
+    the prefix was read (and the import now asks ncu for base units)."""
+    from workbench.ncu import unit_factor
+
+    assert 3.609 * unit_factor("GB/s", "Tbyte/second") == pytest.approx(3609.0)
+    assert 3.609e12 * unit_factor("GB/s", "byte/second") == pytest.approx(3609.0)
+    assert 37.9e-6 * unit_factor("us", "second") == pytest.approx(37.9)
+    assert 1.98e9 * unit_factor("MHz", "cycle/second") == pytest.approx(1980.0)
+    assert 156800 * unit_factor("KB", "byte") == pytest.approx(153.125)
+    assert unit_factor("%", "%") == 1.0
+
+
 def test_the_command_profiles_one_launch_with_the_clocks_left_alone(db_path: Path) -> None:
     with Store(db_path) as store:
         run_id = _cutile_run(store, np.random.default_rng(0), autotune=True)

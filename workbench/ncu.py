@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,21 @@ _SCALE = {
     ("MHz", "cycle/usecond"): 1.0, ("MHz", "Mcycle/second"): 1.0, ("MHz", "Ghz"): 1e3,
 }  # fmt: skip
 PERMISSION_MARK = "ERR_NVGPUCTRPERM"
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_TO_BASE = {"us": 1e6, "GB/s": 1e-9, "KB": 1 / 1024, "MHz": 1e-6}
+_PREFIXED = re.compile(r"^([KMGTP]?)(byte/second|byte/s|B/s|second|cycle/second|Hz)$")
+
+
+def unit_factor(unit: str, their_unit: str) -> float:
+    """The factor from a value in ncu's ``their_unit`` to ``unit`` (a headline's): the known
+    spellings first, then any SI prefix on a base unit (a scaled report's "Tbyte/second"); a
+    unit neither names is taken as already ``unit``."""
+    if (unit, their_unit) in _SCALE:
+        return _SCALE[(unit, their_unit)]
+    found = _PREFIXED.match(their_unit.strip())
+    if found and unit in _TO_BASE:
+        return _PREFIX[found.group(1)] * _TO_BASE[unit]
+    return 1.0
 
 
 class ProfileRefused(Exception):
@@ -146,7 +162,7 @@ def parse_raw_csv(text: str, *, report: str = "", profiled_at: str = "") -> Prof
             value, their_unit = by_name.get(name, (None, ""))
             if value is None:
                 continue
-            metrics[key] = round(value * _SCALE.get((unit, their_unit), 1.0), 3)
+            metrics[key] = round(value * unit_factor(unit, their_unit), 3)
             break
     stalls = [
         (name[len(STALL_PREFIX) : -len(STALL_SUFFIX)], value)
@@ -237,7 +253,10 @@ def profile_point(
         last = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
         raise ProfileRefused(f"ncu failed (exit {done.returncode}): {last[0].strip()}")
     table = subprocess.run(
-        [ncu, "--import", str(written), "--csv", "--page", "raw"],
+        # Base units (byte/second, nsecond, byte): ncu's auto scaling would pick a prefix per
+        # value (3.6 "Tbyte/second" on the H200's DRAM), which a missed spelling turns into a
+        # figure off by 10^12.
+        [ncu, "--import", str(written), "--csv", "--page", "raw", "--print-units", "base"],
         capture_output=True, text=True, timeout=timeout_s,
     )  # fmt: skip
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
