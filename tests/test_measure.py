@@ -86,3 +86,49 @@ def test_the_tuned_kernel_no_longer_always_follows_naive() -> None:
 
 def test_nothing_to_order() -> None:
     assert balanced_order(0, 3) == []
+
+
+class _FakeClock:
+    """DeviceClock's surface, on the CPU: a captured graph remembers its call count, and the
+    log says what ran in which order."""
+
+    def __init__(self, lib: str, stream: object = None) -> None:
+        self.lib = lib
+        self.log: list[str] = []
+        _FakeClock.last = self
+
+    def on_stream(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def each_ms(self, launch, n: int) -> list[float]:
+        for _ in range(n):
+            launch()
+        return [0.01] * n
+
+    def capture(self, run, count: int):
+        self.log.append(f"capture {count}")
+        return lambda: self.log.append(f"replay {count}")
+
+
+def test_with_an_l2_flush_every_graph_sample_is_one_cold_call(monkeypatch) -> None:
+    """A flush before a replay of many calls would leave all but the first warm: a decode
+    whose KV cache fits in L2 would read at L2 speed (seen on the H200 at B=1 k_len 4k)."""
+    import kernels.measure as measure
+
+    monkeypatch.setattr(measure, "DeviceClock", _FakeClock)
+    monkeypatch.setattr(measure, "synchronize", lambda lib: None)
+    flushes: list[int] = []
+
+    def flush() -> None:
+        flushes.append(1)
+        _FakeClock.last.log.append("flush")
+
+    warm = measure.LaunchSampler(lambda: None, "cupy", replays=10)
+    assert len(warm.turn()) == 10 and "capture 1" not in _FakeClock.last.log
+    cold = measure.LaunchSampler(lambda: None, "cupy", replays=10, between=flush)
+    samples = cold.turn()
+    log = _FakeClock.last.log
+    assert len(samples) == measure.COLD_REPLAYS == len(flushes)
+    assert log[0] == "capture 1" and log[1:] == ["flush", "replay 1"] * measure.COLD_REPLAYS
