@@ -226,6 +226,19 @@ def test_report_of_a_decode_group_tabulates_gb_per_s(
     assert data["decode"] and all(r["kv_gbs"]["reference"] > 0 for r in data["rows"])
 
 
+def test_a_report_of_decode_groups_of_different_problems_names_each_rows_problem(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cpu_peers.register(monkeypatch)
+    sweep = ["sweep", *SMALL, "--backends", f"reference,{cpu_peers.NAME}", "--k-lens", "128"]
+    assert run_cli(*sweep, "--batch", "1").code == 0 and run_cli(*sweep).code == 0
+    markdown = run_cli("report", "--group", "1", "--group", "2", "--markdown").out
+    assert "| problem | mask | q_len | k_len |" in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith("| B=")]
+    assert [r.split(" | ")[0] for r in rows] == ["| B=1 H=8/2", "| B=2 H=8/2"]
+    assert "B and H as each row says" in markdown
+
+
 def test_a_decode_groups_readme_table_has_its_own_markers(
     run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

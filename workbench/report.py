@@ -114,6 +114,7 @@ def build_report(store: Store, group_ids: list[int], subject: str | None = None)
                     "group": g.group_id,
                     "mask": g.mask,
                     "axis": g.axis,
+                    "problem": short_problem(problems[subject]),
                     "q_len": next((p.q_len for p in cells.values() if p), None),
                     "seq_len": n,
                     "tflops": {b: p.tflops if p else None for b, p in cells.items()},
@@ -224,6 +225,16 @@ def ladder_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def short_problem(problem: Any) -> str:
+    """A row's problem in a few characters: batch and heads (query/KV where they differ)."""
+    heads = (
+        f"{problem.heads}/{problem.kv_heads}"
+        if problem.kv_heads != problem.heads
+        else str(problem.heads)
+    )
+    return f"B={problem.batch} H={heads}"
+
+
 def method_line(groups: list[GroupReport]) -> str:
     """Timer, order, problem and machine, from what the runs recorded."""
     runs = [r for g in groups for r in g.runs]
@@ -237,7 +248,9 @@ def method_line(groups: list[GroupReport]) -> str:
     )
     timer = "; ".join(TIMER_WORDS.get(t, t) for t in timers)
     p = runs[0].problem
-    heads = f"{p.heads}/{p.kv_heads}" if p.kv_heads != p.heads else str(p.heads)
+    shape = short_problem(p)
+    if len({short_problem(r.problem) for r in runs}) > 1:
+        shape = "B and H as each row says"
     machine = runs[0].machine
     gpu = machine.get("gpu_name") or machine.get("hostname", "?")
     driver = machine.get("driver_version") or machine.get("driver") or "?"
@@ -246,17 +259,14 @@ def method_line(groups: list[GroupReport]) -> str:
     lo, hi = min(samples), max(samples)
     counted = f"{lo}" if lo == hi else f"{lo}–{hi}"
     if all(g.axis == K_LEN_AXIS for g in groups):
-        measure = (
-            f"q_len {p.q_len}; GB/s = bytes of K and V (2·B·Hkv·k_len·D·itemsize, each read "
-            "once) / median time"
-        )
+        measure = "GB/s = bytes of K and V (2·B·Hkv·k_len·D·itemsize, each read once) / median time"
         read = machine.get(READ_BANDWIDTH_KEY)
         if read:
             measure += f"; % of the {read:g} GB/s this machine's streaming read measured"
     else:
         measure = "TFLOP/s = 4·B·H·Nq·Nk·D / median time (halved for causal)"
     return (
-        f"{p.dtype} B={p.batch} H={heads} D={p.head_dim}; {measure}; groups "
+        f"{p.dtype} {shape} D={p.head_dim}; {measure}; groups "
         f"{', '.join(str(g.group_id) for g in groups)}: every "
         f"backend on the same inputs, timed in interleaved rounds in a balanced order; timer: "
         f"{timer}; median of {counted} samples a point; {gpu}, driver "
@@ -320,7 +330,9 @@ def _decode_markdown(report: dict[str, Any], backends: list[str]) -> str:
     the machine's measured read bandwidth where it was measured, and its speed-ups."""
     subject, peers = backends[0], backends[1:]
     measured = any(r["kv_read_pct"].get(subject) is not None for r in report["rows"])
-    header = ["mask", "q_len", "k_len", *[f"{b} GB/s" for b in backends]]
+    several = len({row["problem"] for row in report["rows"]}) > 1
+    header = ["problem"] if several else []
+    header += ["mask", "q_len", "k_len", *[f"{b} GB/s" for b in backends]]
     header += [f"{subject} % of read"] if measured else []
     header += [f"× {b}" for b in peers]
     lines = [
@@ -331,7 +343,8 @@ def _decode_markdown(report: dict[str, Any], backends: list[str]) -> str:
         "|" + "---|" * len(header),
     ]
     for row in report["rows"]:
-        cells = [row["mask"], str(row["q_len"]), _len(row["seq_len"])]
+        cells = [row["problem"]] if several else []
+        cells += [row["mask"], str(row["q_len"]), _len(row["seq_len"])]
         cells += [_tflops(row["kv_gbs"].get(b)) for b in backends]
         if measured:
             cells.append(_num(row["kv_read_pct"].get(subject), ".0f", " %"))
