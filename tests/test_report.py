@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests import cpu_peers
-from workbench.report import README_BEGIN, README_END, build_report, markdown
+from workbench.report import README_BEGIN, README_END, build_report, markdown, readme_markers
 from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,15 +78,20 @@ def test_report_rewrites_only_the_marked_table_of_a_readme(run_cli, group_db, tm
 def test_the_readme_performance_table_is_generated_from_the_committed_database(
     tmp_path: Path,
 ) -> None:
-    """What the README publishes is exactly what `report` makes of bench/results/h200.db."""
+    """What the README publishes is exactly what `report` makes of the committed databases:
+    the prefill table of bench/results/h200.db and the decode table of h200-decode.db."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"fmha-workbench report --db (\S+)((?: --group \d+)+) --readme", readme)
-    assert command, "the README names the report command that generates its table"
-    db = tmp_path / "h200.db"  # a copy: opening may migrate, and the committed file stays
-    shutil.copy(ROOT / command.group(1), db)
-    groups = [int(g) for g in re.findall(r"--group (\d+)", command.group(2))]
-    with Store(db) as store:
-        table = markdown(build_report(store, groups))
-    start = readme.index(README_BEGIN) + len(README_BEGIN)
-    end = readme.index(README_END)
-    assert readme[start:end].strip() == table.strip()
+    commands = re.findall(
+        r"fmha-workbench report --db\s+(\S+)((?:\s+--group \d+)+)\s+--readme", readme
+    )
+    assert len(commands) == 2, "the README names the report command of each generated table"
+    for db_name, group_args in commands:
+        db = tmp_path / Path(db_name).name  # a copy: opening may migrate; the committed stays
+        shutil.copy(ROOT / db_name, db)
+        groups = [int(g) for g in re.findall(r"--group (\d+)", group_args)]
+        with Store(db) as store:
+            report = build_report(store, groups)
+        begin, end_marker = readme_markers(report)
+        start = readme.index(begin) + len(begin)
+        end = readme.index(end_marker)
+        assert readme[start:end].strip() == markdown(report).strip(), db_name
