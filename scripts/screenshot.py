@@ -8,12 +8,12 @@
 It uses a temporary database and temporary settings, so it never touches the user's own. The
 runs go through the window the way a user would: set the form, press Run, wait, select both runs.
 ``--tour DIR`` runs nothing: it opens copies of the committed H200 databases
-(``bench/results/h200.db``, the ladder in ``bench/results/experiments/``), labels the copies'
-runs by backend for the legend, and saves the whole window at a laptop's 1366×768 (``--size``)
-on each tab the README's tour shows (``plots.png``, ``blockmap.png``, ``compare.png``,
-``ladder.png``, ``roofline.png``: the committed database holds no measured ceilings, so that
-picture has the points, no roof lines, and the caption saying why). The README's first picture
-comes from ``scripts/window_group.py`` on the GPU host.
+(``bench/results/h200.db``: the prefill group; ``h200-decode.db``: decode groups, the measured
+ceilings, two Nsight Compute profiles and the Hopper ladder), labels the prefill copy's runs by
+backend for the legend, and saves the whole window at a laptop's 1366×768 (``--size``) on each
+tab the README's tour shows (``plots.png``, ``compare.png``, ``roofline.png``,
+``compare-profiled.png``, ``blockmap.png``, ``ladder.png``). The README's first picture comes
+from ``scripts/window_group.py`` on the GPU host.
 """
 
 from __future__ import annotations
@@ -148,16 +148,20 @@ def _sweeps(app: object, window: Any, tab: str) -> None:
     window.plots.show_readout_at(math.log2(1024))
 
 
-# The tour's sources: the window's causal group on the H200 (runs 1-4, cuTile first) and the
-# H200 ladder; committed, and copied before opening (opening may migrate a database).
+# The tour's sources: the window's causal group on the H200 (runs 1-4, cuTile first), and the
+# H200's decode database: its groups, measured ceilings, Nsight Compute profiles of runs 1 and
+# 2 and the Hopper ladder; committed, and copied before opening (opening may migrate).
 TOUR_DB = ROOT / "bench" / "results" / "h200.db"
 TOUR_GROUP = 1
-TOUR_LADDER_DB = ROOT / "bench" / "results" / "experiments" / "h200-workbench-ladder.db"
+TOUR_DECODE_DB = ROOT / "bench" / "results" / "h200-decode.db"
+TOUR_DECODE_GROUP = 1
+TOUR_PROFILED = (1, 2)
+TOUR_LADDER_GROUP = 5
 
 
 def _tour(out: Path, width: int, height: int) -> int:
-    """Plots, Block map, Compare and Ladder from the committed H200 results: the whole window
-    at ``width`` × ``height``, one PNG per tab."""
+    """Plots and Compare of the prefill group; Roofline, a profiled Compare, Block map and
+    Ladder from the decode database: the whole window at ``width`` × ``height``, one PNG each."""
     import shutil
 
     sys.path.insert(0, str(ROOT))
@@ -187,57 +191,46 @@ def _tour(out: Path, width: int, height: int) -> int:
             window.store.relabel(run.id, f"{run.backend} {run.config.mask}")
         window.history.refresh()
         ids = [run.id for run in runs]
-        window.history.model.fetch_all()
-        window.history.select_runs(ids)
-        _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(ids), 10)
+        _select(app, window, ids)
         window.tabs.setCurrentIndex(TABS["plots"])
         window.plots.show_readout_at(math.log2(4096))
         _save(app, window, out / "plots.png")
         window.tabs.setCurrentIndex(TABS["compare"])
         window.compare.pin_baseline(ids[0])  # cuTile, the group's first backend
         _save(app, window, out / "compare.png")
+
+        decode = Path(tmp) / "h200-decode.db"
+        shutil.copy(TOUR_DECODE_DB, decode)
+        window.database.open(decode)
+        _select(app, window, [run.id for run in window.store.group_runs(TOUR_DECODE_GROUP)])
         window.tabs.setCurrentIndex(TABS["roofline"])
         _save(app, window, out / "roofline.png")
+        _select(app, window, list(TOUR_PROFILED))
+        window.tabs.setCurrentIndex(TABS["compare"])
+        window.compare.pin_baseline(TOUR_PROFILED[0])
+        _save(app, window, out / "compare-profiled.png")
 
-        # The ladder's runs set their tiles by hand, so their maps are labelled with the
-        # tiles that ran: the baseline's 64x64 causal map at N = 1k, then the Ladder tab.
-        ladder = Path(tmp) / "ladder.db"
-        shutil.copy(TOUR_LADDER_DB, ladder)
-        _fill_resources(ladder)
-        window.database.open(ladder)
-        _wait(app, lambda: window.ladder.group_id() is not None, 10)
-        baseline = window.store.group_runs(window.ladder.group_id())[0].id
-        window.history.model.fetch_all()
-        window.history.select_runs([baseline])
+        # The Hopper ladder's baseline map at N = 2k, then the Ladder tab.
+        baseline = window.store.group_runs(TOUR_LADDER_GROUP)[0].id
+        _select(app, window, [baseline])
         window.tabs.setCurrentIndex(TABS["blockmap"])
         _wait(app, lambda: window.heatmap.current_grid() is not None, 10)
-        window.heatmap.select_seq_len(1024)
-        _wait(app, lambda: window.heatmap.current_seq_len() == 1024, 10)
+        window.heatmap.select_seq_len(2048)
+        _wait(app, lambda: window.heatmap.current_seq_len() == 2048, 10)
         _save(app, window, out / "blockmap.png")
-
         window.tabs.setCurrentIndex(TABS["ladder"])
-        window.ladder.select_step(1)  # the stored ladder's 256x128 step: the trap, its map
+        window.ladder.show_group(TOUR_LADDER_GROUP)
+        window.ladder.select_step(1)  # the 128x128 step with the warps it needs: its map
         _save(app, window, out / "ladder.png")
         window.shutdown()
     return 0
 
 
-def _fill_resources(db: Path) -> None:
-    """The stored ladder predates compiled resources: compile its steps offline (sm_90, the
-    H200's) into the copy, so each cell says what its step compiled to. Skipped, with a note,
-    where the compilers are missing."""
-    from workbench.jobs.resources import fill_resources
-    from workbench.resources import ResourceService, missing_tools
-    from workbench.store import Store
-
-    why = missing_tools()
-    if why:
-        print(f"screenshot: ladder cells without compiled resources ({why})")
-        return
-    with Store(db) as store:
-        ids = [run.id for run in store.runs()]
-        filled = fill_resources(store, ids, ResourceService())
-    print(f"compiled the resources of {filled} ladder point(s)")
+def _select(app: object, window: Any, run_ids: list[int]) -> None:
+    """Select ``run_ids`` in History, as a user's clicks would, and wait for the plots."""
+    window.history.model.fetch_all()
+    window.history.select_runs(run_ids)
+    _wait(app, lambda: sorted(window.plots.run_ids()) == sorted(run_ids), 10)
 
 
 def _save(app: object, widget: Any, path: Path) -> None:
