@@ -33,9 +33,6 @@ EXP2_C1 = 0.6932609875706248
 EXP2_C2 = 0.24261114795898514
 EXP2_C3 = 0.05517166977339565
 
-ConstInt = ct.Constant[int]
-ConstBool = ct.Constant[bool]
-
 
 @dataclass(frozen=True)
 class Members:
