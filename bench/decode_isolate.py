@@ -58,7 +58,7 @@ err = (torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(re
 p = forms.Problem(b, h, hk, ql, kl, 128, "bfloat16")
 plan = forms.plan(p, launch.LaunchConfig.of(knobs), scale=0.1, mask=mask, input_pos=ip,
                   window=None, with_lse=True, with_map=False, sm_count=lambda: 132)
-tiles = {n: plan.then.values[n] for n in ("TILE_S", "TILE_R", "TILE_DC")} if plan.then else {}
+tiles = {n: plan.then.value(n) for n in ("TILE_S", "TILE_R", "TILE_DC")} if plan.then else {}
 print(json.dumps({"ok": err < 2e-2, "rel_err": err, "grid": plan.grid, "combine": tiles}))
 """
 

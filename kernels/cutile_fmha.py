@@ -21,8 +21,6 @@ from kernels.cutile.device import (
     LN2,
     NEG_INF,
     ROUND_MAGIC,
-    ConstBool,
-    ConstInt,
 )
 from kernels.cutile.device_persistent import (
     fmha_fwd_causal_persistent_kernel,
@@ -111,8 +109,6 @@ __all__ = [
     "WORKER_WARPS",
     "CompilerFailedError",
     "CompilerNotFoundError",
-    "ConstBool",
-    "ConstInt",
     "DeviceOutOfMemoryError",
     "FmhaError",
     "GpuBlockMap",

@@ -243,21 +243,21 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(mask="none", k_unroll=2)
 
 
-def planned(config: F.LaunchConfig, mask: str, k_len: int, **problem: int) -> dict:
-    """The parameter values a launch of ``config`` gives its kernel (by name)."""
+def planned(config: F.LaunchConfig, mask: str, k_len: int, **problem: int) -> forms.LaunchPlan:
+    """The plan of a launch of ``config``: the values it gives its kernel (``value(name)``)."""
     q_len = problem.pop("q_len", k_len)
     p = forms.Problem(1, 4, 2, q_len, k_len, 128, "float16")
     return forms.plan(
         p, config, scale=0.125, mask=mask, window=None, with_lse=False, with_map=False,
         sm_count=lambda: 132, input_pos=problem.pop("input_pos", 0),
-    ).values  # fmt: skip
+    )  # fmt: skip
 
 
-def prefetch_constants(config: F.LaunchConfig, k_len: int) -> tuple[bool, bool, bool] | None:
-    values = planned(config, "none", k_len)
-    if "EVEN_K" not in values:
-        return None
-    return values["EVEN_K"], values["Q_PREFETCH"], values["PAIRED_K"]
+def prefetch_constants(config: F.LaunchConfig, k_len: int) -> tuple[bool, ...] | None:
+    plan = planned(config, "none", k_len)
+    if plan.form != "persistent":
+        return None  # only the mask-free persistent grid declares them
+    return tuple(plan.value(name) for name in ("EVEN_K", "Q_PREFETCH", "PAIRED_K"))
 
 
 def test_the_q_prefetch_is_compiled_in_only_for_whole_key_blocks_and_the_k_split() -> None:
@@ -425,9 +425,10 @@ def test_the_persistent_config_picks_its_kernel_by_problem() -> None:
     poly = F.LaunchConfig(tile_m=128, tile_n=128, persistent=True, poly_exp2_cols=16,
                           k_split=False)  # fmt: skip
     aligned = planned(poly, "causal", 2048)
-    assert aligned["POLY_COLS"] == 16
-    assert "EVEN_K" not in aligned  # the mask-free grid's constants only
-    assert planned(poly, "causal", 2000)["POLY_COLS"] == 0  # one CTA per tile: no K-split
+    assert aligned.value("POLY_COLS") == 16
+    with pytest.raises(KeyError, match="declares no 'EVEN_K'"):
+        aligned.value("EVEN_K")  # the mask-free grid's constants only
+    assert planned(poly, "causal", 2000).value("POLY_COLS") == 0  # one CTA per tile: no K-split
 
 
 def test_causal_tile_table_rows() -> None:

@@ -1,6 +1,7 @@
 """The kernel package's own promises, checked on the CPU.
 
-- Every ``@kernel`` in ``kernels/cutile/device*.py`` reads each parameter it declares.
+- Every ``@kernel`` in ``kernels/cutile/device*.py`` reads each parameter it declares, and
+  unpacks each grouped constant in the order it declares its items.
 - A launch's argument tuple and the offline compile's signature are built from one
   declaration, the kernel's signature: same length, same order, same kind per position.
 - The parts the CPU workbench uses (``arrays``, ``diagnostics``) import without cuda.tile,
@@ -46,16 +47,35 @@ def kernel_functions(source: str) -> list[ast.FunctionDef]:
     ]
 
 
-def unread_parameters(function: ast.FunctionDef) -> list[str]:
-    """The parameters no expression in the body reads (docstrings and comments do not count)."""
-    declared = [a.arg for a in function.args.args + function.args.kwonlyargs]
-    read = {
+def _read_names(function: ast.FunctionDef) -> set[str]:
+    return {
         node.id
         for statement in function.body
         for node in ast.walk(statement)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
     }
-    return [name for name in declared if name not in read]
+
+
+def unpacked(function: ast.FunctionDef) -> dict[str, list[str]]:
+    """The parameters the body unpacks (``A, B, _ = PARAM``), with the names bound, in order."""
+    declared = {a.arg for a in function.args.args}
+    return {
+        statement.value.id: [ast.unparse(t) for t in statement.targets[0].elts]
+        for statement in function.body
+        if isinstance(statement, ast.Assign)
+        and isinstance(statement.value, ast.Name)
+        and statement.value.id in declared
+        and isinstance(statement.targets[0], ast.Tuple)
+    }
+
+
+def unread_parameters(function: ast.FunctionDef) -> list[str]:
+    """The parameters, and the items unpacked from them, that no expression in the body reads
+    (docstrings and comments do not count; ``_`` is an item left unread on purpose)."""
+    declared = [a.arg for a in function.args.args + function.args.kwonlyargs]
+    items = [name for names in unpacked(function).values() for name in names if name != "_"]
+    read = _read_names(function)
+    return [name for name in declared + items if name not in read]
 
 
 def test_the_unread_parameter_check_finds_one() -> None:
@@ -70,6 +90,18 @@ def test_the_unread_parameter_check_finds_one() -> None:
     )
     [function] = kernel_functions(source)
     assert unread_parameters(function) == ["window"]
+    # An item unpacked from a grouped constant and never read counts too.
+    source = textwrap.dedent(
+        """
+        @kernel
+        def k(Q, Out, TILE: TileShape):
+            TILE_M, TILE_N, _ = TILE
+            ct.store(Out, (0,), ct.load(Q, (0,), (TILE_M,)))
+        """
+    )
+    [function] = kernel_functions(source)
+    assert unpacked(function) == {"TILE": ["TILE_M", "TILE_N", "_"]}
+    assert unread_parameters(function) == ["TILE_N"]
 
 
 def test_the_device_files_hold_the_five_kernels() -> None:
@@ -155,26 +187,97 @@ def test_launch_arguments_and_compile_signature_follow_the_kernels_signature(
         plan.arguments({"Unknown": object()}, lambda name, spec: None)
 
 
+def taken(forms: Any, form: str) -> set[str]:
+    """Every name the form's kernel takes a value for: its parameters and the grouped
+    constants' items (the names kernels.cutile.forms._sources answers)."""
+    return {item.name for p in forms.declaration(form) for item in (p, *p.members)}
+
+
 def test_the_persistent_kernels_no_longer_take_the_tile_kernels_extras(
     package: types.SimpleNamespace,
 ) -> None:
     forms = package.forms
-    tile = set(forms.parameters("tile"))
-    persistent = set(forms.parameters("persistent"))
-    causal = set(forms.parameters("causal-persistent"))
-    assert tile - persistent == {"input_pos", "window", "remap_group", "MASK", "PIPELINE"}
-    assert tile - causal == {"window", "remap_group", "MASK", "K_SPLIT", "PIPELINE"}
+    tile = taken(forms, "tile")
+    persistent = taken(forms, "persistent")
+    causal = taken(forms, "causal-persistent")
+    # MASK comes in OPTS, the block step's options, which every attention kernel takes; the
+    # persistent ones do not read it (test_grouped_constants_are_unpacked_in_declared_order).
+    assert tile - persistent == {"input_pos", "window", "remap_group", "PIPELINE"}
+    assert tile - causal == {"window", "remap_group", "K_SPLIT", "PIPELINE"}
     assert persistent - tile == {"EVEN_K", "Q_PREFETCH", "PAIRED_K", "Q_HALVES"}
     assert causal - tile == {"Tiles", "Q_HALVES"}
+
+
+# What each kernel declares: arrays, runtime scalars and the grouped constants.
+PARAMETER_COUNTS = {
+    "tile": 15,
+    "persistent": 12,
+    "causal-persistent": 14,
+    "decode": 15,
+    "combine": 6,
+}
+# The items of a grouped constant the kernel unpacks as "_", not reading them.
+UNREAD_ITEMS = {
+    "tile": {"OPTS": ["POLY_COLS"]},  # passed on whole to the unmasked blocks
+    "persistent": {"OPTS": ["MASK", "POLY_COLS"]},  # no mask; OPTS passed on whole
+    "causal-persistent": {"OPTS": ["MASK", "V_LATENCY", "POLY_COLS"]},  # passed on whole
+    "decode": {"OPTS": ["POLY_COLS"]},  # passed on whole to the unmasked blocks
+    "combine": {},
+}
+
+
+@pytest.mark.parametrize("form", list(PARAMETER_COUNTS))
+def test_grouped_constants_are_unpacked_in_declared_order(
+    package: types.SimpleNamespace, form: str
+) -> None:
+    forms = package.forms
+    declared = forms.declaration(form)
+    assert len(declared) == PARAMETER_COUNTS[form]
+    function = next(
+        f
+        for path in DEVICE_FILES
+        for f in kernel_functions(path.read_text())
+        if f.name == forms.python_function(form).__name__
+    )
+    groups = {p.name: [item.name for item in p.members] for p in declared if p.members}
+    assert groups, "every kernel groups its constants"
+    # Each group is unpacked once, item by item in its declared order ("_": not read).
+    bound = unpacked(function)
+    assert set(bound) == set(groups)
+    unread = {}
+    for name, items in groups.items():
+        assert len(bound[name]) == len(items), name
+        assert all(b in (item, "_") for b, item in zip(bound[name], items, strict=True)), name
+        skipped = [item for b, item in zip(bound[name], items, strict=True) if b == "_"]
+        if skipped:
+            unread[name] = skipped
+    assert unread == UNREAD_ITEMS[form]
+    assert all(p.kind != "constant" or p.members for p in declared), "every constant is grouped"
+
+
+def test_a_tuple_constant_without_its_items_names_is_refused(
+    package: types.SimpleNamespace,
+) -> None:
+    import cuda.tile as ct
+
+    with pytest.raises(TypeError, match="names its items: use constant_group"):
+        package.forms._parameter("TILE", ct.Constant[tuple[int, int]])
 
 
 def test_a_declared_parameter_without_a_source_is_named(
     package: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     forms = package.forms
-    extra = (*forms.declaration("tile"), forms.Parameter("NEW_KNOB", "constant", int))
+    tile = forms.declaration("tile")
+    extra = (*tile, forms.Parameter("NEW_KNOB", "constant", int))
     monkeypatch.setattr(forms, "declaration", lambda form: extra)
     with pytest.raises(KeyError, match="fmha_fwd_kernel declares 'NEW_KNOB'"):
+        package.compile.offline_plan(mask="none")
+    # An item of a grouped constant is named by its own name.
+    switch = forms.Parameter("NEW_SWITCH", "constant", bool)
+    grouped = (*tile, forms.Parameter("MORE", "constant", tuple, (switch,)))
+    monkeypatch.setattr(forms, "declaration", lambda form: grouped)
+    with pytest.raises(KeyError, match="fmha_fwd_kernel declares 'NEW_SWITCH'"):
         package.compile.offline_plan(mask="none")
 
 
@@ -214,8 +317,10 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
     assert values["Q"].shape == values["Out"].shape == (2, 2, 12, 128)
     assert values["Lse"].shape == (2, 2, 12)
     assert values["OutParts"].shape == (4, 4, 12, 128) and values["LseParts"].shape == (4, 4, 12)
-    assert (values["TILE_M"], values["split_blocks"], values["q_len"]) == (16, 4, 3)
-    assert values["kv_group"] == 1 and values["SPLIT"] is True and values["WITH_LSE"] is False
+    assert values["TILE"] == (16, 64, 128)  # (TILE_M, TILE_N, TILE_D)
+    assert (plan.value("TILE_M"), values["split_blocks"], values["q_len"]) == (16, 4, 3)
+    assert values["kv_group"] == 1 and plan.value("SPLIT") is True
+    assert plan.value("WITH_LSE") is False
     combine = plan.then
     assert combine is not None and combine.then is None
     # Every split's rows in one load: 4 splits × 16 rows × 32 of the 128 columns a CTA.
@@ -224,8 +329,8 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
     # The same partial outputs pass from the one launch to the other; the combine writes Lse.
     assert combine.values["OutParts"] == values["OutParts"]
     assert combine.values["LseParts"] == values["LseParts"]
-    assert combine.values["WITH_LSE"] is True
-    assert [combine.values[n] for n in ("TILE_S", "TILE_R", "TILE_DC")] == [4, 16, 32]
+    assert combine.value("WITH_LSE") is True
+    assert combine.values["TILE"] == (4, 16, 32)  # (TILE_S, TILE_R, TILE_DC)
     assert forms.combine_tile(splits=29, rows=4, head_dim=128) == (32, 4, 32)
     # 2 splits × 16 rows would take 128 columns by the element budget: at most 32 run right.
     assert forms.combine_tile(splits=2, rows=64, head_dim=128) == (2, 16, 32)
@@ -235,8 +340,8 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
         batch=2, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64,
         kv_splits=1, pack_gqa=True, with_lse=True,
     )  # fmt: skip
-    assert plan.form == "decode" and plan.then is None and plan.values["SPLIT"] is False
-    assert plan.values["WITH_LSE"] is True and plan.grid == (1, 4, 1)
+    assert plan.form == "decode" and plan.then is None and plan.value("SPLIT") is False
+    assert plan.value("WITH_LSE") is True and plan.grid == (1, 4, 1)
     plan, _ = package.compile.offline_plan(
         batch=2, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64, kv_splits=8
     )  # fmt: skip

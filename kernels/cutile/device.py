@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import cuda.tile as ct
 
@@ -32,15 +33,43 @@ EXP2_C1 = 0.6932609875706248
 EXP2_C2 = 0.24261114795898514
 EXP2_C3 = 0.05517166977339565
 
-ConstInt = ct.Constant[int]
-ConstBool = ct.Constant[bool]
+
+@dataclass(frozen=True)
+class Members:
+    """The item names of a grouped constant, in order: metadata on its annotation, which
+    cuTile ignores and ``kernels.cutile.forms`` reads."""
+
+    names: tuple[str, ...]
+
+
+def constant_group(**members: type) -> Any:
+    """The annotation of compile-time constants passed as one tuple parameter, in the order
+    given: ``ct.Constant[tuple[...]]`` with these item types (cuTile checks the length and
+    compiles every item in, as it does a ``ct.Constant`` parameter of its own) and the names
+    as :class:`Members`, so that ``kernels.cutile.forms`` fills each item from the source of
+    its name. The kernel unpacks the tuple in the same order."""
+    return Annotated[ct.Constant[tuple[tuple(members.values())]], Members(tuple(members))]
+
+
+# The tile of the attention kernels: query rows, keys per block, head dim.
+TileShape = constant_group(TILE_M=int, TILE_N=int, TILE_D=int)
+# What every block step compiles in (softmax_update's OPTS); a kernel passes a copy with
+# POLY_COLS 0 to the steps that apply the mask (the polynomial needs finite scores).
+BlockOptions = constant_group(
+    MASK=int,  # 0 none, 1 causal, 2 window
+    FAST_MATH=bool,  # exp2 flush-to-zero and approximate reciprocal in the epilogue
+    K_LATENCY=int,
+    V_LATENCY=int,
+    POLY_COLS=int,  # score columns per block whose exp2 is a polynomial (unmasked blocks)
+)
 
 
 def kernel(function: Callable[..., Any]) -> Any:
     """``@ct.kernel`` that keeps the Python function as ``__wrapped__``.
 
     The function's signature is the kernel's parameter declaration: ``kernels.cutile.forms``
-    builds both the launch arguments and the offline-compile signature from it, by name.
+    builds both the launch arguments and the offline-compile signature from it, by name (a
+    grouped constant's items by their own names, :func:`constant_group`).
     """
     compiled = ct.kernel(function)
     compiled.__wrapped__ = function

@@ -27,13 +27,30 @@ import cuda.tile as ct
 from kernels.cutile.device import (
     LN2,
     NEG_INF,
-    ConstBool,
-    ConstInt,
+    BlockOptions,
+    TileShape,
     block_step,
+    constant_group,
     epilogue,
     kernel,
     load_q,
 )
+
+# The decode kernel's switches, compiled in.
+DecodeSwitches = constant_group(
+    K_SPLIT=bool,  # unmasked and masked blocks in two loops, vs one loop with a branch
+    WITH_LSE=bool,  # one split only: the combine writes Lse otherwise
+    STORE_TMA=bool,
+    SPLIT=bool,  # more than one split: write OutParts/LseParts for the combine
+)
+# The combine's tile: splits, rows and head-dim columns per CTA.
+CombineTile = constant_group(
+    TILE_S=int,  # the splits, padded to a power of two
+    TILE_R=int,  # rows per CTA
+    TILE_DC=int,  # head-dim columns per CTA
+)
+# The combine's switches, compiled in.
+CombineSwitches = constant_group(WITH_LSE=bool, STORE_TMA=bool)
 
 
 @kernel
@@ -50,20 +67,14 @@ def fmha_decode_kernel(
     q_len: int,  # query positions per head: row r is position r % q_len
     kv_group: int,  # Q's heads per KV head (1 when packed: Q's heads are the KV heads)
     split_blocks: int,  # key blocks per split
-    TILE_M: ConstInt,
-    TILE_N: ConstInt,
-    TILE_D: ConstInt,
-    MASK: ConstInt,  # 0 none, 1 causal
-    K_SPLIT: ConstBool,  # unmasked and masked blocks in two loops, vs one loop with a branch
-    FAST_MATH: ConstBool,
-    WITH_LSE: ConstBool,  # one split only: the combine writes Lse otherwise
-    K_LATENCY: ConstInt,
-    V_LATENCY: ConstInt,
-    POLY_COLS: ConstInt,
-    STORE_TMA: ConstBool,
-    SPLIT: ConstBool,  # more than one split: write OutParts/LseParts for the combine
+    TILE: TileShape,
+    OPTS: BlockOptions,  # MASK 0 none or 1 causal
+    SWITCHES: DecodeSwitches,
 ):
     """One (row block, batch·head, split) per CTA."""
+    TILE_M, TILE_N, TILE_D = TILE
+    MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
+    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
     s = ct.bid(2)
@@ -116,8 +127,8 @@ def fmha_decode_kernel(
     acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)
-    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)
-    opts_unmasked = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
+    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)  # masked blocks: no polynomial
+    opts_unmasked = OPTS
 
     if K_SPLIT:
         for j in range(u_lo, u_hi):
@@ -146,16 +157,15 @@ def fmha_decode_combine_kernel(
     LseParts,  # [B·HQ, splits, R] float32, base 2
     Out,  # [B, HQ, R, D]
     Lse,  # [B, HQ, R] float32, natural log (dummy [1, 1, 1] unless WITH_LSE)
-    TILE_S: ConstInt,  # the splits, padded to a power of two
-    TILE_R: ConstInt,  # rows per CTA
-    TILE_DC: ConstInt,  # head-dim columns per CTA
-    WITH_LSE: ConstBool,
-    STORE_TMA: ConstBool,
+    TILE: CombineTile,
+    SWITCHES: CombineSwitches,
 ):
     """Merge the splits of one (row block, batch·head, column block): the online-softmax
     rescale, each split weighed by exp2(lse_s - max lse), not averaged; rows no split saw get
     0 and -inf. Every split's LSE and output come in one load each (no loop over the splits:
     a loop of dependent small loads cost more than the split kernel saved)."""
+    TILE_S, TILE_R, TILE_DC = TILE
+    WITH_LSE, STORE_TMA = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
     dc = ct.bid(2)

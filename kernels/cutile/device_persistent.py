@@ -13,9 +13,10 @@ import cuda.tile as ct
 
 from kernels.cutile.device import (
     NEG_INF,
-    ConstBool,
-    ConstInt,
+    BlockOptions,
+    TileShape,
     block_step,
+    constant_group,
     epilogue,
     kernel,
     key_offsets,
@@ -23,6 +24,25 @@ from kernels.cutile.device import (
     scores,
     softmax_update,
     tile_coords,
+)
+
+# The persistent grid's switches, compiled in.
+PersistentSwitches = constant_group(
+    K_SPLIT=bool,
+    WITH_LSE=bool,
+    WITH_MAP=bool,
+    STORE_TMA=bool,
+    Q_HALVES=bool,  # each Q tile fetched as two column halves (else whole)
+    EVEN_K=bool,  # k_len % TILE_N == 0: no ragged last key block
+    Q_PREFETCH=bool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
+    PAIRED_K=bool,  # Q_PREFETCH and an even number of key blocks: two blocks an iteration
+)
+# The causal persistent grid's switches, compiled in.
+CausalPersistentSwitches = constant_group(
+    WITH_LSE=bool,
+    WITH_MAP=bool,
+    STORE_TMA=bool,
+    Q_HALVES=bool,  # each Q tile fetched as two column halves (else whole)
 )
 
 
@@ -37,21 +57,9 @@ def fmha_fwd_persistent_kernel(
     Order,  # [B*H, n_q_blocks] int32: the tile's place in the grid-stride order (WITH_MAP)
     qk_scale_log2: float,
     group: int,
-    TILE_M: ConstInt,
-    TILE_N: ConstInt,
-    TILE_D: ConstInt,
-    K_SPLIT: ConstBool,
-    FAST_MATH: ConstBool,
-    WITH_LSE: ConstBool,
-    WITH_MAP: ConstBool,
-    K_LATENCY: ConstInt,
-    V_LATENCY: ConstInt,
-    POLY_COLS: ConstInt,
-    STORE_TMA: ConstBool,
-    Q_HALVES: ConstBool,  # each Q tile fetched as two column halves (else whole)
-    EVEN_K: ConstBool,  # k_len % TILE_N == 0: no ragged last key block
-    Q_PREFETCH: ConstBool,  # EVEN_K and K_SPLIT: the next tile's Q is loaded during this one
-    PAIRED_K: ConstBool,  # Q_PREFETCH and an even number of key blocks: two blocks an iteration
+    TILE: TileShape,
+    OPTS: BlockOptions,  # its MASK is not read: this kernel runs no mask
+    SWITCHES: PersistentSwitches,
 ):
     """Attention without a mask as a persistent grid: G programs, each walking tiles
     ``t = pid, pid + G, …`` (tile t is q-block ``t % n_q`` of batch·head ``t // n_q``, the
@@ -77,6 +85,9 @@ def fmha_fwd_persistent_kernel(
     sequences only, so it is a tuning entry
     (bench/results/experiments/h200-explore-persistent-pairs.md).
     """
+    TILE_M, TILE_N, TILE_D = TILE
+    _, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
+    K_SPLIT, WITH_LSE, WITH_MAP, STORE_TMA, Q_HALVES, EVEN_K, Q_PREFETCH, PAIRED_K = SWITCHES
     n_heads = Q.shape[1]
     k_len = K.shape[2]
     n_q_blocks = ct.cdiv(Q.shape[2], TILE_M)
@@ -86,8 +97,8 @@ def fmha_fwd_persistent_kernel(
     even_k_blocks = k_len // TILE_N
     n_k_blocks = ct.cdiv(k_len, TILE_N)
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
-    opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)
-    opts_unmasked = (0, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
+    opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)  # the ragged block: no polynomial
+    opts_unmasked = OPTS
 
     q = load_q(Q, tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, Q_HALVES)
     for t in range(pid, n_tiles, n_programs):
@@ -153,17 +164,9 @@ def fmha_fwd_causal_persistent_kernel(
     qk_scale_log2: float,
     input_pos: int,  # a whole number of key blocks (checked on the host)
     group: int,
-    TILE_M: ConstInt,
-    TILE_N: ConstInt,  # == TILE_M (checked on the host)
-    TILE_D: ConstInt,
-    FAST_MATH: ConstBool,
-    WITH_LSE: ConstBool,
-    WITH_MAP: ConstBool,
-    K_LATENCY: ConstInt,
-    V_LATENCY: ConstInt,
-    POLY_COLS: ConstInt,
-    STORE_TMA: ConstBool,
-    Q_HALVES: ConstBool,  # each Q tile fetched as two column halves (else whole)
+    TILE: TileShape,  # TILE_N == TILE_M (checked on the host)
+    OPTS: BlockOptions,  # its MASK is not read: the kernel masks the diagonal itself
+    SWITCHES: CausalPersistentSwitches,
 ):
     """Causal attention as a persistent grid, for aligned problems
     (:func:`kernels.schedule.causal_grid_aligned`): square tiles, q_len and input_pos whole
@@ -183,6 +186,9 @@ def fmha_fwd_causal_persistent_kernel(
     halves with ``Q_HALVES``, see :func:`fmha_fwd_persistent_kernel`), not prefetched. All of it:
     bench/results/experiments/h200-explore-causal-persistent.md.
     """
+    TILE_M, TILE_N, TILE_D = TILE
+    _, FAST_MATH, K_LATENCY, _, _ = OPTS
+    WITH_LSE, WITH_MAP, STORE_TMA, Q_HALVES = SWITCHES
     n_heads = Q.shape[1]
     k_len = K.shape[2]
     n_q_blocks = Q.shape[2] // TILE_M
@@ -191,7 +197,6 @@ def fmha_fwd_causal_persistent_kernel(
     diag_offset = input_pos // TILE_N
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
     rows_local = ct.arange(TILE_M, dtype=ct.int32)[:, None]  # [TILE_M, 1]
-    opts = (1, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
 
     n_mine = ct.gather(Tiles, (pid, 0), check_bounds=False)
     for i in range(0, n_mine):
@@ -216,7 +221,7 @@ def fmha_fwd_causal_persistent_kernel(
             qk = scores(q, K, (b, hk, j), False, K_LATENCY, TILE_N)
             if j == diag:  # the diagonal: the same triangle in every tile
                 qk = ct.where(cols_tile <= rows_local, qk, NEG_INF)
-            state = softmax_update(qk, V, (b, hk, j), state, edge, False, False, opts)
+            state = softmax_update(qk, V, (b, hk, j), state, edge, False, False, OPTS)
             if WITH_MAP:
                 kind = 1
                 if j == diag:

@@ -11,14 +11,24 @@ import cuda.tile as ct
 
 from kernels.cutile.device import (
     NEG_INF,
-    ConstBool,
-    ConstInt,
+    BlockOptions,
+    TileShape,
     block_step,
+    constant_group,
     epilogue,
     kernel,
     load_q,
     scores,
     softmax_update,
+)
+
+# The tile kernel's switches, compiled in.
+TileSwitches = constant_group(
+    K_SPLIT=bool,  # unmasked and masked blocks in two loops, vs one loop with a branch
+    WITH_LSE=bool,
+    WITH_MAP=bool,
+    PIPELINE=bool,  # K-split only: next block's q·Kᵀ issued before this block's softmax
+    STORE_TMA=bool,  # output written by a TMA store (through shared memory) or directly
 )
 
 
@@ -36,22 +46,15 @@ def fmha_fwd_kernel(
     window: int,  # window width W (used only when MASK == 2)
     group: int,  # query heads per kv head (GQA)
     remap_group: int,  # 0: plain order; > 0: heavy-first order, this many batch·heads per group
-    TILE_M: ConstInt,
-    TILE_N: ConstInt,
-    TILE_D: ConstInt,
-    MASK: ConstInt,  # 0 none, 1 causal, 2 window
-    K_SPLIT: ConstBool,  # unmasked and masked blocks in two loops, vs one loop with a branch
-    FAST_MATH: ConstBool,  # exp2 flush-to-zero and approximate reciprocal in the epilogue
-    WITH_LSE: ConstBool,
-    WITH_MAP: ConstBool,
-    K_LATENCY: ConstInt,
-    V_LATENCY: ConstInt,
-    PIPELINE: ConstBool,  # K-split only: next block's q·Kᵀ issued before this block's softmax
-    POLY_COLS: ConstInt,  # score columns per block whose exp2 is a polynomial (unmasked blocks)
-    STORE_TMA: ConstBool,  # output written by a TMA store (through shared memory) or directly
+    TILE: TileShape,
+    OPTS: BlockOptions,
+    SWITCHES: TileSwitches,
 ):
     """Attention for every mask, one CTA per tile; the program id picks the tile, in plain or
     heavy-first order (``remap_group``)."""
+    TILE_M, TILE_N, TILE_D = TILE
+    MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
+    K_SPLIT, WITH_LSE, WITH_MAP, PIPELINE, STORE_TMA = SWITCHES
     n_heads = Q.shape[1]
     q_len = Q.shape[2]
     k_len = K.shape[2]
@@ -122,8 +125,8 @@ def fmha_fwd_kernel(
     acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
-    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)
-    opts_unmasked = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS)
+    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)  # masked blocks: no polynomial
+    opts_unmasked = OPTS
 
     if WITH_MAP:
         ct.store(Order, (bh, qb), pid)

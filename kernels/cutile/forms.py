@@ -7,7 +7,9 @@ the tuner and the offline compile (``kernels.cutile.compile``) all build their a
 or signature from that plan. A new parameter is therefore a change to the kernel's signature
 plus one entry in :func:`_sources`, and a parameter with no source fails at the first plan; a
 constant that is a knob's value as it is (``Knob.constant`` in :mod:`kernels.knobs`) needs no
-entry: it comes from the registry.
+entry: it comes from the registry. Compile-time constants travel grouped, as tuple parameters
+declared with :func:`kernels.cutile.device.constant_group`: :func:`_sources` still answers one
+name per item, and :func:`_values` builds each tuple from its items' values.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from kernels import knobs as registry
 from kernels.cutile.config import LaunchConfig
+from kernels.cutile.device import Members
 from kernels.cutile.device_decode import fmha_decode_combine_kernel, fmha_decode_kernel
 from kernels.cutile.device_persistent import (
     fmha_fwd_causal_persistent_kernel,
@@ -95,22 +98,33 @@ def grid_kernel(form: str) -> Any:
 class Parameter:
     """One declared kernel parameter: ``kind`` is "array" (no annotation), "scalar" (a runtime
     ``int``/``float``, int32/float32 on the device) or "constant" (``ct.Constant[...]``,
-    compiled in); ``type`` is the Python type of a scalar or constant."""
+    compiled in); ``type`` is the Python type of a scalar or constant. A grouped constant
+    (:func:`kernels.cutile.device.constant_group`) is a ``tuple`` whose ``members`` are its
+    items, each a constant with its own name and type."""
 
     name: str
     kind: str
     type: type | None = None
+    members: tuple[Parameter, ...] = ()
 
 
-def _kind(annotation: Any) -> tuple[str, type | None]:
+def _parameter(name: str, annotation: Any) -> Parameter:
     if annotation is inspect.Parameter.empty:
-        return "array", None
+        return Parameter(name, "array")
     if typing.get_origin(annotation) is typing.Annotated:
         inner, *meta = typing.get_args(annotation)
         if any(isinstance(m, ct.ConstantAnnotation) for m in meta):
-            return "constant", inner
+            if typing.get_origin(inner) is not tuple:
+                return Parameter(name, "constant", inner)
+            groups = [m for m in meta if isinstance(m, Members)]
+            if not groups:
+                raise TypeError(f"{name}: a tuple constant names its items: use constant_group()")
+            items = zip(groups[0].names, typing.get_args(inner), strict=True)
+            return Parameter(
+                name, "constant", tuple, tuple(Parameter(n, "constant", t) for n, t in items)
+            )
     if annotation in (int, float):
-        return "scalar", annotation
+        return Parameter(name, "scalar", annotation)
     raise TypeError(f"kernel parameter annotation {annotation!r} is not one this module reads")
 
 
@@ -125,13 +139,14 @@ def declaration(form: str) -> tuple[Parameter, ...]:
     function = python_function(form)
     hints = typing.get_type_hints(function, include_extras=True)
     return tuple(
-        Parameter(name, *_kind(hints.get(name, inspect.Parameter.empty)))
+        _parameter(name, hints.get(name, inspect.Parameter.empty))
         for name in inspect.signature(function).parameters
     )
 
 
 def parameters(form: str) -> tuple[str, ...]:
-    """The names of the form's kernel parameters, in signature order."""
+    """The names of the form's kernel parameters, in signature order (a grouped constant's
+    own name, not its items')."""
     return tuple(p.name for p in declaration(form))
 
 
@@ -304,6 +319,16 @@ class LaunchPlan:
     values: dict[str, Any]
     then: LaunchPlan | None = None
 
+    def value(self, name: str) -> Any:
+        """The value of the parameter ``name``, or of the grouped constant's item ``name``."""
+        if name in self.values:
+            return self.values[name]
+        for param in declaration(self.form):
+            for i, item in enumerate(param.members):
+                if item.name == name:
+                    return self.values[param.name][i]
+        raise KeyError(f"the {self.form} kernel declares no {name!r}")
+
     def arguments(
         self, arrays: Mapping[str, Any], materialize: Callable[[str, ArraySpec], Any]
     ) -> tuple[Any, ...]:
@@ -385,17 +410,25 @@ def combine_tile(splits: int, rows: int, head_dim: int) -> tuple[int, int, int]:
 
 
 def _values(form: str, sources: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """A value for every parameter the form's kernel declares, from ``sources``."""
+    """A value for every parameter the form's kernel declares, from ``sources`` (a grouped
+    constant's tuple from its items' sources, in its order)."""
     values: dict[str, Any] = {}
     for param in declaration(form):
-        source = sources.get(param.name)
-        if source is None:
-            raise KeyError(
-                f"{python_function(form).__name__} declares {param.name!r}, which "
-                "kernels.cutile.forms._sources has no value for"
-            )
-        values[param.name] = _checked(param, source())
+        if param.members:
+            values[param.name] = tuple(_value(form, item, sources) for item in param.members)
+        else:
+            values[param.name] = _value(form, param, sources)
     return values
+
+
+def _value(form: str, param: Parameter, sources: dict[str, Callable[[], Any]]) -> Any:
+    source = sources.get(param.name)
+    if source is None:
+        raise KeyError(
+            f"{python_function(form).__name__} declares {param.name!r}, which "
+            "kernels.cutile.forms._sources has no value for"
+        )
+    return _checked(param, source())
 
 
 def _checked(param: Parameter, value: Any) -> Any:

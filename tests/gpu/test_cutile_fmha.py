@@ -261,15 +261,15 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
-def planned(c: Case, **knobs: object) -> dict:
-    """The values case ``c``'s kernel gets, by parameter name, with ``c``'s tiles and K-split
-    and ``knobs`` (kernels.cutile.forms.plan, as the launch builds them)."""
+def planned(c: Case, **knobs: object) -> forms.LaunchPlan:
+    """The plan of case ``c`` with its tiles and K-split and ``knobs`` (kernels.cutile.forms.plan,
+    as the launch builds it): ``value(name)`` is what the kernel gets by that name."""
     config = launch.LaunchConfig(tile_m=c.tile_m, tile_n=c.tile_n, k_split=c.k_split, **knobs)
     p = forms.Problem(1, c.group, 1, c.q_len, c.k_len, c.head_dim, c.dtype)
     return forms.plan(
         p, config, scale=1.0, mask=c.mask, input_pos=c.input_pos, window=c.window,
         with_lse=False, with_map=False, sm_count=lambda: 132,
-    ).values  # fmt: skip
+    )  # fmt: skip
 
 
 def test_sample_covers_every_knob_and_n() -> None:
@@ -304,7 +304,7 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert {c.q_len for c in persistent} >= set(NS)
     assert {c.mask for c in CASES if c.persistent} == {"none", "causal"}
     assert any(c.q_len % c.tile_n == 0 and c.k_split and c.group == 8 for c in persistent)
-    prefetching = [c for c in persistent if planned(c, persistent=True)["Q_PREFETCH"]]
+    prefetching = [c for c in persistent if planned(c, persistent=True).value("Q_PREFETCH")]
     # Q comes in column halves of head_dim / 2: both head dims, and programs taking 2+ laps.
     assert {c.head_dim for c in prefetching} == {64, 128}
     assert any(c.q_len // c.tile_m * c.group > 132 for c in prefetching)
@@ -312,7 +312,9 @@ def test_sample_covers_every_knob_and_n() -> None:
     assert {c.dtype for c in persistent} == set(DTYPES)
     # Key blocks in pairs: run paired, and fallen back to one block (odd count, ragged).
     paired = {
-        planned(c, persistent=True, k_unroll=2)["PAIRED_K"] for c in persistent if c.k_unroll == 2
+        planned(c, persistent=True, k_unroll=2).value("PAIRED_K")
+        for c in persistent
+        if c.k_unroll == 2
     }
     assert paired == {False, True}
     # The causal persistent grid: run (several tiles a program, input_pos > 0, both dtypes,
