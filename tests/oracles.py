@@ -7,6 +7,8 @@ recorded programs are checked against (tests/gpu).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kernels.reference import masked_softmax_product
@@ -57,3 +59,11 @@ def program_order(schedule: Schedule, batch_heads: int, *, remap: bool) -> list[
     work = work_per_q_block(schedule)
     heavy_first = sorted(range(nq), key=lambda qb: (-work[qb], -qb))
     return [(qb, bh) for qb in heavy_first for bh in range(batch_heads)]
+
+
+def launched_order(recorded: Any) -> list[tuple[int, int]]:
+    """The (q_block, batch_head) pairs an instrumented launch ran, sorted by the program id
+    that ran them (``recorded``: a :class:`kernels.cutile.blockmap.GpuBlockMap`)."""
+    order = recorded.launch_order
+    bh, qb = np.unravel_index(np.argsort(order, axis=None), order.shape)
+    return [(int(a), int(c)) for c, a in zip(bh, qb, strict=True)]

@@ -42,9 +42,5 @@ row_factory  # sqlite3.Connection's, set so rows read by name
 export_csv_action
 export_png_action
 
-# Only tests/gpu reads the instrumented launch's order (GpuBlockMap.program_order in
-# kernels/cutile/blockmap.py): that package is being edited in parallel, so its move waits.
-program_order
-
 # A field of the bandwidth measurement, written to the machine file through asdict.
 measured_at

@@ -2,7 +2,7 @@
 
 Every kernel form takes ``BlockMap`` and ``Order`` arrays and, with ``WITH_MAP``, records each
 (q-block, k-block) it visits and which program ran each tile, so a test can compare them with
-``kernels.schedule``'s block map and program order.
+``kernels.schedule``'s block map and with the launch order the schedule implies.
 """
 
 from __future__ import annotations
@@ -31,11 +31,6 @@ class GpuBlockMap:
     per_head: np.ndarray
     launch_order: np.ndarray
     out: Any = field(repr=False, default=None)
-
-    def program_order(self) -> list[tuple[int, int]]:
-        """(q_block, batch_head) pairs sorted by the program id that ran them."""
-        bh, qb = np.unravel_index(np.argsort(self.launch_order, axis=None), self.launch_order.shape)
-        return [(int(a), int(c)) for c, a in zip(bh, qb, strict=True)]
 
 
 def gpu_block_map(

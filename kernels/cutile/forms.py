@@ -466,7 +466,7 @@ def _sources(
 
     def remap_group() -> int:
         # Remapping balances causal/window work; without a mask it would only scatter the
-        # heads that run together (schedule.Schedule.program_order keeps the plain order too).
+        # heads that run together (the schedule keeps the plain order there too).
         return l2_group() if config.remap and mask != "none" else 0
 
     def tiles() -> ArraySpec:

@@ -22,7 +22,7 @@ pytest.importorskip("cuda.tile")
 
 from kernels.cutile import arrays, blockmap, forms, launch, selftest, tuner  # noqa: E402
 from kernels.schedule import Schedule, block_map, visible  # noqa: E402
-from tests.oracles import program_order  # noqa: E402
+from tests.oracles import launched_order, program_order  # noqa: E402
 
 REL_TOL = 1e-2
 
@@ -550,7 +550,7 @@ def test_persistent_block_map_equals_schedule(
         assert np.array_equal(got.map, want), (q_len, k_len, got.map, want)
         assert (got.per_head <= 2).all()  # no block visited twice
         plain = Schedule(q_len, k_len, tile_m, tile_n, "none")
-        assert got.program_order() == program_order(plain, 6, remap=False)
+        assert launched_order(got) == program_order(plain, 6, remap=False)
 
 
 @pytest.mark.parametrize(
@@ -593,7 +593,7 @@ def test_program_order_matches_schedule(mask: str, remap: bool) -> None:
     # describes (heaviest q-blocks first, then every batch·head of that q-block).
     got = blockmap.gpu_block_map(700, 700, 64, 64, mask, batch=2, heads=2, remap=remap)
     want = program_order(Schedule(700, 700, 64, 64, mask), 4, remap=remap)
-    assert got.program_order() == want
+    assert launched_order(got) == want
 
 
 def test_remap_groups_batch_heads_for_l2() -> None:
