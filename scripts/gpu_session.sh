@@ -6,7 +6,7 @@
 #   probe         the GPU, ncu, the backends
 #   decode-tests  tests/gpu/test_decode.py (the split and combine against the reference)
 #   tests         every GPU test (tests/gpu, tests/gpu_workbench)
-#   machine       `machine --measure` (dense matmul and streaming-read ceilings) and `bandwidth`
+#   machine       `machine --measure` (dense matmul and streaming-read ceilings)
 #   decode        one group per decode problem with the peers (PEERS), medians and noise stored
 #   check         bench/independent_check.py: the decode groups' launches timed by triton,
 #                 cold L2 where the KV cache fits in it
@@ -65,8 +65,7 @@ fi 2>&1 | tee -a "$OUT/tests.txt"
 
 if stage machine; then
   echo "== machine ceilings"
-  wb machine --measure
-  python3 -m workbench bandwidth
+  wb machine --measure  # keeps its read figure as the GPU's read bandwidth too
 fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage decode; then
@@ -104,7 +103,7 @@ fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage check; then
   echo "== the decode groups' launches timed by triton"
-  timeout "${CHECK_TIMEOUT:-300}" python3 bench/independent_check.py --db "$DB" --groups "$(groups)" \
+  timeout "${CHECK_TIMEOUT:-300}" python3 bench/independent_check.py --db "$DB" --groups "${CHECK_GROUPS:-$(groups)}" \
     --rounds "${CHECK_ROUNDS:-6}" --json "$OUT/decode-independent.json" \
     --markdown "$OUT/decode-independent.md" 2>&1 | tail -30
 fi 2>&1 | tee -a "$OUT/session.txt"
