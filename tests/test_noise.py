@@ -99,7 +99,10 @@ def test_compare_counts_a_3_percent_gap_that_its_rounds_pin_down(rng: np.random.
     slower = scaled_to(turns_like_the_h200(rng, 1.0), 1.03 * base.median_ms)
     cell = compare_cell(stored(slower), stored(base))
     assert cell.delta_pct == pytest.approx(3.0)
-    assert cell.significant and cell.noise_pct == RUN_TO_RUN_PCT  # 2σ ≈ 1.2 %: the floor
+    # 2σ of the two medians is about 1.2 % here (32 turns 2 % apart), under the run-to-run
+    # floor; an unlucky draw of turns can lift it past the floor (2.1 % with seed
+    # 3446696856), never near the 3 % gap, which is what makes the gap count.
+    assert cell.significant and RUN_TO_RUN_PCT <= cell.noise_pct < 3.0
     # The same points from a database that did not record their noise: the old, wide rule.
     old = compare_cell(stored(slower, with_noise=False), stored(base, with_noise=False))
     assert old.delta_pct == cell.delta_pct and not old.significant

@@ -52,7 +52,10 @@ def test_each_backend_gives_the_float64_answer_on_a_ragged_gqa_problem(name, mas
     try:
         backend.check_supported(problem, config)
     except ConfigError as exc:
-        assert name.startswith("torch") and mask == "window", exc
+        # SDPA has no window; its flash backend has no bottom-right causal kernel (q < k).
+        no_window = name.startswith("torch") and mask == "window"
+        no_bottom_right = name == "torch-flash" and mask == "causal" and "no kernel" in str(exc)
+        assert no_window or no_bottom_right, exc
         return
     result = backend.measure_point(problem, config, QUICK, np.random.default_rng())
     assert result.accuracy.passed, result.accuracy
