@@ -174,6 +174,8 @@ GRAPH_REPLAYS = 10
 # One turn of event timing: this many launches queued back to back, an event pair around each.
 EVENT_BATCH = 10
 MAX_GRAPH_CALLS = 1000
+# Replays a turn makes when each is one call after an L2 flush (see LaunchSampler).
+COLD_REPLAYS = 40
 
 
 def side_stream(lib: str) -> Any:
@@ -300,8 +302,8 @@ class LaunchSampler:
     one replay's time over its call count. ``method="events"``: each turn is ``EVENT_BATCH``
     calls queued back to back with an event pair around each. A launch that cannot be
     captured (its first capture raises) falls back to events; :attr:`method` says which ran.
-    ``between`` runs untimed before every sample (an L2 flush); in graph turns before every
-    call, inside the graph, and its own time is taken away (:meth:`_cold_graph_turn`).
+    ``between`` runs untimed before every sample (an L2 flush); in graph turns each replay is
+    then a single call (:data:`COLD_REPLAYS` of them), so every sample reads a cold L2.
     """
 
     def __init__(
@@ -336,36 +338,23 @@ class LaunchSampler:
         return self.clock.paired_ms(self.run, EVENT_BATCH, self.between)
 
     def _graph_turn(self) -> list[float]:
-        if self.between is not None:
-            return self._cold_graph_turn(self.between)
         clock = self.clock
         clock.each_ms(self.run, 1)
         per_call_ms = sum(clock.each_ms(self.run, 5)) / 5
         count = max(1, min(MAX_GRAPH_CALLS, int(self.target_ms / max(per_call_ms, 1e-3))))
+        replays = self.replays
+        if self.between is not None:
+            # A flush before a replay of many calls leaves all but the first one a warm L2 (a
+            # decode's KV cache that fits in it read at L2 speed): with a flush, every replay
+            # is one call, cold, and there are more of them.
+            count, replays = 1, max(self.replays, COLD_REPLAYS)
         replay = clock.capture(self.run, count)
-        return [clock.each_ms(replay, 1)[0] / count for _ in range(self.replays)]
-
-    def _cold_graph_turn(self, between: Callable[[], object]) -> list[float]:
-        """Every call after its own L2 flush, inside one graph: ``[flush, call] × count``
-        replayed alternately with ``[flush] × count``; a sample is their difference over
-        ``count``. (A flush before a replay of many calls leaves all but the first warm; a
-        one-call replay after a flush times the host's launch of the graph too.)"""
-        clock, run = self.clock, self.run
-
-        def flushed() -> None:
-            between()
-            run()
-
-        clock.each_ms(flushed, 1)
-        per_call_ms = sum(clock.each_ms(flushed, 5)) / 5
-        count = max(1, min(MAX_GRAPH_CALLS, int(self.target_ms / max(per_call_ms, 1e-3))))
-        with_calls = clock.capture(flushed, count)
-        flushes_alone = clock.capture(between, count)
         samples = []
-        for _ in range(self.replays):
-            both = clock.each_ms(with_calls, 1)[0]
-            alone = clock.each_ms(flushes_alone, 1)[0]
-            samples.append(max(both - alone, 0.0) / count)
+        for _ in range(replays):
+            if self.between is not None:
+                with clock.on_stream():
+                    self.between()
+            samples.append(clock.each_ms(replay, 1)[0] / count)
         return samples
 
 

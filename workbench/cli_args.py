@@ -134,8 +134,8 @@ def _add_gpu_timing(group: Any) -> None:
     group.add_argument(
         "--flush-l2",
         action="store_true",
-        help="GPU: overwrite the L2 cache before every timed call (the flush itself untimed): a "
-        "KV cache that fits in L2 read cold, as a decode step sees it",
+        help="GPU: overwrite the L2 cache before each sample (each graph sample is then one call, "
+        "read cold: a KV cache that fits in L2 as a decode step sees it)",
     )
 
 
