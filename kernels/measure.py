@@ -174,8 +174,6 @@ GRAPH_REPLAYS = 10
 # One turn of event timing: this many launches queued back to back, an event pair around each.
 EVENT_BATCH = 10
 MAX_GRAPH_CALLS = 1000
-# Replays a turn makes when each is one call after an L2 flush (see LaunchSampler).
-COLD_REPLAYS = 40
 
 
 def side_stream(lib: str) -> Any:
@@ -302,8 +300,7 @@ class LaunchSampler:
     one replay's time over its call count. ``method="events"``: each turn is ``EVENT_BATCH``
     calls queued back to back with an event pair around each. A launch that cannot be
     captured (its first capture raises) falls back to events; :attr:`method` says which ran.
-    ``between`` runs untimed before every sample (an L2 flush); in graph turns each replay is
-    then a single call (:data:`COLD_REPLAYS` of them), so every sample reads a cold L2.
+    ``between`` runs untimed before every sample (an L2 flush).
     """
 
     def __init__(
@@ -342,15 +339,9 @@ class LaunchSampler:
         clock.each_ms(self.run, 1)
         per_call_ms = sum(clock.each_ms(self.run, 5)) / 5
         count = max(1, min(MAX_GRAPH_CALLS, int(self.target_ms / max(per_call_ms, 1e-3))))
-        replays = self.replays
-        if self.between is not None:
-            # A flush before a replay of many calls leaves all but the first one a warm L2 (a
-            # decode's KV cache that fits in it read at L2 speed): with a flush, every replay
-            # is one call, cold, and there are more of them.
-            count, replays = 1, max(self.replays, COLD_REPLAYS)
         replay = clock.capture(self.run, count)
         samples = []
-        for _ in range(replays):
+        for _ in range(self.replays):
             if self.between is not None:
                 with clock.on_stream():
                     self.between()

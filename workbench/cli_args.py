@@ -132,10 +132,7 @@ def _add_gpu_timing(group: Any) -> None:
         "(default 4)",
     )
     group.add_argument(
-        "--flush-l2",
-        action="store_true",
-        help="GPU: overwrite the L2 cache before each sample (each graph sample is then one call, "
-        "read cold: a KV cache that fits in L2 as a decode step sees it)",
+        "--flush-l2", action="store_true", help="GPU: overwrite the L2 cache before each sample"
     )
 
 
