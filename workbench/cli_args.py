@@ -132,7 +132,10 @@ def _add_gpu_timing(group: Any) -> None:
         "(default 4)",
     )
     group.add_argument(
-        "--flush-l2", action="store_true", help="GPU: overwrite the L2 cache before each sample"
+        "--flush-l2",
+        action="store_true",
+        help="GPU: overwrite the L2 cache before each sample (a graph sample is a replay of "
+        "many calls: only its first finds the L2 cold; with --no-graph every call does)",
     )
 
 
