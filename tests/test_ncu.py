@@ -52,6 +52,14 @@ def test_a_scaled_unit_is_converted_not_taken_as_the_headlines_own() -> None:
     assert 1.98e9 * unit_factor("MHz", "cycle/second") == pytest.approx(1980.0)
     assert 156800 * unit_factor("KB", "byte") == pytest.approx(153.125)
     assert unit_factor("%", "%") == 1.0
+    # The short spellings ncu's raw page used on the H200 (auto-scaled, then base units).
+    assert 3.609 * unit_factor("GB/s", "TB/s") == pytest.approx(3609.0)
+    assert 3580.5e9 * unit_factor("GB/s", "B/s") == pytest.approx(3580.5)
+    assert 36768 * unit_factor("us", "ns") == pytest.approx(36.768)
+    assert 153128 * unit_factor("KB", "B") == pytest.approx(149.54, abs=0.01)
+    assert 1.98 * unit_factor("MHz", "GHz") == pytest.approx(1980.0)
+    assert 1.98 * unit_factor("MHz", "cycle/nsecond") == pytest.approx(1980.0)
+    assert unit_factor("us", "B") == 1.0  # not the same kind: left as it is
 
 
 def test_the_command_profiles_one_launch_with_the_clocks_left_alone(db_path: Path) -> None:

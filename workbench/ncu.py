@@ -70,32 +70,48 @@ HEADLINE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
 TOP_STALLS = 3
-# Units ncu writes beside a value, and the factor to the unit a headline key is stored in.
-_SCALE = {
-    ("us", "nsecond"): 1e-3, ("us", "usecond"): 1.0, ("us", "msecond"): 1e3,
-    ("GB/s", "byte/second"): 1e-9, ("GB/s", "Kbyte/second"): 1e-6,
-    ("GB/s", "Mbyte/second"): 1e-3, ("GB/s", "Gbyte/second"): 1.0,
-    ("GB/s", "Tbyte/second"): 1e3,
-    ("KB", "byte"): 1 / 1024, ("KB", "Kbyte"): 1000 / 1024, ("KB", "Kibyte"): 1.0,
-    ("MHz", "cycle/second"): 1e-6, ("MHz", "cycle/nsecond"): 1e3,
-    ("MHz", "cycle/usecond"): 1.0, ("MHz", "Mcycle/second"): 1.0, ("MHz", "Ghz"): 1e3,
-}  # fmt: skip
 PERMISSION_MARK = "ERR_NVGPUCTRPERM"
-_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_TO_BASE = {"us": 1e6, "GB/s": 1e-9, "KB": 1 / 1024, "MHz": 1e-6}
-_PREFIXED = re.compile(r"^([KMGTP]?)(byte/second|byte/s|B/s|second|cycle/second|Hz)$")
+# ncu writes a unit beside each value, long ("Tbyte/second", "nsecond") or short ("TB/s",
+# "ns", "B") and scaled to the value unless told otherwise: each is read as an SI prefix on a
+# base unit and converted to the headline's own.
+_PREFIXES = {
+    "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "P": 1e15, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30,
+}  # fmt: skip
+_UNIT = re.compile(
+    r"^(?P<prefix>Ki|Mi|Gi|[numKMGTP]?)(?P<base>byte|B|second|s|cycle|Hz)"
+    r"(?:/(?P<per_prefix>[num]?)(?P<per>second|s))?$"
+)
+_KINDS = {"byte": "byte", "B": "byte", "second": "s", "s": "s", "cycle": "Hz", "Hz": "Hz"}
+
+
+def _in_base(unit: str) -> tuple[str, float] | None:
+    """``unit`` as (its kind: "byte", "s", "Hz" or "byte/s", its factor to that base)."""
+    found = _UNIT.match(unit.strip())
+    if found is None:
+        return None
+    kind = _KINDS[found["base"]]
+    factor = _PREFIXES[found["prefix"]]
+    if found["per"]:
+        if kind == "Hz":  # cycle/second is a frequency
+            return "Hz", factor / _PREFIXES[found["per_prefix"] or ""]
+        kind = f"{kind}/s"
+        factor /= _PREFIXES[found["per_prefix"] or ""]
+    return kind, factor
+
+
+# The headlines' units in the same terms: KB is 1024 bytes (as the compiled resources say).
+_HEADLINE_UNITS = {"us": ("s", 1e-6), "GB/s": ("byte/s", 1e9), "KB": ("byte", 1024.0),
+                   "MHz": ("Hz", 1e6)}  # fmt: skip
 
 
 def unit_factor(unit: str, their_unit: str) -> float:
-    """The factor from a value in ncu's ``their_unit`` to ``unit`` (a headline's): the known
-    spellings first, then any SI prefix on a base unit (a scaled report's "Tbyte/second"); a
-    unit neither names is taken as already ``unit``."""
-    if (unit, their_unit) in _SCALE:
-        return _SCALE[(unit, their_unit)]
-    found = _PREFIXED.match(their_unit.strip())
-    if found and unit in _TO_BASE:
-        return _PREFIX[found.group(1)] * _TO_BASE[unit]
-    return 1.0
+    """The factor from a value in ncu's ``their_unit`` to ``unit`` (a headline's); 1 where
+    ``unit`` has no dimension (%, a count) or ``their_unit`` is not one this reads."""
+    ours, theirs = _HEADLINE_UNITS.get(unit), _in_base(their_unit)
+    if ours is None or theirs is None or ours[0] != theirs[0]:
+        return 1.0
+    return theirs[1] / ours[1]
 
 
 class ProfileRefused(Exception):
