@@ -346,6 +346,38 @@ def test_a_reference_decode_point_records_its_splits(run_cli: RunCli, db_path: P
 # --- item 6: peers --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "version, available", [("2.4.1", False), ("2.5.0", True), ("2.11.0+cu130", True)]
+)
+def test_sdpa_peers_need_a_torch_whose_sdpa_takes_gqa_as_it_is(
+    version: str, available: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The peers run GQA with enable_gqa (expanding K and V made cuDNN read 4x the bytes at
+    decode on the H200): an older torch is refused with the reason, not run unfairly."""
+    import sys
+    from types import SimpleNamespace
+
+    from workbench.backends import get_backend
+
+    stand_in = SimpleNamespace(
+        __version__=version,
+        cuda=SimpleNamespace(
+            is_available=lambda: True,
+            get_device_name=lambda _=0: "NVIDIA H200",
+            get_device_capability=lambda _=0: (9, 0),
+        ),
+        backends=SimpleNamespace(cudnn=SimpleNamespace(is_available=lambda: True)),
+    )
+    monkeypatch.setitem(sys.modules, "torch", stand_in)
+    for name in ("torch-flash", "torch-cudnn"):
+        status = get_backend(name, isolated=False).availability()
+        assert status.available == available, status.reason
+        assert (
+            available
+            or status.reason == f"torch {version} is older than 2.5: its SDPA has no enable_gqa"
+        )
+
+
 def test_sdpa_peers_say_how_they_run_a_decode_mask() -> None:
     from workbench.backends.torch_sdpa import sdpa_causal_form
 

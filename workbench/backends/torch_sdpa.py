@@ -16,6 +16,19 @@ from workbench.backends.gpu import torch_device
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
 
+# The first torch whose SDPA takes ``enable_gqa`` (GQA without expanding K and V).
+SDPA_GQA_TORCH = (2, 5)
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string such as "2.11.0+cu130"."""
+    major, minor, *_ = [
+        *(int("".join(c for c in p if c.isdigit()) or 0) for p in version.split(".")),
+        0,
+        0,
+    ]
+    return major, minor
+
 
 class TorchSdpaBackend(TorchBackend):
     sdpa_backend: ClassVar[str]  # name of a torch.nn.attention.SDPBackend member
@@ -28,6 +41,10 @@ class TorchSdpaBackend(TorchBackend):
 
         if self.sdpa_backend == "CUDNN_ATTENTION" and not torch.backends.cudnn.is_available():
             return Availability(False, "torch was built without cuDNN")
+        if _release(torch.__version__) < SDPA_GQA_TORCH:
+            return Availability(
+                False, f"torch {torch.__version__} is older than 2.5: its SDPA has no enable_gqa"
+            )
         return Availability(True, f"torch SDPA {self.description} on {status.reason}")
 
     # Whether SDPA's backend runs a causal mask aligned bottom-right (the queries the last
