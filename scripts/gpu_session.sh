@@ -14,7 +14,14 @@
 #   profile       `profile` (Nsight Compute) on the first decode group's cuTile and cuDNN points
 #   report        the decode groups' generated table
 # The database lives in $STATE (/tmp) across calls while the machine is warm; every call copies
-# it to $OUT. FMHA_WORKBENCH_COMMIT=<commit> in front: the device's copy has no .git.
+# it to $OUT. FMHA_WORKBENCH_COMMIT=<commit> (this checkout's, written out) in front: the
+# device's .git is stale. The cuTile bundle and the tree together pass a call's 64 MiB, so the
+# compiler tarball goes in two parts (`split -b 30000000 .gpuhost/cu13.tar.xz
+# .gpuhost/cu13.part.`), chained while the machine is warm:
+#   carry [".gpuhost/cu13.part.aa"]                                   command: true
+#   carry [".gpuhost/cu13.part.ab", ".gpuhost/wheels", ".gpuhost/activate.sh"]
+#     command: mkdir -p /tmp/cu13 && cat .gpuhost/cu13.part.* | tar xJ -C /tmp/cu13
+#   then FA4's halves (shared/gpu-host/pack-fa4.sh) and the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}

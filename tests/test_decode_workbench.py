@@ -368,7 +368,11 @@ def test_sdpa_peers_need_a_torch_whose_sdpa_takes_gqa_as_it_is(
         ),
         backends=SimpleNamespace(cudnn=SimpleNamespace(is_available=lambda: True)),
     )
+    from workbench.backends import gpu, torch_sdpa
+
     monkeypatch.setitem(sys.modules, "torch", stand_in)
+    # torch_device() is cached for the process: the peers ask the uncached one here.
+    monkeypatch.setattr(torch_sdpa, "torch_device", gpu.torch_device.__wrapped__)
     for name in ("torch-flash", "torch-cudnn"):
         status = get_backend(name, isolated=False).availability()
         assert status.available == available, status.reason
