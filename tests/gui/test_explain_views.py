@@ -6,6 +6,7 @@ resources. Driven as a user would, with qtbot."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -116,6 +117,11 @@ def test_roofline_tab_plots_and_compare_give_the_percent_of_the_measured_ceiling
         view.caption.text()
     )
     assert [len(view.scatters[r].points()) for r in (gpu, cpu)] == [2, 2]
+    # Both log axes read as plain numbers (1, 2, 5, 10, 20 …), not 2·10¹, 3·10¹, … run together.
+    for side in ("bottom", "left"):
+        axis = view.plot.getAxis(side)
+        labels = axis.logTickStrings([0.0, math.log10(2), math.log10(3), 1.0, 2.0], 1.0, 1.0)
+        assert labels == ["1", "2", "", "10", "100"], (side, labels)
     # Flat at the matmul rate from the ridge on (the data as given; log10 is the plot's).
     assert list(view.compute_roof.yData) == [700.0, 700.0]
     assert view.memory_roof.yData[-1] == 700.0 and view.memory_roof.xData[-1] == 175.0

@@ -22,6 +22,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.gui.colors import run_color
+from workbench.gui.plots import PlainLogAxis
 
 # The intensities the roofs are drawn across (FLOP/byte): decode-like problems to long prefill.
 X_RANGE = (0.1, 10_000.0)
@@ -32,7 +33,14 @@ class RooflineView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot_widget = pg.PlotWidget()
+        # Decades and their 2s and 5s as plain numbers: the default log axis labels every
+        # minor tick as 2·10¹, 3·10¹, … and they run together on a wide window.
+        self.plot_widget = pg.PlotWidget(
+            axisItems={
+                "bottom": PlainLogAxis(orientation="bottom"),
+                "left": PlainLogAxis(orientation="left"),
+            }
+        )
         self.plot_widget.setObjectName("roofline_plot")
         self.plot_widget.setBackground("w")
         plot = self.plot_widget.getPlotItem()
