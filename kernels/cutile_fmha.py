@@ -53,10 +53,12 @@ from kernels.cutile.launch import (
     DTYPE_NAMES,
     HEAD_DIMS,
     LAUNCH_KNOBS,
+    LAYOUTS,
     TILE_SIZES,
     WORKER_WARPS,
     LaunchConfig,
     attention,
+    clear_launch_cache,
     prepare,
 )
 from kernels.cutile.selftest import probe
@@ -92,6 +94,7 @@ __all__ = [
     "KERNEL_REVISION",
     "L2_GROUP_BYTES",
     "LAUNCH_KNOBS",
+    "LAYOUTS",
     "LN2",
     "LOG2E",
     "MASK_CODES",
@@ -120,6 +123,7 @@ __all__ = [
     "attention",
     "autotune",
     "causal_tile_table",
+    "clear_launch_cache",
     "compile_cubin",
     "default_cache_path",
     "fmha_fwd_causal_persistent_kernel",

@@ -118,6 +118,20 @@ _D256_SPACES: dict[str, tuple[Config, ...]] = {
     "sm_121": (_cfg(64, 64, occupancy=1),),
 }
 
+# Head dim 64 on Hopper: half the accumulator of D = 128 leaves registers and shared memory for
+# wider tiles (FlashAttention-4 runs 192x128 there; cuTile tiles are powers of two): 128x256 and
+# 256x64 with 8 worker warps compile without a spill at D = 64 (offline, sm_90), tried beside the
+# D = 128 table.
+_D64_EXTRA: dict[str, tuple[Config, ...]] = {
+    "sm_90": (
+        _cfg(128, 256, num_worker_warps=8),
+        _cfg(128, 256, num_worker_warps=8, poly_exp2_cols=32),
+        _cfg(128, 256, num_worker_warps=8, k_latency=3, v_latency=6),
+        _cfg(256, 64, num_worker_warps=8),
+        _cfg(128, 256, num_worker_warps=8, persistent=True),
+    ),
+}
+
 SEARCH_SPACES: dict[str, tuple[Config, ...]] = {
     "sm_80": _SM80,
     "sm_86": _SM80,
@@ -156,11 +170,14 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     refuse for it are left out (:func:`kernels.knobs.launch_violations`: the persistent grid has
     no window kernel, the causal one takes one key block an iteration). For head_dim 256 the
     Blackwell tables have spaces of their own (``_D256_SPACES``), and elsewhere the tile area
-    is capped at 128x64 to keep register use sane.
+    is capped at 128x64 to keep register use sane; for head_dim 64, Hopper adds wider tiles
+    (``_D64_EXTRA``).
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
         table = _SM120 if arch.startswith("sm_12") else _SM80
+    if head_dim == 64:
+        table = (*table, *_D64_EXTRA.get(arch, ()))
     if mask is not None:
         table = tuple(c for c in table if not launch_violations(c, mask))
     if head_dim >= 256 and arch in _D256_SPACES:

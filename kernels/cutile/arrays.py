@@ -18,6 +18,7 @@ from kernels.measure import side_stream, synchronize
 __all__ = [
     "HostView",
     "as_torch",
+    "copy_into",
     "cupy_dtype",
     "default_stream",
     "device_id",
@@ -27,12 +28,15 @@ __all__ = [
     "fill",
     "from_numpy",
     "is_contiguous",
+    "layout_problem",
     "lib_of",
     "pick_lib",
     "random_qkv",
     "reshaped",
     "side_stream",
     "sm_count",
+    "stream_context",
+    "strided_empty_like",
     "synchronize",
     "to_kernel_dtype",
     "to_numpy",
@@ -59,6 +63,74 @@ def dtype_name(arr: Any) -> str:
 
 def is_contiguous(arr: Any, lib: str) -> bool:
     return bool(arr.is_contiguous() if lib == "torch" else arr.flags.c_contiguous)
+
+
+def strides_of(arr: Any, lib: str) -> tuple[int, ...]:
+    """The strides of ``arr`` in elements (CuPy counts bytes)."""
+    if lib == "torch":
+        return tuple(int(s) for s in arr.stride())
+    return tuple(int(s) // arr.itemsize for s in arr.strides)
+
+
+def layout_problem(arr: Any, lib: str) -> str | None:
+    """Why the kernel cannot read ``arr`` in place, or None.
+
+    The kernel's tiles are TMA copies: the head-dim elements must be adjacent (stride 1), every
+    other stride a whole number of 16 bytes, and no two indices may share an element. A
+    (B, N, H, D) projection viewed as (B, H, N, D) meets all three, so it runs without a copy.
+    """
+    strides = strides_of(arr, lib)
+    shape = tuple(int(d) for d in arr.shape)
+    if shape[-1] > 1 and strides[-1] != 1:
+        return f"its last (head-dim) stride is {strides[-1]}, not 1"
+    per16 = 16 // arr.itemsize if lib != "torch" else 16 // arr.element_size()
+    if any(s % per16 for s, d in zip(strides[:-1], shape[:-1], strict=True) if d > 1):
+        return f"its strides {strides} are not all multiples of 16 bytes"
+    spans = sorted((s, d) for s, d in zip(strides, shape, strict=True) if d > 1)
+    reach = 1
+    for stride, size in spans:
+        if stride < reach:
+            return f"its strides {strides} make indices share elements"
+        reach = stride * size
+    return None
+
+
+def strided_empty_like(arr: Any) -> Any:
+    """An uninitialised array of ``arr``'s shape, dtype, device and memory layout (a
+    (B, N, H, D) buffer under a (B, H, N, D) view for such a view)."""
+    with friendly_errors():
+        if lib_of(arr) == "torch":
+            import torch
+
+            return torch.empty_like(arr)  # preserve_format keeps a dense view's strides
+        import cupy
+
+        with cupy.cuda.Device(arr.device.id):
+            return cupy.empty_like(arr)  # order="K" keeps the strides
+
+
+def copy_into(dst: Any, src: Any, stream: Any) -> None:
+    """``dst[...] = src`` on ``stream`` (the library's current stream for None)."""
+    with stream_context(lib_of(dst), stream):
+        if lib_of(dst) == "torch":
+            dst.copy_(src)
+        else:
+            import cupy
+
+            cupy.copyto(dst, src)
+
+
+def stream_context(lib: str, stream: Any) -> Any:
+    """A context in which ``lib``'s work goes to ``stream`` (no change for None)."""
+    import contextlib
+
+    if stream is None:
+        return contextlib.nullcontext()
+    if lib == "torch":
+        import torch
+
+        return torch.cuda.stream(stream)
+    return stream
 
 
 def device_id(arr: Any, lib: str) -> int | None:
@@ -142,8 +214,19 @@ def from_numpy(arr: np.ndarray, lib: str, like: Any) -> Any:
 
 
 def reshaped(arr: Any, shape: tuple[int, ...]) -> Any:
-    """A view of a contiguous array of either library in ``shape`` (same size; no copy)."""
-    return arr.view(shape) if lib_of(arr) == "torch" else arr.reshape(shape)
+    """A view of an array of either library in ``shape`` (same size; no copy); None where its
+    strides allow no such view (a (B, N, H, D) buffer's query rows of several heads)."""
+    if lib_of(arr) == "torch":
+        try:
+            return arr.view(shape)
+        except RuntimeError:
+            return None
+    view = arr.view()
+    try:
+        view.shape = shape  # CuPy refuses, rather than copies, where no view exists
+    except AttributeError:
+        return None
+    return view
 
 
 def to_numpy(arr: Any, lib: str) -> np.ndarray:

@@ -8,7 +8,10 @@ the caller did not pass, and return a launcher that only calls ``ct.launch``.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cuda.tile as ct
@@ -17,16 +20,18 @@ import numpy as np
 from kernels import knobs as registry
 from kernels.cutile import forms
 from kernels.cutile.arrays import (
+    copy_into,
     default_stream,
     device_id,
     dtype_name,
     empty,
     fill,
     from_numpy,
-    is_contiguous,
+    layout_problem,
     lib_of,
     reshaped,
     sm_count,
+    strided_empty_like,
 )
 from kernels.cutile.config import LAUNCH_KNOBS as LAUNCH_KNOBS  # re-exported
 from kernels.cutile.config import LaunchConfig
@@ -39,6 +44,11 @@ TILE_SIZES = registry.KNOBS["tile_m"].values_for(registry.CUTILE)
 WORKER_WARPS = tuple(w for w in registry.KNOBS["num_worker_warps"].values if w is not None)
 HEAD_DIMS = registry.HEAD_DIM.values_for(registry.CUTILE)
 DTYPE_NAMES = registry.DTYPE.values_for(registry.CUTILE)
+# How the caller's q, k, v and out are indexed: (B, H, N, D), or (B, N, H, D) as a model's
+# projections leave them (read in place through a transposed view, never copied).
+LAYOUTS = ("bhnd", "bnhd")
+# Each launch of one call: grid, argument tuple, kernel form.
+Launches = list[tuple[tuple[int, int, int], tuple[Any, ...], str]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,8 +69,9 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
             raise ValueError(f"{name} must be float16 or bfloat16, got {dtype_name(arr)}")
         if device_id(arr, lib) is None:
             raise ValueError(f"{name} must be on a CUDA device, got {arr.device}")
-        if not is_contiguous(arr, lib):
-            raise ValueError(f"{name} must be contiguous (call .contiguous() first)")
+        problem = layout_problem(arr, lib)
+        if problem is not None:
+            raise ValueError(f"{name} cannot be read in place: {problem} (call .contiguous())")
     if not (dtype_name(q) == dtype_name(k) == dtype_name(v)):
         raise ValueError(
             f"q, k, v must share one dtype, got {dtype_name(q)}, {dtype_name(k)}, {dtype_name(v)}"
@@ -114,6 +125,7 @@ def prepare(
     return_lse: bool = False,
     out: Any = None,
     stream: Any = None,
+    layout: str = "bhnd",
     **knobs: Any,
 ) -> Callable[[], Any]:
     """Validate and allocate once; return a zero-argument launcher for timing loops.
@@ -125,6 +137,177 @@ def prepare(
     :func:`attention` would. With ``stream=None`` it launches on the library's *current* stream
     at call time, so it can be captured in a CUDA graph.
     """
+    request = _request(q, k, v, scale, mask, input_pos, window, out, layout, knobs)
+    out, lse = _outputs(request, return_lse)
+    run = launcher(
+        request.problem,
+        {"Q": request.q, "K": request.k, "V": request.v, "Out": out, "Lse": lse},
+        request.config,
+        scale=request.scale,
+        mask=mask,
+        input_pos=int(input_pos),
+        window=window,
+        stream=stream,
+    )
+    result = _in_layout(out, layout)
+
+    def launch() -> Any:
+        run()
+        return (result, lse) if return_lse else result
+
+    return launch
+
+
+def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
+    """softmax(scale · q kᵀ + mask) v for fp16/bf16 torch tensors or CuPy arrays.
+
+    Keyword arguments (all optional): ``scale=None`` (1/sqrt(D)), ``mask="none"``,
+    ``input_pos=0``, ``window=None``, ``return_lse=False``, ``out=None``, ``stream=None``,
+    ``layout="bhnd"``, and the launch knobs of :class:`LaunchConfig` (the registry,
+    :data:`kernels.knobs.KNOBS`, has each one's default, values and meaning); see
+    :func:`prepare`.
+
+    ``layout``: ``"bhnd"`` takes q, k, v (and gives ``out``) as (B, H, N, D); ``"bnhd"`` as
+    (B, N, H, D), the layout a model's projections produce. Either way the arrays may be
+    strided views (a (B, N, H, D) buffer transposed to (B, H, N, D) is read in place): the
+    head-dim stride must be 1 and the others whole multiples of 16 bytes.
+
+    k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
+    ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
+    ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
+    ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
+
+    Everything a call of the same problem, config and stream would make again (the launch
+    plan, scratch arrays, the causal tile table on the device) is kept from the first call, so
+    a model calling this eagerly pays only the checks and the launch.
+    """
+    knobs = {n: kwargs.pop(n) for n in list(kwargs) if n not in _CALL_ARGUMENTS}
+    request = _request(
+        q,
+        k,
+        v,
+        kwargs.get("scale"),
+        kwargs.get("mask", "none"),
+        kwargs.get("input_pos", 0),
+        kwargs.get("window"),
+        kwargs.get("out"),
+        kwargs.get("layout", "bhnd"),
+        knobs,
+    )
+    return_lse = bool(kwargs.get("return_lse", False))
+    out, lse = _outputs(request, return_lse)
+    p = request.problem
+    mask, window = kwargs.get("mask", "none"), kwargs.get("window")
+    input_pos, stream = int(kwargs.get("input_pos", 0)), kwargs.get("stream")
+    arrays = {"Q": request.q, "K": request.k, "V": request.v, "Out": out, "Lse": lse}
+    if p.q_len == 0 or p.k_len == 0:
+        launcher(
+            p,
+            arrays,
+            request.config,
+            scale=request.scale,
+            mask=mask,
+            input_pos=input_pos,
+            window=window,
+            stream=stream,
+        )()
+    else:
+        on = stream if stream is not None else default_stream(p.lib)
+        key = (
+            p,
+            device_id(q, p.lib),
+            _stream_key(on, p.lib),
+            request.config,
+            request.scale,
+            mask,
+            input_pos,
+            window,
+            return_lse,
+        )
+        with _ONE_SHOT_LOCK:
+            prepared = _ONE_SHOT.pop(key, None)
+        if prepared is None:
+            check_arch(device_id(q, p.lib) or 0)
+            prepared = PreparedLaunch(
+                p,
+                request.config,
+                request.q,
+                scale=request.scale,
+                mask=mask,
+                input_pos=input_pos,
+                window=window,
+                with_lse=return_lse,
+                with_map=False,
+            )
+        with _ONE_SHOT_LOCK:
+            _ONE_SHOT[key] = prepared  # most recent last
+            while len(_ONE_SHOT) > ONE_SHOT_CACHE_SIZE:
+                _ONE_SHOT.popitem(last=False)
+        prepared.runner(arrays, on)()
+    result = _in_layout(out, kwargs.get("layout", "bhnd"))
+    return (result, lse) if return_lse else result
+
+
+# The keyword arguments of attention() that are not knobs.
+_CALL_ARGUMENTS = frozenset(
+    ("scale", "mask", "input_pos", "window", "return_lse", "out", "stream", "layout")
+)
+# Launches attention() keeps ready, most recently used last (each holds its scratch arrays).
+ONE_SHOT_CACHE_SIZE = 32
+_ONE_SHOT: OrderedDict[tuple[Any, ...], PreparedLaunch] = OrderedDict()
+_ONE_SHOT_LOCK = threading.Lock()
+
+
+def clear_launch_cache() -> None:
+    """Drop what :func:`attention` kept between calls (and the device memory it holds)."""
+    with _ONE_SHOT_LOCK:
+        _ONE_SHOT.clear()
+
+
+def _stream_key(stream: Any, lib: str) -> int:
+    """The CUDA stream handle behind either library's stream object."""
+    return int(stream.cuda_stream if lib == "torch" else stream.ptr)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One call's checked inputs: arrays seen as (B, H, N, D), problem, config and scale
+    (``shown_shape``: q's shape as the caller gave it, for messages)."""
+
+    q: Any
+    k: Any
+    v: Any
+    out: Any
+    problem: Problem
+    config: LaunchConfig
+    scale: float
+    shown_shape: tuple[int, ...]
+
+
+def _request(
+    q: Any,
+    k: Any,
+    v: Any,
+    scale: float | None,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    out: Any,
+    layout: str,
+    knobs: dict[str, Any],
+) -> _Request:
+    """Check everything a call passes; ValueError naming the first thing wrong."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    shown_shape = tuple(q.shape)
+    if layout == "bnhd":
+        for name, arr in (("q", q), ("k", k), ("v", v)):
+            if getattr(arr, "ndim", None) != 4:
+                raise ValueError(
+                    f"{name} must have rank 4 (B, N, H, D), got shape {tuple(arr.shape)}"
+                )
+        q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
+        out = None if out is None else _in_layout(out, layout)
     p = check_inputs(q, k, v)
     check_mask(mask, input_pos, window)
     config = LaunchConfig.of(knobs)
@@ -133,68 +316,159 @@ def prepare(
     if not (math.isfinite(scale) and scale > 0):
         # The running max is taken before scaling (max(qk)·s), which needs s > 0.
         raise ValueError(f"scale must be a finite positive number, got {scale}")
+    return _Request(
+        q=q,
+        k=k,
+        v=v,
+        out=out,
+        problem=p,
+        config=config,
+        scale=float(scale),
+        shown_shape=shown_shape,
+    )
+
+
+def _outputs(request: _Request, return_lse: bool) -> tuple[Any, Any]:
+    """``out`` (the caller's, checked, or a new one laid out as q is) seen as (B, H, N, D),
+    and the LSE array when wanted."""
+    p, q, out = request.problem, request.q, request.out
     if out is None:
-        out = empty(p.lib, tuple(q.shape), p.dtype, q)
+        out = strided_empty_like(q)  # a (B, N, H, D) q gets a (B, N, H, D) out
     else:
         if lib_of(out) != p.lib or tuple(out.shape) != tuple(q.shape):
-            raise ValueError(f"out must be a {p.lib} array of shape {tuple(q.shape)}")
-        if dtype_name(out) != p.dtype or not is_contiguous(out, p.lib):
-            raise ValueError(f"out must be contiguous with dtype {p.dtype}")
+            raise ValueError(f"out must be a {p.lib} array of shape {request.shown_shape}")
+        if dtype_name(out) != p.dtype:
+            raise ValueError(f"out must have dtype {p.dtype}, got {dtype_name(out)}")
+        problem = layout_problem(out, p.lib)
+        if problem is not None:
+            raise ValueError(f"out cannot be written in place: {problem}")
         if device_id(out, p.lib) != device_id(q, p.lib):
             raise ValueError("out must be on the same device as q")
     lse = empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if return_lse else None
-    run = launcher(
-        p,
-        {"Q": q, "K": k, "V": v, "Out": out, "Lse": lse},
-        config,
-        scale=scale,
-        mask=mask,
-        input_pos=int(input_pos),
-        window=window,
-        stream=stream,
-    )
-
-    def launch() -> Any:
-        run()
-        return (out, lse) if return_lse else out
-
-    return launch
+    return out, lse
 
 
-def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
-    """softmax(scale · q kᵀ + mask) v for (B, H, N, D) fp16/bf16 torch tensors or CuPy arrays.
-
-    Keyword arguments (all optional): ``scale=None`` (1/sqrt(D)), ``mask="none"``,
-    ``input_pos=0``, ``window=None``, ``return_lse=False``, ``out=None``, ``stream=None``, and
-    the launch knobs of :class:`LaunchConfig` (the registry, :data:`kernels.knobs.KNOBS`, has
-    each one's default, values and meaning); see :func:`prepare`.
-
-    k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
-    ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
-    ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
-    ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
-    """
-    return prepare(q, k, v, **kwargs)()
+def _in_layout(arr: Any, layout: str) -> Any:
+    """``arr`` indexed as the caller's layout asks ((B, H, N, D) ↔ (B, N, H, D) is one swap)."""
+    return arr.swapaxes(1, 2) if layout == "bnhd" else arr
 
 
 class Allocator:
     """Makes the array arguments a caller did not pass, on ``like``'s device: the plan's
     host data copied over (the causal tile table), or an uninitialised stand-in for an output
     the launch does not want (the kernel skips it: ``WITH_LSE``/``WITH_MAP`` are off), made
-    once per parameter and shape and reused."""
+    once per parameter and shape (and host table) and reused. Keeps no reference to ``like``
+    (a kept launch must not hold a caller's tensor alive)."""
 
     def __init__(self, lib: str, like: Any) -> None:
         self.lib = lib
-        self.like = like
-        self._stand_ins: dict[tuple[str, str, tuple[int, ...]], Any] = {}
+        self.like = empty(lib, (1,), "float32", like)  # the device, without the caller's data
+        self._made: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
     def __call__(self, name: str, spec: ArraySpec) -> Any:
-        if spec.data is not None:
-            return from_numpy(spec.data, self.lib, self.like)
-        key = (name, spec.dtype, spec.shape)  # one per parameter: launch arrays must not alias
-        if key not in self._stand_ins:
-            self._stand_ins[key] = empty(self.lib, spec.shape, spec.dtype, self.like)
-        return self._stand_ins[key]
+        # One per parameter (launch arrays must not alias), and per host table: the table's
+        # identity, kept alive beside its copy so that the id is not reused.
+        key = (name, spec.dtype, spec.shape, None if spec.data is None else id(spec.data))
+        if key not in self._made:
+            made = (
+                empty(self.lib, spec.shape, spec.dtype, self.like)
+                if spec.data is None
+                else from_numpy(spec.data, self.lib, self.like)
+            )
+            self._made[key] = (spec.data, made)
+        return self._made[key][1]
+
+
+class PreparedLaunch:
+    """The launches of one problem and config, planned once: each launch's plan and kernel,
+    and the arrays the caller does not pass (scratch, the causal tile table on the device),
+    made on first use and kept. :meth:`runner` binds the caller's arrays."""
+
+    def __init__(
+        self,
+        p: Problem,
+        config: LaunchConfig,
+        like: Any,
+        *,
+        scale: float,
+        mask: str,
+        input_pos: int,
+        window: int | None,
+        with_lse: bool,
+        with_map: bool,
+    ) -> None:
+        self.lib = p.lib
+        launch: forms.LaunchPlan | None = forms.plan(
+            p,
+            config,
+            scale=scale,
+            mask=mask,
+            input_pos=input_pos,
+            window=window,
+            with_lse=with_lse,
+            with_map=with_map,
+            sm_count=lambda: sm_count(device_id(like, p.lib) or 0, p.lib),
+        )
+        self.plans: list[forms.LaunchPlan] = []
+        while launch is not None:
+            self.plans.append(launch)
+            launch = launch.then
+        self.kernels = [forms.kernel_for(config, plan.form) for plan in self.plans]
+        self.allocate = Allocator(p.lib, like)
+
+    def launches(self, arrays: dict[str, Any]) -> Launches:
+        """Grid, argument tuple and form of each launch, with ``arrays`` (by parameter name)
+        viewed in the planned shapes; ValueError where one has no such view."""
+        views = {}
+        for name, arr in arrays.items():
+            view = _planned_view(arr, self.plans[0].values.get(name))
+            if view is None and arr is not None:
+                raise ValueError(f"{name} cannot be viewed in the shape the launch plans")
+            views[name] = view
+        return self._bound(views)
+
+    def _bound(self, views: dict[str, Any]) -> Launches:
+        out = []
+        for i, plan in enumerate(self.plans):
+            # The combine takes only its own arrays: the split kernel's partials among them.
+            given = {n: a for n, a in views.items() if i == 0 or n in plan.values}
+            out.append((plan.grid, plan.arguments(given, self.allocate), plan.form))
+        return out
+
+    def runner(self, arrays: dict[str, Any], stream: Any) -> Callable[[], None]:
+        """Zero-argument launch of every planned kernel on ``stream`` (the library's current
+        stream at call time for None). Where a caller's (B, N, H, D) array has no view in the
+        decode form's packed shape (q_len > 1), a contiguous copy stands in: the query copied
+        in before the launches, the output copied back after."""
+        views: dict[str, Any] = {}
+        copy_in: list[tuple[Any, Any]] = []
+        copy_out: list[tuple[Any, Any]] = []
+        for name, arr in arrays.items():
+            view = _planned_view(arr, self.plans[0].values.get(name))
+            if view is None and arr is not None:
+                staging = empty(self.lib, tuple(arr.shape), dtype_name(arr), arr)
+                view = reshaped(staging, self.plans[0].values[name].shape)
+                (copy_in if name == "Q" else copy_out).append(
+                    (staging, arr) if name == "Q" else (arr, staging)
+                )
+            views[name] = view
+        launches = [
+            (grid, args, kern)
+            for (grid, args, _), kern in zip(self._bound(views), self.kernels, strict=True)
+        ]
+        lib = self.lib
+
+        def run() -> None:
+            with friendly_errors():
+                on = stream if stream is not None else default_stream(lib)
+                for dst, src in copy_in:
+                    copy_into(dst, src, on)
+                for grid, args, kern in launches:
+                    ct.launch(on, grid, kern, args)
+                for dst, src in copy_out:
+                    copy_into(dst, src, on)
+
+        return run
 
 
 def launch_of(
@@ -225,7 +499,7 @@ def launches_of(
     mask: str,
     input_pos: int,
     window: int | None,
-) -> list[tuple[tuple[int, int, int], tuple[Any, ...], str]]:
+) -> Launches:
     """Grid, argument tuple and kernel form of each launch of one attention call, in order
     (for attention, the block map and the tuner): one, or the decode form's split kernel and
     its combine. ``arrays``: the caller's arrays by parameter name ("Q", "K", "V", "Out", and
@@ -233,33 +507,24 @@ def launches_of(
     stand-in for the same parameter of both launches: the splits' partial outputs). A given
     array the plan wants in another shape of the same size is viewed in it (the decode form's
     packed Q, Out and Lse)."""
-    q = arrays["Q"]
-    launch: forms.LaunchPlan | None = forms.plan(
+    prepared = PreparedLaunch(
         p,
         config,
+        arrays["Q"],
         scale=scale,
         mask=mask,
         input_pos=input_pos,
         window=window,
         with_lse=arrays.get("Lse") is not None,
         with_map=arrays.get("BlockMap") is not None,
-        sm_count=lambda: sm_count(device_id(q, p.lib) or 0, p.lib),
     )
-    out = []
-    first = True
-    while launch is not None:
-        given = {
-            name: _planned_view(arr, launch.values.get(name))
-            for name, arr in arrays.items()
-            if first or name in launch.values  # the combine takes only its own arrays
-        }
-        out.append((launch.grid, launch.arguments(given, allocate), launch.form))
-        launch, first = launch.then, False
-    return out
+    prepared.allocate = allocate
+    return prepared.launches(arrays)
 
 
 def _planned_view(arr: Any, spec: Any) -> Any:
-    """``arr`` viewed in the shape ``spec`` plans for it, where that differs (same size)."""
+    """``arr`` viewed in the shape ``spec`` plans for it, where that differs (same size);
+    None where its strides allow no such view."""
     if arr is None or not isinstance(spec, ArraySpec) or tuple(arr.shape) == spec.shape:
         return arr
     return reshaped(arr, spec.shape)
@@ -289,25 +554,15 @@ def launcher(
 
         return no_keys
     check_arch(device_id(q, p.lib) or 0)
-    launches = [
-        (grid, args, forms.kernel_for(config, form))
-        for grid, args, form in launches_of(
-            p,
-            arrays,
-            config,
-            Allocator(p.lib, q),
-            scale=scale,
-            mask=mask,
-            input_pos=input_pos,
-            window=window,
-        )
-    ]
-    lib = p.lib
-
-    def run() -> None:
-        with friendly_errors():
-            on = stream if stream is not None else default_stream(lib)
-            for grid, args, kern in launches:
-                ct.launch(on, grid, kern, args)
-
-    return run
+    prepared = PreparedLaunch(
+        p,
+        config,
+        q,
+        scale=scale,
+        mask=mask,
+        input_pos=input_pos,
+        window=window,
+        with_lse=lse is not None,
+        with_map=arrays.get("BlockMap") is not None,
+    )
+    return prepared.runner(arrays, stream)

@@ -44,3 +44,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gpu)
             if _REASON is not None:
                 item.add_marker(pytest.mark.skip(reason=_REASON))
+
+
+@pytest.fixture
+def seed(rng) -> int:
+    """A fresh seed for torch's generator from the session's printed one (tests/conftest.py)."""
+    return int(rng.integers(2**31))

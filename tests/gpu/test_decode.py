@@ -193,9 +193,3 @@ def test_splits_and_rows_that_see_no_key(seed: int) -> None:
         pack_gqa=True,
         fast_math=False,
     )
-
-
-@pytest.fixture
-def seed(rng) -> int:
-    """A fresh seed for torch's generator from the session's printed one (tests/conftest.py)."""
-    return int(rng.integers(2**31))
