@@ -8,6 +8,7 @@
 #   tests         every GPU test (tests/gpu, tests/gpu_workbench)
 #   machine       `machine --measure` (dense matmul and streaming-read ceilings)
 #   decode        one group per decode problem with the peers (PEERS), medians and noise stored
+#                 (DECODE_PROBLEMS replaces the list; SEED_DB adds the groups to a database)
 #   check         bench/independent_check.py: the decode groups' launches timed by triton,
 #                 cold L2 where the KV cache fits in it
 #   ladder        the default ladder (this GPU's: Hopper) at LADDER_SEQ, causal
@@ -40,6 +41,8 @@ if ! command -v ncu >/dev/null; then
   [[ -n $ncu_dir && -x $ncu_dir/ncu ]] && export PATH=$ncu_dir:$PATH
 fi
 DB=$STATE/h200.db
+# SEED_DB: a committed database the new groups are added to (bench/results/h200-decode.db).
+[[ -n ${SEED_DB:-} && ! -f $DB ]] && cp "$SEED_DB" "$DB"
 PEERS=${PEERS:-cutile,torch-cudnn,torch-flash}
 ROUNDS=${ROUNDS:-8}
 LADDER_SEQ=${LADDER_SEQ:-2k,8k}
@@ -83,8 +86,9 @@ if stage decode; then
     "8b-B8|--preset llama3-8b-decode --batch 8 --k-lens 4k-32k"
     "8b-spec-B8|--preset llama3-8b-speculative --batch 8 --k-lens 4k-32k"
     "70b-B1|--preset llama3-70b-decode --batch 1 --k-lens 4k-128k"
-    ${EXTRA_DECODE:-}
   )
+  # DECODE_PROBLEMS ("name|flags;name|flags"): these instead (D = 64, fp16, …).
+  if [[ -n ${DECODE_PROBLEMS:-} ]]; then IFS=';' read -r -a problems <<< "$DECODE_PROBLEMS"; fi
   echo "{}" > "$STATE/decode-groups.json"
   for entry in "${problems[@]}"; do
     name=${entry%%|*}; flags=${entry#*|}

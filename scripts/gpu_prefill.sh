@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Prefill against FlashAttention-4 on the H200 through the workbench's own CLI (issue #35), one
+# stage list per device call, logs and the database under $OUT:
+#   source .gpuhost/activate.sh .gpuhost && source .fa4/activate-fa4.sh .fa4 && \
+#     STAGES=prefill,inputs bash scripts/gpu_prefill.sh
+# Stages (in this order when listed together):
+#   tests    every GPU test (tests/gpu, tests/gpu_workbench)
+#   machine  `machine --measure` (the dense matmul ceiling the table quotes)
+#   prefill  one group per problem of the issue's table: cuTile autotuned (fast math, K split,
+#            remap) with cuDNN and FA4 (PEERS), medians and noise stored; D = 64, bf16 and GQA
+#            classes are tuned on the way and land in the tuner's cache ($OUT/h200-autotune.json)
+#   inputs   the model-inputs ladder: (B, H, N, D) against (B, N, H, D) views under the graph
+#            timer, and the prepared launcher against one-shot attention() launched eagerly
+#   check    bench/independent_check.py: the prefill groups' launches timed by triton
+#   report   the prefill groups' generated table
+# The database and the group ids live in $STATE (/tmp) across calls while the machine is warm;
+# every call copies the database to $OUT. FMHA_WORKBENCH_COMMIT=<commit> in front: the device's
+# .git is stale. The bundles' chain of calls: scripts/gpu_session.sh's header.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+STATE=${STATE:-/tmp/fmha-prefill}
+STAGES=${STAGES:-prefill,inputs,check,report}
+mkdir -p "$OUT" "$STATE"
+export PYTHONUNBUFFERED=1 FMHA_WORKBENCH_COMMIT=${FMHA_WORKBENCH_COMMIT:-unknown}
+export FMHA_WORKBENCH_MACHINE=$STATE/machine.json
+export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-400}
+[[ -f $STATE/h200-autotune.json ]] || cp bench/results/h200-autotune.json "$STATE/h200-autotune.json"
+export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
+DB=$STATE/h200-prefill.db
+PEERS=${PEERS:-cutile,torch-cudnn,fa4}
+ROUNDS=${ROUNDS:-6}
+TUNED=(--autotune --fast-math --k-split --remap)
+stage() { [[ ",$STAGES," == *",$1,"* ]]; }
+groups() { python3 -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))))' "$STATE/groups.json" 2>/dev/null; }
+remember() {  # remember NAME JSON_FILE: the group id of a sweep's --json output
+  python3 - "$2" "$STATE/groups.json" "$1" <<'EOF'
+import json, sys
+try:
+    done = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no result:", e); raise SystemExit(0)
+try:
+    groups = json.load(open(sys.argv[2]))
+except Exception:
+    groups = {}
+groups[str(done["group_id"])] = sys.argv[3]
+json.dump(groups, open(sys.argv[2], "w"))
+for r in done["runs"]:
+    print(r["backend"], r["status"], [(p["seq_len"], round(p["tflops"] or 0)) for p in r["points"]])
+EOF
+}
+
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
+} 2>&1 | tee -a "$OUT/session.txt"
+
+if stage tests; then
+  echo "== GPU tests"
+  workers=$(( $(nproc) / 2 )); (( workers > 8 )) && workers=8
+  timeout -s INT -k 10 "${TEST_TIMEOUT:-500}" python3 -m pytest -m gpu tests/gpu tests/gpu_workbench \
+    -p no:cacheprovider -p no:benchmark -q -n "$workers" -rfEs --timeout=150 \
+    --timeout-method=thread --durations=5 2>&1 | grep -v "^\s*$" | tail -40
+fi 2>&1 | tee -a "$OUT/tests.txt"
+
+if stage machine; then
+  echo "== machine ceilings"
+  python3 -m workbench machine --measure --db "$DB"
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage prefill; then
+  echo "== prefill groups"
+  # name|flags: the issue's table, one group per problem.
+  problems=(
+    "mha-causal|--batch 4 --heads 32 --head-dim 128 --dtype float16 --mask causal --seq-lens 1k-16k"
+    "mha-none|--batch 4 --heads 32 --head-dim 128 --dtype float16 --mask none --seq-lens 1k-16k"
+    "8b-prefill|--batch 1 --heads 32 --kv-heads 8 --head-dim 128 --dtype bfloat16 --mask causal --seq-lens ${GQA_SEQ:-8k}"
+    "70b-none|--batch 2 --heads 64 --kv-heads 8 --head-dim 128 --dtype bfloat16 --mask none --seq-lens ${GQA_SEQ:-8k}"
+    "70b-causal|--batch 2 --heads 64 --kv-heads 8 --head-dim 128 --dtype bfloat16 --mask causal --seq-lens ${GQA_SEQ:-8k}"
+    "d64-none|--batch 4 --heads 32 --head-dim 64 --dtype float16 --mask none --seq-lens ${D64_SEQ:-4k}"
+    ${EXTRA_PREFILL:-}
+  )
+  for entry in "${problems[@]}"; do
+    name=${entry%%|*}; flags=${entry#*|}
+    [[ -n ${ONLY:-} && ",$ONLY," != *",$name,"* ]] && continue
+    # shellcheck disable=SC2086
+    timeout "${GROUP_TIMEOUT:-300}" python3 -m workbench sweep --db "$DB" --backends "$PEERS" \
+      $flags "${TUNED[@]}" --rounds "$ROUNDS" --label "prefill $name" --json > "$STATE/prefill-$name.json"
+    echo "$name exit $?"
+    remember "$name" "$STATE/prefill-$name.json"
+  done
+  cp "$FMHA_WORKBENCH_CACHE" "$OUT/h200-autotune.json"
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage inputs; then
+  echo "== a model's inputs: layout and one-shot calls"
+  shape=(--backend cutile --batch 4 --heads 32 --head-dim 128 --dtype float16 --mask causal)
+  timeout "${LADDER_TIMEOUT:-240}" python3 -m workbench ladder --db "$DB" "${shape[@]}" \
+    --steps workbench/presets/ladder-model-inputs.json --seq-lens "${INPUT_SEQ:-1k-16k}" \
+    --rounds "$ROUNDS" --label "model inputs, graph" 2>&1 | tail -20
+  timeout "${LADDER_TIMEOUT:-240}" python3 -m workbench ladder --db "$DB" "${shape[@]}" \
+    --steps workbench/presets/ladder-model-inputs.json --seq-lens 1k,2k --no-graph \
+    --rounds "$ROUNDS" --label "model inputs, eager" 2>&1 | tail -20
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage check; then
+  echo "== the prefill groups' launches timed by triton"
+  timeout "${CHECK_TIMEOUT:-300}" python3 bench/independent_check.py --db "$DB" \
+    --groups "${CHECK_GROUPS:-$(groups)}" --rounds "${CHECK_ROUNDS:-4}" \
+    --json "$OUT/h200-prefill-independent.json" --markdown "$OUT/h200-prefill-independent.md" \
+    2>&1 | tail -40
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage report; then
+  echo "== report"
+  # shellcheck disable=SC2046
+  python3 -m workbench report --db "$DB" $(groups | tr ',' '\n' | sed 's/^/--group /')
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(TRUNCATE)")' "$DB" 2>/dev/null
+[[ -f $DB ]] && cp "$DB" "$OUT/h200-prefill.db"
+[[ -f $STATE/groups.json ]] && cp "$STATE/groups.json" "$OUT/prefill-groups.json"
+exit 0
