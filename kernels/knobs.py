@@ -318,12 +318,6 @@ _KNOBS: tuple[Knob, ...] = (
         "read once per group (q_len 1 with a group of 4 fills 4 rows of a 16-row tile)",
         word="pack-gqa",
     ),
-    _bools(
-        "fuse_combine", False, "--fuse-combine", "Fuse the combine",
-        "with KV splits, the last split of each tile to finish merges them, counted by an "
-        "atomic, instead of a second kernel launch",
-        word="fused", constant="FUSE_COMBINE",
-    ),
 )  # fmt: skip
 
 KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}
@@ -418,11 +412,6 @@ RULES: tuple[Rule, ...] = (
         lambda v, m: f"packed GQA heads are for mask none or causal (got {m}): there is no "
         "window decode kernel",
         "mask none or causal",
-    ),
-    _requires(
-        "fuse_combine", ("kv_splits",), lambda v, m: v["kv_splits"] != 1,
-        "the fused combine merges KV splits; take more than 1 split (or auto)",
-        "KV splits (kv_splits other than 1)",
     ),
     _excludes(
         "pipeline", ("kv_splits", "pack_gqa"),

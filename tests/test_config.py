@@ -201,7 +201,6 @@ BAD_CONFIG = {
         st.sampled_from([True, "auto", 2.0]),
     ),
     "pack_gqa": st.sampled_from([1, "yes", None]),
-    "fuse_combine": st.sampled_from([1, "on"]),
 }
 
 

@@ -444,10 +444,9 @@ def test_the_decode_ladder_preset_runs_from_the_cli(run_cli: RunCli, db_path: Pa
     assert table["axis"] == "k_len" and table["seq_lens"] == [256, 512]
     steps = [s["step"] for s in table["steps"]]
     assert steps == ["baseline (one CTA per head)", "+ GQA packing", "+ KV split (auto)",
-                     "+ fused combine", "autotuned"]  # fmt: skip
+                     "autotuned"]  # fmt: skip
     assert "pack-gqa" in table["steps"][1]["config"]
     assert "kv-split auto" in table["steps"][2]["config"]
-    assert "fused" in table["steps"][3]["config"]
     assert all(c["kv_gbs"] > 0 for s in table["steps"] for c in s["cells"].values())
     with Store(db_path) as store:
         runs = store.group_runs(table["group_id"])

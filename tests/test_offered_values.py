@@ -23,12 +23,11 @@ from workbench.cli import build_parser, spec_from_args  # noqa: E402
 
 ARCHS = [None, "sm_80", "sm_90", "sm_100", "sm_103", "sm_120", "sm_121"]
 # The settings a knob's value may need to be set at all: the polynomial the K-loop split (and a
-# key tile its column count divides), key blocks in pairs the persistent grid without a mask,
-# the fused combine KV splits.
+# key tile its column count divides), key blocks in pairs the persistent grid without a mask.
 BASES: list[tuple[str, dict[str, Any]]] = [
     (mask, {**extra, "tile_n": tile_n})
     for mask in ("none", "causal", "window")
-    for extra in ({}, {"persistent": True}, {"kv_splits": None})
+    for extra in ({}, {"persistent": True})
     for tile_n in (64, 128, 256, 32, 16)
 ]
 

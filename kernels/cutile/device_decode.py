@@ -42,7 +42,6 @@ DecodeSwitches = constant_group(
     WITH_LSE=bool,  # one split only: the combine writes Lse otherwise
     STORE_TMA=bool,
     SPLIT=bool,  # more than one split: write OutParts/LseParts for the combine
-    FUSE_COMBINE=bool,  # the last split of a tile to finish combines them (no second launch)
 )
 # The combine's tile: splits, rows and head-dim columns per CTA.
 CombineTile = constant_group(
@@ -50,8 +49,6 @@ CombineTile = constant_group(
     TILE_R=int,  # rows per CTA
     TILE_DC=int,  # head-dim columns per CTA
 )
-# The fused combine's tile in the decode kernel (its rows are the decode tile's).
-MergeTile = constant_group(TILE_S=int, TILE_DC=int)
 # The combine's switches, compiled in.
 CombineSwitches = constant_group(WITH_LSE=bool, STORE_TMA=bool)
 
@@ -65,7 +62,6 @@ def fmha_decode_kernel(
     Lse,  # [B, HQ, R] float32 (dummy [1, 1, 1] unless WITH_LSE)
     OutParts,  # [B·HQ, splits, R, D] float32, each split's output (dummy with one split)
     LseParts,  # [B·HQ, splits, R] float32, each split's log2-sum-exp (dummy with one split)
-    Arrivals,  # [tiles] int32, zero between launches: splits of each tile done (FUSE_COMBINE)
     qk_scale_log2: float,  # scale * log2(e)
     input_pos: int,  # causal offset: position i sees key j <= i + input_pos
     q_len: int,  # query positions per head: row r is position r % q_len
@@ -74,13 +70,11 @@ def fmha_decode_kernel(
     TILE: TileShape,
     OPTS: BlockOptions,  # MASK 0 none or 1 causal
     SWITCHES: DecodeSwitches,
-    MERGE: MergeTile,  # the fused combine's splits (padded) and columns per step
 ):
     """One (row block, batch·head, split) per CTA."""
     TILE_M, TILE_N, TILE_D = TILE
-    TILE_S, TILE_DC = MERGE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
-    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT, FUSE_COMBINE = SWITCHES
+    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
     s = ct.bid(2)
@@ -150,29 +144,9 @@ def fmha_decode_kernel(
         m_i, l_i, acc = state
         l_safe = ct.where(l_i == 0.0, 1.0, l_i)  # a split that saw no key: acc 0, output 0
         part = (acc / l_safe).reshape((1, 1, TILE_M, TILE_D))
-        # The fused combine reads the parts back from other CTAs: plain stores and loads, so
-        # that the arrival counter's release and acquire order them (TMA copies are another
-        # memory proxy, which the atomic does not fence).
-        ct.store(
-            OutParts, index=(bh, s, rb, 0), tile=part, allow_tma=STORE_TMA and not FUSE_COMBINE
-        )
+        ct.store(OutParts, index=(bh, s, rb, 0), tile=part, allow_tma=STORE_TMA)
         lse2 = m_i + ct.log2(l_safe)  # base 2; -inf where the split saw no key
-        ct.store(
-            LseParts,
-            index=(bh, s, rb),
-            tile=lse2.reshape((1, 1, TILE_M)),
-            allow_tma=not FUSE_COMBINE,
-        )
-        if FUSE_COMBINE:
-            tile_id = bh * ct.num_blocks(0) + rb
-            # acq_rel at device scope: this split's parts are visible to whichever split
-            # counts last, and that one sees every other split's parts.
-            arrived = ct.atomic_add(Arrivals, tile_id, 1)
-            if arrived == ct.num_blocks(2) - 1:
-                merge = (TILE_S, TILE_M, TILE_DC)
-                merge_splits(OutParts, LseParts, Out, Lse, (bh, b, h, rb), merge, TILE_D,
-                             WITH_LSE, STORE_TMA, False)  # fmt: skip
-                ct.atomic_xchg(Arrivals, tile_id, 0)  # zero again for the next launch
+        ct.store(LseParts, index=(bh, s, rb), tile=lse2.reshape((1, 1, TILE_M)))
     else:
         epilogue(state, Out, Lse, (b, h, rb), FAST_MATH, WITH_LSE, STORE_TMA)
 
@@ -186,56 +160,38 @@ def fmha_decode_combine_kernel(
     TILE: CombineTile,
     SWITCHES: CombineSwitches,
 ):
-    """Merge the splits of one (row block, batch·head, column block)
-    (:func:`merge_splits`)."""
+    """Merge the splits of one (row block, batch·head, column block): the online-softmax
+    rescale, each split weighed by exp2(lse_s - max lse), not averaged; rows no split saw get
+    0 and -inf. Every split's LSE and output come in one load each (no loop over the splits:
+    a loop of dependent small loads cost more than the split kernel saved)."""
     TILE_S, TILE_R, TILE_DC = TILE
     WITH_LSE, STORE_TMA = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
     dc = ct.bid(2)
     n_heads = Out.shape[1]
-    where = (bh, bh // n_heads, bh % n_heads, rb)
-    merge_splits(OutParts, LseParts, Out, Lse, where, (TILE_S, TILE_R, TILE_DC), TILE_DC,
-                 WITH_LSE, STORE_TMA, None, dc)  # fmt: skip
+    b = bh // n_heads
+    h = bh % n_heads
 
-
-def merge_splits(
-    OutParts, LseParts, Out, Lse, where, MERGE, COLUMNS, WITH_LSE, STORE_TMA, LOAD_TMA, first=0
-):
-    """Merge the splits of rows ``rb`` of (batch·head, batch, head) ``where``, head-dim columns
-    ``[first·TILE_DC, first·TILE_DC + COLUMNS)`` in blocks of TILE_DC: the online-softmax
-    rescale, each split weighed by exp2(lse_s - max lse), not averaged; rows no split saw get
-    0 and -inf. Every split's LSE and output come in one load each (no loop over the splits:
-    a loop of dependent small loads cost more than the split kernel saved). ``LOAD_TMA``:
-    ct.load's ``allow_tma`` (None: the compiler's choice)."""
-    bh, b, h, rb = where
-    TILE_S, TILE_R, TILE_DC = MERGE
     lse = ct.load(
-        LseParts,
-        index=(bh, 0, rb),
-        shape=(1, TILE_S, TILE_R),
-        padding_mode=ct.PaddingMode.NEG_INF,
-        allow_tma=LOAD_TMA,
+        LseParts, index=(bh, 0, rb), shape=(1, TILE_S, TILE_R), padding_mode=ct.PaddingMode.NEG_INF
     ).reshape((TILE_S, TILE_R))
     top = ct.max(lse, axis=0, keepdims=True)  # [1, TILE_R]
     # Rows no split saw keep -inf: subtract 0 there so that exp2 gives 0, not NaN.
     top_safe = ct.where(top == NEG_INF, 0.0, top)
     weight = ct.exp2(lse - top_safe)  # [TILE_S, TILE_R]; 0 for splits that saw nothing
     total = ct.sum(weight, axis=0, keepdims=True)  # [1, TILE_R]
+    parts = ct.load(
+        OutParts,
+        index=(bh, 0, rb, dc),
+        shape=(1, TILE_S, TILE_R, TILE_DC),
+        padding_mode=ct.PaddingMode.ZERO,
+    ).reshape((TILE_S, TILE_R, TILE_DC))
+    acc = ct.sum(parts * weight.reshape((TILE_S, TILE_R, 1)), axis=0)  # [TILE_R, TILE_DC]
     total_safe = ct.where(total == 0.0, 1.0, total).reshape((TILE_R, 1))
-    for c in range(COLUMNS // TILE_DC):
-        dc = first + c
-        parts = ct.load(
-            OutParts,
-            index=(bh, 0, rb, dc),
-            shape=(1, TILE_S, TILE_R, TILE_DC),
-            padding_mode=ct.PaddingMode.ZERO,
-            allow_tma=LOAD_TMA,
-        ).reshape((TILE_S, TILE_R, TILE_DC))
-        acc = ct.sum(parts * weight.reshape((TILE_S, TILE_R, 1)), axis=0)  # [TILE_R, TILE_DC]
-        out = (acc / total_safe).astype(Out.dtype).reshape((1, 1, TILE_R, TILE_DC))
-        ct.store(Out, index=(b, h, rb, dc), tile=out, allow_tma=STORE_TMA)
+    out = (acc / total_safe).astype(Out.dtype).reshape((1, 1, TILE_R, TILE_DC))
+    ct.store(Out, index=(b, h, rb, dc), tile=out, allow_tma=STORE_TMA)
     if WITH_LSE:  # noqa: SIM102 (a compile-time switch around a runtime test)
-        if first == 0:
+        if dc == 0:
             lse_out = (top_safe + ct.log2(total)) * LN2  # log2(0) = -inf: rows no split saw
             ct.store(Lse, index=(b, h, rb), tile=lse_out.reshape((1, 1, TILE_R)))

@@ -380,7 +380,7 @@ def plan(
         with_lse=with_lse, with_map=with_map, layout=layout,
     )  # fmt: skip
     then = None
-    if layout is not None and layout.splits > 1 and not config.fuse_combine:
+    if layout is not None and layout.splits > 1:
         tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.head_dim)
         combine_grid = (-(-layout.rows // tile_r), p.batch * layout.heads, p.head_dim // tile_dc)
         combine_sources = {
@@ -536,20 +536,7 @@ def _decode_sources(p: Problem, layout: Decode, with_lse: bool) -> dict[str, Cal
     split = layout.splits > 1
     rows_shape = (p.batch, layout.heads, layout.rows)
     parts = (p.batch * layout.heads, layout.splits, layout.rows)
-    tiles = p.batch * layout.heads * layout.row_blocks
-    merge_s, _, merge_dc = combine_tile(layout.splits, layout.tile_m, p.head_dim)
-
-    def arrivals() -> ArraySpec:
-        # Zero before the first launch; the fused combine zeroes each counter again after use.
-        if not split:
-            return ArraySpec("int32", (1,))
-        return ArraySpec("int32", (padded(tiles),), np.zeros(padded(tiles), dtype=np.int32))
-
     return {
-        "Arrivals": arrivals,
-        # The fused combine's tile: every split, the decode tile's rows, a few columns at once.
-        "TILE_S": lambda: merge_s,
-        "TILE_DC": lambda: merge_dc,
         "Q": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
         "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
         "Lse": lambda: ArraySpec("float32", rows_shape if with_lse else (1, 1, 1)),
