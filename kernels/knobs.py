@@ -198,7 +198,7 @@ _TILES = (16, 32, 64, 128, 256)
 KV_SPLIT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 _KERNEL_TILES = (64, 128, 256)
 
-# The CSV's column order follows this order (mask and window sit after remap, see
+# The CSV's column order follows this order (mask and window sit after MASK_FIELDS_AFTER, see
 # workbench.config): a new knob goes at the end.
 _KNOBS: tuple[Knob, ...] = (
     Knob(
@@ -321,6 +321,9 @@ _KNOBS: tuple[Knob, ...] = (
 )  # fmt: skip
 
 KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}
+# The knob the workbench's mask and window fields follow, as in the first exported CSVs, so that
+# column order holds for old knobs and every new knob appends.
+MASK_FIELDS_AFTER = "remap"
 EXPOSED: tuple[Knob, ...] = tuple(k for k in _KNOBS if k.exposed)
 # The kernel's LaunchConfig: its fields, in order, and their defaults.
 LAUNCH: dict[str, Any] = {k.name: k.default for k in _KNOBS if k.launch}
@@ -455,6 +458,21 @@ ARCH_RULES: tuple[ArchRule, ...] = (
 )  # fmt: skip
 
 
+# The switch that hands the tunable knobs to the tuner (the workbench's own, not a launch knob).
+TUNER: Knob = KNOBS["autotune"]
+
+
+def tuned(values: Values) -> bool:
+    """Whether the tuner sets the tunable knobs of ``values`` (:data:`TUNER` on): the values
+    set for them are then only nominal."""
+    return values.get(TUNER.name) is True
+
+
+def untuned(values: Values) -> dict[str, Any]:
+    """``values`` with the tuner off: how a launch the tuner chose is run again as set."""
+    return {**values, TUNER.name: False}
+
+
 def defaults() -> dict[str, Any]:
     """Every knob at its default."""
     return {k.name: k.default for k in _KNOBS}
@@ -505,7 +523,7 @@ def _value_problem(
             )
     elif value not in knob.values:
         return knob.expected()
-    nominal = knob.tunable and values.get("autotune") is True  # the tuner sets it instead
+    nominal = knob.tunable and tuned(values)  # the tuner sets it instead
     if capability and not nominal:
         allowed = knob.values_for(capability)
         if value not in allowed and value is not None:
