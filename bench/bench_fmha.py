@@ -4,12 +4,13 @@
     python bench/bench_fmha.py --db /tmp/smoke.db --ns 1k,2k --masks causal --rounds 2
 
 For each mask: one group of every backend in ``--backends`` (cuTile autotuned on the registry's
-defaults, fast math, the K split and program-id remapping on, the tuner's pick per length;
-its peers as they come), all on the same fresh inputs at each length, each checked against
-float64, timed together in balanced interleaved rounds by the workbench's one timer (CUDA-graph replay, ``kernels.measure.LaunchSampler``).
-The runs go to the database; the markdown table (``--markdown FILE``, and the README's table
-through ``fmha-workbench report --readme``) is generated from it. Backends that are not
-available on this machine are left out with a note, so a smoke run works without FA4.
+defaults, fast math, the K split and program-id remapping on, the tuner's pick per length; its
+peers as they come), all on the same fresh inputs at each length, each checked against float64,
+timed together in balanced interleaved rounds by the workbench's one timer (CUDA-graph replay,
+``kernels.measure.LaunchSampler``). The runs go to the database; the markdown table
+(``--markdown FILE``, and the README's table through ``fmha-workbench report --readme``) is
+generated from it. Backends that are not available on this machine are left out with a note, so
+a smoke run works without FA4.
 """
 
 from __future__ import annotations
