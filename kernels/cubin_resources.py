@@ -15,8 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from kernels.knobs import KNOBS
 
 KB = 1024
 
@@ -201,3 +205,10 @@ def check_fit(
                 f"occupancy {blocks}: {blocks}x{res.threads} threads > {limits.threads_per_sm}"
             )
     return problems
+
+
+def check_config_fit(res: Resources, limits: ArchLimits, values: Mapping[str, Any]) -> list[str]:
+    """:func:`check_fit` with the compiler hints that a config's knob ``values`` give (the
+    registry's knobs with a ``Knob.hint``, by hint name; a hint not given is the compiler's)."""
+    hints = {k.hint: values.get(k.name) for k in KNOBS.values() if k.hint}
+    return check_fit(res, limits, occupancy=hints["occupancy"], num_ctas=hints["num_ctas"])

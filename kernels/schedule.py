@@ -510,6 +510,30 @@ def tile_shape(values: Mapping[str, Any]) -> tuple[int, int]:
     return rows, keys
 
 
+def kernel_form_of(
+    values: Mapping[str, Any],
+    mask: str,
+    q_len: int,
+    k_len: int,
+    input_pos: int = 0,
+    splits: int = 1,
+) -> str:
+    """Which kernel form runs a config's knob ``values`` on a problem (the mask already
+    checked): ``decode`` with packed heads or where the key range runs in ``splits`` > 1;
+    else ``tile`` unless the persistent grid is asked for, which runs ``persistent`` without a
+    mask and ``causal-persistent`` where the causal problem is aligned
+    (:func:`causal_grid_aligned`), one CTA per tile (``tile``) elsewhere."""
+    if values.get("pack_gqa") or splits > 1:
+        return "decode"
+    if not values.get("persistent"):
+        return "tile"
+    if mask == "none":
+        return "persistent"
+    if causal_grid_aligned(q_len, k_len, *tile_shape(values), input_pos):
+        return "causal-persistent"
+    return "tile"
+
+
 def decode_form(values: Mapping[str, Any]) -> bool:
     """Does a config run the decode form (packed GQA heads or a split key range)?"""
     return bool(values.get("pack_gqa")) or values.get("kv_splits", 1) != 1

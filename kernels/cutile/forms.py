@@ -282,6 +282,12 @@ class Decode:
         return -(-self.rows // self.tile_m)
 
 
+def grid_form(config: LaunchConfig) -> tuple[int, bool, int, int]:
+    """The shape of a config's grid: tile height, persistent or not, CTAs per cluster, key
+    blocks per iteration of the persistent loop (the tuner times the fastest of each)."""
+    return (config.tile_m, config.persistent, config.num_ctas or 1, config.k_unroll)
+
+
 def decode_ctas_per_sm(values: Mapping[str, Any]) -> int:
     """CTA slots per SM that "auto" splits fill for a launch's knob ``values``: the decode
     CTAs an SM keeps, times the occupancy hint."""
