@@ -38,7 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels.cubin_resources import ARCH_LIMITS, KB, check_config_fit, read_resources  # noqa: E402
+from kernels.cubin_resources import (  # noqa: E402
+    ARCH_LIMITS,
+    KB,
+    check_config_fit,
+    cluster_ctas,
+    read_resources,
+)
 from kernels.knobs import (  # noqa: E402
     CUTILE,
     DTYPE,
@@ -217,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         todo = [j for j in todo if _entry_key(j) not in bad]
     # Clusters compile slowest (minutes each on 2 cores): the rest first, so a cut-short run
     # has covered the most entries.
-    todo.sort(key=lambda j: (args.archs.index(j["arch"]), (j["config"]["num_ctas"] or 1) > 1))
+    todo.sort(key=lambda j: (args.archs.index(j["arch"]), cluster_ctas(j["config"]) > 1))
     print(f"{len(todo)} compiles to do ({len(results)} already in {json_path})", flush=True)
     if not todo:
         return results

@@ -196,7 +196,8 @@ def _bools(name: str, default: bool, flag: str, label: str, help: str, **more: A
 _TILES = (16, 32, 64, 128, 256)
 # Splits of the key range a user can ask for (None, "auto", picks any count up to the last).
 KV_SPLIT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
-_KERNEL_TILES = (64, 128, 256)
+# The tile sizes the cuTile kernel takes (its narrower values of the tile knobs).
+KERNEL_TILES = (64, 128, 256)
 
 # The CSV's column order follows this order (mask and window sit after MASK_FIELDS_AFTER, see
 # workbench.config): a new knob goes at the end.
@@ -205,13 +206,13 @@ _KNOBS: tuple[Knob, ...] = (
         "tile_m", int, 64, _TILES, "--tile-m", "Tile M",
         "query rows per tile (per program)",
         word="{}×{}", pair="tile_n", pair_label="Tile M × N", always=True,
-        narrower={CUTILE: _KERNEL_TILES},
+        narrower={CUTILE: KERNEL_TILES},
         tunable=True, constant="TILE_M",
     ),
     Knob(
         "tile_n", int, 64, _TILES, "--tile-n", "Tile N",
         "keys per key block",
-        narrower={CUTILE: _KERNEL_TILES}, tunable=True, constant="TILE_N",
+        narrower={CUTILE: KERNEL_TILES}, tunable=True, constant="TILE_N",
     ),
     _bools(
         "fast_math", True, "--fast-math", "Fast math",

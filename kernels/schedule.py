@@ -611,6 +611,12 @@ def split_facts(schedule: Schedule) -> dict[str, Any]:
     return {**split_layout(schedule), "decode_tile_m": schedule.tile_m}
 
 
+def recorded_splits(extra: Mapping[str, Any]) -> Any:
+    """The splits of the key range a point's record (:func:`split_facts`) says ran (None: the
+    point ran no decode form, or its record is older)."""
+    return extra.get("kv_splits")
+
+
 def recorded_packed(extra: Mapping[str, Any]) -> bool:
     """Whether a point's record (:func:`split_facts`) says its heads were packed as rows."""
     return bool(extra.get("pack_gqa"))

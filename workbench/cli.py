@@ -298,7 +298,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 row.insert(7, _fmt(bw["kv_read_pct"], ".0f"))
         # The decode form: how many splits of the key range each point ran (auto resolves per
         # point), so the block map's colours can be read against it.
-        splits = [(p.extra or {}).get("kv_splits") for p in points]
+        splits = [schedule.recorded_splits(p.extra or {}) for p in points]
         if any(s is not None for s in splits):
             header.append("splits")
             for row, count in zip(rows, splits, strict=True):
@@ -1036,7 +1036,7 @@ _FIELD_FLAGS = {
 def _cli_wording(exc: ConfigError) -> str:
     """The core's refusal in the words of this command line: a missing value names the flag
     that gives it ("window: None is not allowed" tells a user nothing), and a knob or field is
-    named by the flag the user typed (``--worker-warps``, not ``num_worker_warps``)."""
+    named by the flag the user typed (``--worker-warps``, not the knob's field name)."""
     import re
 
     from kernels import knobs

@@ -260,7 +260,7 @@ class KernelConfig:
 
     def summary(self) -> str:
         """Short human description in the registry's words, e.g. ``128×64 causal fast-math
-        k-split remap occ 2``: the tiles, the mask, then each knob that is on or set."""
+        k-split occ 2``: the tiles, the mask, then each knob that is on or set."""
         tiles, *rest = knobs.words(self.knob_values())
         return " ".join([tiles, self.mask_summary(), *rest])
 
