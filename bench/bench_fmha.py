@@ -3,13 +3,14 @@
     python bench/bench_fmha.py --db bench/results/h200.db            # B=4 H=32 D=128, 1k-16k
     python bench/bench_fmha.py --db /tmp/smoke.db --ns 1k,2k --masks causal --rounds 2
 
-For each mask: one group of every backend in ``--backends`` (cuTile autotuned with fast math,
-K split and remap, the tuner's pick per length; its peers as they come), all on the same fresh
-inputs at each length, each checked against float64, timed together in balanced interleaved
-rounds by the workbench's one timer (CUDA-graph replay, ``kernels.measure.LaunchSampler``).
-The runs go to the database; the markdown table (``--markdown FILE``, and the README's table
-through ``fmha-workbench report --readme``) is generated from it. Backends that are not
-available on this machine are left out with a note, so a smoke run works without FA4.
+For each mask: one group of every backend in ``--backends`` (cuTile autotuned on the registry's
+defaults, fast math, the K split and program-id remapping on, the tuner's pick per length; its
+peers as they come), all on the same fresh inputs at each length, each checked against float64,
+timed together in balanced interleaved rounds by the workbench's one timer (CUDA-graph replay,
+``kernels.measure.LaunchSampler``). The runs go to the database; the markdown table
+(``--markdown FILE``, and the README's table through ``fmha-workbench report --readme``) is
+generated from it. Backends that are not available on this machine are left out with a note, so
+a smoke run works without FA4.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kernels import knobs  # noqa: E402
 from workbench.backends import get_backend  # noqa: E402
 from workbench.config import KernelConfig, Problem, SweepSpec, parse_seq_lens  # noqa: E402
 from workbench.jobs import GroupStarted, group_specs, plan_group, run_group  # noqa: E402
@@ -69,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     groups = []
     with Store(args.db) as store:
         for mask in (m.strip() for m in args.masks.split(",") if m.strip()):
+            # The registry's defaults (fast math, the K split, remapping on), the tuner on.
             config = KernelConfig(
-                mask=mask, window=args.window if mask == "window" else None, autotune=True,
-                fast_math=True, k_split=True, remap=True,
+                mask=mask, window=args.window if mask == "window" else None,
+                **{knobs.TUNER.name: True},
             )  # fmt: skip
             spec = SweepSpec(problem, parse_seq_lens(args.ns), config, label=args.label)
             plan, backends = plan_group(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import sys
@@ -37,9 +38,22 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels.cubin_resources import ARCH_LIMITS, KB, check_fit, read_resources  # noqa: E402
-from kernels.knobs import CUTILE, DTYPE, HEAD_DIM, tuning_label  # noqa: E402
-from kernels.tuning_spaces import _cfg, search_space  # noqa: E402
+from kernels.cubin_resources import (  # noqa: E402
+    ARCH_LIMITS,
+    KB,
+    check_config_fit,
+    cluster_ctas,
+    read_resources,
+)
+from kernels.knobs import (  # noqa: E402
+    CUTILE,
+    DTYPE,
+    HEAD_DIM,
+    launch_violations,
+    tuning_label,
+)
+from kernels.schedule import tile_shape  # noqa: E402
+from kernels.tuning_spaces import entry, search_space  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "blackwell-offline"
 ARCHS = ("sm_120", "sm_121", "sm_100", "sm_103", "sm_90")
@@ -50,80 +64,35 @@ MASKS = ("none", "causal", "window")
 # do not depend on it, the persistent grid's causal form needs whole tiles).
 SHAPE = dict(batch=4, heads=32, q_len=4096)
 
+# The entries this report compiles beyond the tables, as data: bench/configs/blackwell/
+# candidates.json, each a table entry's tunable knobs (kernels.tuning_spaces.entry fills in the
+# defaults and checks them).
+_LISTS = json.loads((ROOT / "bench" / "configs" / "blackwell" / "candidates.json").read_text())
+
+
+def _entries(configs: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(entry(c) for c in configs)
+
+
 # The sm_100 and sm_120 tables as they were before this report (TileGym's, never compiled for
 # those targets here): kept so the report shows what the rebuild replaced.
 PREVIOUS: dict[str, tuple[dict[str, Any], ...]] = {
-    "sm_100": (
-        _cfg(256, 128, occupancy=1),
-        _cfg(256, 128, occupancy=2),
-        _cfg(256, 128, num_ctas=2, occupancy=2),
-        _cfg(128, 128, occupancy=2),
-        _cfg(128, 128, occupancy=1),
-        _cfg(128, 64, occupancy=2),
-        _cfg(64, 64, occupancy=2),
-    ),
-    "sm_120": (
-        _cfg(64, 64, occupancy=2),
-        _cfg(64, 64, occupancy=1),
-        _cfg(128, 64, occupancy=1),
-        _cfg(64, 128, occupancy=1),
-    ),
+    arch: _entries(configs) for arch, configs in _LISTS["previous"].items()
 }
 PREVIOUS["sm_103"] = PREVIOUS["sm_100"]
 PREVIOUS["sm_121"] = PREVIOUS["sm_120"]
 
 # Candidates beyond the tables: the Hopper-style knobs (worker warps, the persistent grid, the
-# polynomial exp2, 2-CTA clusters) at tile sizes sized for each SM's shared memory.
-_CONSUMER = (
-    _cfg(64, 64),
-    _cfg(64, 64, num_worker_warps=8),
-    _cfg(64, 128, occupancy=2),
-    _cfg(64, 128, num_worker_warps=8),
-    _cfg(128, 64, num_worker_warps=8),
-    _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=16),
-    _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=32),
-    _cfg(128, 64, num_worker_warps=8, k_latency=3, v_latency=6),
-    _cfg(128, 64, num_worker_warps=8, persistent=True),
-    _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
-    _cfg(128, 64, num_ctas=2, occupancy=2),
-    _cfg(64, 64, persistent=True),
-    _cfg(128, 128, num_worker_warps=8),
-    _cfg(128, 128, num_worker_warps=8, poly_exp2_cols=16, persistent=True),
-    _cfg(128, 128, num_ctas=2, occupancy=2),
-    # Second round, around what fitted in the first (128x64 with 8 worker warps and the
-    # polynomial, 64x64 at one CTA per SM, the persistent 64x64 grid), and the ladder's 256x128.
-    _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=8),
-    _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=16, store_tma=False),
-    _cfg(128, 64, num_worker_warps=8, poly_exp2_cols=16, num_ctas=2),
-    _cfg(64, 64, occupancy=1, poly_exp2_cols=16),
-    _cfg(64, 64, num_ctas=2),
-    _cfg(64, 64, persistent=True, poly_exp2_cols=16),
-    _cfg(256, 128),
-    # Third round: the 256-key tile (tile_n 256), which the workbench offered on sm_120 with
-    # no compile behind it: 64 and 128 rows at one CTA per SM, one CTA per tile and the
-    # persistent grid (whose causal form needs square tiles, so causal runs one CTA per tile).
-    _cfg(64, 256, occupancy=1),
-    _cfg(128, 256, occupancy=1),
-    _cfg(64, 256, occupancy=1, persistent=True),
-    _cfg(128, 256, occupancy=1, persistent=True),
-    # and around 64x256, which fitted at D = 64 only: no hint, 8 worker warps, the polynomial.
-    _cfg(64, 256),
-    _cfg(64, 256, num_worker_warps=8),
-    _cfg(64, 256, occupancy=1, poly_exp2_cols=16),
-)
-_DATACENTER = (
-    _cfg(256, 128, num_worker_warps=8),
-    _cfg(128, 64, num_worker_warps=8),
-    _cfg(128, 128, num_worker_warps=8),
-    _cfg(128, 128, num_ctas=2, num_worker_warps=8),
-    # Second round: the persistent grid without the polynomial (with it, it spilled at
-    # mask none), on the tiles that fitted in the first.
-    _cfg(128, 128, num_worker_warps=8, persistent=True),
-    _cfg(128, 64, num_worker_warps=8, persistent=True),
-    _cfg(64, 128, occupancy=2, persistent=True),
-    _cfg(128, 128, occupancy=2, persistent=True),
-    _cfg(64, 64, persistent=True),
-)
+# polynomial exp2, 2-CTA clusters) at tile sizes sized for each SM's shared memory. The
+# consumer list in rounds: the first; around what fitted in it (128x64 with 8 worker warps and
+# the polynomial, 64x64 at one CTA per SM, the persistent 64x64 grid) and the ladder's
+# 256x128; the 256-key tile, which the workbench offered on sm_120 with no compile behind it
+# (64 and 128 rows at one CTA per SM, one CTA per tile and the persistent grid, whose causal
+# form needs square tiles); and around 64x256, which fitted at D = 64 only. The datacenter
+# list: the first round, then the persistent grid without the polynomial (with it, it
+# spilled at mask none) on the tiles that fitted in the first.
+_CONSUMER = _entries([c for rnd in _LISTS["consumer"] for c in rnd])
+_DATACENTER = _entries([c for rnd in _LISTS["datacenter"] for c in rnd])
 CANDIDATES: dict[str, tuple[dict[str, Any], ...]] = {
     "sm_120": _CONSUMER,
     "sm_121": _CONSUMER,
@@ -140,12 +109,11 @@ def label(cfg: dict[str, Any]) -> str:
 
 
 def _applies(cfg: dict[str, Any], mask: str, head_dim: int) -> bool:
-    """Whether search_space would offer ``cfg`` for this mask and head dim (same rules)."""
-    if mask == "window" and cfg["persistent"]:
+    """Whether search_space would offer ``cfg`` for this mask and head dim (the same rules:
+    the kernel's refusals for the mask, the tile area capped at 128x64 from D = 256)."""
+    if launch_violations(cfg, mask):
         return False
-    if mask == "causal" and cfg["k_unroll"] != 1:
-        return False
-    return not (head_dim >= 256 and cfg["tile_m"] * cfg["tile_n"] > 128 * 64)
+    return not (head_dim >= 256 and math.prod(tile_shape(cfg)) > 128 * 64)
 
 
 def entries(arch: str, mask: str, head_dim: int) -> list[tuple[dict[str, Any], list[str]]]:
@@ -190,10 +158,7 @@ def compile_one(job: dict[str, Any]) -> dict[str, Any]:
     record["seconds"] = round(time.perf_counter() - t0, 1)
     res = read_resources(cubin)
     record.update(compiled=True, resources=res.to_dict())
-    record["problems"] = check_fit(
-        res, ARCH_LIMITS[job["arch"]], occupancy=cfg.get("occupancy"),
-        num_ctas=cfg.get("num_ctas"),
-    )  # fmt: skip
+    record["problems"] = check_config_fit(res, ARCH_LIMITS[job["arch"]], cfg)
     return record
 
 
@@ -258,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         todo = [j for j in todo if _entry_key(j) not in bad]
     # Clusters compile slowest (minutes each on 2 cores): the rest first, so a cut-short run
     # has covered the most entries.
-    todo.sort(key=lambda j: (args.archs.index(j["arch"]), (j["config"]["num_ctas"] or 1) > 1))
+    todo.sort(key=lambda j: (args.archs.index(j["arch"]), cluster_ctas(j["config"]) > 1))
     print(f"{len(todo)} compiles to do ({len(results)} already in {json_path})", flush=True)
     if not todo:
         return results

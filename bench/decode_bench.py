@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 L2_BYTES = 60 * 1024 * 1024
 # (name, batch, heads, kv_heads, q_len, k_len, causal)
@@ -33,31 +34,13 @@ PROBLEMS = (
     ("B1-q1-k128k", 1, 32, 8, 1, 131072, False),
     ("B8-q16-k8k-causal", 8, 32, 8, 16, 8192, True),
 )
+DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
-VARIANTS: dict[str, dict[str, Any]] = {
-    "ours-tile": dict(tile_m=64, tile_n=64, occupancy=2),
-    "ours-pack": dict(tile_n=128, pack_gqa=True),
-    "ours-pack-s8": dict(tile_n=128, pack_gqa=True, kv_splits=8),
-    "ours-pack-s16": dict(tile_n=128, pack_gqa=True, kv_splits=16),
-    "ours-pack-s32": dict(tile_n=128, pack_gqa=True, kv_splits=32),
-    "ours-auto": dict(tile_n=128, pack_gqa=True, kv_splits=None),
-    "ours-auto-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=None, occupancy=2),
-}
-# Explored once (docs/experiments.md): tiles, load latencies, occupancy, the SM slots auto
+VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
+# Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
 # fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), and the split kernel alone
 # (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
-EXPLORE: dict[str, dict[str, Any]] = {
-    "ours-s16-n256": dict(tile_n=256, pack_gqa=True, kv_splits=16),
-    "ours-s8-n256": dict(tile_n=256, pack_gqa=True, kv_splits=8),
-    "ours-s16-lat8-10": dict(tile_n=128, pack_gqa=True, kv_splits=16, k_latency=8, v_latency=10),
-    "ours-s16-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=16, occupancy=2),
-    "ours-s32-occ2": dict(tile_n=128, pack_gqa=True, kv_splits=32, occupancy=2),
-    "ours-s32-occ3": dict(tile_n=128, pack_gqa=True, kv_splits=32, occupancy=3),
-    "ours-auto-slots2": dict(tile_n=128, pack_gqa=True, kv_splits=None, _slots=2),
-    "ours-pack-s64": dict(tile_n=128, pack_gqa=True, kv_splits=64),
-    "ours-auto-n64": dict(tile_n=64, pack_gqa=True, kv_splits=None),
-    "ours-s16-splitonly": dict(tile_n=128, pack_gqa=True, kv_splits=16, _first_only=True),
-}
+EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
 
 

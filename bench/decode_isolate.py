@@ -15,20 +15,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # (batch, heads, kv_heads, q_len, k_len, input_pos, mask, knobs)
-CASES = [
-    (1, 8, 2, 16, 1000, -8, "causal", dict(tile_n=64, kv_splits=8, pack_gqa=True)),
-    (1, 8, 2, 128, 128, 0, "causal", dict(tile_m=64, tile_n=64, kv_splits=2, pack_gqa=True)),
-    (8, 32, 8, 16, 8192, 8176, "causal", dict(tile_n=128, kv_splits=8, pack_gqa=True)),
-    (8, 32, 8, 16, 8192, 8176, "causal", dict(tile_n=128, kv_splits=16, pack_gqa=True)),
-    (8, 32, 8, 16, 8192, 8176, "causal", dict(tile_n=128, kv_splits=32, pack_gqa=True)),
-    (8, 32, 8, 16, 8192, 8176, "causal", dict(tile_n=128, kv_splits=None, pack_gqa=True)),
-    (2, 32, 8, 16, 8192, 8176, "causal", dict(tile_n=128, kv_splits=None, pack_gqa=True)),
-    (1, 32, 8, 1, 32768, 0, "none", dict(tile_n=128, kv_splits=128, pack_gqa=True)),
-]
+CASES: list[list[Any]] = json.loads(
+    (ROOT / "bench" / "configs" / "decode" / "isolate.json").read_text()
+)
 
 CHILD = r"""
 import json, math, sys

@@ -1,7 +1,7 @@
 """Time many launch configs of the cuTile FMHA kernel side by side with torch SDPA cuDNN.
 
     python bench/explore_configs.py --out DIR                    # sm_90 space + candidates
-    python bench/explore_configs.py --ns 2048 --masks causal --configs '[{"tile_m": 64, ...}]'
+    python bench/explore_configs.py --ns 2048 --masks causal --configs "$(cat my-configs.json)"
     python bench/explore_configs.py --configs @bench/configs/pipeline-probe.json
     python bench/explore_configs.py --masks none --q-len 2048 --ns 1024,4096,16384  # key lengths
     python bench/explore_configs.py --ns 2048 --kv-heads 8   # GQA: 32 query heads over 8 kv heads
@@ -57,14 +57,12 @@ from bench.explore_lib import (  # noqa: E402
 # is reported as wrong and not timed.
 MAX_REL_ERR = 2e-2
 
-# Beyond the shipped sm_90 table: the 128-row tile without the polynomial exp2 at the default
-# latencies, its remap switched off (the L2 grouping is a guess), and the 64-row tile with the
-# polynomial (it lost there in bench/results/experiments/h200-explore-poly.md).
-CANDIDATES: list[dict[str, Any]] = [
-    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8},
-    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16, "remap": False},
-    {"tile_m": 64, "tile_n": 128, "occupancy": 2, "poly_exp2_cols": 16},
-]  # fmt: skip
+CONFIG_LISTS = ROOT / "bench" / "configs"
+# Beyond the shipped sm_90 table (bench/configs/sm90-candidates.json): the 128-row tile without
+# the polynomial exp2 at the default latencies, its program-id remapping switched off (the L2
+# grouping is a guess), and the 64-row tile with the polynomial (it lost there in
+# bench/results/experiments/h200-explore-poly.md).
+CANDIDATES: list[dict[str, Any]] = json.loads((CONFIG_LISTS / "sm90-candidates.json").read_text())
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -195,7 +195,7 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
 
     Sequence lengths of 128 keep the JIT's shape specialisation (multiple of 16) equal to the
     benchmark's; batch and heads are the benchmark's own. (A first H200 run warmed with batch 1
-    and the main process still compiled: autotune took 13 s at the first N and 1 s after. A
+    and the main process still compiled: the tuner took 13 s at the first N and 1 s after. A
     size-1 batch dimension changing the JIT signature is the likely cause; not confirmed.)
     It doubles as a canary: a variant that fails, or does not finish within ``timeout_s``
     (a hung kernel), is returned so the benchmark leaves it out instead of hanging on it.

@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -24,11 +25,10 @@ if str(ROOT) not in sys.path:
 from bench.explore_lib import add_shape_args, config_label, sdpa  # noqa: E402
 
 # The configs the sm_90 autotuner picks for N = 2048 (64x128, two CTAs per SM) and from 4096 up
-# (128x128, 8 worker warps, polynomial exp2).
-DEFAULT_CONFIGS = [
-    {"tile_m": 64, "tile_n": 128, "occupancy": 2},
-    {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16},
-]
+# (128x128, 8 worker warps, polynomial exp2): bench/configs/sm90-picks.json.
+DEFAULT_CONFIGS: list[dict[str, Any]] = json.loads(
+    (ROOT / "bench" / "configs" / "sm90-picks.json").read_text()
+)
 
 
 def main(argv: list[str] | None = None) -> int:

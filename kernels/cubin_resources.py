@@ -15,8 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from kernels.knobs import KNOBS
 
 KB = 1024
 
@@ -201,3 +205,20 @@ def check_fit(
                 f"occupancy {blocks}: {blocks}x{res.threads} threads > {limits.threads_per_sm}"
             )
     return problems
+
+
+def config_hints(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The compiler hints a config's knob ``values`` give, by hint name (the registry's knobs
+    with a ``Knob.hint``; None where not given: the compiler's choice)."""
+    return {k.hint: values.get(k.name) for k in KNOBS.values() if k.hint}
+
+
+def cluster_ctas(values: Mapping[str, Any]) -> int:
+    """CTAs per cluster a config's knob ``values`` ask for (1: no cluster)."""
+    return config_hints(values)["num_ctas"] or 1
+
+
+def check_config_fit(res: Resources, limits: ArchLimits, values: Mapping[str, Any]) -> list[str]:
+    """:func:`check_fit` with the compiler hints that a config's knob ``values`` give."""
+    hints = config_hints(values)
+    return check_fit(res, limits, occupancy=hints["occupancy"], num_ctas=hints["num_ctas"])

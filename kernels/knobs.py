@@ -196,22 +196,23 @@ def _bools(name: str, default: bool, flag: str, label: str, help: str, **more: A
 _TILES = (16, 32, 64, 128, 256)
 # Splits of the key range a user can ask for (None, "auto", picks any count up to the last).
 KV_SPLIT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
-_KERNEL_TILES = (64, 128, 256)
+# The tile sizes the cuTile kernel takes (its narrower values of the tile knobs).
+KERNEL_TILES = (64, 128, 256)
 
-# The CSV's column order follows this order (mask and window sit after remap, see
+# The CSV's column order follows this order (mask and window sit after MASK_FIELDS_AFTER, see
 # workbench.config): a new knob goes at the end.
 _KNOBS: tuple[Knob, ...] = (
     Knob(
         "tile_m", int, 64, _TILES, "--tile-m", "Tile M",
         "query rows per tile (per program)",
         word="{}×{}", pair="tile_n", pair_label="Tile M × N", always=True,
-        narrower={CUTILE: _KERNEL_TILES},
+        narrower={CUTILE: KERNEL_TILES},
         tunable=True, constant="TILE_M",
     ),
     Knob(
         "tile_n", int, 64, _TILES, "--tile-n", "Tile N",
         "keys per key block",
-        narrower={CUTILE: _KERNEL_TILES}, tunable=True, constant="TILE_N",
+        narrower={CUTILE: KERNEL_TILES}, tunable=True, constant="TILE_N",
     ),
     _bools(
         "fast_math", True, "--fast-math", "Fast math",
@@ -321,6 +322,9 @@ _KNOBS: tuple[Knob, ...] = (
 )  # fmt: skip
 
 KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}
+# The knob the workbench's mask and window fields follow, as in the first exported CSVs, so that
+# column order holds for old knobs and every new knob appends.
+MASK_FIELDS_AFTER = "remap"
 EXPOSED: tuple[Knob, ...] = tuple(k for k in _KNOBS if k.exposed)
 # The kernel's LaunchConfig: its fields, in order, and their defaults.
 LAUNCH: dict[str, Any] = {k.name: k.default for k in _KNOBS if k.launch}
@@ -455,6 +459,21 @@ ARCH_RULES: tuple[ArchRule, ...] = (
 )  # fmt: skip
 
 
+# The switch that hands the tunable knobs to the tuner (the workbench's own, not a launch knob).
+TUNER: Knob = KNOBS["autotune"]
+
+
+def tuned(values: Values) -> bool:
+    """Whether the tuner sets the tunable knobs of ``values`` (:data:`TUNER` on): the values
+    set for them are then only nominal."""
+    return values.get(TUNER.name) is True
+
+
+def untuned(values: Values) -> dict[str, Any]:
+    """``values`` with the tuner off: how a launch the tuner chose is run again as set."""
+    return {**values, TUNER.name: False}
+
+
 def defaults() -> dict[str, Any]:
     """Every knob at its default."""
     return {k.name: k.default for k in _KNOBS}
@@ -505,7 +524,7 @@ def _value_problem(
             )
     elif value not in knob.values:
         return knob.expected()
-    nominal = knob.tunable and values.get("autotune") is True  # the tuner sets it instead
+    nominal = knob.tunable and tuned(values)  # the tuner sets it instead
     if capability and not nominal:
         allowed = knob.values_for(capability)
         if value not in allowed and value is not None:

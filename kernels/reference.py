@@ -61,19 +61,47 @@ def flash_attention(
     merged by :func:`combine_splits` as the GPU's combine kernel merges them.
     """
     _check_inputs(q, k, v)
+    schedule = Schedule(
+        q.shape[2], k.shape[2], tile_m, tile_n, mask, input_pos, window,
+        group=q.shape[1] // k.shape[1], pack_gqa=pack_gqa, kv_splits=kv_splits,
+    )  # fmt: skip
+    return walk_schedule(
+        schedule, q, k, v, scale=scale, accumulate=accumulate, return_block_map=return_block_map
+    )
+
+
+def walk_schedule(
+    schedule: Schedule,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    scale: float | None = None,
+    accumulate: type | str = np.float32,
+    return_block_map: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """:func:`flash_attention` along a ``schedule`` made for these inputs (its lengths, group,
+    mask, tiles, packing and splits): how a backend runs the schedule it already resolved."""
+    _check_inputs(q, k, v)
     acc_dtype = np.dtype(accumulate)
     batch, heads, q_len, head_dim = q.shape
     kv_heads, k_len = k.shape[1], k.shape[2]
     group = heads // kv_heads
-    schedule = Schedule(
-        q_len, k_len, tile_m, tile_n, mask, input_pos, window, group=group, pack_gqa=pack_gqa,
-        kv_splits=kv_splits,
-    )  # fmt: skip
+    # Only packed rows depend on the group; a tile-form schedule keeps group 1.
+    if (schedule.q_len, schedule.k_len) != (q_len, k_len) or (
+        schedule.pack_gqa and schedule.group != group
+    ):
+        raise ValueError(
+            f"the schedule is for q_len {schedule.q_len}, k_len {schedule.k_len}, group "
+            f"{schedule.group}; the inputs have {q_len}, {k_len}, {group}"
+        )
+    mask, input_pos, window = schedule.mask, schedule.input_pos, schedule.window
+    tile_m, tile_n = schedule.tile_m, schedule.tile_n
     if scale is None:
         scale = 1.0 / np.sqrt(head_dim)
 
     qf = q.astype(acc_dtype, copy=False)
-    if pack_gqa:
+    if schedule.pack_gqa:
         # Query head h = hk·group + g is contiguous with its group: (B, Hkv, group·Nq, D).
         qf = qf.reshape(batch, kv_heads, group * q_len, head_dim)
         kf = k.astype(acc_dtype, copy=False)

@@ -20,10 +20,11 @@ stored. Keys ``>= k_len`` are padding, so the ragged last k-block always needs a
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -466,3 +467,179 @@ def causal_tile_assignment(
         programs[p].append(tile)
         heapq.heappush(load, (done + work(tile[0]), p))
     return programs
+
+
+# --------------------------------------------------------------------------------------------
+# A config's schedule: what the front ends ask instead of reading the tile and decode knobs
+# --------------------------------------------------------------------------------------------
+
+# Where no GPU says how many CTA slots there are (the CPU reference, `blockmap`), "auto" splits
+# the key range as it would on the H200 the kernel is measured on: 132 SMs, one decode CTA each.
+NOMINAL_SM_SLOTS = 132
+
+
+class ProblemShape(Protocol):
+    """The problem's sizes a schedule reads (the workbench's ``Problem`` has them)."""
+
+    @property
+    def batch(self) -> int: ...
+    @property
+    def heads(self) -> int: ...
+    @property
+    def kv_heads(self) -> int | None: ...
+    @property
+    def q_len(self) -> int: ...
+    @property
+    def k_len(self) -> int: ...
+    @property
+    def input_pos(self) -> int: ...
+    @property
+    def group_size(self) -> int: ...
+
+
+# The knobs a schedule reads: those that set a tile's shape (rows, then keys), and those of
+# the decode form (the key range's splits, the heads packed as rows).
+TILE_KNOBS = ("tile_m", "tile_n")
+DECODE_KNOBS = ("kv_splits", "pack_gqa")
+
+
+def tile_shape(values: Mapping[str, Any]) -> tuple[int, int]:
+    """(query rows, keys) of a config's tile as the knobs set it (the decode form may run
+    fewer rows: :func:`decode_tile_m`)."""
+    rows, keys = (values[name] for name in TILE_KNOBS)
+    return rows, keys
+
+
+def kernel_form_of(
+    values: Mapping[str, Any],
+    mask: str,
+    q_len: int,
+    k_len: int,
+    input_pos: int = 0,
+    splits: int = 1,
+) -> str:
+    """Which kernel form runs a config's knob ``values`` on a problem (the mask already
+    checked): ``decode`` with packed heads or where the key range runs in ``splits`` > 1;
+    else ``tile`` unless the persistent grid is asked for, which runs ``persistent`` without a
+    mask and ``causal-persistent`` where the causal problem is aligned
+    (:func:`causal_grid_aligned`), one CTA per tile (``tile``) elsewhere."""
+    if values.get("pack_gqa") or splits > 1:
+        return "decode"
+    if not values.get("persistent"):
+        return "tile"
+    if mask == "none":
+        return "persistent"
+    if causal_grid_aligned(q_len, k_len, *tile_shape(values), input_pos):
+        return "causal-persistent"
+    return "tile"
+
+
+def decode_form(values: Mapping[str, Any]) -> bool:
+    """Does a config run the decode form (packed GQA heads or a split key range)?"""
+    return bool(values.get("pack_gqa")) or values.get("kv_splits", 1) != 1
+
+
+def _decode_rows(values: Mapping[str, Any], problem: ProblemShape) -> tuple[int, int]:
+    """(heads, rows) of one decode slice: the KV heads with their group's rows packed, else the
+    query heads."""
+    if values.get("pack_gqa"):
+        return problem.kv_heads or problem.heads, problem.group_size * problem.q_len
+    return problem.heads, problem.q_len
+
+
+def requested_kv_splits(
+    values: Mapping[str, Any], problem: ProblemShape, sm_slots: int = NOMINAL_SM_SLOTS
+) -> int:
+    """The splits of the key range a config asks for on ``problem`` (auto: FlashAttention's
+    heuristic over the grid, ``sm_slots`` and the key blocks, as the cuTile launcher picks)."""
+    if values.get("kv_splits", 1) is not None:
+        return values.get("kv_splits", 1)
+    heads, rows = _decode_rows(values, problem)
+    tile_m = decode_tile_m(values["tile_m"], rows)
+    tiles = problem.batch * heads * cdiv(rows, tile_m)
+    return auto_kv_splits(tiles, cdiv(problem.k_len, values["tile_n"]), sm_slots)
+
+
+def tile_schedule(
+    values: Mapping[str, Any], problem: ProblemShape, mask: str, window: int | None
+) -> Schedule:
+    """The schedule of one (batch, head) slice in the tile form (decode knobs not read)."""
+    return Schedule(
+        problem.q_len, problem.k_len, values["tile_m"], values["tile_n"], mask,
+        problem.input_pos, window,
+    )  # fmt: skip
+
+
+def schedule_of(
+    values: Mapping[str, Any],
+    problem: ProblemShape,
+    mask: str,
+    window: int | None,
+    sm_slots: int = NOMINAL_SM_SLOTS,
+) -> Schedule:
+    """The tile schedule of one (batch, head) slice of ``problem`` under the knob ``values``;
+    in the decode form one (batch, KV head) slice with its packed rows and its splits."""
+    if not decode_form(values):
+        return tile_schedule(values, problem, mask, window)
+    _, rows = _decode_rows(values, problem)
+    return Schedule(
+        problem.q_len, problem.k_len, decode_tile_m(values["tile_m"], rows), values["tile_n"],
+        mask, problem.input_pos, window, group=problem.group_size,
+        pack_gqa=bool(values.get("pack_gqa")),
+        kv_splits=requested_kv_splits(values, problem, sm_slots),
+    )  # fmt: skip
+
+
+def tile_facts(schedule: Schedule) -> dict[str, int]:
+    """The tile shape a schedule runs, by knob name (in the decode form its tile rows)."""
+    return dict(zip(TILE_KNOBS, (schedule.tile_m, schedule.tile_n)))
+
+
+def split_layout(schedule: Schedule) -> dict[str, Any]:
+    """The decode layout of a schedule: the splits that run, whether heads were packed and
+    each split's key blocks ``[lo, hi)``."""
+    return {
+        "kv_splits": schedule.n_splits,
+        "pack_gqa": schedule.pack_gqa,
+        "split_ranges": [list(r) for r in schedule.split_ranges],
+    }
+
+
+def split_facts(schedule: Schedule) -> dict[str, Any]:
+    """A point's record of its decode layout (:func:`split_layout`) with its tile rows: what a
+    block map draws."""
+    return {**split_layout(schedule), "decode_tile_m": schedule.tile_m}
+
+
+def recorded_splits(extra: Mapping[str, Any]) -> Any:
+    """The splits of the key range a point's record (:func:`split_facts`) says ran (None: the
+    point ran no decode form, or its record is older)."""
+    return extra.get("kv_splits")
+
+
+def recorded_packed(extra: Mapping[str, Any]) -> bool:
+    """Whether a point's record (:func:`split_facts`) says its heads were packed as rows."""
+    return bool(extra.get("pack_gqa"))
+
+
+def recorded_tile_shapes(
+    extras: Iterable[Mapping[str, Any]], values: Mapping[str, Any]
+) -> list[tuple[Any, Any]]:
+    """The tile shapes a point's records may have run, most specific first: the decode form's
+    tile rows (its row knob is only their upper bound), the tiles a point says it launched (an
+    autotuned point keeps them under ``launch``), then the config's own ``values``."""
+    extras = list(extras)
+    tile_m, tile_n = tile_shape(values)
+    found: list[tuple[Any, Any]] = [
+        (extra["decode_tile_m"], (extra.get("launch") or {}).get("tile_n", tile_n))
+        for extra in extras
+        if isinstance(extra.get("decode_tile_m"), int)
+    ]
+    found += [
+        (where.get("tile_m"), where.get("tile_n"))
+        for extra in extras
+        for where in (extra.get("launch") or {}, extra)
+        if isinstance(where, dict)
+    ]
+    found.append((tile_m, tile_n))
+    return found

@@ -21,23 +21,33 @@ How far each table was checked (:func:`table_status`):
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from kernels.knobs import KNOBS, TUNABLE, check_launch, launch_violations
+from kernels.schedule import TILE_KNOBS, tile_shape
 
 Config = dict[str, Any]
 
 
-def _cfg(tile_m: int, tile_n: int, **knobs: Any) -> Config:
-    """A table entry: every tunable knob, at its registry default unless given; refused (by
-    the kernel's rules, in their words) where the kernel could not launch it."""
-    unknown = sorted(set(knobs) - set(TUNABLE))
+def entry(values: Mapping[str, Any]) -> Config:
+    """A table entry from tunable knob ``values``: every tunable knob, at its registry default
+    unless given; refused (by the kernel's rules, in their words) where the kernel could not
+    launch it."""
+    unknown = sorted(set(values) - set(TUNABLE))
     if unknown:
         raise TypeError(f"not tunable knobs: {unknown}; the tunable ones are {list(TUNABLE)}")
     config = {name: KNOBS[name].default for name in TUNABLE}
-    config.update(tile_m=tile_m, tile_n=tile_n, **knobs)
+    config.update(values)
     check_launch(config)
     return config
+
+
+def _cfg(rows: int, keys: int, **knobs: Any) -> Config:
+    """:func:`entry` of a tile shape (query rows, keys: the knobs of
+    :data:`kernels.schedule.TILE_KNOBS`) and the other tunable ``knobs``."""
+    return entry({**dict(zip(TILE_KNOBS, (rows, keys))), **knobs})
 
 
 # Hopper: 128-row tiles with 8 worker warps and part of the exp2s on the FMA polynomial, 64-row
@@ -184,7 +194,7 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
         return [dict(c) for c in _D256_SPACES[arch]]
     configs = [dict(c) for c in table]
     if head_dim >= 256:
-        configs = [c for c in configs if c["tile_m"] * c["tile_n"] <= 128 * 64] or [
+        configs = [c for c in configs if math.prod(tile_shape(c)) <= 128 * 64] or [
             _cfg(64, 64, occupancy=1)
         ]
     return configs

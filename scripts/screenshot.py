@@ -126,6 +126,8 @@ def _ladder(app: object, window: Any) -> None:
 
 def _sweeps(app: object, window: Any, tab: str) -> None:
     """A dense and a causal sweep, both selected, the readout and the map at N = 1k."""
+    from kernels.schedule import TILE_KNOBS
+
     c = window.controls
     run_ids = []
     for mask, tile, label in (("none", 64, "dense 64×64"), ("causal", 64, "causal 64×64")):
@@ -133,8 +135,9 @@ def _sweeps(app: object, window: Any, tab: str) -> None:
         c.heads.setValue(4)
         c.head_dim.setCurrentIndex(c.head_dim.findData(64))
         c.seq_lens.setText("128-2k")
-        c.tile_m.setCurrentIndex(c.tile_m.findData(tile))
-        c.tile_n.setCurrentIndex(c.tile_n.findData(tile))
+        for name in TILE_KNOBS:
+            combo = c.field_widget(name)
+            combo.setCurrentIndex(combo.findData(tile))
         c.mask.setCurrentIndex(c.mask.findData(mask))
         c.label.setText(label)
         c.run_button.click()

@@ -30,6 +30,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _ladder_switches() -> list[Any]:
+    """The switches the published ladder turns on between its first step and its last (the
+    registry's knobs that ``ladder-blackwell.json`` flips): the ones this script ticks, each
+    off unless its flag is given."""
+    from kernels import knobs
+    from workbench.ladder import load_ladder
+
+    steps = load_ladder(preset="blackwell").steps
+    first, last = steps[0].config, steps[-1].config
+    return [
+        k
+        for k in knobs.EXPOSED
+        if k.kind is bool and getattr(first, k.name) != getattr(last, k.name)
+    ]
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True, help="run database (created if new)")
@@ -44,9 +60,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--seq-lens", default="256-4k", help="as the form takes it: 1k-16k")
     parser.add_argument("--tile", type=int, default=None, help="tile M and N (default: form's)")
-    parser.add_argument("--autotune", action="store_true")
-    for knob in ("fast-math", "k-split", "remap"):
-        parser.add_argument(f"--{knob}", action="store_true", help=f"tick the form's {knob}")
+    for knob in _ladder_switches():
+        parser.add_argument(
+            knob.flag, dest=knob.name, action="store_true", help=f"tick the form's {knob.label}"
+        )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -104,12 +121,12 @@ def _fill_form(window: Any, args: argparse.Namespace) -> None:
     c.seq_lens.setText(args.seq_lens)
     c.seq_lens.textEdited.emit(args.seq_lens)
     if args.tile is not None:
-        _pick(c.tile_m, args.tile, "tile")
-        _pick(c.tile_n, args.tile, "tile")
-    c.autotune.setChecked(args.autotune)
-    c.fast_math.setChecked(args.fast_math)
-    c.k_split.setChecked(args.k_split)
-    c.remap.setChecked(args.remap)
+        from kernels.schedule import TILE_KNOBS
+
+        for name in TILE_KNOBS:
+            _pick(c.field_widget(name), args.tile, "tile")
+    for knob in _ladder_switches():
+        c.field_widget(knob.name).setChecked(getattr(args, knob.name))
 
 
 def _tick(window: Any, names: list[str]) -> str | None:
@@ -138,10 +155,10 @@ def _newest_group(store: Any) -> int | None:
 def main(argv: list[str] | None = None, *, sweep_in_child: bool | None = None) -> int:
     """``sweep_in_child``: the window's choice (None: a child for CPU backends). Tests that
     register a backend in this process only pass False."""
-    args = _parse(argv)
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    args = _parse(argv)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     masks = [m.strip() for m in args.masks.split(",") if m.strip()]
     width, height = (int(v) for v in args.size.lower().split("x"))

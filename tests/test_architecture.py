@@ -189,3 +189,134 @@ def test_no_module_imports_its_way_back_to_itself() -> None:
         if not dep.startswith(name + ".") and reaches(dep, name)
     )
     assert circles == [], f"import circles (module, the import that leads back): {circles[:6]}"
+
+
+# --- where a knob is named: issue #37's "at most 4 non-test source files" -------------------
+
+KNOB_FILE_BUDGET = 4
+KNOB_SOURCES = ("kernels", "workbench", "bench", "scripts")
+# The knobs still named in more files than the budget, each with exactly those files and why
+# (what is left when the code outside the registry, the schedule, the reference and the kernel
+# forms asks them instead). The test fails on a knob over the budget without an entry, on a
+# file an entry does not list, and on an entry wider than what is found, so the list shrinks.
+OVER_BUDGET: dict[str, tuple[frozenset[str], str]] = {
+    "tile_m": (
+        frozenset(
+            {
+                "kernels/knobs.py",
+                "kernels/schedule.py",
+                "kernels/reference.py",
+                "kernels/cutile/forms.py",
+                "kernels/cutile/blockmap.py",
+                "kernels/cutile/launch.py",
+            }
+        ),
+        "the reference's flash_attention(tile_m=, tile_n=) and gpu_block_map(q_len, k_len, "
+        "tile_m, tile_n, ...) are public signatures the tests (GPU ones too) call; launch.py's "
+        "TILE_SIZES reads the knob by name (registry.KERNEL_TILES would do)",
+    ),
+    "tile_n": (
+        frozenset(
+            {
+                "kernels/knobs.py",
+                "kernels/schedule.py",
+                "kernels/reference.py",
+                "kernels/cutile/forms.py",
+                "kernels/cutile/blockmap.py",
+            }
+        ),
+        "as tile_m: the reference's and the block map's public signatures",
+    ),
+    "autotune": (
+        frozenset(
+            {
+                "kernels/knobs.py",
+                "kernels/cutile/tuner.py",
+                "kernels/cutile_fmha.py",
+                "workbench/backends/cutile.py",
+                "bench/tuner_consistency.py",
+                "scripts/window_group.py",
+            }
+        ),
+        "the tuner's public function is called autotune(): its module, the package that "
+        "re-exports it and both callers name it; window_group's usage line shows the flag",
+    ),
+    "occupancy": (
+        frozenset(
+            {
+                "kernels/knobs.py",
+                "kernels/cutile/forms.py",
+                "kernels/tuning_spaces.py",
+                "kernels/cubin_resources.py",
+                "kernels/cutile/arrays.py",
+                "workbench/ncu.py",
+                "bench/blackwell_report.py",
+            }
+        ),
+        "also the GPU's word: Nsight Compute's achieved/theoretical occupancy metrics (ncu), "
+        "the SM-slot prose of arrays.py and the Blackwell report's text; in code the registry, "
+        "the forms, the tuning tables and the cubin fit check (a hint's name) read it",
+    ),
+    "persistent": (
+        frozenset(
+            {
+                "kernels/knobs.py",
+                "kernels/schedule.py",
+                "kernels/cutile/forms.py",
+                "kernels/tuning_spaces.py",
+                "kernels/cutile/config.py",
+                "kernels/cutile/tuner.py",
+                "kernels/cutile/arrays.py",
+                "kernels/cutile/compile.py",
+                "kernels/cutile/device.py",
+                "kernels/cutile/device_persistent.py",
+                "bench/blackwell_report.py",
+            }
+        ),
+        "also the name of the persistent kernel forms and their grid, in the prose of the "
+        "kernel files that build, compile and explain them; in code only the registry, the "
+        "schedule's form choice, the forms and the tuning tables read the knob",
+    ),
+}
+
+
+def knob_files() -> dict[str, set[str]]:
+    """Knob name -> the non-test source files naming it as a word (``grep -rlw`` over the
+    ``*.py`` files of :data:`KNOB_SOURCES`), comments and strings included."""
+    import re
+
+    from kernels.knobs import KNOBS
+
+    texts = {
+        path.relative_to(ROOT).as_posix(): path.read_text("utf-8")
+        for folder in KNOB_SOURCES
+        for path in sorted((ROOT / folder).rglob("*.py"))
+    }
+    return {
+        name: {
+            path
+            for path, text in texts.items()
+            if re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
+        }
+        for name in KNOBS
+    }
+
+
+def test_each_knob_is_named_in_at_most_four_source_files() -> None:
+    found = knob_files()
+    offenders = {
+        name: sorted(files - OVER_BUDGET[name][0] if name in OVER_BUDGET else files)
+        for name, files in found.items()
+        if len(files) > KNOB_FILE_BUDGET
+        and (name not in OVER_BUDGET or not files <= OVER_BUDGET[name][0])
+    }
+    assert not offenders, (
+        f"knobs named in more than {KNOB_FILE_BUDGET} non-test source files (outside "
+        f"OVER_BUDGET); ask the registry (kernels/knobs.py) or the schedule instead: {offenders}"
+    )
+    stale = {
+        name: sorted(allowed - found[name])
+        for name, (allowed, _) in OVER_BUDGET.items()
+        if not allowed <= found[name] or len(found[name]) <= KNOB_FILE_BUDGET
+    }
+    assert not stale, f"OVER_BUDGET lists files that no longer name the knob: {stale}"

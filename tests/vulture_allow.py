@@ -44,3 +44,7 @@ export_png_action
 
 # A field of the bandwidth measurement, written to the machine file through asdict.
 measured_at
+
+# The NumPy reference's keyword entry (tile sizes, packing, splits by name): the tests check
+# the kernel against it; the CPU backend walks the schedule it resolved (walk_schedule).
+flash_attention

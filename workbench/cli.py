@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kernels import knobs
-from kernels.schedule import BlockKind
+from kernels import knobs, schedule
+from kernels.schedule import BlockKind, cdiv
 from workbench.backends.base import decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
@@ -298,13 +298,14 @@ def cmd_show(args: argparse.Namespace) -> int:
                 row.insert(7, _fmt(bw["kv_read_pct"], ".0f"))
         # The decode form: how many splits of the key range each point ran (auto resolves per
         # point), so the block map's colours can be read against it.
-        splits = [(p.extra or {}).get("kv_splits") for p in points]
+        splits = [schedule.recorded_splits(p.extra or {}) for p in points]
         if any(s is not None for s in splits):
             header.append("splits")
             for row, count in zip(rows, splits, strict=True):
                 row.append("-" if count is None else str(count))
-        # With autotune the config line above is only nominal: say what each point launched.
-        tuned = tuned_labels(run.config.autotune, points)
+        # Where the tuner chose, the config line above is only nominal: say what each point
+        # launched.
+        tuned = tuned_labels(run.config.tuned, points)
         if tuned:
             header.append("tuned")
             for row, p in zip(rows, points, strict=True):
@@ -333,7 +334,7 @@ def _compile_summary(points: Sequence[Any]) -> str:
     tune = sum((p.extra or {}).get("tune_s", 0.0) for p in points)
     maps = sum((p.extra or {}).get("block_map_s", 0.0) for p in points)
     timers = sorted({(p.extra or {}).get("timer", "?") for p in points})
-    extra = f", autotune {tune:.1f} s" if tune else ""
+    extra = f", {knobs.TUNER.word} {tune:.1f} s" if tune else ""
     extra += f", block maps {maps:.1f} s" if maps else ""
     return f"{total:.1f} s in all ({len(points)} point(s){extra}); timer {', '.join(timers)}"
 
@@ -511,9 +512,10 @@ def cmd_resources(args: argparse.Namespace) -> int:
     if problem.head_dim not in kernel_dims:
         raise ConfigError("head_dim", problem.head_dim, f"the cuTile kernel takes {kernel_dims}")
     refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
-    if config.autotune:
+    if config.tuned:
         raise UsageError(
-            "--autotune: the tuner picks the tiles per length, so there is no one kernel to "
+            f"{knobs.TUNER.flag}: the tuner picks the tiles per length, so there is no one "
+            "kernel to "
             "compile; give the tiles instead"
         )
     archs = _resource_archs(args.arch)
@@ -652,32 +654,27 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
         kv_heads=args.kv_heads,
     )
     config = KernelConfig(
-        tile_m=args.tile_m,
-        tile_n=args.tile_n,
         mask=args.mask,
         window=args.window,
-        kv_splits=args.kv_splits,
-        pack_gqa=args.pack_gqa,
-        pipeline=False,
+        **{name: getattr(args, name) for name in (*schedule.TILE_KNOBS, *schedule.DECODE_KNOBS)},
     )
-    rows = problem.q_len * problem.group_size if config.pack_gqa else problem.q_len
-    cells = -(-rows // config.tile_m) * -(-problem.k_len // config.tile_n)
+    layout = schedule_for(problem, config)
+    tile_rows, tile_keys = schedule.tile_shape(config.knob_values())
+    cells = cdiv(layout.rows, tile_rows) * cdiv(problem.k_len, tile_keys)
     if cells > MAX_BLOCKMAP_CELLS:
         raise UsageError(
-            f"blockmap: {problem.q_len}x{problem.k_len} at {config.tile_m}x{config.tile_n} tiles "
+            f"blockmap: {problem.q_len}x{problem.k_len} at {tile_rows}x{tile_keys} tiles "
             f"is {cells:,} blocks; at most {MAX_BLOCKMAP_CELLS:,} (use larger tiles or lengths "
             "up to 128k)"
         )
-    schedule = schedule_for(problem, config)
-    counts = schedule.counts()
-    grid = schedule.block_map
+    counts = layout.counts()
+    grid = layout.block_map
     split = decode_form(config)
     if args.json:
         data = {
             "q_len": problem.q_len,
             "k_len": problem.k_len,
-            "tile_m": schedule.tile_m,
-            "tile_n": config.tile_n,
+            **schedule.tile_facts(layout),
             "mask": config.mask,
             "input_pos": problem.input_pos,
             "window": config.window,
@@ -688,12 +685,7 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
         }
         if split:
             # Which split (CTA) reads each block (-1: skipped), and each split's key blocks.
-            data.update(
-                kv_splits=schedule.n_splits,
-                pack_gqa=config.pack_gqa,
-                split_ranges=[list(r) for r in schedule.split_ranges],
-                splits=schedule.split_map.tolist(),
-            )
+            data.update(schedule.split_layout(layout), splits=layout.split_map.tolist())
         _emit_json(data)
         return EXIT_OK
     total = grid.size
@@ -703,12 +695,12 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
         f"({100 * counts['skipped'] / total:.1f} % skipped)"
     )
     if split:
-        ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in schedule.split_ranges)
-        print(f"{schedule.n_splits} split(s) of the key range, key blocks {ranges}")
+        ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in layout.split_ranges)
+        print(f"{layout.n_splits} split(s) of the key range, key blocks {ranges}")
     if grid.shape[1] <= 120 and grid.shape[0] <= 200:
-        if split and schedule.n_splits <= len(SPLIT_SYMBOLS):
+        if split and layout.n_splits <= len(SPLIT_SYMBOLS):
             # Each visited block drawn as the split that reads it: 0-9, then a-z.
-            for row in schedule.split_map:
+            for row in layout.split_map:
                 print("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))
             print("0-9 a-z: the split that reads the block   . skipped")
             return EXIT_OK
@@ -1044,7 +1036,7 @@ _FIELD_FLAGS = {
 def _cli_wording(exc: ConfigError) -> str:
     """The core's refusal in the words of this command line: a missing value names the flag
     that gives it ("window: None is not allowed" tells a user nothing), and a knob or field is
-    named by the flag the user typed (``--worker-warps``, not ``num_worker_warps``)."""
+    named by the flag the user typed (``--worker-warps``, not the knob's field name)."""
     import re
 
     from kernels import knobs
@@ -1057,7 +1049,7 @@ def _cli_wording(exc: ConfigError) -> str:
     if lead and text.startswith(f"{exc.field}:"):
         text = lead + text[len(exc.field) :]
     for name, flag in {**flags, **_FIELD_FLAGS}.items():
-        if "_" in name:  # a field name no user types; a plain word ("remap") may be prose
+        if "_" in name:  # a field name no user types; a one-word name may be prose
             text = re.sub(rf"\b{name}\b", flag, text)
     return text
 

@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any, NoReturn
 
-from kernels import knobs
+from kernels import knobs, schedule
 from kernels.schedule import MASK_MODES
 from workbench.config import (
     DTYPES,
@@ -314,12 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("blockmap", help="which q×k blocks a configuration computes, masks, skips")
     p.add_argument("--q-len", type=whole, required=True, help="query length (rows)")
     p.add_argument("--k-len", type=whole, help="default: q-len + input-pos")
-    for name in ("tile_m", "tile_n"):
+    for name in schedule.TILE_KNOBS:
         _add_knob_flag(p, knobs.KNOBS[name])
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
     p.add_argument("--input-pos", type=whole, default=0, help="causal offset of the queries")
     p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
-    for name in ("kv_splits", "pack_gqa"):
+    for name in schedule.DECODE_KNOBS:
         _add_knob_flag(p, knobs.KNOBS[name])
     p.add_argument(
         "--heads", type=whole, default=1, help="query heads (with --pack-gqa: rows per KV head)"

@@ -37,8 +37,9 @@ MAX_ELEMENTS = (1 << 31) - 1
 MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "fa4", "naive"})
 MASK_FIELDS = ("mask", "window")
 NOT_APPLICABLE = "—"
-# With autotune on, these backends' tuner picks the tunable knobs per length (each point records
-# its launch), so the config's own values of them are only nominal and are not shown as run.
+# Where a config is tuned (KernelConfig.tuned), these backends' tuner picks the tunable knobs
+# per length (each point records its launch), so the config's own values of them are only
+# nominal and are not shown as run.
 TUNED_BACKENDS = frozenset({"cutile"})
 
 
@@ -194,12 +195,7 @@ def refuse_first(violations: Iterable[knobs.Violation]) -> None:
         raise ConfigError(problem.field, problem.value, problem.reason)
 
 
-# Where mask and window sit among the knob fields: after remap, as in the first exported CSVs,
-# so that column order holds for old knobs and every new knob appends.
-_MASK_FIELDS_AFTER = "remap"
-
-
-@knobs.with_knob_fields(knobs.KNOBS, own_after=_MASK_FIELDS_AFTER)
+@knobs.with_knob_fields(knobs.KNOBS, own_after=knobs.MASK_FIELDS_AFTER)
 class KernelConfig:
     """The knobs of the optimization stack (one field per :data:`kernels.knobs.KNOBS` entry)
     and the mask. Backends ignore knobs they do not have."""
@@ -233,7 +229,7 @@ class KernelConfig:
 
     def summary_for(self, backend: str) -> str:
         """:meth:`summary` where the backend has these knobs; the mask alone where it has not
-        (a torch-cudnn run never used 64×64 tiles or autotune); without the tuned knobs where
+        (a torch-cudnn run never used 64×64 tiles or a tuner); without the tuned knobs where
         its tuner chose them per length (an autotuned cuTile run did not run the form's 64×64)."""
         if backend in MASK_ONLY_BACKENDS:
             return f"{self.mask_summary()} · kernel knobs {NOT_APPLICABLE}"
@@ -242,9 +238,15 @@ class KernelConfig:
             return " ".join([self.mask_summary(), *knobs.words(self.knob_values(), kept)])
         return self.summary()
 
+    @property
+    def tuned(self) -> bool:
+        """Whether a tuner is to set the tunable knobs (:func:`kernels.knobs.tuned`): the
+        values given for them are then only nominal."""
+        return knobs.tuned(self.knob_values())
+
     def tuned_by(self, backend: str) -> bool:
         """Whether ``backend``'s tuner set the tunable knobs of this config's runs."""
-        return self.autotune and backend in TUNED_BACKENDS
+        return self.tuned and backend in TUNED_BACKENDS
 
     def fields_for(self, backend: str) -> dict[str, Any]:
         """:meth:`to_dict`, with None for each knob the backend does not have, or had chosen by
@@ -258,7 +260,7 @@ class KernelConfig:
 
     def summary(self) -> str:
         """Short human description in the registry's words, e.g. ``128×64 causal fast-math
-        k-split remap occ 2``: the tiles, the mask, then each knob that is on or set."""
+        k-split occ 2``: the tiles, the mask, then each knob that is on or set."""
         tiles, *rest = knobs.words(self.knob_values())
         return " ".join([tiles, self.mask_summary(), *rest])
 

@@ -40,7 +40,7 @@ from typing import Any
 from workbench.errors import BackendError
 from workbench.machine import cuda_home_problem
 
-# A first cuTile compile of a large tile takes tens of seconds, an autotune minutes;
+# A first cuTile compile of a large tile takes tens of seconds, a tuner search minutes;
 # FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it.
 DEFAULT_TIMEOUT_S = float(os.environ.get("FMHA_WORKBENCH_ENGINE_TIMEOUT", "900"))
 POLL_S = 0.25  # how often a wait checks that the child is still alive

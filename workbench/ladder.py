@@ -6,16 +6,16 @@ compiles to a kernel that fits it without spilling (``tests/test_ladder_presets_
 compiles them): ``ladder.json`` (sm_90, sm_100: 128x128 tiles with 8 worker warps) and
 ``ladder-sm120.json`` (sm_120: 128x64 with 8 worker warps, the K split with the exp2
 polynomial). ``ladder-blackwell.json`` is the published study's ladder in its order (baseline,
-256x128, fast math, K split, remap, autotune), no architecture's default because its 256x128
-step spills everywhere; ``--steps ladder-blackwell.json`` runs it. Without a file,
+256x128, fast math, K split, program-id remapping, the tuner), no architecture's default because
+its 256x128 step spills everywhere; ``--steps ladder-blackwell.json`` runs it. Without a file,
 :func:`load_ladder` picks the preset whose ``archs`` list the local GPU (read with
 ``nvidia-smi``, so no CUDA context is made in the caller); with no GPU, or one no preset lists,
-it takes ``ladder.json``, the one measured here.
-A ladder is stored as a group of runs, one run per step, all on the same inputs (one seed),
-with the preset's name (:class:`workbench.jobs.LadderJob` runs one). :func:`ladder_table` turns
-the group into speed-ups against the previous step and against the baseline, :func:`read_ladder`
-into what a view shows (steps never reached included), and :func:`speedup_verdict` says whether a
-step gained or lost.
+it takes ``ladder.json``, the one measured here. A ladder is stored as a group of runs, one run
+per step, all on the same inputs (one seed), with the preset's name
+(:class:`workbench.jobs.LadderJob` runs one). :func:`ladder_table` turns the group into
+speed-ups against the previous step and against the baseline, :func:`read_ladder` into what a
+view shows (steps never reached included), and :func:`speedup_verdict` says whether a step
+gained or lost.
 """
 
 from __future__ import annotations

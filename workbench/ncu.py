@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kernels import knobs
 from workbench.config import KernelConfig, Problem
 from workbench.store import PointRecord, RunRecord
 
@@ -205,8 +206,8 @@ def launch_spec(run: RunRecord, point: PointRecord) -> dict[str, Any]:
     an autotuned point, so the profile is of the kernel that was timed)."""
     config = run.config.to_dict()
     launch = (point.extra or {}).get("launch")
-    if run.config.autotune and isinstance(launch, Mapping):
-        config = {**config, **launch, "autotune": False}
+    if run.config.tuned and isinstance(launch, Mapping):
+        config = knobs.untuned({**config, **launch})
     problem = {**run.problem.to_dict(), "q_len": point.q_len, "k_len": point.k_len}
     return {"backend": run.backend, "problem": problem, "config": config}
 

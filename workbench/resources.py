@@ -128,7 +128,7 @@ def problem_class(problem: Problem, mask: str) -> dict[str, Any]:
 def launch_knobs_of(config: KernelConfig) -> dict[str, Any] | None:
     """The launch knobs a hand-set config compiles with; None for an autotuned one (its tuner
     picks them per length, so there is no one kernel to compile)."""
-    if config.autotune:
+    if config.tuned:
         return None
     return {name: getattr(config, name) for name in knobs.LAUNCH}
 

@@ -1,10 +1,10 @@
 """What an autotuned run actually launched, as short labels for the GUI and the CLI.
 
-With autotune on, the form's tiles and hints are only nominal: the cuTile backend stores the
-launch the tuner chose in each point's ``extra["launch"]``. These labels read that record in the
+Where the tuner picks them, the form's tiles and hints are only nominal: the cuTile backend stores
+the launch the tuner chose in each point's ``extra["launch"]``. These labels read that record in the
 registry's words (:func:`kernels.knobs.words`), as :meth:`workbench.config.KernelConfig.summary`
-does. Stored data outlives code versions, so a missing or odd key is skipped (or shown as ``?``
-for a tile) rather than raised.
+does. Stored data outlives code versions, so a missing or odd key is skipped (or shown as ``?`` for
+a tile) rather than raised.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kernels import knobs
+from kernels import knobs, schedule
 
 
 def _clean(name: str, value: Any) -> Any:
@@ -36,28 +36,29 @@ def launch_summary(launch: Any) -> str:
     if not isinstance(launch, Mapping) or not launch:
         return ""
     values = {name: _clean(name, launch.get(name)) for name in knobs.TUNABLE}
-    for tile in ("tile_m", "tile_n"):
+    for tile in schedule.TILE_KNOBS:
         raw = launch.get(tile)
         if isinstance(raw, bool) or not isinstance(raw, int):
             values[tile] = "?"
     return " ".join(knobs.words(values, knobs.TUNABLE))
 
 
-def tuned_label(autotune: bool, extra: Any) -> str:
-    """The tuned launch of one point, or "" when its run was not autotuned or has no record.
+def tuned_label(tuned: bool, extra: Any) -> str:
+    """The tuned launch of one point, or "" when its run was not ``tuned`` (its config's
+    :attr:`~workbench.config.KernelConfig.tuned`) or has no record.
 
-    A run without autotune stores its launch too, but that is just the form's config again.
+    A run the tuner did not set stores its launch too, but that is just the form's config again.
     """
-    if not autotune or not isinstance(extra, Mapping):
+    if not tuned or not isinstance(extra, Mapping):
         return ""
     return launch_summary(extra.get("launch"))
 
 
-def tuned_labels(autotune: bool, points: Iterable[Any]) -> dict[int, str]:
+def tuned_labels(tuned: bool, points: Iterable[Any]) -> dict[int, str]:
     """Sequence length → tuned label, for the points (``seq_len``, ``extra``) that have one."""
     labels: dict[int, str] = {}
     for point in points:
-        label = tuned_label(autotune, getattr(point, "extra", None))
+        label = tuned_label(tuned, getattr(point, "extra", None))
         if label:
             labels[point.seq_len] = label
     return labels

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels import knobs as registry
+from kernels import schedule
 from kernels.cutile import forms
 from kernels.cutile.arrays import empty, fill, pick_lib, random_qkv, to_numpy, zeros
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask, launcher
@@ -53,18 +55,19 @@ def gpu_block_map(
 ) -> GpuBlockMap:
     """Run the instrumented kernel on random inputs and return the blocks its loops visited.
 
-    ``knobs``: the other fields of :class:`LaunchConfig` (``k_split``, ``remap``, …). Every
+    ``knobs``: the other fields of :class:`LaunchConfig` (:data:`kernels.knobs.LAUNCH`). Every
     visited (q-block, k-block) adds its code (1 unmasked, 2 masked) atomically to a zeroed
     map, so skipped blocks stay 0 and a block visited twice cannot look right.
     """
     config = LaunchConfig.of({"tile_m": tile_m, "tile_n": tile_n, **knobs})
     check_mask(mask, input_pos, window)
-    if config.pack_gqa or config.kv_splits != 1:
+    if schedule.decode_form(config.values()):
         # Not instrumented yet: kernels.schedule.Schedule.split_map says which split reads which
         # key block, and the reference walks the same splits.
+        decode = {name: registry.KNOBS[name].default for name in schedule.DECODE_KNOBS}
         raise ValueError(
-            "the decode form (pack_gqa, kv_splits) has no instrumented block map yet; take "
-            "pack_gqa=False and kv_splits=1 for the block map"
+            f"the decode form ({', '.join(decode)}) has no instrumented block map yet; take "
+            f"{' and '.join(f'{n}={v}' for n, v in decode.items())} for the block map"
         )
     lib = lib or pick_lib()
     kv_heads = kv_heads or heads

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernels import knobs as registry
-from kernels.schedule import causal_grid_aligned
+from kernels.schedule import kernel_form_of
 
 
 @registry.with_knob_fields(registry.LAUNCH)
@@ -18,11 +18,9 @@ class LaunchConfig:
 
     A field per launch knob of the registry (:data:`kernels.knobs.LAUNCH`, with its default;
     each entry's help says what the knob does), checked by the registry's rules for the kernel
-    (:func:`kernels.knobs.check_launch`), which refuse in the words the workbench uses. The
-    persistent grid's causal form runs where the problem is aligned and one CTA per tile
-    otherwise (:meth:`kernel_form`); it runs one key loop and deals its tiles out by work on
-    the host, so ``k_split`` and ``remap`` do not change it, and it takes the polynomial even
-    without ``k_split``.
+    (:func:`kernels.knobs.check_launch`), which refuse in the words the workbench uses. Which
+    kernel form runs it on a problem is the schedule's answer (:meth:`kernel_form`); the
+    forms (:mod:`kernels.cutile.forms`) say which knobs each form reads.
     """
 
     def __post_init__(self) -> None:
@@ -41,27 +39,15 @@ class LaunchConfig:
     def kernel_form(
         self, mask: str, q_len: int, k_len: int, input_pos: int = 0, *, splits: int = 1
     ) -> str:
-        """Which kernel runs this config on a problem (one of :data:`KERNEL_FORMS`).
-
-        ``decode`` (packed GQA heads, the key range in ``splits`` splits and their combine)
-        runs with ``pack_gqa`` or where the key range is split (``splits``: the count that
-        runs, :func:`kernels.cutile.forms.resolved_splits`; auto may resolve to 1).
-
-        ``persistent`` with ``mask="causal"`` runs the causal persistent grid only where the
-        problem is aligned (:func:`kernels.schedule.causal_grid_aligned`); elsewhere the same
-        tiles and hints run one CTA per tile, so that a config tuned at N = 2048 still runs at
-        N = 2000 (the tuner's cache is keyed by N bucket).
+        """Which kernel runs this config on a problem (one of :data:`KERNEL_FORMS`):
+        :func:`kernels.schedule.kernel_form_of` once the mask is checked (``splits``: the count
+        of key-range splits that runs, :func:`kernels.cutile.forms.resolved_splits`; auto may
+        resolve to 1). A causal persistent config runs one CTA per tile where the problem is
+        not aligned, so that a config tuned at N = 2048 still runs at N = 2000 (the tuner's
+        cache is keyed by N bucket).
         """
         self.check_mask(mask)
-        if self.pack_gqa or splits > 1:
-            return "decode"
-        if not self.persistent:
-            return "tile"
-        if mask == "none":
-            return "persistent"
-        if causal_grid_aligned(q_len, k_len, self.tile_m, self.tile_n, input_pos):
-            return "causal-persistent"
-        return "tile"
+        return kernel_form_of(self.values(), mask, q_len, k_len, input_pos, splits)
 
     def hints(self) -> dict[str, Any]:
         """The compiler hints this config gives (the knobs with a ``Knob.hint``), by hint name."""

@@ -282,6 +282,18 @@ class Decode:
         return -(-self.rows // self.tile_m)
 
 
+def grid_form(config: LaunchConfig) -> tuple[int, bool, int, int]:
+    """The shape of a config's grid: tile height, persistent or not, CTAs per cluster, key
+    blocks per iteration of the persistent loop (the tuner times the fastest of each)."""
+    return (config.tile_m, config.persistent, config.num_ctas or 1, config.k_unroll)
+
+
+def decode_ctas_per_sm(values: Mapping[str, Any]) -> int:
+    """CTA slots per SM that "auto" splits fill for a launch's knob ``values``: the decode
+    CTAs an SM keeps, times the occupancy hint."""
+    return DECODE_CTAS_PER_SM * (values.get("occupancy") or 1)
+
+
 def decode_layout(
     p: Problem, config: LaunchConfig, sm_count: Callable[[], int] | None = None
 ) -> Decode:
@@ -293,8 +305,7 @@ def decode_layout(
     requested = config.kv_splits
     if requested is None:
         tiles = p.batch * heads * -(-rows // tile_m)
-        per_sm = DECODE_CTAS_PER_SM * (config.occupancy or 1)
-        slots = (sm_count() if sm_count is not None else 1) * per_sm
+        slots = (sm_count() if sm_count is not None else 1) * decode_ctas_per_sm(config.values())
         requested = auto_kv_splits(tiles, n_k_blocks, slots)
     splits = effective_splits(n_k_blocks, requested)
     return Decode(heads, rows, tile_m, splits, blocks_per_split(n_k_blocks, splits))

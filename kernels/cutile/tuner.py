@@ -24,7 +24,7 @@ from kernels.cutile.diagnostics import (
     gpu_arch,
     tileiras_version,
 )
-from kernels.cutile.forms import Problem
+from kernels.cutile.forms import Problem, grid_form
 from kernels.cutile.launch import (
     Allocator,
     LaunchConfig,
@@ -91,7 +91,7 @@ TUNING_METHOD = 5
 # Which kernels the configs run, also part of the fingerprint: a change that moves their
 # speeds makes older winners stale even where the search space reads the same. 2: the
 # persistent grid fetches Q in column halves (h200-explore-q-split.md). 3: the
-# persistent grid can take key blocks in pairs (k_unroll, h200-explore-persistent-pairs.md).
+# persistent grid can take key blocks in pairs (h200-explore-persistent-pairs.md).
 # 4: the persistent grid runs aligned causal problems (h200-explore-causal-persistent.md).
 KERNEL_REVISION = 4
 
@@ -106,7 +106,7 @@ def space_digest(configs: list[dict[str, Any]]) -> str:
 
 def _fixed_in_tuning(given: dict[str, Any]) -> dict[str, Any]:
     """The launch knobs the search keeps as the caller has them (the registry's
-    ``FIXED_IN_TUNING``: fast_math, k_split, remap, …), at their defaults where not given."""
+    ``FIXED_IN_TUNING``), at their defaults where not given."""
     unknown = sorted(set(given) - set(FIXED_IN_TUNING))
     if unknown:
         raise TypeError(
@@ -146,7 +146,7 @@ def autotune(
     """Pick the fastest launch config for this problem class and remember it on disk.
 
     Searches ``configs`` (default: ``kernels.tuning_spaces.search_space(arch, D, mask)``,
-    tiles x occupancy x worker warps x clusters x load latencies) with
+    tiles x compiler hints x clusters x load latencies) with
     ``ct.tune.exhaustive_search``, applying each config's hints through ``hints_fn``; then,
     unless its best took under ``SUSTAINED_MIN_US``, times the ``SUSTAINED_FINALISTS`` fastest
     and the fastest of every other grid form (:func:`sustained_finalists`) again under
@@ -159,10 +159,10 @@ def autotune(
     ``cache_path``, ``$FMHA_WORKBENCH_CACHE`` or ``~/.cache/fmha-workbench/autotune.json``;
     later calls return it without timing anything.
 
-    ``fixed_knobs``: the knobs the search keeps as given (:data:`kernels.knobs.FIXED_IN_TUNING`:
-    fast_math, k_split, remap, q_halves, kv_splits, pack_gqa; each at its default when not
-    given). With the decode form (``pack_gqa``, ``kv_splits``) cuTile's search times the split
-    kernel alone; the second stage times the whole call, combine included.
+    ``fixed_knobs``: the knobs the search keeps as given (:data:`kernels.knobs.FIXED_IN_TUNING`,
+    each at its default when not given). With the decode form (packed heads or a split key
+    range) cuTile's search times the split kernel alone; the second stage times the whole
+    call, combine included.
 
     Returns a dict of keyword arguments for :func:`attention` (the tunable knobs and the fixed
     ones) plus ``"_tuning"`` with how it was chosen (pop it before passing the dict on, or use
@@ -302,12 +302,6 @@ SUSTAINED_ROUNDS = 4
 # Below this (the search's best, microseconds) a config's launches are too short for the
 # sustained clock to matter, and a graph of them would need too many nodes.
 SUSTAINED_MIN_US = 100.0
-
-
-def grid_form(config: LaunchConfig) -> tuple[int, bool, int, int]:
-    """The shape of a config's grid: tile height, persistent or not, CTAs per cluster, key
-    blocks per iteration of the persistent loop."""
-    return (config.tile_m, config.persistent, config.num_ctas or 1, config.k_unroll)
 
 
 def sustained_finalists(ranked: list[LaunchConfig]) -> list[LaunchConfig]:

@@ -60,12 +60,12 @@ def check_offered(config: Any, backends: Sequence[str], arch: str | None) -> Non
 
 
 def offered_values(
-    name: str, arch: str | None = None, *, autotune: bool = False
+    name: str, arch: str | None = None, *, tuned: bool = False
 ) -> dict[str, tuple[Any, ...]]:
     """Field -> the values backend ``name`` runs, for the fields it narrows: the knobs the
     registry narrows for it (on GPU architecture ``arch``, e.g. ``"sm_120"``; None: any) and
-    the head dim. With ``autotune`` the tuner sets the tunable knobs, so those are not
-    narrowed."""
+    the head dim. ``tuned``: the tuner sets the tunable knobs
+    (:func:`kernels.knobs.tuned`), so those are not narrowed."""
     capability = knob_capability(name)
     if capability is None:
         return {}
@@ -73,7 +73,7 @@ def offered_values(
 
     narrowed: dict[str, tuple[Any, ...]] = {}
     for knob in knobs.EXPOSED:
-        if autotune and knob.tunable:
+        if tuned and knob.tunable:
             continue
         values = knobs.offered(knob.name, capability=capability, arch=arch)
         if values != knob.values:

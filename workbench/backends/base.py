@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kernels.schedule import BlockKind, Schedule, auto_kv_splits, decode_tile_m
+from kernels import schedule
+from kernels.schedule import BlockKind, Schedule
 from workbench.accuracy import AccuracyReport, check_output
 from workbench.config import KernelConfig, Problem
 from workbench.errors import BackendError as BackendError  # re-exported: where backends raise it
@@ -73,84 +74,21 @@ def problem_flops(problem: Problem, config: KernelConfig) -> int:
         return dense
     if config.mask == "causal":
         return dense // 2
-    per_slice = Schedule(
-        problem.q_len,
-        problem.k_len,
-        config.tile_m,
-        config.tile_n,
-        "window",
-        problem.input_pos,
-        config.window,
-    ).flops_useful(problem.head_dim)
-    return per_slice * problem.batch * problem.heads
-
-
-# Where no GPU says how many CTA slots there are (the CPU reference, `blockmap`), "auto" splits
-# the key range as it would on the H200 the kernel is measured on: 132 SMs, one decode CTA each.
-NOMINAL_SM_SLOTS = 132
+    window = schedule.tile_schedule(config.knob_values(), problem, "window", config.window)
+    return window.flops_useful(problem.head_dim) * problem.batch * problem.heads
 
 
 def decode_form(config: KernelConfig) -> bool:
-    """Does ``config`` run the decode form (packed GQA heads or a split key range)?"""
-    return config.pack_gqa or config.kv_splits != 1
-
-
-def resolved_kv_splits(
-    problem: Problem, config: KernelConfig, sm_slots: int = NOMINAL_SM_SLOTS
-) -> int:
-    """The splits of the key range requested for ``problem`` (auto: FlashAttention's heuristic
-    over the grid, ``sm_slots`` and the key blocks, as the cuTile launcher picks them)."""
-    if config.kv_splits is not None:
-        return config.kv_splits
-    heads, rows = (
-        (problem.kv_heads or problem.heads, problem.group_size * problem.q_len)
-        if config.pack_gqa
-        else (problem.heads, problem.q_len)
-    )
-    tile_m = decode_tile_m(config.tile_m, rows)
-    tiles = problem.batch * heads * -(-rows // tile_m)
-    return auto_kv_splits(tiles, -(-problem.k_len // config.tile_n), sm_slots)
-
-
-def split_facts(schedule: Schedule) -> dict[str, Any]:
-    """A point's record of its decode layout: the splits that ran, each split's key blocks
-    ``[lo, hi)``, the tile rows and whether heads were packed (what a block map draws)."""
-    return {
-        "kv_splits": schedule.n_splits,
-        "split_ranges": [list(r) for r in schedule.split_ranges],
-        "decode_tile_m": schedule.tile_m,
-        "pack_gqa": schedule.pack_gqa,
-    }
+    """Does ``config`` run the decode form (the schedule's :func:`kernels.schedule.decode_form`)?"""
+    return schedule.decode_form(config.knob_values())
 
 
 def schedule_for(
-    problem: Problem, config: KernelConfig, sm_slots: int = NOMINAL_SM_SLOTS
+    problem: Problem, config: KernelConfig, sm_slots: int = schedule.NOMINAL_SM_SLOTS
 ) -> Schedule:
     """The tile schedule of one (batch, head) slice of ``problem`` under ``config``; in the
     decode form one (batch, KV head) slice with its packed rows and its splits."""
-    if not decode_form(config):
-        return Schedule(
-            problem.q_len,
-            problem.k_len,
-            config.tile_m,
-            config.tile_n,
-            config.mask,
-            problem.input_pos,
-            config.window,
-        )
-    rows = problem.group_size * problem.q_len if config.pack_gqa else problem.q_len
-    return Schedule(
-        problem.q_len,
-        problem.k_len,
-        decode_tile_m(config.tile_m, rows),
-        config.tile_n,
-        config.mask,
-        problem.input_pos,
-        config.window,
-        group=problem.group_size,
-        pack_gqa=config.pack_gqa,
-        kv_splits=resolved_kv_splits(problem, config, sm_slots),
-    )
+    return schedule.schedule_of(config.knob_values(), problem, config.mask, config.window, sm_slots)
 
 
 def host_inputs(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray, ...]:

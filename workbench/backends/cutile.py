@@ -14,18 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from kernels import knobs
+from kernels import knobs, schedule
 from kernels.cutile.arrays import empty_like, fill, lib_of, to_kernel_dtype
 from kernels.cutile.diagnostics import assess
 from kernels.schedule import Schedule
-from workbench.backends.base import (
-    Availability,
-    OpenPoint,
-    PointResult,
-    decode_form,
-    schedule_for,
-    split_facts,
-)
+from workbench.backends.base import Availability, OpenPoint, PointResult
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.gpu import cupy_device, device_inputs
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
@@ -133,7 +126,7 @@ class CutileBackend(CupyBackend):
             "window": config.window,
         }
         self._tune_s = 0.0
-        if config.autotune:
+        if config.tuned:
             started = time.perf_counter()
             chosen = fmha.autotune(*inputs, **common, **tuning_fixed(config))
             self._tuning = chosen.get("_tuning")
@@ -160,26 +153,19 @@ class CutileBackend(CupyBackend):
         if self._out is not None:
             fill(self._out, np.nan)
 
-    def _launched(self, config: KernelConfig) -> KernelConfig:
-        """The tiles and decode knobs that were timed (the tuner's, when autotuning)."""
-        kw = self._kwargs
-        return KernelConfig(
-            tile_m=kw["tile_m"],
-            tile_n=kw["tile_n"],
-            mask=config.mask,
-            window=config.window,
-            kv_splits=kw.get("kv_splits", 1),
-            pack_gqa=bool(kw.get("pack_gqa", False)),
-        )
+    def _launched(self) -> dict[str, Any]:
+        """The knob values that were timed (the tuner's, when autotuning), the others at their
+        defaults: what the schedule of the launch reads."""
+        return {**knobs.defaults(), **_knobs(self._kwargs)}
 
     def _sm_slots(self) -> int:
         """CTA slots "auto" splits fill, as the kernel's launcher counts them."""
         import cupy
 
-        from kernels.cutile.forms import DECODE_CTAS_PER_SM
+        from kernels.cutile.forms import decode_ctas_per_sm
 
         sms = int(cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"])
-        return sms * DECODE_CTAS_PER_SM * (self._kwargs.get("occupancy") or 1)
+        return sms * decode_ctas_per_sm(self._kwargs)
 
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         """From the instrumented kernel, with the tiles and knobs that were timed; the decode
@@ -187,18 +173,22 @@ class CutileBackend(CupyBackend):
         splits resolved on this GPU's SM count)."""
         fmha = _kernel_module()
         launch = _knobs(self._kwargs)
-        launched = self._launched(config)
+        launched = self._launched()
         self._decode = None
-        if decode_form(launched):
+        if schedule.decode_form(launched):
             self._map_s = 0.0
-            self._decode = schedule_for(problem, launched, self._sm_slots())
+            self._decode = schedule.schedule_of(
+                launched, problem, config.mask, config.window, self._sm_slots()
+            )
             return self._decode.block_map
         started = time.perf_counter()
+        # The tile shape goes first, positionally; the other knobs by name.
+        tiles = schedule.tile_shape(launch)
+        others = {k: v for k, v in launch.items() if k not in schedule.TILE_KNOBS}
         recorded = fmha.gpu_block_map(
             problem.q_len,
             problem.k_len,
-            launch.pop("tile_m"),
-            launch.pop("tile_n"),
+            *tiles,
             config.mask,
             problem.input_pos,
             config.window,
@@ -208,7 +198,7 @@ class CutileBackend(CupyBackend):
             head_dim=problem.head_dim,
             dtype=problem.dtype,
             lib="cupy",
-            **launch,
+            **others,
         )
         self._map_s = time.perf_counter() - started
         return recorded.map
@@ -226,12 +216,10 @@ class CutileBackend(CupyBackend):
         kw = self._kwargs
         if self._decode is not None:
             expected = self._decode.block_map
-            result.extra.update(split_facts(self._decode), block_map_source="schedule")
+            result.extra.update(schedule.split_facts(self._decode), block_map_source="schedule")
         else:
-            tiled = KernelConfig(
-                tile_m=kw["tile_m"], tile_n=kw["tile_n"], mask=config.mask, window=config.window
-            )
-            expected = schedule_for(problem, tiled).block_map
+            tiled = schedule.tile_schedule(self._launched(), problem, config.mask, config.window)
+            expected = tiled.block_map
         result.extra.update(
             launch=_knobs(kw),
             tune_s=round(self._tune_s, 3),

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.reference import flash_attention
-from kernels.schedule import Schedule
+from kernels.reference import walk_schedule
+from kernels.schedule import Schedule, split_facts
 from workbench.backends.base import (
     Availability,
     Backend,
@@ -18,7 +18,6 @@ from workbench.backends.base import (
     decode_form,
     round_to_dtype,
     schedule_for,
-    split_facts,
 )
 from workbench.config import KernelConfig, Problem
 from workbench.timing import TimingSettings, TimingStats
@@ -66,23 +65,11 @@ class ReferenceBackend(Backend):
     ) -> Callable[[], Any]:
         q, k, v = inputs
         # The schedule the launch walks: in the decode form its packed rows' tile and its
-        # splits (auto resolved as on the H200, NOMINAL_SM_SLOTS), so the block map is its own.
+        # splits (auto resolved as on the H200, NOMINAL_SM_SLOTS), so the map is its own.
         self._schedule = schedule = schedule_for(problem, config)
 
         def launch() -> np.ndarray:
-            out, visited = flash_attention(
-                q,
-                k,
-                v,
-                mask=config.mask,
-                input_pos=problem.input_pos,
-                window=config.window,
-                tile_m=schedule.tile_m,
-                tile_n=config.tile_n,
-                return_block_map=True,
-                pack_gqa=schedule.pack_gqa,
-                kv_splits=schedule.kv_splits,
-            )
+            out, visited = walk_schedule(schedule, q, k, v, return_block_map=True)
             self._visited = visited
             return out
 

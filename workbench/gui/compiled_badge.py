@@ -149,7 +149,7 @@ class CompiledBadge(QWidget):
         if problem is None or config is None:
             self._show(None, "—")
             return
-        if config.autotune:
+        if config.tuned:
             self._show(None, "autotuned: the tuner picks the tiles per length; each point "
                              "stores what it compiled to")  # fmt: skip
             return

@@ -263,7 +263,7 @@ class ControlsPanel(QWidget):
         self._register("backends", self.backends)
         self.label = QLineEdit()
         self.label.setMaxLength(MAX_LABEL_CHARS)
-        self.label.setPlaceholderText("e.g. causal 128×64 remap")
+        self.label.setPlaceholderText("e.g. causal 128×64 fast-math")
         self.label.textEdited.connect(self._on_edited)
         self._register("label", self.label)
 

@@ -62,7 +62,7 @@ class Explainers(QObject):
             run.id,
             name,
             points,
-            tuned_labels(run.config.autotune, points),
+            tuned_labels(run.config.tuned, points),
             pct_of_roofline={n: v for n, v in pct.items() if v is not None},
             no_roofline=""
             if ceilings is not None

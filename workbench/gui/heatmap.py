@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from kernels import schedule
 from kernels.schedule import BlockKind, cdiv
 from workbench.config import AXIS_LABELS, SEQ_LEN_AXIS
 from workbench.gui.split_legend import SplitLegend, split_codes, split_lut, stored_ranges
@@ -62,14 +63,15 @@ class MapFacts:
     flops_dense: float  # FLOPs had every block been computed, whole problem
 
 
-def map_facts(grid: np.ndarray, tile_m: int, tile_n: int, head_dim: int, slices: int) -> MapFacts:
-    """Counts per kind, and what skipping saved: 4·tile_m·tile_n·D FLOPs per block and slice."""
+def map_facts(grid: np.ndarray, rows: int, keys: int, head_dim: int, slices: int) -> MapFacts:
+    """Counts per kind, and what skipping saved: 4·rows·keys·D FLOPs per block (a tile of
+    ``rows`` query rows by ``keys`` keys) and slice."""
     counts = {
         KIND_NAMES[kind]: int((grid == kind).sum())
         for kind in (BlockKind.COMPUTED, BlockKind.MASKED, BlockKind.SKIPPED)
     }
     total = int(grid.size)
-    per_block = 4.0 * tile_m * tile_n * head_dim * slices
+    per_block = 4.0 * rows * keys * head_dim * slices
     return MapFacts(
         counts=counts,
         skipped_share=counts["skipped"] / total if total else 0.0,
@@ -285,7 +287,7 @@ class HeatmapPanel(QWidget):
         else:
             q_len, k_len = run.problem.q_len, seq_len
         extra = next(iter(self._extras(seq_len)), {})
-        if extra.get("pack_gqa"):
+        if schedule.recorded_packed(extra):
             q_len *= run.problem.group_size
         return q_len, k_len
 
@@ -307,19 +309,7 @@ class HeatmapPanel(QWidget):
         run = self._run
         q_len, k_len = self._lengths(seq_len)
         rows, cols = grid.shape
-        # The decode form's tile rows first: its tile_m knob is only their upper bound.
-        candidates = [
-            (extra["decode_tile_m"], (extra.get("launch") or {}).get("tile_n", run.config.tile_n))
-            for extra in self._extras(seq_len)
-            if isinstance(extra.get("decode_tile_m"), int)
-        ]
-        candidates += [
-            (where.get("tile_m"), where.get("tile_n"))
-            for point_extra in self._extras(seq_len)
-            for where in (point_extra.get("launch") or {}, point_extra)
-            if isinstance(where, dict)
-        ]
-        candidates.append((run.config.tile_m, run.config.tile_n))
+        candidates = schedule.recorded_tile_shapes(self._extras(seq_len), run.config.knob_values())
         for tm, tn in candidates:
             if (
                 isinstance(tm, int)
@@ -356,7 +346,7 @@ class HeatmapPanel(QWidget):
         self._space_ticks()
         self._tiles = self._tiles_for(grid, seq_len)
         run = self._run
-        tm, tn = self._tiles or (run.config.tile_m, run.config.tile_n)
+        tm, tn = self._tiles or schedule.tile_shape(run.config.knob_values())
         self.facts = map_facts(
             grid, tm, tn, run.problem.head_dim, run.problem.batch * run.problem.heads
         )

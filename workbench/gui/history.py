@@ -267,7 +267,7 @@ class RunsModel(QAbstractTableModel):
         return "\n".join([problem_summary(run), *self._points_tip(run)])
 
     def _points_tip(self, run: Any) -> list[str]:
-        looks = run.config.autotune or run.backend in COMPILED_BACKENDS
+        looks = run.config.tuned or run.backend in COMPILED_BACKENDS
         if not looks or self._store is None:
             return []  # the form's config is what ran and nothing was compiled: no lookup
         if run.id in self._tuned_tips:
@@ -277,7 +277,7 @@ class RunsModel(QAbstractTableModel):
         except Exception:  # a hover is no place for an error box; the tooltip says less
             return []
         lines = []
-        tuned = tuned_lines(tuned_labels(run.config.autotune, points))
+        tuned = tuned_lines(tuned_labels(run.config.tuned, points))
         if tuned:
             lines += ["Tuned per sequence length:", tuned]
         compiled = [(p.seq_len, compiled_of(p)) for p in points]
