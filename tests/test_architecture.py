@@ -200,33 +200,6 @@ KNOB_SOURCES = ("kernels", "workbench", "bench", "scripts")
 # forms asks them instead). The test fails on a knob over the budget without an entry, on a
 # file an entry does not list, and on an entry wider than what is found, so the list shrinks.
 OVER_BUDGET: dict[str, tuple[frozenset[str], str]] = {
-    "tile_m": (
-        frozenset(
-            {
-                "kernels/knobs.py",
-                "kernels/schedule.py",
-                "kernels/reference.py",
-                "kernels/cutile/forms.py",
-                "kernels/cutile/blockmap.py",
-                "kernels/cutile/launch.py",
-            }
-        ),
-        "the reference's flash_attention(tile_m=, tile_n=) and gpu_block_map(q_len, k_len, "
-        "tile_m, tile_n, ...) are public signatures the tests (GPU ones too) call; launch.py's "
-        "TILE_SIZES reads the knob by name (registry.KERNEL_TILES would do)",
-    ),
-    "tile_n": (
-        frozenset(
-            {
-                "kernels/knobs.py",
-                "kernels/schedule.py",
-                "kernels/reference.py",
-                "kernels/cutile/forms.py",
-                "kernels/cutile/blockmap.py",
-            }
-        ),
-        "as tile_m: the reference's and the block map's public signatures",
-    ),
     "autotune": (
         frozenset(
             {

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cuda.tile")
 
-from kernels.cutile.arrays import layout_problem  # noqa: E402
+from kernels.cutile.arrays import layout_problem
 
 
 def bnhd(batch: int, n: int, heads: int, head_dim: int, rng: np.random.Generator) -> np.ndarray:

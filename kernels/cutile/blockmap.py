@@ -38,8 +38,8 @@ class GpuBlockMap:
 def gpu_block_map(
     q_len: int,
     k_len: int,
-    tile_m: int,
-    tile_n: int,
+    rows: int,
+    keys: int,
     mask: str = "none",
     input_pos: int = 0,
     window: int | None = None,
@@ -55,11 +55,12 @@ def gpu_block_map(
 ) -> GpuBlockMap:
     """Run the instrumented kernel on random inputs and return the blocks its loops visited.
 
-    ``knobs``: the other fields of :class:`LaunchConfig` (:data:`kernels.knobs.LAUNCH`). Every
+    ``rows``, ``keys``: the tile's shape (:data:`kernels.schedule.TILE_KNOBS`); ``knobs``: the
+    other fields of :class:`LaunchConfig` (:data:`kernels.knobs.LAUNCH`). Every
     visited (q-block, k-block) adds its code (1 unmasked, 2 masked) atomically to a zeroed
     map, so skipped blocks stay 0 and a block visited twice cannot look right.
     """
-    config = LaunchConfig.of({"tile_m": tile_m, "tile_n": tile_n, **knobs})
+    config = LaunchConfig.of({**dict(zip(schedule.TILE_KNOBS, (rows, keys))), **knobs})
     check_mask(mask, input_pos, window)
     if schedule.decode_form(config.values()):
         # Not instrumented yet: kernels.schedule.Schedule.split_map says which split reads which
@@ -73,8 +74,8 @@ def gpu_block_map(
     kv_heads = kv_heads or heads
     q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)
     p = check_inputs(q, k, v)
-    n_q_blocks = -(-q_len // tile_m)
-    n_k_blocks = -(-k_len // tile_n)
+    n_q_blocks = -(-q_len // rows)
+    n_k_blocks = -(-k_len // keys)
     # Padded (forms.padded): one compile per kernel config, not per problem size.
     bmap = zeros(lib, forms.block_map_shape(batch * heads, n_q_blocks, n_k_blocks), "int32", q)
     order = fill(empty(lib, forms.order_shape(batch * heads, n_q_blocks), "int32", q), -1)

@@ -40,7 +40,7 @@ from kernels.cutile.forms import ArraySpec, Problem
 from kernels.schedule import MASK_MODES
 
 # The kernel's tiles and worker-warp counts (tileiras 13.4: 4 and 8), from the registry.
-TILE_SIZES = registry.KNOBS["tile_m"].values_for(registry.CUTILE)
+TILE_SIZES = registry.KERNEL_TILES
 WORKER_WARPS = tuple(w for w in registry.KNOBS["num_worker_warps"].values if w is not None)
 HEAD_DIMS = registry.HEAD_DIM.values_for(registry.CUTILE)
 DTYPE_NAMES = registry.DTYPE.values_for(registry.CUTILE)
