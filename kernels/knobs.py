@@ -319,6 +319,18 @@ _KNOBS: tuple[Knob, ...] = (
         "read once per group (q_len 1 with a group of 4 fills 4 rows of a 16-row tile)",
         word="pack-gqa",
     ),
+    _bools(
+        "bnhd_inputs", False, "--bnhd-inputs", "(B, N, H, D) inputs",
+        "the cuTile kernel gets q, k and v as a model's (B, N, H, D) projections and reads them "
+        "in place through strided views (off: (B, H, N, D) tensors)",
+        word="bnhd", launch=False,
+    ),
+    _bools(
+        "one_shot", False, "--one-shot", "One-shot calls",
+        "each cuTile launch is a fresh attention() call, as a model's eager forward makes it, "
+        "not the launcher prepared once (the host's share shows with --no-graph)",
+        word="one-shot", launch=False,
+    ),
 )  # fmt: skip
 
 KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}

@@ -96,10 +96,10 @@ if stage inputs; then
   echo "== a model's inputs: layout and one-shot calls"
   shape=(--backend cutile --batch 4 --heads 32 --head-dim 128 --dtype float16 --mask causal)
   timeout "${LADDER_TIMEOUT:-240}" python3 -m workbench ladder --db "$DB" "${shape[@]}" \
-    --steps workbench/presets/ladder-model-inputs.json --seq-lens "${INPUT_SEQ:-1k-16k}" \
+    --preset model-inputs --seq-lens "${INPUT_SEQ:-1k-16k}" \
     --rounds "$ROUNDS" --label "model inputs, graph" 2>&1 | tail -20
   timeout "${LADDER_TIMEOUT:-240}" python3 -m workbench ladder --db "$DB" "${shape[@]}" \
-    --steps workbench/presets/ladder-model-inputs.json --seq-lens 1k,2k --no-graph \
+    --preset model-inputs --seq-lens 1k,2k --no-graph \
     --rounds "$ROUNDS" --label "model inputs, eager" 2>&1 | tail -20
 fi 2>&1 | tee -a "$OUT/session.txt"
 

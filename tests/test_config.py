@@ -201,6 +201,8 @@ BAD_CONFIG = {
         st.sampled_from([True, "auto", 2.0]),
     ),
     "pack_gqa": st.sampled_from([1, "yes", None]),
+    "bnhd_inputs": st.sampled_from([1, "bnhd"]),
+    "one_shot": st.sampled_from([0, "once"]),
 }
 
 

@@ -302,3 +302,23 @@ def test_the_published_ladder_runs_by_its_preset_name_from_the_cli(
     (tmp_path / "ladder-blackwell.json").write_text(json.dumps(mine))
     assert main([*argv, "--steps", "ladder-blackwell.json"]) == 0
     assert [s["step"] for s in json.loads(capsys.readouterr().out)["steps"]] == ["mine"]
+
+
+def test_the_model_inputs_ladder_runs_by_its_preset_name(tmp_path, capsys, fast_args):
+    # Prepared on (B, H, N, D), then (B, N, H, D) views, then one-shot calls: each step one
+    # change, stored with its knobs (the reference computes the same either way).
+    db = str(tmp_path / "runs.db")
+    argv = ["ladder", "--db", db, "--seq-lens", "64", *fast_args, "--json"]
+    assert main([*argv, "--preset", "model-inputs"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    steps = table["steps"]
+    assert [s["step"] for s in steps] == [
+        "autotuned, (B, H, N, D), prepared", "(B, N, H, D) views", "one-shot attention()"
+    ]  # fmt: skip
+    assert "bnhd" not in steps[0]["config"] and "bnhd" in steps[1]["config"]
+    assert "one-shot" in steps[2]["config"] and "bnhd" in steps[2]["config"]
+    with Store(db) as store:
+        runs = store.group_runs(table["group_id"])
+        assert [(r.config.bnhd_inputs, r.config.one_shot) for r in runs] == [
+            (False, False), (True, False), (True, True)
+        ]  # fmt: skip

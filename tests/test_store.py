@@ -360,6 +360,7 @@ def test_exported_config_columns_keep_their_order_and_new_knobs_append(db_path: 
         "tile_m", "tile_n", "fast_math", "k_split", "remap", "mask", "window", "autotune",
         "occupancy", "num_worker_warps", "poly_exp2_cols", "num_ctas", "persistent", "k_unroll",
         "k_latency", "v_latency", "pipeline", "store_tma", "q_halves", "kv_splits", "pack_gqa",
+        "bnhd_inputs", "one_shot",
     ]  # fmt: skip
     assert columns.index(f"config_{config[-1]}") + 1 == columns.index("gpu")
     spec = SweepSpec(Problem(heads=1, head_dim=32), (16,), KernelConfig(), backend="reference")
@@ -374,7 +375,7 @@ def test_exported_config_columns_keep_their_order_and_new_knobs_append(db_path: 
         store.export_csv(out, [run_id])
     assert {k: stored[k] for k in config[14:]} == {
         "k_latency": 2, "v_latency": 4, "pipeline": False, "store_tma": True, "q_halves": True,
-        "kv_splits": 1, "pack_gqa": False,
+        "kv_splits": 1, "pack_gqa": False, "bnhd_inputs": False, "one_shot": False,
     }  # fmt: skip
     with out.open(newline="") as handle:
         assert next(csv.reader(handle)) == columns

@@ -61,13 +61,14 @@ GROUP_KIND = "ladder"
 DEFAULT_PRESET = "ladder.json"
 PRESETS = ("ladder.json", "ladder-sm120.json", "ladder-blackwell.json")
 # Every built-in ladder by the name `ladder --preset` and the window take: each architecture's
-# that fits, the published Blackwell study's order as it ran it, and the decode ladder (chosen
-# by name only: no architecture picks it).
+# that fits, the published Blackwell study's order as it ran it, the decode ladder and what a
+# model's own tensors and eager calls cost (chosen by name only: no architecture picks them).
 LADDER_PRESETS = {
     "hopper": "ladder.json",
     "sm120": "ladder-sm120.json",
     "blackwell": "ladder-blackwell.json",
     "decode": "ladder-decode.json",
+    "model-inputs": "ladder-model-inputs.json",
 }
 # The keys a ladder file may hold, and each of its steps: any other is a typo, refused.
 LADDER_KEYS = frozenset(

@@ -18,6 +18,7 @@ from kernels.measure import side_stream, synchronize
 __all__ = [
     "HostView",
     "as_torch",
+    "contiguous",
     "copy_into",
     "cupy_dtype",
     "default_stream",
@@ -93,6 +94,15 @@ def layout_problem(arr: Any, lib: str) -> str | None:
             return f"its strides {strides} make indices share elements"
         reach = stride * size
     return None
+
+
+def contiguous(arr: Any) -> Any:
+    """``arr`` in C order: itself when it is, else a copy (either library)."""
+    if lib_of(arr) == "torch":
+        return arr.contiguous()
+    import cupy
+
+    return cupy.ascontiguousarray(arr)
 
 
 def strided_empty_like(arr: Any) -> Any:

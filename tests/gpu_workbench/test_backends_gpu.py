@@ -86,6 +86,32 @@ def test_cutile_persistent_grid_with_key_pairs_is_correct_and_maps_its_blocks(k_
     assert np.array_equal(result.block_map, expected)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    ("bnhd", "one_shot", "mask", "knobs"),
+    [
+        (True, False, "causal", dict(persistent=True)),  # the causal persistent grid
+        (True, True, "none", dict(tile_n=128)),
+        (False, True, "causal", dict()),
+        (True, True, "none", dict(tile_n=128, pack_gqa=True, kv_splits=None)),  # decode form
+    ],
+    ids=["bnhd-prepared", "bnhd-one-shot", "bhnd-one-shot", "bnhd-one-shot-decode"],
+)
+def test_cutile_model_inputs_and_one_shot_calls_give_the_float64_answer(
+    bnhd, one_shot, mask, knobs, dtype
+):
+    # The model-inputs ladder's steps: (B, N, H, D) projections read in place, and a fresh
+    # attention() call each launch; both must be checked (poisoned output) and timed.
+    backend = get_backend("cutile", isolated=False)
+    q_len = 1 if knobs.get("pack_gqa") else 512
+    problem = Problem(batch=2, heads=8, kv_heads=2, q_len=q_len, k_len=512, head_dim=128,
+                      dtype=dtype, input_pos=512 - q_len)  # fmt: skip
+    config = KernelConfig(mask=mask, bnhd_inputs=bnhd, one_shot=one_shot, **knobs)
+    result = backend.measure_point(problem, config, QUICK, np.random.default_rng())
+    assert result.accuracy.passed, result.accuracy
+    assert result.timing.count >= QUICK.min_samples and result.timing.median_ms > 0
+
+
 def test_naive_refuses_scores_that_cannot_fit_instead_of_crashing():
     backend = get_backend("naive", isolated=False)
     huge = Problem(batch=4, heads=32, q_len=65536, k_len=65536, head_dim=128)

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from kernels import knobs, schedule
-from kernels.cutile.arrays import empty_like, fill, lib_of, to_kernel_dtype
+from kernels.cutile.arrays import (
+    contiguous,
+    empty_like,
+    fill,
+    lib_of,
+    strided_empty_like,
+    to_kernel_dtype,
+)
 from kernels.cutile.diagnostics import assess
 from kernels.schedule import Schedule
 from workbench.backends.base import Availability, OpenPoint, PointResult
@@ -141,13 +148,28 @@ class CutileBackend(CupyBackend):
         fmha = _kernel_module()
         q, k, v = inputs
         self._kwargs = self._launch_kwargs(problem, config, inputs)
-        self._out = empty_like(q)
-        kwargs, out = self._kwargs, self._out
+        kwargs = dict(self._kwargs)
+        if config.bnhd_inputs:
+            # A model's projections: (B, N, H, D) buffers of the same values, which the kernel
+            # reads in place through strided views; the output comes back in that layout.
+            q, k, v = (contiguous(x.swapaxes(1, 2)) for x in (q, k, v))
+            kwargs["layout"] = "bnhd"
+            self._out = strided_empty_like(q)
+        else:
+            self._out = empty_like(q)
+        out = self._out
 
+        def as_bhnd(result: Any) -> Any:  # what the accuracy check compares
+            return result.swapaxes(1, 2) if config.bnhd_inputs else result
+
+        if config.one_shot:
+            # What a model's eager forward pays each call: attention() checks its inputs and
+            # finds the launch it kept from the first call.
+            return lambda: as_bhnd(fmha.attention(q, k, v, out=out, **kwargs))
         # Validate, pick the kernel variant and build the argument tuple once, so the timed
-        # loop pays for the launch alone: attention() re-checks its inputs and allocates its
-        # dummy arrays on every call, host time that shows at N = 1024 (about 100 us a launch).
-        return fmha.prepare(q, k, v, out=out, **kwargs)
+        # loop pays for the launch alone.
+        launch = fmha.prepare(q, k, v, out=out, **kwargs)
+        return (lambda: as_bhnd(launch())) if config.bnhd_inputs else launch
 
     def poison_output(self) -> None:
         if self._out is not None:
