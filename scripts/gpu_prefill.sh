@@ -23,7 +23,7 @@ STATE=${STATE:-/tmp/fmha-prefill}
 STAGES=${STAGES:-prefill,inputs,check,report}
 mkdir -p "$OUT" "$STATE"
 export PYTHONUNBUFFERED=1 FMHA_WORKBENCH_COMMIT=${FMHA_WORKBENCH_COMMIT:-unknown}
-export FMHA_WORKBENCH_MACHINE=$STATE/machine.json
+export FMHA_WORKBENCH_MACHINE=${FMHA_WORKBENCH_MACHINE:-$STATE/machine.json}
 export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-400}
 [[ -f $STATE/h200-autotune.json ]] || cp bench/results/h200-autotune.json "$STATE/h200-autotune.json"
 export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
@@ -94,12 +94,13 @@ fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage inputs; then
   echo "== a model's inputs: layout and one-shot calls"
-  shape=(--backend cutile --batch 4 --heads 32 --head-dim 128 --dtype float16 --mask causal)
+  # shellcheck disable=SC2206
+  shape=(--backend "${INPUT_BACKEND:-cutile}" ${INPUT_SHAPE:---batch 4 --heads 32 --head-dim 128 --dtype float16} --mask causal)
   timeout "${LADDER_TIMEOUT:-240}" python3 -m workbench ladder --db "$DB" "${shape[@]}" \
     --preset model-inputs --seq-lens "${INPUT_SEQ:-1k-16k}" \
     --rounds "$ROUNDS" --label "model inputs, graph" 2>&1 | tail -20
   timeout "${LADDER_TIMEOUT:-240}" python3 -m workbench ladder --db "$DB" "${shape[@]}" \
-    --preset model-inputs --seq-lens 1k,2k --no-graph \
+    --preset model-inputs --seq-lens "${EAGER_SEQ:-1k,2k}" --no-graph \
     --rounds "$ROUNDS" --label "model inputs, eager" 2>&1 | tail -20
 fi 2>&1 | tee -a "$OUT/session.txt"
 

@@ -30,7 +30,7 @@ STATE=${STATE:-/tmp/fmha-session}
 STAGES=${STAGES:-probe}
 mkdir -p "$OUT" "$STATE"
 export PYTHONUNBUFFERED=1 FMHA_WORKBENCH_COMMIT=${FMHA_WORKBENCH_COMMIT:-unknown}
-export FMHA_WORKBENCH_MACHINE=$STATE/machine.json
+export FMHA_WORKBENCH_MACHINE=${FMHA_WORKBENCH_MACHINE:-$STATE/machine.json}
 export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-300}
 # The tuner's picks of the last full tuning run on this GPU (it retunes only where stale).
 [[ -f $STATE/h200-autotune.json ]] || cp bench/results/h200-autotune.json "$STATE/h200-autotune.json"
