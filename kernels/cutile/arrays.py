@@ -38,6 +38,7 @@ __all__ = [
     "sm_count",
     "stream_context",
     "strided_empty_like",
+    "strides_of",
     "synchronize",
     "to_kernel_dtype",
     "to_numpy",

@@ -32,6 +32,7 @@ from kernels.cutile.arrays import (
     reshaped,
     sm_count,
     strided_empty_like,
+    strides_of,
 )
 from kernels.cutile.config import LAUNCH_KNOBS as LAUNCH_KNOBS  # re-exported
 from kernels.cutile.config import LaunchConfig
@@ -177,84 +178,33 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
     ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
 
-    Everything a call of the same problem, config and stream would make again (the launch
-    plan, scratch arrays, the causal tile table on the device) is kept from the first call, so
-    a model calling this eagerly pays only the checks and the launch.
+    What a later call with arrays of the same shapes, strides, dtypes and device and the same
+    keywords would check and make again (the checks, the launch plan, scratch arrays, the
+    causal tile table on the device) is kept from the first such call, so a model calling this
+    eagerly pays a dictionary lookup and the launch.
     """
-    knobs = {n: kwargs.pop(n) for n in list(kwargs) if n not in _CALL_ARGUMENTS}
-    request = _request(
-        q,
-        k,
-        v,
-        kwargs.get("scale"),
-        kwargs.get("mask", "none"),
-        kwargs.get("input_pos", 0),
-        kwargs.get("window"),
-        kwargs.get("out"),
-        kwargs.get("layout", "bhnd"),
-        knobs,
-    )
-    return_lse = bool(kwargs.get("return_lse", False))
-    out, lse = _outputs(request, return_lse)
-    p = request.problem
-    mask, window = kwargs.get("mask", "none"), kwargs.get("window")
-    input_pos, stream = int(kwargs.get("input_pos", 0)), kwargs.get("stream")
-    arrays = {"Q": request.q, "K": request.k, "V": request.v, "Out": out, "Lse": lse}
-    if p.q_len == 0 or p.k_len == 0:
-        launcher(
-            p,
-            arrays,
-            request.config,
-            scale=request.scale,
-            mask=mask,
-            input_pos=input_pos,
-            window=window,
-            stream=stream,
-        )()
-    else:
-        on = stream if stream is not None else default_stream(p.lib)
-        key = (
-            p,
-            device_id(q, p.lib),
-            _stream_key(on, p.lib),
-            request.config,
-            request.scale,
-            mask,
-            input_pos,
-            window,
-            return_lse,
-        )
-        with _ONE_SHOT_LOCK:
-            prepared = _ONE_SHOT.pop(key, None)
-        if prepared is None:
-            check_arch(device_id(q, p.lib) or 0)
-            prepared = PreparedLaunch(
-                p,
-                request.config,
-                request.q,
-                scale=request.scale,
-                mask=mask,
-                input_pos=input_pos,
-                window=window,
-                with_lse=return_lse,
-                with_map=False,
-            )
-        with _ONE_SHOT_LOCK:
-            _ONE_SHOT[key] = prepared  # most recent last
-            while len(_ONE_SHOT) > ONE_SHOT_CACHE_SIZE:
-                _ONE_SHOT.popitem(last=False)
-        prepared.runner(arrays, on)()
-    result = _in_layout(out, kwargs.get("layout", "bhnd"))
-    return (result, lse) if return_lse else result
+    key = _call_key(q, k, v, kwargs)
+    with _ONE_SHOT_LOCK:
+        kept = _ONE_SHOT.get(key) if key is not None else None
+        if kept is not None:
+            _ONE_SHOT.move_to_end(key)  # most recently used last
+    if kept is None:
+        kept = KeptCall.first(q, k, v, kwargs)
+        if key is not None:
+            with _ONE_SHOT_LOCK:
+                _ONE_SHOT[key] = kept
+                while len(_ONE_SHOT) > ONE_SHOT_CACHE_SIZE:
+                    _ONE_SHOT.popitem(last=False)
+    return kept(q, k, v, kwargs.get("out"), kwargs.get("stream"))
 
 
 # The keyword arguments of attention() that are not knobs.
 _CALL_ARGUMENTS = frozenset(
     ("scale", "mask", "input_pos", "window", "return_lse", "out", "stream", "layout")
 )
-# Launches attention() keeps ready, most recently used last (each holds its scratch arrays).
+# Calls attention() keeps ready, most recently used last (each holds its scratch arrays).
 ONE_SHOT_CACHE_SIZE = 32
-_ONE_SHOT: OrderedDict[tuple[Any, ...], PreparedLaunch] = OrderedDict()
+_ONE_SHOT: OrderedDict[tuple[Any, ...], KeptCall] = OrderedDict()
 _ONE_SHOT_LOCK = threading.Lock()
 
 
@@ -262,6 +212,99 @@ def clear_launch_cache() -> None:
     """Drop what :func:`attention` kept between calls (and the device memory it holds)."""
     with _ONE_SHOT_LOCK:
         _ONE_SHOT.clear()
+
+
+def _array_key(arr: Any) -> tuple[Any, ...]:
+    """What the checks of an array read: library, shape, strides, dtype, device."""
+    lib = lib_of(arr)
+    device = arr.device if lib == "torch" else arr.device.id
+    return (lib, tuple(arr.shape), strides_of(arr, lib), str(arr.dtype), device)
+
+
+def _call_key(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The key of what a call checks and plans (None: not cacheable, checked every time)."""
+    out = kwargs.get("out")
+    try:
+        arrays = tuple(_array_key(x) for x in (q, k, v))
+        given = _array_key(out) if out is not None else None
+        rest = tuple(sorted((n, w) for n, w in kwargs.items() if n not in ("out", "stream")))
+        key = (arrays, given, rest)
+        hash(key)
+    except (ValueError, TypeError, AttributeError):
+        return None  # not arrays of either library, or an unhashable keyword: the checks say
+    return key
+
+
+class KeptCall:
+    """One :func:`attention` call, checked and planned once: what each later call with arrays
+    of the same shapes, strides, dtypes and device and the same keywords needs besides the
+    arrays themselves."""
+
+    def __init__(
+        self, request: _Request, kwargs: dict[str, Any], prepared: PreparedLaunch | None
+    ) -> None:
+        self.problem = request.problem
+        self.config = request.config
+        self.scale = request.scale
+        self.layout = kwargs.get("layout", "bhnd")
+        self.mask = kwargs.get("mask", "none")
+        self.window = kwargs.get("window")
+        self.input_pos = int(kwargs.get("input_pos", 0))
+        self.return_lse = bool(kwargs.get("return_lse", False))
+        self.prepared = prepared
+
+    @classmethod
+    def first(cls, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> KeptCall:
+        """Check everything (ValueError naming the first thing wrong) and plan the launch."""
+        knobs = {n: w for n, w in kwargs.items() if n not in _CALL_ARGUMENTS}
+        request = _request(
+            q,
+            k,
+            v,
+            kwargs.get("scale"),
+            kwargs.get("mask", "none"),
+            kwargs.get("input_pos", 0),
+            kwargs.get("window"),
+            kwargs.get("out"),
+            kwargs.get("layout", "bhnd"),
+            knobs,
+        )
+        if request.out is not None:
+            _outputs(request, False)  # checks the given out
+        p = request.problem
+        prepared = None
+        if p.q_len and p.k_len:
+            check_arch(device_id(request.q, p.lib) or 0)
+            prepared = PreparedLaunch(
+                p,
+                request.config,
+                request.q,
+                scale=request.scale,
+                mask=kwargs.get("mask", "none"),
+                input_pos=int(kwargs.get("input_pos", 0)),
+                window=kwargs.get("window"),
+                with_lse=bool(kwargs.get("return_lse", False)),
+                with_map=False,
+            )
+        return cls(request, kwargs, prepared)
+
+    def __call__(self, q: Any, k: Any, v: Any, out: Any, stream: Any) -> Any:
+        p = self.problem
+        if self.layout == "bnhd":
+            q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
+            out = None if out is None else out.swapaxes(1, 2)
+        if out is None:
+            out = strided_empty_like(q)  # a (B, N, H, D) q gets a (B, N, H, D) out
+        lse = empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if self.return_lse else None
+        arrays = {"Q": q, "K": k, "V": v, "Out": out, "Lse": lse}
+        if self.prepared is None:  # no query or no key: nothing to plan
+            launcher(p, arrays, self.config, scale=self.scale, mask=self.mask,
+                     input_pos=self.input_pos, window=self.window, stream=stream)()  # fmt: skip
+        else:
+            on = stream if stream is not None else default_stream(p.lib)
+            self.prepared.runner(arrays, on)()
+        result = _in_layout(out, self.layout)
+        return (result, lse) if self.return_lse else result
 
 
 def _stream_key(stream: Any, lib: str) -> int:
@@ -362,7 +405,7 @@ class Allocator:
 
     def __init__(self, lib: str, like: Any) -> None:
         self.lib = lib
-        self.like = empty(lib, (1,), "float32", like)  # the device, without the caller's data
+        self.like = _OnDevice(like.device)  # what empty() and from_numpy() read of ``like``
         self._made: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
     def __call__(self, name: str, spec: ArraySpec) -> Any:
@@ -377,6 +420,13 @@ class Allocator:
             )
             self._made[key] = (spec.data, made)
         return self._made[key][1]
+
+
+@dataclass(frozen=True)
+class _OnDevice:
+    """An array's device, standing in for the array where only its device is read."""
+
+    device: Any
 
 
 class PreparedLaunch:
@@ -415,6 +465,10 @@ class PreparedLaunch:
             launch = launch.then
         self.kernels = [forms.kernel_for(config, plan.form) for plan in self.plans]
         self.allocate = Allocator(p.lib, like)
+        # The decode form's split kernel writes partial outputs its combine reads: launches on
+        # two streams at once must not share them, so each stream gets its own.
+        self._per_stream: dict[int, Allocator] | None = {} if len(self.plans) > 1 else None
+        self._like = self.allocate.like
 
     def launches(self, arrays: dict[str, Any]) -> Launches:
         """Grid, argument tuple and form of each launch, with ``arrays`` (by parameter name)
@@ -427,13 +481,22 @@ class PreparedLaunch:
             views[name] = view
         return self._bound(views)
 
-    def _bound(self, views: dict[str, Any]) -> Launches:
+    def _bound(self, views: dict[str, Any], allocate: Allocator | None = None) -> Launches:
         out = []
         for i, plan in enumerate(self.plans):
             # The combine takes only its own arrays: the split kernel's partials among them.
             given = {n: a for n, a in views.items() if i == 0 or n in plan.values}
-            out.append((plan.grid, plan.arguments(given, self.allocate), plan.form))
+            out.append((plan.grid, plan.arguments(given, allocate or self.allocate), plan.form))
         return out
+
+    def _scratch(self, stream: Any) -> Allocator:
+        """The allocator of the arrays the launches write and share, for ``stream``."""
+        if self._per_stream is None or stream is None:
+            return self.allocate
+        key = _stream_key(stream, self.lib)
+        if key not in self._per_stream:
+            self._per_stream[key] = Allocator(self.lib, self._like)
+        return self._per_stream[key]
 
     def runner(self, arrays: dict[str, Any], stream: Any) -> Callable[[], None]:
         """Zero-argument launch of every planned kernel on ``stream`` (the library's current
@@ -452,9 +515,10 @@ class PreparedLaunch:
                     (staging, arr) if name == "Q" else (arr, staging)
                 )
             views[name] = view
+        bound = self._bound(views, self._scratch(stream))
+        kernels = self.kernels
         launches = [
-            (grid, args, kern)
-            for (grid, args, _), kern in zip(self._bound(views), self.kernels, strict=True)
+            (grid, args, kern) for (grid, args, _), kern in zip(bound, kernels, strict=True)
         ]
         lib = self.lib
 

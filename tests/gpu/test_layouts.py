@@ -115,20 +115,59 @@ def test_refusals_name_the_stride(seed: int) -> None:
 def test_one_shot_calls_keep_their_launch_but_not_their_arrays(seed: int) -> None:
     launch.clear_launch_cache()
     gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def fresh(n: int, heads: int):
+        return torch.randn((1, heads, n, 128), generator=gen, device="cuda", dtype=torch.float16)
+
     for call in range(3):  # fresh inputs each call: a kept launch must bind the new ones
-        q, k, v = (
-            torch.randn((1, 8, 700, 128), generator=gen, device="cuda", dtype=torch.float16)
-            for _ in range(3)
-        )
+        q, k, v = fresh(700, 8), fresh(700, 8), fresh(700, 8)
         out = launch.attention(q, k, v, mask="causal", persistent=True)
         want, _, _ = reference(q, k, v, "causal", 0)
         assert rel_err(out, want) < REL_TOL, f"seed {seed} call {call}"
-        assert len(launch._ONE_SHOT) == 1, "one kept launch for one problem and config"
+        assert len(launch._ONE_SHOT) == 1, "one kept call for one problem and config"
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         out = launch.attention(q, k, v, mask="causal", persistent=True)
     side.synchronize()
-    assert len(launch._ONE_SHOT) == 2, "another stream gets its own scratch"
-    assert rel_err(out, want) < REL_TOL, f"seed {seed} side stream"
+    assert len(launch._ONE_SHOT) == 1 and rel_err(out, want) < REL_TOL, f"seed {seed} side"
+    # The decode form's split writes partial outputs: two streams at once get their own.
+    q1, k1, v1 = fresh(1, 32), fresh(5000, 8), fresh(5000, 8)
+    knobs = dict(pack_gqa=True, kv_splits=16, tile_n=128)
+    other = torch.cuda.Stream()
+    other.wait_stream(torch.cuda.current_stream())
+    main_out = launch.attention(q1, k1, v1, **knobs)
+    with torch.cuda.stream(other):
+        other_out = launch.attention(q1, k1, v1, **knobs)
+    torch.cuda.synchronize()
+    want, _, _ = reference(q1, k1, v1, "none", 0)
+    assert rel_err(main_out, want) < REL_TOL and rel_err(other_out, want) < REL_TOL
+    # A different shape is another kept call; a bad call is refused every time, never kept.
+    assert len(launch._ONE_SHOT) == 2
+    for _ in range(2):
+        with pytest.raises(ValueError, match="mask must be one of"):
+            launch.attention(q, k, v, mask="diagonal")
+    assert len(launch._ONE_SHOT) == 2
     launch.clear_launch_cache()
     assert not launch._ONE_SHOT
+
+
+def test_a_kept_call_is_captured_in_a_cuda_graph(seed: int) -> None:
+    # What a model captured in a CUDA graph does: attention() called eagerly once, then in the
+    # capture (its kept launch is reused there, nothing is made), replayed on new inputs.
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = (torch.randn((2, 8, 1024, 128), generator=gen, device="cuda",
+                           dtype=torch.bfloat16) for _ in range(3))  # fmt: skip
+    out = torch.empty_like(q)
+    launch.attention(q, k, v, mask="causal", out=out)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        launch.attention(q, k, v, mask="causal", out=out)
+    for x in (q, k, v):
+        x.copy_(torch.randn(x.shape, generator=gen, device="cuda", dtype=x.dtype))
+    graph.replay()
+    torch.cuda.synchronize()
+    want, _, _ = reference(q, k, v, "causal", 0)
+    assert rel_err(out, want) < REL_TOL, f"seed {seed}"
