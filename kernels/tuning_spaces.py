@@ -129,16 +129,14 @@ _D256_SPACES: dict[str, tuple[Config, ...]] = {
 }
 
 # Head dim 64 on Hopper: half the accumulator of D = 128 leaves registers and shared memory for
-# wider tiles (FlashAttention-4 runs 192x128 there; cuTile tiles are powers of two): 128x256 and
-# 256x64 with 8 worker warps compile without a spill at D = 64 (offline, sm_90), tried beside the
-# D = 128 table.
+# wider key tiles (FlashAttention-4 runs 192x128 there; cuTile tiles are powers of two). On the
+# H200 (B4 H32 N 4k, no mask) 128x256 with 8 worker warps won the D = 64 search at 1227 us
+# against the D = 128 table's best 1270 us; 256x64, the persistent 128x256 and the polynomial
+# on 32 columns lost and are left out (bench/results/h200-autotune.json, docs/experiments.md).
 _D64_EXTRA: dict[str, tuple[Config, ...]] = {
     "sm_90": (
         _cfg(128, 256, num_worker_warps=8),
-        _cfg(128, 256, num_worker_warps=8, poly_exp2_cols=32),
         _cfg(128, 256, num_worker_warps=8, k_latency=3, v_latency=6),
-        _cfg(256, 64, num_worker_warps=8),
-        _cfg(128, 256, num_worker_warps=8, persistent=True),
     ),
 }
 

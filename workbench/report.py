@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from kernels import knobs
 from workbench.bandwidth import READ_BANDWIDTH_KEY
 from workbench.config import K_LEN_AXIS
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
@@ -103,6 +104,7 @@ def build_report(store: Store, group_ids: list[int], subject: str | None = None)
     gpu = str(first.machine.get("gpu_name") or "")
     ceilings = ceilings_for(records, gpu)
     rows = []
+    shown = varying_fields([r.problem for g in groups for r in g.runs if r.backend == subject])
     for g in groups:
         peers = [b for b in g.backends if b != subject]
         problems = {r.backend: r.problem for r in g.runs}
@@ -114,7 +116,7 @@ def build_report(store: Store, group_ids: list[int], subject: str | None = None)
                     "group": g.group_id,
                     "mask": g.mask,
                     "axis": g.axis,
-                    "problem": short_problem(problems[subject]),
+                    "problem": short_problem(problems[subject], shown),
                     "q_len": next((p.q_len for p in cells.values() if p), None),
                     "seq_len": n,
                     "tflops": {b: p.tflops if p else None for b, p in cells.items()},
@@ -225,14 +227,45 @@ def ladder_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def short_problem(problem: Any) -> str:
-    """A row's problem in a few characters: batch and heads (query/KV where they differ)."""
+def short_problem(problem: Any, more: tuple[str, ...] = ()) -> str:
+    """A row's problem in a few characters: batch and heads (query/KV where they differ), and
+    the head dim and dtype where ``more`` names them (where they differ between rows)."""
     heads = (
         f"{problem.heads}/{problem.kv_heads}"
         if problem.kv_heads != problem.heads
         else str(problem.heads)
     )
-    return f"B={problem.batch} H={heads}"
+    words = [f"B={problem.batch}", f"H={heads}"]
+    if "head_dim" in more:
+        words.append(f"D={problem.head_dim}")
+    if "dtype" in more:
+        words.append(knobs.DTYPE.word(problem.dtype))
+    return " ".join(words)
+
+
+def _shape_words(problems: list[Any]) -> str:
+    """The problem in the method line: ``bfloat16 B=1 H=32/8 D=128``, or what differs between
+    rows as "as each row says" (``bfloat16 B and H as each row says D=128``)."""
+    p = problems[0]
+    varying = varying_fields(problems)
+    if len({short_problem(q, varying) for q in problems}) == 1:
+        return f"{p.dtype} {short_problem(p)} D={p.head_dim}"
+    said = [
+        "B",
+        "H",
+        *(["D"] if "head_dim" in varying else []),
+        *(["dtype"] if "dtype" in varying else []),
+    ]
+    words = [p.dtype] if "dtype" not in varying else []
+    words.append(", ".join(said[:-1]) + f" and {said[-1]} as each row says")
+    if "head_dim" not in varying:
+        words.append(f"D={p.head_dim}")
+    return " ".join(words)
+
+
+def varying_fields(problems: list[Any]) -> tuple[str, ...]:
+    """Which of head dim and dtype differ between ``problems`` (what a row must then say)."""
+    return tuple(f for f in ("head_dim", "dtype") if len({getattr(p, f) for p in problems}) > 1)
 
 
 def method_line(groups: list[GroupReport]) -> str:
@@ -247,14 +280,12 @@ def method_line(groups: list[GroupReport]) -> str:
         }
     )
     timer = "; ".join(TIMER_WORDS.get(t, t) for t in timers)
-    p = runs[0].problem
-    shape = short_problem(p)
-    if len({short_problem(r.problem) for r in runs}) > 1:
-        shape = "B and H as each row says"
+    shape = _shape_words([r.problem for r in runs])
     machine = runs[0].machine
     gpu = machine.get("gpu_name") or machine.get("hostname", "?")
     driver = machine.get("driver_version") or machine.get("driver") or "?"
-    commit = machine.get("git_commit") or "?"
+    commits = sorted({r.machine.get("git_commit") or "?" for r in runs})
+    commit = ("commits " if len(commits) > 1 else "commit ") + ", ".join(commits)
     samples = [pt.samples for g in groups for by_len in g.points.values() for pt in by_len.values()]
     lo, hi = min(samples), max(samples)
     counted = f"{lo}" if lo == hi else f"{lo}–{hi}"
@@ -266,11 +297,11 @@ def method_line(groups: list[GroupReport]) -> str:
     else:
         measure = "TFLOP/s = 4·B·H·Nq·Nk·D / median time (halved for causal)"
     return (
-        f"{p.dtype} {shape} D={p.head_dim}; {measure}; groups "
+        f"{shape}; {measure}; groups "
         f"{', '.join(str(g.group_id) for g in groups)}: every "
         f"backend on the same inputs, timed in interleaved rounds in a balanced order; timer: "
         f"{timer}; median of {counted} samples a point; {gpu}, driver "
-        f"{driver}, commit {commit}"
+        f"{driver}, {commit}"
     )
 
 
@@ -286,7 +317,9 @@ def markdown(report: dict[str, Any]) -> str:
         return _decode_markdown(report, backends)
     roofline = report.get("roofline") or {}
     ceilings = roofline.get("ceilings")
-    header = ["mask", "N", *[f"{b} TFLOP/s" for b in backends], *[f"× {b}" for b in peers]]
+    several = len({row["problem"] for row in report["rows"]}) > 1
+    header = ["problem"] if several else []
+    header += ["mask", "N", *[f"{b} TFLOP/s" for b in backends], *[f"× {b}" for b in peers]]
     if ceilings:
         header += [f"{b} % of roofline" for b in backends]
     lines = [
@@ -297,7 +330,8 @@ def markdown(report: dict[str, Any]) -> str:
         "|" + "---|" * len(header),
     ]
     for row in report["rows"]:
-        cells = [row["mask"], _len(row["seq_len"])]
+        cells = [row["problem"]] if several else []
+        cells += [row["mask"], _len(row["seq_len"])]
         cells += [_tflops(row["tflops"].get(b)) for b in backends]
         cells += [_num(row["speedup"].get(b), ".2f", "×") for b in peers]
         if ceilings:
