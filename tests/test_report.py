@@ -95,3 +95,40 @@ def test_the_readme_performance_table_is_generated_from_the_committed_database(
         start = readme.index(begin) + len(begin)
         end = readme.index(end_marker)
         assert readme[start:end].strip() == markdown(report).strip(), db_name
+
+
+def test_groups_of_different_problems_say_each_rows_head_dim_and_dtype(
+    run_cli, fast_args, db_path: Path
+) -> None:
+    # Two groups, fp16 D 32 and bf16 D 64: a row must say which it is, and the method line
+    # must not claim one dtype and head dim for both.
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    print(f"group seed {seed}")
+    backends = [
+        "--backends",
+        f"reference,{cpu_peers.NAME}",
+        "--seq-lens",
+        "16",
+        "--seed",
+        str(seed),
+    ]
+    shapes = [
+        ["--head-dim", "32", "--dtype", "float16"],
+        ["--head-dim", "64", "--dtype", "bfloat16"],
+    ]
+    for shape in shapes:
+        result = run_cli("sweep", *fast_args, *backends, *shape)
+        assert result.code == 0, result.err
+    result = run_cli("report", "--group", "1", "--group", "2")
+    assert result.code == 0 and "D=64 bf16" in result.out, result.err
+    with Store(db_path) as store:
+        text = markdown(build_report(store, [1, 2]))
+    assert "| problem | mask | N |" in text
+    assert (
+        "| B=1 H=1 D=32 fp16 | none | 16 |" in text and "| B=1 H=1 D=64 bf16 | none | 16 |" in text
+    )
+    assert "Method: B, H, D and dtype as each row says;" in text
+    # One problem: no problem column, the method line names it.
+    with Store(db_path) as store:
+        single = markdown(build_report(store, [2]))
+    assert "| problem |" not in single and "Method: bfloat16 B=1 H=1 D=64;" in single

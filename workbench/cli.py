@@ -812,7 +812,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     # A decode report reads memory: GB/s of K+V per backend where TFLOP/s are for prefill.
     decode = report["decode"]
     measure, unit = ("kv_gbs", "GB/s") if decode else ("tflops", "TFLOP/s")
+    # Groups of different problems: each row says its own (as the markdown table does).
+    several = len({r["problem"] for r in report["rows"]}) > 1
     header = [
+        *(["problem"] if several else []),
         "mask",
         "k_len" if decode else "N",
         *[f"{b} {unit}" for b in backends],
@@ -820,6 +823,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     rows = [
         [
+            *([r["problem"]] if several else []),
             r["mask"],
             str(r["seq_len"]),
             *[_fmt(r[measure].get(b), ".1f") for b in backends],
