@@ -132,7 +132,7 @@ _D256_SPACES: dict[str, tuple[Config, ...]] = {
 # wider key tiles (FlashAttention-4 runs 192x128 there; cuTile tiles are powers of two). On the
 # H200 (B4 H32 N 4k, no mask) 128x256 with 8 worker warps won the D = 64 search at 1227 us
 # against the D = 128 table's best 1270 us; 256x64, the persistent 128x256 and the polynomial
-# on 32 columns lost and are left out (bench/results/h200-autotune.json, docs/experiments.md).
+# on 32 columns lost and are left out (the tuner's cache in bench/results/, docs/experiments.md).
 _D64_EXTRA: dict[str, tuple[Config, ...]] = {
     "sm_90": (
         _cfg(128, 256, num_worker_warps=8),

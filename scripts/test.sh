@@ -11,7 +11,9 @@ echo "== ruff check and format"
 "$bin/ruff" format --check .
 echo "== import contracts (pyproject.toml's [tool.importlinter])"
 "$bin/lint-imports" --no-cache
-echo "== the suite (pytest's default: everything not marked slow)"
-"$bin/python" -m pytest -q "$@"
+# One worker per core (pytest-xdist): the offline compiles and the engine's child processes keep
+# both cores of a CI machine busy, where one worker left one idle most of the time.
+echo "== the suite (pytest's default: everything not marked slow), one worker per core"
+"$bin/python" -m pytest -q -n auto "$@"
 echo "== the slow tests"
-"$bin/python" -m pytest -q -m slow "$@"
+"$bin/python" -m pytest -q -n auto -m slow "$@"

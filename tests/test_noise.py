@@ -62,8 +62,13 @@ def test_a_medians_noise_comes_from_its_turns_not_from_its_samples(
     # For a near-normal spread it agrees with the standard deviation's figure.
     plain = 100 * MEDIAN_SE_FACTOR * np.std(medians, ddof=1) / np.median(medians) / ROUNDS**0.5
     assert 0.5 * plain < timing.median_noise_pct < 2 * plain
-    # About 1.25 · 2 % / √32 ≈ 0.44 %, while the samples' p20–p80 half-spread is several %.
-    assert 0.2 < timing.median_noise_pct < 0.8
+    # About 0.54 %: 1.25 × the turn medians' spread (the 2 % between turns and what a median of
+    # 10 jittered samples keeps of the ±5 %) / √32, while the samples' p20–p80 half-spread is
+    # several %. One draw's MAD of 32 turns scatters by a fifth of that (0.24–0.92 % in 99.8 %
+    # of draws: a fixed band on one draw failed), so the level is checked on the mean of 400
+    # draws, known to about ±0.006 %.
+    draws = [turns_like_the_h200(rng, 1.0).median_noise_pct for _ in range(400)]
+    assert 0.48 < float(np.mean(draws)) < 0.60
     assert relative_spread_pct(stored(timing)) > 4 * timing.median_noise_pct
     assert timing_facts(timing)["turns"] == ROUNDS
 
