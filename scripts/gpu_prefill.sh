@@ -31,25 +31,10 @@ DB=$STATE/h200-prefill.db
 PEERS=${PEERS:-cutile,torch-cudnn,fa4}
 ROUNDS=${ROUNDS:-6}
 TUNED=(--autotune --fast-math --k-split --remap)
-stage() { [[ ",$STAGES," == *",$1,"* ]]; }
-groups() { python3 -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))))' "$STATE/groups.json" 2>/dev/null; }
-remember() {  # remember NAME JSON_FILE: the group id of a sweep's --json output
-  python3 - "$2" "$STATE/groups.json" "$1" <<'EOF'
-import json, sys
-try:
-    done = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no result:", e); raise SystemExit(0)
-try:
-    groups = json.load(open(sys.argv[2]))
-except Exception:
-    groups = {}
-groups[str(done["group_id"])] = sys.argv[3]
-json.dump(groups, open(sys.argv[2], "w"))
-for r in done["runs"]:
-    print(r["backend"], r["status"], [(p["seq_len"], round(p["tflops"] or 0)) for p in r["points"]])
-EOF
-}
+# shellcheck source=scripts/gpu_common.sh
+source scripts/gpu_common.sh
+GROUPS_FILE=$STATE/groups.json
+groups() { group_ids "$GROUPS_FILE"; }
 
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
@@ -87,7 +72,7 @@ if stage prefill; then
     timeout "${GROUP_TIMEOUT:-300}" python3 -m workbench sweep --db "$DB" --backends "$PEERS" \
       $flags "${TUNED[@]}" --rounds "$ROUNDS" --label "prefill $name" --json > "$STATE/prefill-$name.json"
     echo "$name exit $?"
-    remember "$name" "$STATE/prefill-$name.json"
+    UNIT=tflops remember "$name" "$STATE/prefill-$name.json" "$GROUPS_FILE"
   done
   cp "$FMHA_WORKBENCH_CACHE" "$OUT/h200-autotune.json"
 fi 2>&1 | tee -a "$OUT/session.txt"
@@ -114,11 +99,9 @@ fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage report; then
   echo "== report"
-  # shellcheck disable=SC2046
-  python3 -m workbench report --db "$DB" $(groups | tr ',' '\n' | sed 's/^/--group /')
+  report_groups "$DB" "$GROUPS_FILE"
 fi 2>&1 | tee -a "$OUT/session.txt"
 
-python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(TRUNCATE)")' "$DB" 2>/dev/null
-[[ -f $DB ]] && cp "$DB" "$OUT/h200-prefill.db"
-[[ -f $STATE/groups.json ]] && cp "$STATE/groups.json" "$OUT/prefill-groups.json"
+save_db "$DB" "$OUT/h200-prefill.db"
+[[ -f $GROUPS_FILE ]] && cp "$GROUPS_FILE" "$OUT/prefill-groups.json"
 exit 0

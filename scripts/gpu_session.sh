@@ -46,9 +46,11 @@ DB=$STATE/h200.db
 PEERS=${PEERS:-cutile,torch-cudnn,torch-flash}
 ROUNDS=${ROUNDS:-8}
 LADDER_SEQ=${LADDER_SEQ:-2k,8k}
-stage() { [[ ",$STAGES," == *",$1,"* ]]; }
+# shellcheck source=scripts/gpu_common.sh
+source scripts/gpu_common.sh
+GROUPS_FILE=$STATE/decode-groups.json
 wb() { python3 -m workbench "$@" --db "$DB"; }
-groups() { python3 -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))))' "$STATE/decode-groups.json" 2>/dev/null; }
+groups() { group_ids "$GROUPS_FILE"; }
 
 if stage probe; then
   echo "== probe"
@@ -89,7 +91,7 @@ if stage decode; then
   )
   # DECODE_PROBLEMS ("name|flags;name|flags"): these instead (D = 64, fp16, …).
   if [[ -n ${DECODE_PROBLEMS:-} ]]; then IFS=';' read -r -a problems <<< "$DECODE_PROBLEMS"; fi
-  echo "{}" > "$STATE/decode-groups.json"
+  echo "{}" > "$GROUPS_FILE"
   for entry in "${problems[@]}"; do
     name=${entry%%|*}; flags=${entry#*|}
     # shellcheck disable=SC2086
@@ -97,18 +99,7 @@ if stage decode; then
       $flags --pack-gqa --kv-splits auto --tile-n 128 --rounds "$ROUNDS" --flush-l2 \
       --label "decode $name" --json > "$STATE/decode-$name.json"
     echo "$name exit $?"
-    python3 - "$STATE/decode-$name.json" "$STATE/decode-groups.json" "$name" <<'EOF'
-import json, sys
-try:
-    done = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no result:", e); raise SystemExit(0)
-groups = json.load(open(sys.argv[2]))
-groups[str(done["group_id"])] = sys.argv[3]
-json.dump(groups, open(sys.argv[2], "w"))
-for r in done["runs"]:
-    print(r["backend"], r["status"], [(p["seq_len"], round(p["latency_ms"] * 1e3, 1)) for p in r["points"]])
-EOF
+    remember "$name" "$STATE/decode-$name.json" "$GROUPS_FILE"
   done
 fi 2>&1 | tee -a "$OUT/session.txt"
 
@@ -144,11 +135,9 @@ fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage report; then
   echo "== report"
-  # shellcheck disable=SC2046
-  python3 -m workbench report --db "$DB" $(groups | tr ',' '\n' | sed 's/^/--group /')
+  report_groups "$DB" "$GROUPS_FILE"
 fi 2>&1 | tee -a "$OUT/session.txt"
 
-python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(TRUNCATE)")' "$DB" 2>/dev/null
-[[ -f $DB ]] && cp "$DB" "$OUT/h200.db"
+save_db "$DB" "$OUT/h200.db"
 [[ -f $STATE/machine.json ]] && cp "$STATE/machine.json" "$OUT/"
 exit 0
