@@ -69,10 +69,7 @@ fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage tests; then
   echo "== GPU tests"
-  workers=$(( $(nproc) / 2 )); (( workers > 8 )) && workers=8
-  timeout -s INT -k 10 "${TEST_TIMEOUT:-500}" python3 -m pytest -m gpu tests/gpu tests/gpu_workbench \
-    -p no:cacheprovider -p no:benchmark -q -n "$workers" -rfEs --timeout=120 \
-    --timeout-method=thread --durations=5 2>&1 | grep -v "^\s*$" | tail -40
+  gpu_tests
 fi 2>&1 | tee -a "$OUT/tests.txt"
 
 if stage machine; then
