@@ -49,13 +49,13 @@ def first_launch_only(q, k, v, mask: str, input_pos: int, knobs: dict[str, Any])
     import cuda.tile as ct
     import torch
 
-    from kernels.cutile import forms, launch
+    from kernels.cutile import forms, launch, launches
 
     p = launch.check_inputs(q, k, v)
     config = launch.LaunchConfig.of(knobs)
     arrays = {"Q": q, "K": k, "V": v, "Out": torch.empty_like(q)}
-    grid, args, form = launch.launch_of(
-        p, arrays, config, launch.Allocator(p.lib, q), scale=1 / math.sqrt(q.shape[-1]),
+    grid, args, form = launches.launch_of(
+        p, arrays, config, launches.Allocator(p.lib, q), scale=1 / math.sqrt(q.shape[-1]),
         mask=mask, input_pos=input_pos, window=None,
     )  # fmt: skip
     kern = forms.kernel_for(config, form)

@@ -1,10 +1,14 @@
 """The cuTile FlashAttention forward pass, one concern per module.
 
-- ``device``, ``device_tile``, ``device_persistent``: the ``@ct.kernel`` code (needs cuda.tile).
+- ``device``, ``device_tile``, ``device_persistent``, ``device_decode``: the ``@ct.kernel`` code
+  (needs cuda.tile).
 - ``forms``: the kernel forms, each kernel's parameter declaration (its own signature) and the
   one place that says where each parameter's value comes from.
 - ``config``: ``LaunchConfig``, one field per launch knob (below forms and launch).
-- ``launch``: input checks, ``prepare`` and ``attention``.
+- ``launch``: input checks, ``prepare`` and ``attention`` (which keeps each call's checks and
+  plan for the next one like it).
+- ``launches``: a problem's launches planned once, the arrays a caller does not pass, and the
+  binding of a caller's arrays (what ``launch``, the tuner and the block map run).
 - ``selftest``: ``probe``, the environment check with one tiny real launch.
 - ``blockmap``: the instrumented launch that records which blocks the kernel's loops visited.
 - ``tuner``: the autotuner and its JSON cache.

@@ -16,7 +16,8 @@ from kernels import knobs as registry
 from kernels import schedule
 from kernels.cutile import forms
 from kernels.cutile.arrays import empty, fill, pick_lib, random_qkv, to_numpy, zeros
-from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask, launcher
+from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
+from kernels.cutile.launches import launcher
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,8 @@ from kernels.cutile.diagnostics import (
     tileiras_version,
 )
 from kernels.cutile.forms import Problem, grid_form
-from kernels.cutile.launch import (
-    Allocator,
-    LaunchConfig,
-    check_inputs,
-    check_mask,
-    launch_of,
-    launcher,
-)
+from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
+from kernels.cutile.launches import Allocator, launch_of, launcher
 from kernels.knobs import FIXED_IN_TUNING, KNOBS, TUNABLE, applies
 from kernels.measure import (
     GRAPH_REPLAYS,
