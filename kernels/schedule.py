@@ -209,12 +209,14 @@ def visible_pairs(
 # --------------------------------------------------------------------------------------------
 
 KV_SPLITS_MAX = 128
-# FlashAttention's num_splits heuristic: the fewest splits whose wave efficiency is within 85 %
-# of the best; no split when the grid already fills 80 % of the SMs or the key range is only a
-# few blocks (a split then costs its combine and saves nothing).
-WAVE_EFFICIENCY = 0.85
+# No split when the grid already fills 80 % of the SMs or the key range is only a few blocks (a
+# split then costs its combine and saves nothing).
 FULL_GRID = 0.8
 FEW_KEY_BLOCKS = 4
+# What a CTA of the split kernel costs besides its key blocks (Q, filling the load pipeline,
+# writing its part), in key blocks: the split kernel alone read 16 blocks a CTA in 34.3 µs at
+# k_len 32k and 64 in 121.5 µs at 128k on the H200, so ~2.5 blocks' time does not scale.
+CTA_COST_BLOCKS = 2
 # The decode form's tile is at least this many rows (the MMA's smallest M on the tensor cores).
 DECODE_MIN_ROWS = 16
 
@@ -253,26 +255,21 @@ def auto_kv_splits(
     """How many splits "auto" takes for ``tiles`` CTAs of one split (batch × heads of a tile ×
     row blocks) over ``n_k_blocks`` key blocks on ``sm_slots`` CTA slots (SMs × CTAs per SM).
 
-    FlashAttention's heuristic: no split when the grid already fills the GPU or the key range
-    is only a few blocks; else the fewest splits whose wave efficiency (waves / whole waves) is
-    within :data:`WAVE_EFFICIENCY` of the best, skipping counts that give the same blocks per
-    split as one fewer (they would run as that many).
+    No split when the grid already fills the GPU or the key range is only a few blocks; else
+    the count whose busiest CTA slot takes the least time: whole waves × (blocks per split +
+    :data:`CTA_COST_BLOCKS`), the fewest splits among equals. FlashAttention's wave-efficiency
+    rule took 15 splits of 18 blocks for 8 tiles of 256 blocks on 132 slots, where 16 splits of
+    16 fit the same wave (docs/experiments.md).
     """
     if tiles >= FULL_GRID * sm_slots or n_k_blocks <= FEW_KEY_BLOCKS:
         return 1
     top = max(min(max_splits, sm_slots, n_k_blocks), 1)
-    efficiency = []
-    for n in range(1, top + 1):
-        waves = tiles * n / sm_slots
-        efficiency.append(waves / -(-waves // 1))
-    best = max(efficiency)
-    for n in range(1, top + 1):
-        same_as_fewer = n > 1 and blocks_per_split(n_k_blocks, n) == blocks_per_split(
-            n_k_blocks, n - 1
-        )
-        if not same_as_fewer and efficiency[n - 1] >= WAVE_EFFICIENCY * best:
-            return n
-    return 1
+
+    def busiest_slot(n: int) -> int:
+        waves = cdiv(tiles * effective_splits(n_k_blocks, n), sm_slots)
+        return waves * (blocks_per_split(n_k_blocks, n) + CTA_COST_BLOCKS)
+
+    return min(range(1, top + 1), key=lambda n: (busiest_slot(n), n))
 
 
 def split_map_of(block_map: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:

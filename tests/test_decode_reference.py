@@ -14,6 +14,7 @@ import pytest
 from kernels.knobs import KV_SPLIT_COUNTS
 from kernels.reference import combine_splits, flash_attention
 from kernels.schedule import (
+    CTA_COST_BLOCKS,
     FEW_KEY_BLOCKS,
     BlockKind,
     Schedule,
@@ -198,11 +199,6 @@ def test_packed_heads_are_the_rows_of_one_tile() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def wave_efficiency(tiles: int, splits: int, slots: int) -> float:
-    waves = tiles * splits / slots
-    return waves / math.ceil(waves)
-
-
 def test_auto_leaves_a_full_grid_and_a_short_key_range_alone() -> None:
     assert auto_kv_splits(tiles=132, n_k_blocks=256, sm_slots=132) == 1  # fills the GPU
     assert auto_kv_splits(tiles=106, n_k_blocks=256, sm_slots=132) == 1  # 80 % full
@@ -210,30 +206,38 @@ def test_auto_leaves_a_full_grid_and_a_short_key_range_alone() -> None:
     assert auto_kv_splits(tiles=8, n_k_blocks=FEW_KEY_BLOCKS + 1, sm_slots=132) > 1
 
 
+def busiest_slot(tiles: int, n_k_blocks: int, splits: int, slots: int) -> int:
+    """Key blocks (plus each CTA's fixed cost) the busiest CTA slot reads with ``splits``."""
+    runs = effective_splits(n_k_blocks, splits)
+    per = -(-n_k_blocks // runs)
+    waves = -(-tiles * runs // slots)
+    return waves * (per + CTA_COST_BLOCKS)
+
+
 @pytest.mark.parametrize(
     ("tiles", "n_k_blocks", "slots"),
     [(8, 256, 132), (8, 1024, 264), (64, 64, 132), (64, 64, 264), (1, 2000, 132), (40, 6, 132)],
 )
-def test_auto_takes_the_fewest_splits_near_the_best_wave_efficiency(
+def test_auto_takes_the_fewest_splits_with_the_shortest_busiest_slot(
     tiles: int, n_k_blocks: int, slots: int
 ) -> None:
     n = auto_kv_splits(tiles, n_k_blocks, slots)
     top = min(128, slots, n_k_blocks)
-    best = max(wave_efficiency(tiles, m, slots) for m in range(1, top + 1))
+    costs = {m: busiest_slot(tiles, n_k_blocks, m, slots) for m in range(1, top + 1)}
     assert 1 <= n <= top
-    assert wave_efficiency(tiles, n, slots) >= 0.85 * best
-    # No count below it reaches 85 % of the best and runs as that many splits.
-    for m in range(1, n):
-        runs_as_m = effective_splits(n_k_blocks, m) == m
-        assert wave_efficiency(tiles, m, slots) < 0.85 * best or not runs_as_m
+    assert costs[n] == min(costs.values())
+    assert all(costs[m] > costs[n] for m in range(1, n))
 
 
-def test_the_issue_problems_split_as_flash_attention_would() -> None:
-    # bf16 GQA 32/8, D 128, 128-key blocks, 132 SMs of one decode CTA each: B=1 at 32k and
-    # 128k splits each KV head's range 15 ways (120 CTAs); B=8 q_len 1 at 8k (64 tiles) 2 ways.
-    assert auto_kv_splits(8, 256, 132) == 15
-    assert auto_kv_splits(8, 1024, 132) == 15
+def test_the_issue_problems_split_into_one_full_wave() -> None:
+    # bf16 GQA 32/8, D 128, 128-key blocks, 132 SMs of one decode CTA each: B=1 at 8k, 32k and
+    # 128k splits each KV head's range 16 ways (128 CTAs of 4, 16, 64 blocks), not the 15 of
+    # FlashAttention's wave rule (18 and 69 blocks for the busiest CTA at 32k and 128k);
+    # B=8 q_len 1 at 8k (64 tiles) 2 ways; a third split there would start a second wave.
+    assert auto_kv_splits(8, 64, 132) == 16
+    assert auto_kv_splits(8, 256, 132) == 16
+    assert auto_kv_splits(8, 1024, 132) == 16
     assert auto_kv_splits(64, 64, 132) == 2
-    assert split_ranges(256, 15)[-1] == (252, 256)  # 14 runs of 18 blocks, then 4
-    # Two CTAs an SM (an occupancy hint of 2): about twice the splits.
-    assert auto_kv_splits(8, 256, 264) == 29 and auto_kv_splits(64, 64, 264) == 4
+    assert split_ranges(256, 16) == [(16 * s, 16 * s + 16) for s in range(16)]
+    # Two CTAs an SM (an occupancy hint of 2): twice the splits.
+    assert auto_kv_splits(8, 256, 264) == 32 and auto_kv_splits(64, 64, 264) == 4
