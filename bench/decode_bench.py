@@ -30,6 +30,7 @@ L2_BYTES = 60 * 1024 * 1024
 # (name, batch, heads, kv_heads, q_len, k_len, causal)
 PROBLEMS = (
     ("B8-q1-k8k", 8, 32, 8, 1, 8192, False),
+    ("B1-q1-k8k", 1, 32, 8, 1, 8192, False),
     ("B1-q1-k32k", 1, 32, 8, 1, 32768, False),
     ("B1-q1-k128k", 1, 32, 8, 1, 131072, False),
     ("B8-q16-k8k-causal", 8, 32, 8, 16, 8192, True),
@@ -38,7 +39,9 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
-# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), and the split kernel alone
+# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine launched after the
+# split kernel has drained rather than as its programmatic dependent (``_pdl``: forms.
+# COMBINE_PDL for that variant), and the split kernel alone
 # (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
@@ -113,7 +116,9 @@ def rel_err(out, ref) -> float:
     return (torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref)).item()
 
 
-def run_problem(problem: tuple, variants: list[str], rounds: int, seed: int) -> dict[str, Any]:
+def run_problem(
+    problem: tuple, variants: list[str], rounds: int, seed: int, head_dim: int = 128
+) -> dict[str, Any]:
     import torch
     import triton.testing
 
@@ -121,8 +126,8 @@ def run_problem(problem: tuple, variants: list[str], rounds: int, seed: int) -> 
 
     name, batch, heads, kv_heads, q_len, k_len, causal = problem
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    shape_q, shape_kv = (batch, heads, q_len, 128), (batch, kv_heads, k_len, 128)
-    kv_bytes = 2 * batch * kv_heads * k_len * 128 * 2
+    shape_q, shape_kv = (batch, heads, q_len, head_dim), (batch, kv_heads, k_len, head_dim)
+    kv_bytes = 2 * batch * kv_heads * k_len * head_dim * 2
     copies = 1 if kv_bytes > L2_BYTES else -(-3 * L2_BYTES // kv_bytes)
     sets = [
         tuple(
@@ -141,10 +146,11 @@ def run_problem(problem: tuple, variants: list[str], rounds: int, seed: int) -> 
     for variant in variants:
         spec = {**VARIANTS, **EXPLORE}[variant]
         knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
-        slots = forms.DECODE_CTAS_PER_SM
+        slots, pdl = forms.DECODE_CTAS_PER_SM, forms.COMBINE_PDL
         forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
+        forms.COMBINE_PDL = spec.get("_pdl", pdl)
         try:
-            p = forms.Problem(batch, heads, kv_heads, q_len, k_len, 128, "bfloat16")
+            p = forms.Problem(batch, heads, kv_heads, q_len, k_len, head_dim, "bfloat16")
             plan = forms.plan(
                 p, launch.LaunchConfig.of(knobs), scale=0.1, mask=mask, input_pos=input_pos,
                 window=None, with_lse=False, with_map=False, sm_count=lambda: sm,
@@ -167,7 +173,7 @@ def run_problem(problem: tuple, variants: list[str], rounds: int, seed: int) -> 
             row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             continue
         finally:
-            forms.DECODE_CTAS_PER_SM = slots
+            forms.DECODE_CTAS_PER_SM, forms.COMBINE_PDL = slots, pdl
         fns[variant] = runs
     for peer in PEERS:
         runs, how = [], ""
@@ -207,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per problem")
     ap.add_argument("--json", type=Path, default=Path("decode-bench.json"), help="result file")
     ap.add_argument("--only", nargs="*", help="problem names (default: all)")
+    ap.add_argument("--head-dim", type=int, default=128, help="head dim of every problem")
     ap.add_argument(
         "--variants", nargs="*", help=f"ours (default: {list(VARIANTS)}; also {list(EXPLORE)})"
     )
@@ -218,10 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     for problem in PROBLEMS:
         if args.only and problem[0] not in args.only:
             continue
-        rows.append(run_problem(problem, variants, args.rounds, seed))
+        rows.append(run_problem(problem, variants, args.rounds, seed, args.head_dim))
         args.json.write_text(json.dumps({"seed": seed, "rows": rows}, indent=1))
         row = rows[-1]
-        print(f"\n{row['problem']}  K+V {row['kv_bytes'] / 1e6:.0f} MB", flush=True)
+        size = f"D{args.head_dim}  K+V {row['kv_bytes'] / 1e6:.0f} MB"
+        print(f"\n{row['problem']} {size}", flush=True)
         cudnn = row.get("sdpa-cudnn", {}).get("us")
         for n, r in row.items():
             if not isinstance(r, dict):

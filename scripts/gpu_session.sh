@@ -9,6 +9,8 @@
 #   machine       `machine --measure` (dense matmul and streaming-read ceilings)
 #   decode        one group per decode problem with the peers (PEERS), medians and noise stored
 #                 (DECODE_PROBLEMS replaces the list; SEED_DB adds the groups to a database)
+#   explore       bench/decode_bench.py: our variants (EXPLORE_VARIANTS) beside SDPA cuDNN and flash
+#                 on its problems (EXPLORE_ONLY), at EXPLORE_DIMS head dims (e.g. "128 64")
 #   check         bench/independent_check.py: the decode groups' launches timed by triton,
 #                 cold L2 where the KV cache fits in it
 #   ladder        the default ladder (this GPU's: Hopper) at LADDER_SEQ, causal
@@ -92,11 +94,23 @@ if stage decode; then
   for entry in "${problems[@]}"; do
     name=${entry%%|*}; flags=${entry#*|}
     # shellcheck disable=SC2086
+    # The problem's flags last, so that one may set its own tile (--tile-n 256 at D = 64).
     timeout "${DECODE_TIMEOUT:-240}" python3 -m workbench sweep --db "$DB" --backends "$PEERS" \
-      $flags --pack-gqa --kv-splits auto --tile-n 128 --rounds "$ROUNDS" --flush-l2 \
+      --pack-gqa --kv-splits auto --tile-n 128 $flags --rounds "$ROUNDS" --flush-l2 \
       --label "decode $name" --json > "$STATE/decode-$name.json"
     echo "$name exit $?"
     remember "$name" "$STATE/decode-$name.json" "$GROUPS_FILE"
+  done
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage explore; then
+  echo "== decode variants (bench/decode_bench.py)"
+  for dim in ${EXPLORE_DIMS:-128}; do
+    # shellcheck disable=SC2086
+    timeout "${EXPLORE_TIMEOUT:-300}" python3 bench/decode_bench.py --rounds "${ROUNDS}" \
+      --head-dim "$dim" --json "$OUT/decode-explore-d$dim.json" \
+      ${EXPLORE_ONLY:+--only $EXPLORE_ONLY} ${EXPLORE_VARIANTS:+--variants $EXPLORE_VARIANTS}
+    echo "explore D$dim exit $?"
   done
 fi 2>&1 | tee -a "$OUT/session.txt"
 
