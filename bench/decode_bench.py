@@ -39,9 +39,7 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
-# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine launched after the
-# split kernel has drained rather than as its programmatic dependent (``_pdl``: forms.
-# COMBINE_PDL for that variant), and the split kernel alone
+# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), and the split kernel alone
 # (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
@@ -146,9 +144,8 @@ def run_problem(
     for variant in variants:
         spec = {**VARIANTS, **EXPLORE}[variant]
         knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
-        slots, pdl = forms.DECODE_CTAS_PER_SM, forms.COMBINE_PDL
+        slots = forms.DECODE_CTAS_PER_SM
         forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
-        forms.COMBINE_PDL = spec.get("_pdl", pdl)
         try:
             p = forms.Problem(batch, heads, kv_heads, q_len, k_len, head_dim, "bfloat16")
             plan = forms.plan(
@@ -173,7 +170,7 @@ def run_problem(
             row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             continue
         finally:
-            forms.DECODE_CTAS_PER_SM, forms.COMBINE_PDL = slots, pdl
+            forms.DECODE_CTAS_PER_SM = slots
         fns[variant] = runs
     for peer in PEERS:
         runs, how = [], ""

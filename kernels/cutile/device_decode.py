@@ -166,9 +166,6 @@ def fmha_decode_combine_kernel(
     a loop of dependent small loads cost more than the split kernel saved)."""
     TILE_S, TILE_R, TILE_DC = TILE
     WITH_LSE, STORE_TMA = SWITCHES
-    # Launched as a programmatic dependent of the split kernel: its CTAs are resident before
-    # the splits end, and read nothing until the splits' writes are visible.
-    ct.grid_dependency_control_wait()
     rb = ct.bid(0)
     bh = ct.bid(1)
     dc = ct.bid(2)

@@ -74,10 +74,6 @@ DECODE_CTAS_PER_SM = 1
 # of float32 within this many elements (the head dim goes in column blocks over grid axis 2).
 # On the H200 (tileiras 13.4) every combine of 64 or 128 columns that ran met a misaligned
 # address and every one of 8-32 columns ran right (bench/results/experiments/h200-decode-*).
-# The combine is launched as a programmatic dependent of the split kernel (Hopper and later):
-# its CTAs are scheduled as the split kernel's leave, not after the whole grid has drained and
-# the next launch has gone through, and it waits for the splits' writes in the kernel.
-COMBINE_PDL = True
 COMBINE_ROWS = 16
 COMBINE_COLUMNS = 32
 COMBINE_ELEMENTS = 4096

@@ -163,8 +163,7 @@ class PreparedLaunch:
         bound = self._bound(views, self._scratch(stream))
         kernels = self.kernels
         launches = [
-            (grid, args, kern, form == forms.COMBINE and forms.COMBINE_PDL)
-            for (grid, args, form), kern in zip(bound, kernels, strict=True)
+            (grid, args, kern) for (grid, args, _), kern in zip(bound, kernels, strict=True)
         ]
         lib = self.lib
 
@@ -173,8 +172,8 @@ class PreparedLaunch:
                 on = stream if stream is not None else default_stream(lib)
                 for dst, src in copy_in:
                     copy_into(dst, src, on)
-                for grid, args, kern, dependent in launches:
-                    ct.launch(on, grid, kern, args, programmatic_dependent_launch=dependent)
+                for grid, args, kern in launches:
+                    ct.launch(on, grid, kern, args)
                 for dst, src in copy_out:
                     copy_into(dst, src, on)
 
