@@ -28,6 +28,8 @@ export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-400}
 [[ -f $STATE/h200-autotune.json ]] || cp bench/results/h200-autotune.json "$STATE/h200-autotune.json"
 export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
 DB=$STATE/h200-prefill.db
+# SEED_DB: a committed database the new groups are added to (bench/results/h200-prefill.db).
+[[ -n ${SEED_DB:-} && ! -f $DB ]] && cp "$SEED_DB" "$DB"
 PEERS=${PEERS:-cutile,torch-cudnn,fa4}
 ROUNDS=${ROUNDS:-6}
 TUNED=(--autotune --fast-math --k-split --remap)
