@@ -140,6 +140,18 @@ _D64_EXTRA: dict[str, tuple[Config, ...]] = {
     ),
 }
 
+# Head dim 256 on Hopper: the capped table held only 64-row tiles of one CTA an SM (255
+# registers, 165 KB of shared memory at 64x128, so their occupancy hint of 2 cannot be met), and
+# they ran at 0.79x cuDNN on the H200. 128 rows over 8 worker warps (two consumer warpgroups,
+# FlashAttention-3's shape for D = 256) compile at 168 registers without a spill.
+_D256_EXTRA: dict[str, tuple[Config, ...]] = {
+    "sm_90": (
+        _cfg(128, 64, num_worker_warps=8),
+        _cfg(128, 64, num_worker_warps=8, k_latency=3, v_latency=6),
+        _cfg(128, 64, num_worker_warps=8, persistent=True),
+    ),
+}
+
 SEARCH_SPACES: dict[str, tuple[Config, ...]] = {
     "sm_80": _SM80,
     "sm_86": _SM80,
@@ -178,8 +190,8 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     refuse for it are left out (:func:`kernels.knobs.launch_violations`: the persistent grid has
     no window kernel, the causal one takes one key block an iteration). For head_dim 256 the
     Blackwell tables have spaces of their own (``_D256_SPACES``), and elsewhere the tile area
-    is capped at 128x64 to keep register use sane; for head_dim 64, Hopper adds wider tiles
-    (``_D64_EXTRA``).
+    is capped at 128x64 to keep register use sane, Hopper adding 128-row tiles over 8 worker
+    warps (``_D256_EXTRA``); for head_dim 64, Hopper adds wider tiles (``_D64_EXTRA``).
     """
     table = SEARCH_SPACES.get(arch)
     if table is None:
@@ -195,4 +207,8 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
         configs = [c for c in configs if math.prod(tile_shape(c)) <= 128 * 64] or [
             _cfg(64, 64, occupancy=1)
         ]
+        extra = _D256_EXTRA.get(arch, ())
+        if mask is not None:
+            extra = tuple(c for c in extra if not launch_violations(c, mask))
+        configs += [dict(c) for c in extra if dict(c) not in configs]
     return configs
