@@ -32,7 +32,7 @@ from kernels.measure import balanced_order  # noqa: E402
 from workbench.compare import median_noise  # noqa: E402
 from workbench.noise import median_noise_pct, ratio_noise_pct  # noqa: E402
 from workbench.report import read_group, speedup  # noqa: E402
-from workbench.store import Store  # noqa: E402
+from workbench.store import Store, StoreError  # noqa: E402
 
 # The H200's L2 (the largest in service): a KV cache at most this size is read cold by rotating
 # over copies of the inputs.
@@ -258,11 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", metavar="FILE")
     args = ap.parse_args(argv)
     with Store(args.db) as store:
-        rows = [
-            row
-            for g in (int(x) for x in args.groups.split(","))
-            for row in check_group(store, g, args.rounds, args.rep_ms)
-        ]
+        groups = [int(x) for x in args.groups.split(",")]
+        for g in groups:  # every group readable before any is timed (a run lost them all once)
+            try:
+                read_group(store, g)
+            except StoreError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        rows = [row for g in groups for row in check_group(store, g, args.rounds, args.rep_ms)]
         pairs = [
             tuple(int(g) for g in p.split(":")) for p in (args.repeat_of or "").split(",") if p
         ]

@@ -62,8 +62,9 @@ if stage prefill; then
     "70b-none|--batch 2 --heads 64 --kv-heads 8 --head-dim 128 --dtype bfloat16 --mask none --seq-lens ${GQA_SEQ:-8k}"
     "70b-causal|--batch 2 --heads 64 --kv-heads 8 --head-dim 128 --dtype bfloat16 --mask causal --seq-lens ${GQA_SEQ:-8k}"
     "d64-none|--batch 4 --heads 32 --head-dim 64 --dtype float16 --mask none --seq-lens ${D64_SEQ:-4k}"
-    ${EXTRA_PREFILL:-}
   )
+  # EXTRA_PREFILL: one more "name|flags" entry (the D = 256 group), kept whole.
+  [[ -n ${EXTRA_PREFILL:-} ]] && problems+=("$EXTRA_PREFILL")
   for entry in "${problems[@]}"; do
     name=${entry%%|*}; flags=${entry#*|}
     [[ -n ${ONLY:-} && ",$ONLY," != *",$name,"* ]] && continue

@@ -6,6 +6,8 @@ draws a clock state that moves every sample of that round's turn, as on the H200
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bench.independent_check import agreement_line, median_noise_pct, ratio_noise_pct
@@ -81,3 +83,23 @@ def test_a_kv_cache_that_fits_in_l2_is_read_cold_from_rotating_copies() -> None:
     for _ in range(7):
         step()
     assert calls == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_a_group_the_database_lacks_is_refused_before_any_group_is_timed(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """A check of groups 1 and 11 where 11 was never made: one line and exit 2, and group 1 is
+    not timed first (a GPU run once lost every group's result to a missing last one)."""
+    import shutil
+
+    import bench.independent_check as check
+
+    db = tmp_path / "results.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "bench/results/h200-prefill.db", db)
+    timed: list[int] = []
+    monkeypatch.setattr(check, "check_group", lambda store, g, *a: timed.append(g) or [])
+    out = tmp_path / "check.json"
+    assert check.main(["--db", str(db), "--groups", "1,99", "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: group 99 has no runs (see `fmha-workbench runs`)"]
+    assert timed == [] and not out.exists()
