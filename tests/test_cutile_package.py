@@ -365,12 +365,12 @@ def test_auto_splits_ask_the_sm_count_and_a_full_grid_runs_the_tile_form(
     decode = forms.Problem(1, 32, 8, 1, 32768, 128, "bfloat16")
     auto = LaunchConfig(tile_n=128, kv_splits=None, pack_gqa=True)
     plan = forms.plan(decode, auto, mask="none", sm_count=lambda: 132, **options)
-    assert plan.grid == (1, 8, 15) and plan.then is not None  # one CTA an SM: 120 of 132
+    assert plan.grid == (1, 8, 16) and plan.then is not None  # one CTA an SM: 128 of 132
     plan = forms.plan(decode, auto, mask="none", sm_count=lambda: 8, **options)
     assert plan.grid == (1, 8, 1) and plan.then is None  # 8 tiles fill 8 SMs: no split
     # An occupancy hint of 2 gives auto two slots an SM.
     occ2 = LaunchConfig(tile_n=128, kv_splits=None, pack_gqa=True, occupancy=2)
-    assert forms.plan(decode, occ2, mask="none", sm_count=lambda: 132, **options).grid[2] == 29
+    assert forms.plan(decode, occ2, mask="none", sm_count=lambda: 132, **options).grid[2] == 32
     # Prefill fills the GPU: auto resolves to one split and the tile form runs.
     prefill = forms.Problem(4, 32, 8, 4096, 4096, 128, "bfloat16")
     plan = forms.plan(prefill, LaunchConfig(kv_splits=None), mask="causal",
