@@ -547,7 +547,7 @@ def _decode_rows(values: Mapping[str, Any], problem: ProblemShape) -> tuple[int,
 def requested_kv_splits(
     values: Mapping[str, Any], problem: ProblemShape, sm_slots: int = NOMINAL_SM_SLOTS
 ) -> int:
-    """The splits of the key range a config asks for on ``problem`` (auto: FlashAttention's
+    """The splits of the key range a config asks for on ``problem`` (auto: the busiest-slot
     heuristic over the grid, ``sm_slots`` and the key blocks, as the cuTile launcher picks)."""
     if values.get("kv_splits", 1) is not None:
         return values.get("kv_splits", 1)

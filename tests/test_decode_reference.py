@@ -195,7 +195,7 @@ def test_packed_heads_are_the_rows_of_one_tile() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Auto: FlashAttention's num_splits heuristic
+# Auto: the split count whose busiest CTA slot has the least work
 # --------------------------------------------------------------------------------------------
 
 
