@@ -1,7 +1,6 @@
 """What one key block costs the kernel's consumer warps, read from its SASS (no GPU needed).
 
-    python3 bench/sass_loop.py --head-dim 128 --mask none \\
-        --config '{"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16}'
+    python3 bench/sass_loop.py --head-dim 64 --config @bench/configs/d64-poly-probe.json:1
 
 Compiles the config offline (tileiras, as :mod:`kernels.cutile.compile` does), disassembles the
 cubin with ``nvdisasm`` (``pip install nvidia-cuda-nvdisasm==13.4.92``), finds the innermost
@@ -32,6 +31,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from kernels.schedule import tile_shape  # noqa: E402
 
 # sm_90, per SM and cycle: warp schedulers, MUFU results, dense fp16/bf16 tensor FLOPs.
 SCHEDULERS = 4
@@ -154,9 +155,27 @@ def disassemble(problem: dict[str, Any], config: dict[str, Any], arch: str) -> t
     return out.stdout, read_resources(cubin).threads
 
 
+def consumer_warps(sass: str, threads: int) -> int:
+    """The warps that run the key loop: all of them, but for the producer warpgroup of a
+    warp-specialized kernel (its warpgroups set their register counts: USETMAXREG)."""
+    return threads // 32 - (4 if "USETMAXREG" in sass else 0)
+
+
+def read_config(text: str) -> dict[str, Any]:
+    """A JSON object of launch knobs, or ``@FILE:INDEX`` for one entry of a config list."""
+    if not text.startswith("@"):
+        return json.loads(text)
+    path, sep, index = text[1:].rpartition(":")
+    if not sep:
+        path, index = text[1:], "0"
+    return json.loads(Path(path).read_text())[int(index)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", required=True, help="launch knobs as JSON")
+    ap.add_argument(
+        "--config", required=True, help="launch knobs as JSON, or @FILE:INDEX of a config list"
+    )
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--mask", default="none")
@@ -164,18 +183,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args(argv)
-    config = {"fast_math": True, "k_split": True, "remap": True, **json.loads(args.config)}
+    config = {"fast_math": True, "k_split": True, "remap": True, **read_config(args.config)}
     problem = dict(
         dtype=args.dtype, head_dim=args.head_dim, q_len=args.seq_len, heads=32, batch=4,
         mask=args.mask,
     )  # fmt: skip
     sass, threads = disassemble(problem, config, args.arch)
     loop = key_block_loop(sass)
-    warps = config.get("num_worker_warps") or threads // 32
-    costs = block_costs(
-        loop, consumer_warps=warps, rows=config["tile_m"], keys=config["tile_n"],
-        head_dim=args.head_dim,
-    )  # fmt: skip
+    warps = consumer_warps(sass, threads)
+    rows, keys = tile_shape(config)
+    costs = block_costs(loop, consumer_warps=warps, rows=rows, keys=keys, head_dim=args.head_dim)
     counts = dict(loop.counts().most_common())
     if args.json:
         print(json.dumps({"config": config, "problem": problem, "counts": counts, **costs}))

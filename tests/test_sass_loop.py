@@ -1,0 +1,69 @@
+"""bench/sass_loop.py: finding the key loop in a disassembly and costing one key block."""
+
+from __future__ import annotations
+
+from bench.sass_loop import block_costs, key_block_loop, key_block_loops, loops
+
+# A kernel's shape in nvdisasm's words: a wait loop without MMA, the unmasked key loop, the
+# masked one, and a branch back over the epilogue whose range holds the masked loop (so it is
+# not innermost; the two key loops are).
+SASS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_0:
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ;
+        /*0020*/              @!P0 BRA `(.L_x_0) ;
+.L_x_1:
+        /*0030*/                   HGMMA.64x128x16.F32 R24, gdesc[UR52], RZ, !UPT ;
+        /*0040*/                   FMNMX R3, R24, R25, !PT ;
+        /*0050*/                   MUFU.EX2 R4, R3 ;
+        /*0060*/                   FFMA R5, R4, R4, R3 ;
+        /*0070*/                   HGMMA.64x128x16.F32 R24, gdesc[UR52], R24 ;
+        /*0080*/               @P1 BRA `(.L_x_1) ;
+.L_x_2:
+        /*0090*/                   HGMMA.64x128x16.F32 R24, gdesc[UR52], RZ, !UPT ;
+        /*00a0*/                   FSEL R6, R24, -INF , P2 ;
+        /*00b0*/                   MUFU.EX2 R4, R6 ;
+        /*00c0*/               @P2 BRA `(.L_x_2) ;
+        /*00d0*/                   UTMASTG.2D [UR8], [UR4] ;
+        /*00e0*/               @P3 BRA `(.L_x_2) ;
+        /*00f0*/                   EXIT ;
+"""
+
+
+def test_every_backward_branch_is_a_loop_and_its_body_is_counted() -> None:
+    found = {(lp.start, lp.end): lp for lp in loops(SASS)}
+    assert set(found) == {(0x10, 0x20), (0x30, 0x80), (0x90, 0xC0), (0x90, 0xE0)}
+    key = found[(0x30, 0x80)].counts()
+    assert key["HGMMA"] == 2 and key["MUFU"] == 1 and key["FFMA"] == 1 and key["BRA"] == 1
+
+
+def test_the_key_loop_is_the_first_innermost_loop_with_tensor_core_instructions() -> None:
+    inner = key_block_loops(SASS)
+    assert [(lp.start, lp.end) for lp in inner] == [(0x30, 0x80), (0x90, 0xC0)]
+    assert key_block_loop(SASS).start == 0x30
+
+
+def test_a_block_costs_issue_mufu_and_tensor_cycles_in_proportion() -> None:
+    loop = key_block_loop(SASS)  # 6 instructions, 1 MUFU a warp
+    costs = block_costs(loop, consumer_warps=8, rows=128, keys=128, head_dim=128)
+    assert costs["instructions"] == 6
+    assert costs["issue_cycles"] == 8 * 6 / 4
+    assert costs["mufu_cycles"] == 8 * 32 * 1 / 16
+    assert costs["tensor_cycles"] == 2 * 2 * 128 * 128 * 128 / 4096  # 2048
+    # Half the head dim halves the tensor cycles and leaves the softmax's as they were.
+    half = block_costs(loop, consumer_warps=8, rows=128, keys=128, head_dim=64)
+    assert half["tensor_cycles"] == costs["tensor_cycles"] / 2
+    assert half["mufu_cycles"] == costs["mufu_cycles"]
+
+
+def test_a_config_comes_as_json_or_as_one_entry_of_a_config_list(tmp_path) -> None:
+    from bench.sass_loop import consumer_warps, read_config
+
+    listed = tmp_path / "probe.json"
+    listed.write_text('[{"poly_exp2_cols": 0}, {"poly_exp2_cols": 32}]')
+    assert read_config(f"@{listed}:1") == {"poly_exp2_cols": 32}
+    assert read_config(f"@{listed}") == {"poly_exp2_cols": 0}
+    assert read_config('{"poly_exp2_cols": 16}') == {"poly_exp2_cols": 16}
+    # A warp-specialized kernel's producer warpgroup runs no key loop.
+    assert consumer_warps("USETMAXREG.DEALLOC.CTAPOOL 0x18", 384) == 8
+    assert consumer_warps("HGMMA.64x128x16.F32", 128) == 4
