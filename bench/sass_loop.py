@@ -4,8 +4,9 @@
 
 Compiles the config offline (tileiras, as :mod:`kernels.cutile.compile` does), disassembles the
 cubin with ``nvdisasm`` (``pip install nvidia-cuda-nvdisasm==13.4.92``), finds the innermost
-loop that issues tensor-core instructions (HGMMA: one key block of the unmasked loop an
-iteration) and counts its instructions by opcode. From those counts, per key block and SM:
+loop that issues tensor-core instructions (HGMMA, or HMMA for the decode form's 16-row tiles:
+one key block of the unmasked loop an iteration) and counts its instructions by opcode. From
+those counts, per key block and SM:
 
 - issue: consumer warps × instructions / 4 schedulers, in cycles;
 - MUFU: consumer threads × MUFU instructions / 16 a cycle (exp2 on the special-function unit);
@@ -57,6 +58,12 @@ class Loop:
         """Instructions by opcode family (``MUFU.EX2`` counts as ``MUFU``)."""
         return collections.Counter(op.split(".")[0] for op in self.opcodes)
 
+    def tensor_instructions(self) -> int:
+        """Tensor-core instructions: warpgroup HGMMA, or warp-level HMMA (the decode form's
+        16-row tiles)."""
+        counts = self.counts()
+        return counts["HGMMA"] + counts["HMMA"]
+
 
 def parse(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
     """(address, instruction text) of every instruction, and each label's address."""
@@ -98,10 +105,10 @@ def loops(sass: str) -> list[Loop]:
 
 
 def key_block_loops(sass: str) -> list[Loop]:
-    """The innermost loops with tensor-core instructions (HGMMA, none of them nested in
-    another), by address: the unmasked key loop first (the kernel runs it first), then the
+    """The innermost loops with tensor-core instructions (none of them nested in another),
+    by address: the unmasked key loop first (the kernel runs it first), then the
     masked one; a wait loop that jumps back over the epilogue may follow."""
-    mma = [lp for lp in loops(sass) if lp.counts()["HGMMA"]]
+    mma = [lp for lp in loops(sass) if lp.tensor_instructions()]
     return [
         lp
         for lp in mma
@@ -114,7 +121,7 @@ def key_block_loop(sass: str) -> Loop:
     kernel has no loop with HGMMA."""
     inner = key_block_loops(sass)
     if not inner:
-        raise ValueError("no loop with HGMMA instructions (not an sm_90 attention kernel?)")
+        raise ValueError("no loop with tensor-core instructions (not an attention kernel?)")
     return inner[0]
 
 

@@ -67,3 +67,11 @@ def test_a_config_comes_as_json_or_as_one_entry_of_a_config_list(tmp_path) -> No
     # A warp-specialized kernel's producer warpgroup runs no key loop.
     assert consumer_warps("USETMAXREG.DEALLOC.CTAPOOL 0x18", 384) == 8
     assert consumer_warps("HGMMA.64x128x16.F32", 128) == 4
+
+
+def test_warp_level_mma_counts_as_tensor_core_work_too() -> None:
+    # The decode form's 16-row tiles run mma.sync (HMMA), not warpgroup HGMMA.
+    decode = SASS.replace("HGMMA.64x128x16.F32 R24, gdesc[UR52], RZ, !UPT", "HMMA.16816.F32 R24")
+    decode = decode.replace("HGMMA.64x128x16.F32 R24, gdesc[UR52], R24", "HMMA.16816.F32 R24")
+    assert key_block_loop(decode).tensor_instructions() == 2
+    assert key_block_loop(decode).start == 0x30
