@@ -279,3 +279,32 @@ def test_stored_runs_without_resources_get_them_from_the_cli(
     assert found.arch == "sm_90" and found.registers and not found.error
     again = run_cli("resources", "--runs", str(old), "--db", db_path)
     assert again.out.strip() == "stored the compiled resources of 0 point(s)"  # kept, not redone
+
+
+def test_the_resources_command_says_when_a_key_loop_cannot_keep_the_tensor_cores_busy(
+    run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the SASS: D 64's tuned 128x256 tile without the polynomial spends more MUFU
+    (exp2) cycles on a key block than tensor-core cycles; D 128's 128x128 with the polynomial on
+    16 columns about half."""
+    _require_compilers()
+    from kernels.sass_costs import nvdisasm_path
+
+    if nvdisasm_path() is None:
+        if IN_CI:
+            pytest.fail("nvdisasm missing: under CI=true the SASS must be read, not skipped")
+        pytest.skip("nvdisasm is not installed (nvidia-cuda-nvdisasm)")
+    monkeypatch.setenv("FMHA_WORKBENCH_RESOURCE_CACHE", str(tmp_path / "cache"))
+    common = ["resources", "--arch", "sm_90", "--mask", "none", "--tile-m", "128",
+              "--worker-warps", "8", "--k-split"]  # fmt: skip
+    d64 = run_cli(*common, "--head-dim", "64", "--tile-n", "256", "--json")
+    assert d64.code == 0, d64.err
+    wide = CompiledResources.from_dict(json.loads(d64.out)["sm_90"])
+    assert wide.mufu_share is not None and wide.mufu_share >= 1.0
+    assert wide.issue_share is not None and wide.issue_share < 1.0
+    text = run_cli(*common, "--head-dim", "64", "--tile-n", "256").out.splitlines()
+    assert text[2] == f"  {wide.key_block()}" and text[2].endswith("(MUFU-bound)")
+    d128 = run_cli(*common, "--tile-n", "128", "--poly-exp2-cols", "16", "--json")
+    square = CompiledResources.from_dict(json.loads(d128.out)["sm_90"])
+    assert square.mufu_share is not None and 0.3 < square.mufu_share < 0.6
+    assert "bound" not in square.key_block()

@@ -531,6 +531,8 @@ def cmd_resources(args: argparse.Namespace) -> int:
         for res in found.values():
             if res is not None:
                 print(res.summary())
+                if res.key_block():
+                    print(f"  {res.key_block()}")
     failed = any(res is not None and res.error for res in found.values())
     return EXIT_FAILED if failed else EXIT_OK
 

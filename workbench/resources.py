@@ -25,6 +25,13 @@ from typing import Any
 
 from kernels import knobs
 from kernels.cubin_resources import ARCH_LIMITS, ArchLimits, Resources
+from kernels.sass_costs import (
+    TENSOR_FLOPS_PER_CYCLE,
+    KeyLoopCosts,
+    disassemble,
+    key_loop_costs,
+    nvdisasm_path,
+)
 from workbench.config import KernelConfig, Problem
 
 # The backends whose configs are compiled from this project's kernel (the others are peers
@@ -47,6 +54,12 @@ class CompiledResources:
     shared_bytes: int | None = None  # per CTA
     threads: int | None = None  # per CTA
     ctas_per_sm: int | None = None  # how many fit an SM at once (registers, shared, threads)
+    # One key block of the unmasked key loop, from the SASS (kernels.sass_costs; sm_90 only,
+    # and only where nvdisasm is installed): a consumer warp's instructions, and the SM's
+    # issue and MUFU cycles as shares of its tensor cycles.
+    loop_instructions: int | None = None
+    issue_share: float | None = None
+    mufu_share: float | None = None
     error: str = ""  # the compile's error in one line, when it failed
     unavailable: bool = False  # nothing could be compiled here (tools missing): not the config's
 
@@ -64,6 +77,24 @@ class CompiledResources:
         shared = f"{(self.shared_bytes or 0) / KB:.0f} KB smem"
         return (
             f"{self.arch}: {self.registers} regs · {spill} · {shared} · {self.ctas_per_sm} CTA/SM"
+        )
+
+    def key_block(self) -> str:
+        """``key block: 493 instructions a warp, issue 48 % · MUFU 45 % of the tensor cores'
+        cycles``, with what binds the loop where a share reaches 100 %; "" where the SASS was
+        not read."""
+        if self.issue_share is None or self.mufu_share is None:
+            return ""
+        bound = [
+            name
+            for name, share in (("issue", self.issue_share), ("MUFU", self.mufu_share))
+            if share >= 1.0
+        ]
+        why = f" ({' and '.join(bound)}-bound)" if bound else ""
+        return (
+            f"key block: {self.loop_instructions} instructions a warp, issue "
+            f"{self.issue_share * 100:.0f} % · MUFU {self.mufu_share * 100:.0f} % of the tensor "
+            f"cores' cycles{why}"
         )
 
     def short(self) -> str:
@@ -98,8 +129,17 @@ def ctas_per_sm(res: Resources, limits: ArchLimits) -> int:
     return max(0, min(by_regs, by_shared, by_threads, MAX_BLOCKS_PER_SM))
 
 
+@dataclass(frozen=True)
+class AnalysedResources(Resources):
+    """What cuobjdump reads of a cubin, and its key loop's costs from the SASS (None where
+    nvdisasm is missing, the architecture's rates are not modelled or no key loop was found)."""
+
+    key_loop: KeyLoopCosts | None = None
+
+
 def from_cubin_resources(arch: str, res: Resources) -> CompiledResources:
     limits = ARCH_LIMITS[arch]
+    loop = res.key_loop if isinstance(res, AnalysedResources) else None
     return CompiledResources(
         arch=arch,
         registers=res.registers,
@@ -107,6 +147,9 @@ def from_cubin_resources(arch: str, res: Resources) -> CompiledResources:
         shared_bytes=res.shared,
         threads=res.threads,
         ctas_per_sm=ctas_per_sm(res, limits),
+        loop_instructions=loop.instructions if loop else None,
+        issue_share=loop.issue_share if loop else None,
+        mufu_share=loop.mufu_share if loop else None,
     )
 
 
@@ -135,8 +178,9 @@ def launch_knobs_of(config: KernelConfig) -> dict[str, Any] | None:
 
 @lru_cache(maxsize=1)
 def tool_versions() -> dict[str, str]:
-    """cuda-tile's and tileiras' versions and a digest of the kernel's source: a new compiler
-    or a changed kernel compiles anew instead of reading an old answer."""
+    """cuda-tile's and tileiras' versions, a digest of the kernel's source and whether the
+    SASS can be read: a new compiler or a changed kernel compiles anew instead of reading an
+    old answer."""
     from kernels.cutile.diagnostics import tileiras_version
     from workbench.machine import package_version
 
@@ -148,6 +192,8 @@ def tool_versions() -> dict[str, str]:
         "cuda_tile": package_version("cuda-tile") or "",
         "tileiras": tileiras_version() or "",
         "kernel": source.hexdigest()[:16],
+        # An answer made without the SASS is made again once nvdisasm is installed.
+        "sass": "nvdisasm" if nvdisasm_path() else "",
     }
 
 
@@ -177,9 +223,21 @@ def missing_tools() -> str | None:
 
 def _compile_and_read(arch: str, compile_args: dict[str, Any]) -> Resources:
     from kernels.cubin_resources import read_resources
-    from kernels.cutile.compile import compile_cubin
+    from kernels.cutile.compile import compile_cubin, offline_plan
 
-    return read_resources(compile_cubin(arch=arch, **compile_args))
+    cubin = compile_cubin(arch=arch, **compile_args)
+    res = read_resources(cubin)
+    if arch not in TENSOR_FLOPS_PER_CYCLE or nvdisasm_path() is None:
+        return res
+    rows, keys, head_dim = offline_plan(**compile_args)[0].values["TILE"]
+    try:
+        sass = disassemble(cubin)
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        return res  # the SASS is an extra: registers and shared memory stand without it
+    loop = key_loop_costs(
+        sass, arch=arch, threads=res.threads, rows=rows, keys=keys, head_dim=head_dim
+    )
+    return AnalysedResources(**dataclasses.asdict(res), key_loop=loop)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -73,7 +73,10 @@ BUSY_TIMEOUT_S = 2.0
 FINAL_WRITE_PATIENCE_S = 120.0
 T = TypeVar("T")
 # A cuTile point's compiled resources (workbench.resources.CompiledResources), as CSV columns.
-COMPILED_COLUMNS = ("arch", "registers", "spill_bytes", "shared_bytes", "ctas_per_sm", "error")
+COMPILED_COLUMNS = (
+    "arch", "registers", "spill_bytes", "shared_bytes", "ctas_per_sm", "issue_share", "mufu_share",
+    "error",
+)  # fmt: skip
 
 
 class StoreError(RuntimeError):

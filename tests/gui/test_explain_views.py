@@ -61,6 +61,10 @@ def test_the_form_shows_what_its_config_compiles_to_and_marks_a_spill(
     assert window.explain.compiled.arch.currentText() == "sm_90"
     badge = window.explain.compiled
     assert text.startswith("168 regs · no spill") and badge.text.styleSheet() == ""
+    # Below it, what one key block costs the SM, read from the SASS (nvdisasm, test extra).
+    second = text.splitlines()[1]
+    assert second.startswith("key block: ") and "of the tensor cores' cycles" in second
+    assert " instructions a warp, issue " in second
     # Away and back: the second answer comes from the cache, within a second of the change.
     pick(controls.tile_n, 64)
     _badge_settles(qtbot, window)
@@ -73,6 +77,7 @@ def test_the_form_shows_what_its_config_compiles_to_and_marks_a_spill(
     window.explain.compiled.arch.setCurrentText("sm_120")
     text = _badge_settles(qtbot, window)
     assert "SPILLS 8 B/thread" in text and "b00020" in window.explain.compiled.text.styleSheet()
+    assert "key block" not in text  # sm_120's tensor instructions and rates are not modelled
     # An autotuned config is the tuner's per length: nothing is claimed for it.
     controls.autotune.setChecked(True)
     qtbot.waitUntil(lambda: window.explain.compiled.text.text().startswith("autotuned"))
@@ -219,3 +224,28 @@ def test_a_ladder_cell_shows_its_steps_registers_and_spill(
     assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in spilled.toolTip()
     assert "compiled: sm_90: 255 regs · SPILLS 5632 B/thread" in at_64.toolTip()
     assert panel.table.rowHeight(1) == panel.table.rowHeight(0) < 2 * panel.fontMetrics().height()
+
+
+def test_a_mufu_bound_config_says_so_under_the_knobs_and_the_window_still_fits_a_laptop(
+    qtbot: Any, window: Any
+) -> None:
+    why = missing_tools()
+    if why is not None:
+        if IN_CI:
+            pytest.fail(f"{why}: under CI=true the offline compile must run, not skip")
+        pytest.skip(why)
+    controls = window.controls
+    pick(controls.head_dim, 64)
+    pick(controls.mask, "none")
+    pick(controls.tile_m, 128)
+    pick(controls.tile_n, 256)
+    pick(controls.num_worker_warps, 8)
+    controls.k_split.setChecked(True)
+    text = _badge_settles(qtbot, window)
+    assert text.splitlines()[-1].endswith("(MUFU-bound)"), text
+    assert window.minimumSizeHint().width() <= 1366
+    assert window.minimumSizeHint().height() <= 768
+    if os.environ.get("FMHA_WORKBENCH_SHOT"):
+        window.resize(1366, 768)
+        qtbot.wait(200)
+        window.grab().save(os.environ["FMHA_WORKBENCH_SHOT"])

@@ -290,7 +290,7 @@ class ComparePanel(QWidget):
                     res = CompiledResources.from_dict(found) if found else None
                     item = self._item(res.short() if res else "–")
                     if res is not None:
-                        item.setToolTip(res.summary())
+                        item.setToolTip("\n".join(filter(None, [res.summary(), res.key_block()])))
                         if res.spills or res.error:
                             item.setForeground(QBrush(QColor("#b00020")))
                 self.table.setItem(r, col, item)

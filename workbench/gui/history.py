@@ -283,11 +283,12 @@ class RunsModel(QAbstractTableModel):
         compiled = [(p.seq_len, compiled_of(p)) for p in points]
         if any(found for _, found in compiled):
             lines.append("Compiled per sequence length:")
-            lines += [
-                f"  N={n:,}: {CompiledResources.from_dict(found).summary()}"
-                for n, found in compiled
-                if found
-            ]
+            for n, found in compiled:
+                if found:
+                    res = CompiledResources.from_dict(found)
+                    lines.append(f"  N={n:,}: {res.summary()}")
+                    if res.key_block():
+                        lines.append(f"    {res.key_block()}")
         text = "\n".join(lines)
         if run.status != "running":  # a running sweep still gains points
             self._tuned_tips[run.id] = text

@@ -1,8 +1,15 @@
-"""bench/sass_loop.py: finding the key loop in a disassembly and costing one key block."""
+"""kernels/sass_costs.py: finding the key loop in a disassembly and costing one key block."""
 
 from __future__ import annotations
 
-from bench.sass_loop import block_costs, key_block_loop, key_block_loops, loops
+from kernels.sass_costs import (
+    block_costs,
+    consumer_warps,
+    key_block_loop,
+    key_block_loops,
+    key_loop_costs,
+    loops,
+)
 
 # A kernel's shape in nvdisasm's words: a wait loop without MMA, the unmasked key loop, the
 # masked one, and a branch back over the epilogue whose range holds the masked loop (so it is
@@ -57,7 +64,7 @@ def test_a_block_costs_issue_mufu_and_tensor_cycles_in_proportion() -> None:
 
 
 def test_a_config_comes_as_json_or_as_one_entry_of_a_config_list(tmp_path) -> None:
-    from bench.sass_loop import consumer_warps, read_config
+    from bench.sass_loop import read_config
 
     listed = tmp_path / "probe.json"
     listed.write_text('[{"poly_exp2_cols": 0}, {"poly_exp2_cols": 32}]')
@@ -75,3 +82,16 @@ def test_warp_level_mma_counts_as_tensor_core_work_too() -> None:
     decode = decode.replace("HGMMA.64x128x16.F32 R24, gdesc[UR52], R24", "HMMA.16816.F32 R24")
     assert key_block_loop(decode).tensor_instructions() == 2
     assert key_block_loop(decode).start == 0x30
+
+
+def test_costs_are_shares_of_the_tensor_cycles_and_only_where_the_rates_are_known() -> None:
+    tile = dict(threads=256, rows=128, keys=128, head_dim=128)
+    costs = key_loop_costs(SASS, arch="sm_90", **tile)
+    assert costs is not None and costs.consumer_warps == 8 and costs.instructions == 6
+    assert costs.issue_share == round(8 * 6 / 4 / 2048, 3)
+    assert costs.mufu_share == round(8 * 32 * 1 / 16 / 2048, 3)
+    assert costs.counts["HGMMA"] == 2
+    # Blackwell's tensor instructions and rates are not modelled: no answer, not a wrong one.
+    assert key_loop_costs(SASS, arch="sm_100", **tile) is None
+    no_mma = "\n".join(line for line in SASS.splitlines() if "MMA" not in line)
+    assert key_loop_costs(no_mma, arch="sm_90", **tile) is None
