@@ -33,6 +33,8 @@ def test_the_parser_takes_the_headline_metrics_and_the_top_stalls() -> None:
     assert m["l2_hit_rate_pct"] == 88.4 and m["achieved_occupancy_pct"] == 18.6
     assert m["registers_per_thread"] == 168 and m["shared_per_block_kb"] == 165.0
     assert m["sm_clock_mhz"] == pytest.approx(1980.0)  # the clock ncu saw, left as it was
+    # Where the cycles go: issue slots, exp2's MUFU pipe and the FMA pipe.
+    assert (m["issue_active_pct"], m["mufu_pipe_pct"], m["fma_pipe_pct"]) == (48.2, 41.75, 22.1)
     # "not_issued" is not a reason; the rest sorted, largest first.
     assert profile.stalls == [("long_scoreboard", 2.41), ("math_pipe_throttle", 1.62),
                               ("barrier", 0.97)]  # fmt: skip

@@ -52,6 +52,17 @@ HEADLINE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
       "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active")),
     ("memory_throughput_pct", "memory throughput", "%",
      ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)),
+    # Where the SM's cycles go, beside the SASS model of `resources` (kernels.sass_costs):
+    # issue slots, the MUFU (XU) pipe of exp2, and the FMA pipe that takes the polynomial.
+    ("issue_active_pct", "issue slots busy", "%",
+     ("sm__inst_issued.avg.pct_of_peak_sustained_active",
+      "smsp__issue_active.avg.pct_of_peak_sustained_active")),
+    ("mufu_pipe_pct", "MUFU (XU) pipe", "%",
+     ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+      "sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active")),
+    ("fma_pipe_pct", "FMA pipe", "%",
+     ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active")),
     ("dram_throughput_pct", "DRAM throughput", "%",
      ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
       "dram__throughput.avg.pct_of_peak_sustained_elapsed")),
