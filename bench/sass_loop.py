@@ -1,6 +1,7 @@
 """What one key block costs the kernel's consumer warps, read from its SASS (no GPU needed).
 
     python3 bench/sass_loop.py --head-dim 64 --config @bench/configs/d64-poly-probe.json:1
+    python3 bench/sass_loop.py --cubin fa4.cubin --tile 128,128,128   # another kernel's cubin
 
 Compiles the config offline (tileiras, as :mod:`kernels.cutile.compile` does), disassembles the
 cubin with ``nvdisasm`` (``pip install nvidia-cuda-nvdisasm==13.4.92``) and prints the key
@@ -38,25 +39,39 @@ def main(argv: list[str] | None = None) -> int:
     from kernels.cutile.compile import compile_cubin, offline_plan
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", help="launch knobs as JSON, or @FILE:INDEX of a config list")
     ap.add_argument(
-        "--config", required=True, help="launch knobs as JSON, or @FILE:INDEX of a config list"
-    )
+        "--cubin", type=Path,
+        help="read this cubin instead of compiling ours (another kernel's: FA4's, kept by "
+        "CUTE_DSL_KEEP_CUBIN=1 on the GPU host); --tile gives its rows, keys and head dim",
+    )  # fmt: skip
+    ap.add_argument("--tile", help="ROWS,KEYS,HEAD_DIM of a --cubin's tile (e.g. 128,128,128)")
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--mask", default="none")
     ap.add_argument("--seq-len", type=int, default=8192)
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args(argv)
-    config = {"fast_math": True, "k_split": True, "remap": True, **read_config(args.config)}
-    problem = dict(
-        dtype=args.dtype, head_dim=args.head_dim, q_len=args.seq_len, heads=32, batch=4,
-        mask=args.mask,
-    )  # fmt: skip
-    cubin = compile_cubin(arch="sm_90", **problem, **config)
+    if (args.config is None) == (args.cubin is None):
+        ap.error("give one of --config (ours, compiled here) and --cubin (a kernel's cubin)")
+    if args.cubin is not None:
+        if not args.tile or len(args.tile.split(",")) != 3:
+            ap.error("--cubin needs --tile ROWS,KEYS,HEAD_DIM")
+        config: dict[str, Any] = {"cubin": str(args.cubin)}
+        problem: dict[str, Any] = {"tile": args.tile}
+        cubin = args.cubin.read_bytes()
+        rows, keys, head_dim = (int(v) for v in args.tile.split(","))
+    else:
+        config = {"fast_math": True, "k_split": True, "remap": True, **read_config(args.config)}
+        problem = dict(
+            dtype=args.dtype, head_dim=args.head_dim, q_len=args.seq_len, heads=32, batch=4,
+            mask=args.mask,
+        )  # fmt: skip
+        cubin = compile_cubin(arch="sm_90", **problem, **config)
+        rows, keys, head_dim = offline_plan(**problem, **config)[0].values["TILE"]
     sass = disassemble(cubin)
     loop = key_block_loop(sass)
     warps = consumer_warps(sass, read_resources(cubin).threads)
-    rows, keys, head_dim = offline_plan(**problem, **config)[0].values["TILE"]
     costs = block_costs(loop, consumer_warps=warps, rows=rows, keys=keys, head_dim=head_dim)
     counts = dict(loop.counts().most_common())
     if args.json:

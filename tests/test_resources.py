@@ -308,3 +308,36 @@ def test_the_resources_command_says_when_a_key_loop_cannot_keep_the_tensor_cores
     square = CompiledResources.from_dict(json.loads(d128.out)["sm_90"])
     assert square.mufu_share is not None and 0.3 < square.mufu_share < 0.6
     assert "bound" not in square.key_block()
+
+
+def test_sass_loop_reads_another_kernels_cubin_as_it_reads_ours(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/sass_loop.py --cubin (FA4's, kept on the GPU host) costs a key block the same way
+    as a config it compiles itself: our own cubin given both ways reads the same."""
+    _require_compilers()
+    from kernels.sass_costs import nvdisasm_path
+
+    if nvdisasm_path() is None:
+        if IN_CI:
+            pytest.fail("nvdisasm missing: under CI=true the SASS must be read, not skipped")
+        pytest.skip("nvdisasm is not installed (nvidia-cuda-nvdisasm)")
+    from bench.sass_loop import main
+    from kernels.cutile.compile import compile_cubin
+
+    knobs = {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16}
+    assert main(["--config", json.dumps(knobs), "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    cubin = tmp_path / "kernel.cubin"
+    cubin.write_bytes(compile_cubin(
+        arch="sm_90", dtype="float16", head_dim=128, q_len=8192, heads=32, batch=4, mask="none",
+        fast_math=True, k_split=True, remap=True, **knobs,
+    ))  # fmt: skip
+    assert main(["--cubin", str(cubin), "--tile", "128,128,128", "--json"]) == 0
+    theirs = json.loads(capsys.readouterr().out)
+    assert theirs["counts"] == ours["counts"] and theirs["counts"]["HGMMA"] > 0
+    for share in ("issue_cycles", "mufu_cycles", "tensor_cycles"):
+        assert theirs[share] == ours[share]
+    with pytest.raises(SystemExit) as refused:
+        main(["--cubin", str(cubin)])  # no tile: nothing to weigh the cycles against
+    assert refused.value.code == 2
