@@ -4,6 +4,14 @@
 
 stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 
+# find_ncu: put Nsight Compute on PATH (the device image installs it outside).
+find_ncu() {
+  command -v ncu >/dev/null && return
+  local dir
+  dir=$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)" 2>/dev/null)
+  [[ -n $dir && -x $dir/ncu ]] && export PATH=$dir:$PATH
+}
+
 # group_ids FILE: the remembered groups as "1,2,3".
 group_ids() { python3 -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))))' "$1" 2>/dev/null; }
 

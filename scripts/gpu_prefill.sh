@@ -12,6 +12,8 @@
 #   inputs   the model-inputs ladder: (B, H, N, D) against (B, N, H, D) views under the graph
 #            timer, and the prepared launcher against one-shot attention() launched eagerly
 #   check    bench/independent_check.py: the prefill groups' launches timed by triton
+#   profile  `profile` (Nsight Compute) on stored points, PROFILE_POINTS="RUN:N RUN:N" (ours and
+#            FA4 on one problem: where the cycles of each go, with the top warp stalls)
 #   report   the prefill groups' generated table
 # The database and the group ids live in $STATE (/tmp) across calls while the machine is warm;
 # every call copies the database to $OUT. FMHA_WORKBENCH_COMMIT=<commit> in front: the device's
@@ -95,6 +97,24 @@ if stage check; then
     --groups "${CHECK_GROUPS:-$(groups)}" --rounds "${CHECK_ROUNDS:-4}" \
     --json "$OUT/h200-prefill-independent.json" --markdown "$OUT/h200-prefill-independent.md" \
     2>&1 | tail -40
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage profile; then
+  echo "== Nsight Compute on stored points"
+  find_ncu
+  # FA4 compiles its kernel in the profiled process: keep its cubin for bench/sass_loop.py.
+  export CUTE_DSL_KEEP_CUBIN=1 CUTE_DSL_DUMP_DIR=$OUT/fa4-cubin
+  mkdir -p "$OUT/fa4-cubin" "$OUT/profiles"
+  for point in ${PROFILE_POINTS:?PROFILE_POINTS=\"RUN:N ...\"}; do
+    timeout "${PROFILE_TIMEOUT:-200}" python3 -m workbench profile "${point%%:*}" \
+      --seq-len "${point#*:}" --db "$DB"
+    echo "profile $point exit $?"
+  done
+  # Every metric each report holds, for reading back without ncu.
+  for report in "$STATE"/profiles/*.ncu-rep; do
+    [[ -f $report ]] && ncu --import "$report" --csv --page raw --print-units base \
+      > "$OUT/profiles/$(basename "$report" .ncu-rep).csv"
+  done
 fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage report; then

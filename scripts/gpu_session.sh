@@ -37,11 +37,6 @@ export FMHA_WORKBENCH_ENGINE_TIMEOUT=${FMHA_WORKBENCH_ENGINE_TIMEOUT:-300}
 # The tuner's picks of the last full tuning run on this GPU (it retunes only where stale).
 [[ -f $STATE/h200-autotune.json ]] || cp bench/results/h200-autotune.json "$STATE/h200-autotune.json"
 export FMHA_WORKBENCH_CACHE=$STATE/h200-autotune.json
-# ncu is installed outside PATH on the device image.
-if ! command -v ncu >/dev/null; then
-  ncu_dir=$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)" 2>/dev/null)
-  [[ -n $ncu_dir && -x $ncu_dir/ncu ]] && export PATH=$ncu_dir:$PATH
-fi
 DB=$STATE/h200.db
 # SEED_DB: a committed database the new groups are added to (bench/results/h200-decode.db).
 [[ -n ${SEED_DB:-} && ! -f $DB ]] && cp "$SEED_DB" "$DB"
@@ -50,6 +45,7 @@ ROUNDS=${ROUNDS:-8}
 LADDER_SEQ=${LADDER_SEQ:-2k,8k}
 # shellcheck source=scripts/gpu_common.sh
 source scripts/gpu_common.sh
+find_ncu
 GROUPS_FILE=$STATE/decode-groups.json
 wb() { python3 -m workbench "$@" --db "$DB"; }
 groups() { group_ids "$GROUPS_FILE"; }
