@@ -34,6 +34,9 @@ PROBLEMS = (
     ("B1-q1-k32k", 1, 32, 8, 1, 32768, False),
     ("B1-q1-k128k", 1, 32, 8, 1, 131072, False),
     ("B8-q16-k8k-causal", 8, 32, 8, 16, 8192, True),
+    ("B8-q1-k4k", 8, 32, 8, 1, 4096, False),
+    ("B8-q16-k4k-causal", 8, 32, 8, 16, 4096, True),
+    ("B8-q16-k4k", 8, 32, 8, 16, 4096, False),
 )
 DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
