@@ -355,32 +355,6 @@ def test_the_decode_form_plans_its_split_kernel_and_then_the_combine(
     assert plan.grid == (1, 2, 16) and plan.values["split_blocks"] == 1
 
 
-def test_where_the_split_kernel_merges_one_launch_counts_from_zero_and_writes_lse(
-    package: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    forms = package.forms
-    monkeypatch.setattr(forms, "DECODE_FUSED_COMBINE", True)
-    # The shape above: 4 splits of a 16-row tile, 2 batches × 2 KV heads.
-    plan, _ = package.compile.offline_plan(
-        batch=2, heads=8, kv_heads=2, q_len=3, k_len=1000, input_pos=997, mask="causal",
-        tile_n=64, kv_splits=4, pack_gqa=True, with_lse=True,
-    )  # fmt: skip
-    assert (plan.form, plan.grid, plan.then) == ("decode", (1, 4, 4), None)  # no combine launch
-    assert plan.value("SPLIT") is True and plan.value("FUSED") is True
-    assert plan.value("WITH_LSE") is True  # the merging split writes it
-    arrived = plan.values["Arrived"]
-    assert arrived.shape == (4, 1) and arrived.dtype == "int32"  # (batch·KV head, row block)
-    assert arrived.data is not None and not arrived.data.any()  # made zero on the device
-    # Every split's 16 rows in one load, 32 of the 128 columns a step (4 steps).
-    assert plan.values["MERGE"] == (4, 32)
-    # One split: nothing to merge, nothing to count.
-    plan, _ = package.compile.offline_plan(
-        batch=2, heads=8, kv_heads=2, q_len=1, k_len=1000, mask="none", tile_n=64,
-        kv_splits=1, pack_gqa=True, with_lse=True,
-    )  # fmt: skip
-    assert plan.value("FUSED") is False and plan.values["Arrived"].shape == (1, 1)
-
-
 def test_auto_splits_ask_the_sm_count_and_a_full_grid_runs_the_tile_form(
     package: types.SimpleNamespace,
 ) -> None:
