@@ -42,9 +42,8 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
-# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the split kernel alone
-# (``_first_only``: no combine, output incomplete, so not checked: the combine's cost) and the
-# merge inside the split kernel (``_fused``: forms.DECODE_FUSED_COMBINE).
+# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), and the split kernel alone
+# (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
 
@@ -148,9 +147,8 @@ def run_problem(
     for variant in variants:
         spec = {**VARIANTS, **EXPLORE}[variant]
         knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
-        slots, fused = forms.DECODE_CTAS_PER_SM, forms.DECODE_FUSED_COMBINE
+        slots = forms.DECODE_CTAS_PER_SM
         forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
-        forms.DECODE_FUSED_COMBINE = spec.get("_fused", fused)
         try:
             p = forms.Problem(batch, heads, kv_heads, q_len, k_len, head_dim, "bfloat16")
             plan = forms.plan(
@@ -175,7 +173,7 @@ def run_problem(
             row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             continue
         finally:
-            forms.DECODE_CTAS_PER_SM, forms.DECODE_FUSED_COMBINE = slots, fused
+            forms.DECODE_CTAS_PER_SM = slots
         fns[variant] = runs
     for peer in PEERS:
         runs, how = [], ""

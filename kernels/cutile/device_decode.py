@@ -42,11 +42,7 @@ DecodeSwitches = constant_group(
     WITH_LSE=bool,  # one split only: the combine writes Lse otherwise
     STORE_TMA=bool,
     SPLIT=bool,  # more than one split: write OutParts/LseParts for the combine
-    FUSED=bool,  # the split that finishes last merges them itself (no combine launch)
 )
-# The merge's tile where the split kernel merges (FUSED): the splits, padded to a power of two,
-# and the head-dim columns of one merge step (the rows are the split kernel's tile).
-MergeTile = constant_group(TILE_S=int, TILE_DC=int)
 # The combine's tile: splits, rows and head-dim columns per CTA.
 CombineTile = constant_group(
     TILE_S=int,  # the splits, padded to a power of two
@@ -66,7 +62,6 @@ def fmha_decode_kernel(
     Lse,  # [B, HQ, R] float32 (dummy [1, 1, 1] unless WITH_LSE)
     OutParts,  # [B·HQ, splits, R, D] float32, each split's output (dummy with one split)
     LseParts,  # [B·HQ, splits, R] float32, each split's log2-sum-exp (dummy with one split)
-    Arrived,  # [B·HQ, row blocks] int32, zero between launches: splits done (dummy unless FUSED)
     qk_scale_log2: float,  # scale * log2(e)
     input_pos: int,  # causal offset: position i sees key j <= i + input_pos
     q_len: int,  # query positions per head: row r is position r % q_len
@@ -75,13 +70,11 @@ def fmha_decode_kernel(
     TILE: TileShape,
     OPTS: BlockOptions,  # MASK 0 none or 1 causal
     SWITCHES: DecodeSwitches,
-    MERGE: MergeTile,
 ):
     """One (row block, batch·head, split) per CTA."""
     TILE_M, TILE_N, TILE_D = TILE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
-    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT, FUSED = SWITCHES
-    TILE_S, TILE_DC = MERGE
+    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
     s = ct.bid(2)
@@ -154,18 +147,6 @@ def fmha_decode_kernel(
         ct.store(OutParts, index=(bh, s, rb, 0), tile=part, allow_tma=STORE_TMA)
         lse2 = m_i + ct.log2(l_safe)  # base 2; -inf where the split saw no key
         ct.store(LseParts, index=(bh, s, rb), tile=lse2.reshape((1, 1, TILE_M)))
-        if FUSED:
-            # Release: this split's parts are visible before its count is; acquire: the last
-            # one to count sees every split's parts. It merges them and zeroes the count for
-            # the next launch (one launch fewer than the combine kernel's).
-            done = ct.atomic_add(Arrived, (bh, rb), 1)
-            if done == ct.num_blocks(2) - 1:
-                for dc in range(TILE_D // TILE_DC):
-                    merge_splits(
-                        OutParts, LseParts, Out, Lse, (bh, rb, dc), (TILE_S, TILE_M, TILE_DC),
-                        WITH_LSE, STORE_TMA,
-                    )  # fmt: skip
-                ct.atomic_xchg(Arrived, (bh, rb), 0)
     else:
         epilogue(state, Out, Lse, (b, h, rb), FAST_MATH, WITH_LSE, STORE_TMA)
 
@@ -185,18 +166,9 @@ def fmha_decode_combine_kernel(
     a loop of dependent small loads cost more than the split kernel saved)."""
     TILE_S, TILE_R, TILE_DC = TILE
     WITH_LSE, STORE_TMA = SWITCHES
-    where = (ct.bid(1), ct.bid(0), ct.bid(2))  # (batch·head, row block, column block)
-    merge_splits(
-        OutParts, LseParts, Out, Lse, where, (TILE_S, TILE_R, TILE_DC), WITH_LSE, STORE_TMA
-    )
-
-
-def merge_splits(OutParts, LseParts, Out, Lse, where, TILE, WITH_LSE, STORE_TMA):
-    """Merge the splits of one (batch·head, row block, column block) ``where`` into Out (and
-    Lse once, at column block 0): each split weighed by exp2(lse_s - max lse), not averaged;
-    rows no split saw get 0 and -inf. ``TILE``: (splits padded, rows, columns)."""
-    TILE_S, TILE_R, TILE_DC = TILE
-    bh, rb, dc = where
+    rb = ct.bid(0)
+    bh = ct.bid(1)
+    dc = ct.bid(2)
     n_heads = Out.shape[1]
     b = bh // n_heads
     h = bh % n_heads

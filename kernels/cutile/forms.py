@@ -77,9 +77,6 @@ DECODE_CTAS_PER_SM = 1
 COMBINE_ROWS = 16
 COMBINE_COLUMNS = 32
 COMBINE_ELEMENTS = 4096
-# Whether the split that finishes last merges the splits inside the split kernel (an atomic
-# count per tile) instead of a second, combine launch.
-DECODE_FUSED_COMBINE = False
 
 
 def grid_kernel(form: str) -> Any:
@@ -394,7 +391,7 @@ def plan(
         with_lse=with_lse, with_map=with_map, layout=layout,
     )  # fmt: skip
     then = None
-    if layout is not None and layout.splits > 1 and not DECODE_FUSED_COMBINE:
+    if layout is not None and layout.splits > 1:
         tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.head_dim)
         combine_grid = (-(-layout.rows // tile_r), p.batch * layout.heads, p.head_dim // tile_dc)
         combine_sources = {
@@ -412,15 +409,13 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def combine_tile(
-    splits: int, rows: int, head_dim: int, rows_cap: int = COMBINE_ROWS
-) -> tuple[int, int, int]:
+def combine_tile(splits: int, rows: int, head_dim: int) -> tuple[int, int, int]:
     """The combine kernel's (splits padded, rows, head-dim columns) per CTA: every split in one
-    load, at most ``rows_cap`` rows (:data:`COMBINE_ROWS`; the split kernel's tile where it
-    merges), at most :data:`COMBINE_COLUMNS` columns, and fewer to keep the tile near
-    :data:`COMBINE_ELEMENTS` (at least 8: a 16-byte row of the 16-bit output)."""
+    load, at most :data:`COMBINE_ROWS` rows, at most :data:`COMBINE_COLUMNS` columns, and
+    fewer to keep the tile near :data:`COMBINE_ELEMENTS` (at least 8: a 16-byte row of the
+    16-bit output)."""
     tile_s = _pow2(splits)
-    tile_r = min(_pow2(rows), rows_cap)
+    tile_r = min(_pow2(rows), COMBINE_ROWS)
     tile_dc = min(head_dim, COMBINE_COLUMNS, max(8, COMBINE_ELEMENTS // (tile_s * tile_r)))
     return tile_s, tile_r, tile_dc
 
@@ -550,30 +545,21 @@ def _decode_sources(p: Problem, layout: Decode, with_lse: bool) -> dict[str, Cal
     """The decode form's values, where they differ from the other forms' (Q, Out and Lse in
     the packed shape: a caller's array of the problem's shape is viewed so)."""
     split = layout.splits > 1
-    fused = split and DECODE_FUSED_COMBINE
     rows_shape = (p.batch, layout.heads, layout.rows)
     parts = (p.batch * layout.heads, layout.splits, layout.rows)
-    arrived = (p.batch * layout.heads, layout.row_blocks) if fused else (1, 1)
-    merge = combine_tile(layout.splits, layout.tile_m, p.head_dim, rows_cap=layout.tile_m)
     return {
         "Q": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
         "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
         "Lse": lambda: ArraySpec("float32", rows_shape if with_lse else (1, 1, 1)),
         "OutParts": lambda: ArraySpec("float32", (*parts, p.head_dim) if split else (1, 1, 1, 1)),
         "LseParts": lambda: ArraySpec("float32", parts if split else (1, 1, 1)),
-        # Zeroed once on the device; the last split of a tile sets its count back to 0.
-        "Arrived": lambda: ArraySpec("int32", arrived, np.zeros(arrived, dtype=np.int32)),
         "q_len": lambda: p.q_len,
         "kv_group": lambda: p.group if layout.heads == p.heads else 1,
         "split_blocks": lambda: layout.split_blocks,
         "TILE_M": lambda: layout.tile_m,
         "SPLIT": lambda: split,
-        "FUSED": lambda: fused,
-        "TILE_S": lambda: merge[0],
-        "TILE_DC": lambda: merge[2],
-        # The decode kernel writes the LSE without splits or where it merges them; the combine
-        # kernel writes it else.
-        "WITH_LSE": lambda: bool(with_lse) and (not split or fused),
+        # The decode kernel writes the LSE only without splits; the combine writes it else.
+        "WITH_LSE": lambda: bool(with_lse) and not split,
     }
 
 

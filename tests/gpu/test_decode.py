@@ -85,13 +85,8 @@ def check(
 
 def the_form(batch, heads, kv_heads, q_len, k_len, mask, input_pos, **knobs):
     """The form and split count a launch of ``knobs`` runs (the plan, without launching)."""
-    plan = the_plan(batch, heads, kv_heads, q_len, k_len, mask, input_pos, **knobs)
-    return plan.form, plan.grid[2] if plan.form == "decode" else 1
-
-
-def the_plan(batch, heads, kv_heads, q_len, k_len, mask, input_pos, **knobs) -> forms.LaunchPlan:
     p = forms.Problem(batch, heads, kv_heads, q_len, k_len, 128, "bfloat16")
-    return forms.plan(
+    plan = forms.plan(
         p,
         launch.LaunchConfig.of(knobs),
         scale=0.1,
@@ -102,6 +97,7 @@ def the_plan(batch, heads, kv_heads, q_len, k_len, mask, input_pos, **knobs) -> 
         with_map=False,
         sm_count=lambda: torch.cuda.get_device_properties(0).multi_processor_count,
     )
+    return plan.form, plan.grid[2] if plan.form == "decode" else 1
 
 
 @pytest.mark.parametrize("kv_splits", [*KV_SPLIT_COUNTS, None], ids=lambda s: f"splits-{s}")
@@ -197,41 +193,3 @@ def test_splits_and_rows_that_see_no_key(seed: int) -> None:
         pack_gqa=True,
         fast_math=False,
     )
-
-
-@pytest.mark.parametrize(
-    "shape",
-    [
-        dict(batch=1, heads=32, kv_heads=8, q_len=1, k_len=5000, kv_splits=None),
-        dict(batch=2, heads=8, kv_heads=2, q_len=16, k_len=3000, kv_splits=4, mask="causal",
-             input_pos=2984),
-        dict(batch=1, heads=8, kv_heads=2, q_len=16, k_len=1000, kv_splits=8, mask="causal",
-             input_pos=-8, tile_n=64),
-    ],
-    ids=["gqa-ragged-auto", "speculative-causal", "rows-that-see-no-key"],
-)  # fmt: skip
-def test_the_split_that_finishes_last_merges_them_launch_after_launch(
-    seed: int, shape: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The merge inside the split kernel (no combine launch): right at every launch, so the
-    per-tile count goes back to zero each time (a graph replays the same launch)."""
-    monkeypatch.setattr(forms, "DECODE_FUSED_COMBINE", True)
-    knobs = {"pack_gqa": True, "tile_n": 128, **shape}
-    problem = {k: knobs.pop(k) for k in ("batch", "heads", "kv_heads", "q_len", "k_len")}
-    mask, input_pos = knobs.pop("mask", "none"), knobs.pop("input_pos", 0)
-    plan = the_plan(**problem, mask=mask, input_pos=input_pos, **knobs)
-    assert plan.form == "decode" and plan.grid[2] > 1 and plan.then is None  # no combine launch
-    q, k, v = inputs(seed, **problem, head_dim=128, dtype="bfloat16")
-    out = torch.full_like(q, math.nan)
-    run = launch.prepare(q, k, v, mask=mask, input_pos=input_pos, out=out, return_lse=True, **knobs)
-    want, want_lse, sees = reference(q, k, v, mask, input_pos)
-    for turn in range(3):
-        out.fill_(math.nan)
-        _, lse = run()
-        torch.cuda.synchronize()
-        what = f"seed {seed} {shape} launch {turn}"
-        assert torch.isfinite(out).all(), f"NaN/Inf in the output: {what}"
-        err = torch.linalg.vector_norm(out.double() - want) / torch.linalg.vector_norm(want)
-        assert err.item() < REL_TOL, f"relative error {err.item():.2e}: {what}"
-        assert torch.allclose(lse[..., sees], want_lse[..., sees].float(), atol=2e-2, rtol=1e-3)
-        assert torch.isneginf(lse[..., ~sees]).all() and (out[..., ~sees, :] == 0).all(), what
