@@ -413,6 +413,8 @@ def test_gpu_points_stored_before_turns_were_recorded_get_their_noise_from_their
     expected = TimingStats(samples, "graph", None, (10,) * 32).median_noise_pct
     assert graph.extra["turns"] == 32
     assert median_noise(graph) == pytest.approx(expected, rel=1e-3)
-    assert 0.2 < median_noise(graph) < 0.8  # about 1.25 · 2 % / √32
+    # About 1.25 · 2 % / √32 = 0.44 %; over 20,000 seeds it stayed within 0.19-1.02 %, while the
+    # samples' p20-p80 spread would be several per cent.
+    assert 0.1 < median_noise(graph) < 1.5
     assert median_noise(cpu) is None and "turns" not in cpu.extra
     assert median_noise(ragged) is None and "turns" not in ragged.extra
