@@ -295,6 +295,51 @@ def test_the_bandwidth_measurement_with_a_fake_gpu(
     assert "CUDA-graph samples" in info["read_bandwidth_method"]
 
 
+def test_the_read_by_size_sits_beside_the_stored_figure_and_keeps_nothing(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench import bandwidth, cli
+
+    path = tmp_path / "machine.json"
+    monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(path))
+    monkeypatch.setattr(cli, "_local_gpu_name", lambda: "Fake GPU")
+    stored = bandwidth.measure_read_bandwidth(
+        "Fake GPU", lambda: None, 4_000_000_000, lambda launch: [1.0], lib="cupy"
+    )
+    bandwidth.save_bandwidth(stored)  # 4,000 GB/s
+    before = path.read_bytes()
+    asked: list[int] = []
+
+    def by_size(name: str, size: int) -> bandwidth.ReadBandwidth:
+        # A fixed 5 µs a call plus the bytes at 4,000 GB/s, as a launch-bound GPU would read.
+        asked.append(size)
+        ms = 0.005 + size / 4e12 * 1e3
+        return bandwidth.measure_read_bandwidth(
+            name, lambda: None, size, lambda _: [ms], lib="cupy"
+        )
+
+    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", by_size)
+    result = run_cli("bandwidth", "--sizes", "20M,134M,2Gi")
+    assert result.code == 0 and asked == [20_000_000, 134_000_000, 2**30 * 2]
+    lines = result.out.splitlines()
+    assert [line.split()[0] for line in lines] == ["20.0", "134.0", "2,147.5"]
+    assert "10.0 µs" in lines[0] and "2000 GB/s" in lines[0] and "50.0 % of 4000" in lines[0]
+    assert "87.0 % of 4000" in lines[1]  # 134 MB: 33.5 µs of bytes after 5 µs of launch
+    assert path.read_bytes() == before  # the stored ceiling stays the 2 GiB read
+    shown = json.loads(run_cli("bandwidth", "--sizes", "20M", "--json").out)
+    assert shown["stored_gbs"] == pytest.approx(4000) and shown["sizes"][0]["us"] == pytest.approx(
+        10
+    )
+
+    for bad, why in (("12X", "expected sizes such as"), ("100", "expected 1M to 32G"), ("", "")):
+        refused = run_cli("bandwidth", "--sizes", bad)
+        assert refused.code == 2 and why in refused.err_lines[0] and len(refused.err_lines) == 1
+    both = run_cli("bandwidth", "--sizes", "20M", "--show")
+    assert both.code == 2 and "not allowed with" in both.err
+    assert path.read_bytes() == before
+    assert bandwidth.rotation_copies(20_000_000) == 13 and bandwidth.rotation_copies(2**31) == 1
+
+
 def test_bandwidth_without_a_gpu_is_refused(run_cli: RunCli) -> None:
     result = run_cli("bandwidth")
     assert result.code == 2 and "bandwidth: no GPU here" in result.err_lines[0]

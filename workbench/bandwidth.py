@@ -13,7 +13,9 @@ no fraction, only GB/s.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import statistics
 from collections.abc import Callable, Mapping
@@ -30,6 +32,9 @@ READ_BANDWIDTH_METHOD_KEY = "read_bandwidth_method"
 # 2 GiB: over thirty times the largest L2 in service (H200: 60 MB), so every sample reads HBM.
 STREAM_BYTES = 2 << 30
 STREAM_SAMPLES = 20
+# A read smaller than this is made from copies taken in turn, so that no call finds its bytes
+# still in L2 from the call before (four times the H200's 60 MB L2).
+ROTATION_BYTES = 256_000_000
 
 
 def point_gbs(problem: Problem, latency_ms: float | None) -> tuple[float | None, float | None]:
@@ -74,10 +79,14 @@ def measure_read_bandwidth(
     if not samples or min(samples) <= 0:
         raise ValueError("the streaming read gave no positive timing")
     median_ms = statistics.median(samples)
-    method = (
-        f"{lib}: sum of a {bytes_read / 2**30:.0f} GiB float32 buffer (read once, far beyond "
-        f"L2), median of {len(samples)} CUDA-graph samples"
+    copies = rotation_copies(bytes_read)
+    size = f"{bytes_read / 2**30:.0f} GiB" if bytes_read >= 2**30 else f"{bytes_read / 1e6:,.1f} MB"
+    what = (
+        f"a {size} float32 buffer (read once, far beyond L2)"
+        if copies == 1
+        else f"a {size} float32 buffer, {copies} copies taken in turn (beyond L2)"
     )
+    method = f"{lib}: sum of {what}, median of {len(samples)} CUDA-graph samples"
     return ReadBandwidth(
         gpu=gpu,
         gbs=bytes_read / (median_ms * 1e-3) / 1e9,
@@ -88,29 +97,39 @@ def measure_read_bandwidth(
     )
 
 
+def rotation_copies(bytes_read: int) -> int:
+    """How many copies of a ``bytes_read`` buffer a measurement reads in turn (see
+    ``ROTATION_BYTES``); 1 for a buffer that is already far beyond L2."""
+    return max(1, math.ceil(ROTATION_BYTES / bytes_read))
+
+
 def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> ReadBandwidth:
     """:func:`measure_read_bandwidth` on the local GPU (named ``gpu`` in the machine record):
-    CuPy where installed, else torch."""
+    CuPy where installed, else torch. Below ``ROTATION_BYTES`` the calls read copies in turn,
+    so that each one reads HBM, as a decode call reads a KV cache it did not just write."""
     from kernels.measure import LaunchSampler
 
+    elements = max(1, bytes_read // 4)
+    copies = rotation_copies(bytes_read)
+    turn = itertools.cycle(range(copies))
     try:
         import cupy
 
         lib = "cupy"
-        buffer = cupy.ones(bytes_read // 4, dtype=cupy.float32)
+        buffers = [cupy.ones(elements, dtype=cupy.float32) for _ in range(copies)]
         out = cupy.empty((), dtype=cupy.float32)
 
         def read_once() -> object:
-            return cupy.sum(buffer, out=out)
+            return cupy.sum(buffers[next(turn)], out=out)
 
     except ImportError:
         import torch
 
         lib = "torch"
-        tensor = torch.ones(bytes_read // 4, dtype=torch.float32, device="cuda")
+        tensors = [torch.ones(elements, dtype=torch.float32, device="cuda") for _ in range(copies)]
 
         def read_once() -> object:
-            return tensor.sum()
+            return tensors[next(turn)].sum()
 
     def time_ms(launch: Callable[[], object]) -> list[float]:
         sampler = LaunchSampler(launch, lib)
@@ -119,7 +138,7 @@ def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> Read
             samples.extend(sampler.turn())
         return samples
 
-    return measure_read_bandwidth(gpu, read_once, bytes_read, time_ms, lib=lib)
+    return measure_read_bandwidth(gpu, read_once, elements * 4, time_ms, lib=lib)
 
 
 def bandwidth_path() -> Path:

@@ -906,6 +906,8 @@ def cmd_bandwidth(args: argparse.Namespace) -> int:
             print(f"{printable(gpu)}: {entry['gbs']:.0f} GB/s, {printable(entry['method'])}")
         return EXIT_OK
     gpu = _local_gpu_name()
+    if args.sizes:
+        return _bandwidth_by_size(gpu, args.sizes, args.json)
     measured = bandwidth.measure_gpu_read_bandwidth(gpu)
     path = bandwidth.save_bandwidth(measured)
     if args.json:
@@ -913,6 +915,30 @@ def cmd_bandwidth(args: argparse.Namespace) -> int:
     else:
         print(f"{gpu}: {measured.gbs:.0f} GB/s streaming read ({measured.method})")
         print(f"kept in {path}; runs on this GPU now show K+V GB/s as a % of it", file=sys.stderr)
+    return EXIT_OK
+
+
+def _bandwidth_by_size(gpu: str, sizes: list[int], as_json: bool) -> int:
+    """The streaming read at each size, beside the stored (2 GiB) figure: below some size the
+    launch and the first bytes' latency, not the memory, set what a kernel can read."""
+    from workbench import bandwidth
+
+    stored = bandwidth.stored_measurements().get(gpu, {}).get("gbs")
+    rows = []
+    for size in sizes:
+        measured = bandwidth.measure_gpu_read_bandwidth(gpu, size)
+        us = measured.bytes_read / measured.gbs / 1e3
+        share = 100.0 * measured.gbs / stored if stored else None
+        rows.append({**dataclasses.asdict(measured), "us": us, "pct_of_stored": share})
+        if not as_json:
+            of = f"  {share:5.1f} % of {stored:.0f}" if share is not None else ""
+            print(
+                f"{measured.bytes_read / 1e6:10,.1f} MB  {us:9.1f} µs  {measured.gbs:7.0f} GB/s{of}"
+            )
+    if as_json:
+        _emit_json({"gpu": gpu, "stored_gbs": stored, "sizes": rows})
+    else:
+        print(f"{printable(gpu)}: {printable(rows[-1]['method'])}", file=sys.stderr)
     return EXIT_OK
 
 

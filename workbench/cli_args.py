@@ -102,6 +102,30 @@ def _ints(text: str) -> list[int]:
     return ids
 
 
+_SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+# A read below a megabyte times the launch, not the memory; above 32 GB it does not fit the GPU.
+READ_SIZE_RANGE = (10**6, 32 * 10**9)
+
+
+def byte_sizes(text: str) -> list[int]:
+    """Comma-separated byte counts with an optional unit (k, M, G or Ki, Mi, Gi; e.g. 134M)."""
+    sizes = []
+    for token in (t.strip() for t in text.split(",")):
+        number = token.rstrip("kKmMgGiI")
+        unit = _SIZE_UNITS.get(token[len(number) :].lower())
+        try:
+            size = int(float(number) * unit) if unit and number else None
+        except ValueError:
+            size = None
+        if size is None:
+            raise argparse.ArgumentTypeError(f"expected sizes such as 32M,134M,2Gi, got {token!r}")
+        low, high = READ_SIZE_RANGE
+        if not low <= size <= high:
+            raise argparse.ArgumentTypeError(f"{token} is {size:,} bytes: expected 1M to 32G")
+        sizes.append(size)
+    return sizes
+
+
 DB_HELP = "database file (default: $FMHA_WORKBENCH_DB, else runs.db in your data directory)"
 
 
@@ -455,8 +479,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure this GPU's streaming-read bandwidth once and keep it with the machine "
         "record, so runs show K+V GB/s as a %% of it",
     )
-    p.add_argument(
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
         "--show", action="store_true", help="print the stored measurement, measure nothing"
+    )
+    what.add_argument(
+        "--sizes",
+        type=byte_sizes,
+        metavar="LIST",
+        help="measure the read at these sizes instead, e.g. 16M,134M,537M (a decode call's K+V "
+        "bytes): the best any kernel reads that many bytes at, beside the stored figure; "
+        "nothing is kept",
     )
     _add_json(p)
 
