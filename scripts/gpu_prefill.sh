@@ -12,6 +12,8 @@
 #   inputs   the model-inputs ladder: (B, H, N, D) against (B, N, H, D) views under the graph
 #            timer, and the prepared launcher against one-shot attention() launched eagerly
 #   check    bench/independent_check.py: the prefill groups' launches timed by triton
+#   explore  bench/explore_configs.py: EXPLORE_CONFIGS (a config list) at EXPLORE_NS, head dim
+#            EXPLORE_DIM, masks EXPLORE_MASKS, beside cuDNN, each config checked against float64
 #   profile  `profile` (Nsight Compute) on stored points, PROFILE_POINTS="RUN:N RUN:N" (ours and
 #            FA4 on one problem: where the cycles of each go, with the top warp stalls)
 #   report   the prefill groups' generated table
@@ -97,6 +99,16 @@ if stage check; then
     --groups "${CHECK_GROUPS:-$(groups)}" --rounds "${CHECK_ROUNDS:-4}" \
     --json "$OUT/h200-prefill-independent.json" --markdown "$OUT/h200-prefill-independent.md" \
     2>&1 | tail -40
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage explore; then
+  echo "== configs explored (bench/explore_configs.py)"
+  timeout "${EXPLORE_TIMEOUT:-300}" python3 bench/explore_configs.py \
+    --configs "@${EXPLORE_CONFIGS:?EXPLORE_CONFIGS=bench/configs/FILE.json}" \
+    --ns "${EXPLORE_NS:-2048,4096,16384}" --dim "${EXPLORE_DIM:-128}" \
+    --masks "${EXPLORE_MASKS:-none}" --rounds "${EXPLORE_ROUNDS:-3}" --precompile 4 \
+    --out "$OUT/explore-$(basename "$EXPLORE_CONFIGS" .json)"
+  echo "explore exit $?"
 fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage profile; then

@@ -7,6 +7,8 @@
 #   decode-tests  tests/gpu/test_decode.py (the split and combine against the reference)
 #   tests         every GPU test (tests/gpu, tests/gpu_workbench)
 #   machine       `machine --measure` (dense matmul and streaming-read ceilings)
+#   bandwidth     `bandwidth`, then `bandwidth --sizes BW_SIZES`: the read at the decode calls'
+#                 own K+V bytes (B=1 k_len 4k-128k and B=8 8k at GQA 32/8, D 128, bf16)
 #   decode        one group per decode problem with the peers (PEERS), medians and noise stored
 #                 (DECODE_PROBLEMS replaces the list; SEED_DB adds the groups to a database)
 #   explore       bench/decode_bench.py: our variants (EXPLORE_VARIANTS) beside SDPA cuDNN and flash
@@ -73,6 +75,14 @@ fi 2>&1 | tee -a "$OUT/tests.txt"
 if stage machine; then
   echo "== machine ceilings"
   wb machine --measure  # keeps its read figure as the GPU's read bandwidth too
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage bandwidth; then
+  echo "== streaming read by size"
+  python3 -m workbench bandwidth
+  python3 -m workbench bandwidth --sizes "${BW_SIZES:-16.8M,33.6M,67.1M,134.2M,268.4M,536.9M,2Gi}" \
+    --json > "$OUT/bandwidth-sizes.json"
+  python3 -m workbench bandwidth --show
 fi 2>&1 | tee -a "$OUT/session.txt"
 
 if stage decode; then
