@@ -7,7 +7,9 @@ the kernel runs before the masked one. From its instructions, per key block and 
 - issue: consumer warps × instructions / 4 warp schedulers, in cycles;
 - MUFU: consumer threads × MUFU instructions / 16 results a cycle (exp2 on the special-function
   unit);
-- tensor: the block's 2·2·rows·keys·D FLOPs / the tensor cores' dense fp16/bf16 FLOPs a cycle.
+- tensor: the block's 2·2·rows·keys·D FLOPs / the tensor cores' dense fp16/bf16 FLOPs a cycle;
+- K+V (the decode form only, where each CTA reads its keys from device memory once): the block's
+  bytes of K and V / an SM's share of the read bandwidth a cycle.
 
 Issue or MUFU cycles near the tensor cycles mean the loop cannot keep the tensor cores busy
 however well it overlaps; well below them, the loop is bound by how it overlaps (or, for
@@ -30,6 +32,9 @@ from typing import Any
 SCHEDULERS = 4
 MUFU_PER_CYCLE = 16
 TENSOR_FLOPS_PER_CYCLE = {"sm_90": 4096}
+# An SM's share of device-memory reads a cycle: the H200's measured streaming read (4,540 GB/s,
+# `fmha-workbench bandwidth`) over its 132 SMs at the 1,980 MHz boost clock.
+READ_BYTES_PER_SM_CYCLE = {"sm_90": 4540e9 / (132 * 1980e6)}
 # The producer warpgroup of a warp-specialized kernel: it issues the loads, not the key loop.
 PRODUCER_WARPS = 4
 
@@ -67,6 +72,7 @@ class KeyLoopCosts:
     issue_share: float
     mufu_share: float
     counts: dict[str, int]
+    kv_share: float | None = None  # the block's K+V read (decode form), likewise
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,16 +145,27 @@ def consumer_warps(sass: str, threads: int) -> int:
 
 
 def block_costs(
-    loop: Loop, *, consumer_warps: int, rows: int, keys: int, head_dim: int, arch: str = "sm_90"
+    loop: Loop,
+    *,
+    consumer_warps: int,
+    rows: int,
+    keys: int,
+    head_dim: int,
+    arch: str = "sm_90",
+    kv_bytes: int | None = None,
 ) -> dict[str, float]:
-    """Cycles an SM spends on one key block: issuing the consumers' instructions, on MUFU, and
-    on the tensor cores (see the module's docstring)."""
-    return {
+    """Cycles an SM spends on one key block: issuing the consumers' instructions, on MUFU, on
+    the tensor cores and, given the block's ``kv_bytes``, reading K and V (see the module's
+    docstring)."""
+    costs = {
         "instructions": len(loop.opcodes),
         "issue_cycles": consumer_warps * len(loop.opcodes) / SCHEDULERS,
         "mufu_cycles": consumer_warps * 32 * loop.counts()["MUFU"] / MUFU_PER_CYCLE,
         "tensor_cycles": 2 * 2 * rows * keys * head_dim / TENSOR_FLOPS_PER_CYCLE[arch],
     }
+    if kv_bytes is not None:
+        costs["kv_cycles"] = kv_bytes / READ_BYTES_PER_SM_CYCLE[arch]
+    return costs
 
 
 def nvdisasm_path() -> str | None:
@@ -177,11 +194,18 @@ def disassemble(cubin: bytes) -> str:
 
 
 def key_loop_costs(
-    sass: str, *, arch: str, threads: int, rows: int, keys: int, head_dim: int
+    sass: str,
+    *,
+    arch: str,
+    threads: int,
+    rows: int,
+    keys: int,
+    head_dim: int,
+    kv_bytes: int | None = None,
 ) -> KeyLoopCosts | None:
     """The key loop's costs for a kernel of ``threads`` threads whose tile is ``rows`` ×
-    ``keys`` at ``head_dim``; None where ``arch`` has no rates here or the SASS has no key
-    loop."""
+    ``keys`` at ``head_dim`` (``kv_bytes``: what a block reads from device memory, for the
+    decode form); None where ``arch`` has no rates here or the SASS has no key loop."""
     if arch not in TENSOR_FLOPS_PER_CYCLE:
         return None
     try:
@@ -190,13 +214,21 @@ def key_loop_costs(
         return None
     warps = consumer_warps(sass, threads)
     cycles = block_costs(
-        loop, consumer_warps=warps, rows=rows, keys=keys, head_dim=head_dim, arch=arch
+        loop,
+        consumer_warps=warps,
+        rows=rows,
+        keys=keys,
+        head_dim=head_dim,
+        arch=arch,
+        kv_bytes=kv_bytes,
     )
     tensor = cycles["tensor_cycles"]
+    kv = cycles.get("kv_cycles")
     return KeyLoopCosts(
         instructions=len(loop.opcodes),
         consumer_warps=warps,
         issue_share=round(cycles["issue_cycles"] / tensor, 3),
         mufu_share=round(cycles["mufu_cycles"] / tensor, 3),
         counts=dict(loop.counts().most_common()),
+        kv_share=None if kv is None else round(kv / tensor, 3),
     )

@@ -178,6 +178,13 @@ def test_the_resources_command_refuses_bad_input_in_one_line(run_cli: Any) -> No
     assert tile.code == 2 and tile.err_lines == [
         "error: --tile-m: 48 is not allowed; expected one of 16, 32, 64, 128, 256"
     ]
+    for argv, why in (
+        (["--q-len", "16"], "--q-len and --k-len go together"),
+        (["--q-len", "16", "--k-len", "8", "--mask", "causal"], "--k-len 8 is below --q-len 16"),
+        (["--q-len", "1", "--k-len", "4096", "--input-pos", "5"], "--input-pos is k_len - q_len"),
+    ):
+        refused = run_cli("resources", *argv)
+        assert refused.code == 2 and len(refused.err_lines) == 1 and why in refused.err
 
 
 def _require_compilers() -> None:
@@ -308,6 +315,20 @@ def test_the_resources_command_says_when_a_key_loop_cannot_keep_the_tensor_cores
     square = CompiledResources.from_dict(json.loads(d128.out)["sm_90"])
     assert square.mufu_share is not None and 0.3 < square.mufu_share < 0.6
     assert "bound" not in square.key_block()
+    assert square.kv_share is None and "K+V" not in square.key_block()
+    # The decode form reads each key block from device memory once: at q_len 1 the issue share
+    # passes the tensor cycles of a 16-row tile, but the read takes several times longer still,
+    # and that is what the line must name.
+    decode = ["resources", "--arch", "sm_90", "--q-len", "1", "--k-len", "32768", "--heads",
+              "32", "--kv-heads", "8", "--dtype", "bfloat16", "--pack-gqa", "--kv-splits", "16",
+              "--tile-n", "128"]  # fmt: skip
+    shown = run_cli(*decode)
+    assert shown.code == 0, shown.err
+    assert "q_len=1 k_len=32768" in shown.out.splitlines()[0]
+    split = CompiledResources.from_dict(json.loads(run_cli(*decode, "--json").out)["sm_90"])
+    assert split.kv_share is not None and split.issue_share is not None
+    assert split.kv_share > 4 * split.issue_share > 4
+    assert shown.out.splitlines()[2].endswith("(K+V read-bound)")
 
 
 def test_sass_loop_reads_another_kernels_cubin_as_it_reads_ours(

@@ -91,6 +91,13 @@ def test_costs_are_shares_of_the_tensor_cycles_and_only_where_the_rates_are_know
     assert costs.issue_share == round(8 * 6 / 4 / 2048, 3)
     assert costs.mufu_share == round(8 * 32 * 1 / 16 / 2048, 3)
     assert costs.counts["HGMMA"] == 2
+    assert costs.kv_share is None  # a prefill block's K and V come through L2: no read share
+    # A decode block of 128 keys at D 128 reads 64 KB: 3,770 cycles of an SM's read share.
+    decode = key_loop_costs(SASS, arch="sm_90", kv_bytes=65536, **tile)
+    assert decode is not None and decode.kv_share == round(
+        65536 / (4540e9 / 132 / 1980e6) / 2048, 3
+    )
+    assert 1.8 < decode.kv_share < 1.9
     # Blackwell's tensor instructions and rates are not modelled: no answer, not a wrong one.
     assert key_loop_costs(SASS, arch="sm_100", **tile) is None
     no_mma = "\n".join(line for line in SASS.splitlines() if "MMA" not in line)

@@ -485,6 +485,34 @@ def _fill_resources(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _resources_problem(args: argparse.Namespace) -> Problem:
+    """The problem ``resources`` compiles for: N = q_len = k_len - input_pos, or a decode shape
+    (``--q-len`` rows, the last tokens of ``--k-len`` keys, as a decode sweep states it)."""
+    if args.q_len is None and args.k_len is None:
+        q_len, k_len, input_pos = args.seq_len, args.seq_len + args.input_pos, args.input_pos
+    elif args.q_len is None or args.k_len is None:
+        raise UsageError("resources: --q-len and --k-len go together (a decode shape)")
+    elif args.input_pos:
+        raise UsageError(
+            "resources: --input-pos is k_len - q_len for a decode shape (the queries are the "
+            "last tokens); leave it out"
+        )
+    elif args.k_len < args.q_len:
+        raise UsageError(f"resources: --k-len {args.k_len} is below --q-len {args.q_len}")
+    else:
+        q_len, k_len, input_pos = args.q_len, args.k_len, args.k_len - args.q_len
+    return Problem(
+        batch=args.batch,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        head_dim=args.head_dim,
+        dtype=args.dtype,
+        input_pos=input_pos,
+        q_len=q_len,
+        k_len=k_len,
+    )
+
+
 def cmd_resources(args: argparse.Namespace) -> int:
     from workbench.resources import ResourceService, missing_tools
 
@@ -493,16 +521,7 @@ def cmd_resources(args: argparse.Namespace) -> int:
     if _db_of(args) is not None:
         raise UsageError("--db: only with --runs (a config alone is compiled, not stored)")
 
-    problem = Problem(
-        batch=args.batch,
-        heads=args.heads,
-        kv_heads=args.kv_heads,
-        head_dim=args.head_dim,
-        dtype=args.dtype,
-        input_pos=args.input_pos,
-        q_len=args.seq_len,
-        k_len=args.seq_len + args.input_pos,
-    )
+    problem = _resources_problem(args)
     config = KernelConfig(
         mask=args.mask,
         window=args.window,
@@ -527,7 +546,12 @@ def cmd_resources(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({arch: res.to_dict() for arch, res in found.items() if res is not None})
     else:
-        print(f"{config.summary()} · {problem.summary()} N={args.seq_len}")
+        lengths = (
+            f"N={problem.q_len}"
+            if args.q_len is None
+            else f"q_len={problem.q_len} k_len={problem.k_len}"
+        )
+        print(f"{config.summary()} · {problem.summary()} {lengths}")
         for res in found.values():
             if res is not None:
                 print(res.summary())

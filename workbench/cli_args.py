@@ -421,6 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
         "stored without (cuTile runs; comma-separated ids)",
     )
     p.add_argument("--seq-len", type=whole, default=4096, help="sequence length N (default 4096)")
+    p.add_argument(
+        "--q-len",
+        type=whole,
+        help="decode: the query rows (instead of --seq-len), the last tokens of --k-len keys",
+    )
+    p.add_argument("--k-len", type=whole, help="decode: the keys the --q-len rows read")
     p.add_argument("--batch", type=whole, default=1, help="batch size (default 1)")
     p.add_argument("--heads", type=whole, default=8, help="query heads (default 8)")
     p.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")

@@ -60,6 +60,9 @@ class CompiledResources:
     loop_instructions: int | None = None
     issue_share: float | None = None
     mufu_share: float | None = None
+    # The decode form's: its key block's bytes of K and V, read from device memory at an SM's
+    # share of the H200's measured read rate, likewise as a share of the tensor cycles.
+    kv_share: float | None = None
     error: str = ""  # the compile's error in one line, when it failed
     unavailable: bool = False  # nothing could be compiled here (tools missing): not the config's
 
@@ -85,15 +88,15 @@ class CompiledResources:
         not read."""
         if self.issue_share is None or self.mufu_share is None:
             return ""
-        bound = [
-            name
-            for name, share in (("issue", self.issue_share), ("MUFU", self.mufu_share))
-            if share >= 1.0
-        ]
-        why = f" ({' and '.join(bound)}-bound)" if bound else ""
+        shares = [("issue", self.issue_share), ("MUFU", self.mufu_share)]
+        if self.kv_share is not None:
+            shares.append(("K+V read", self.kv_share))
+        # What binds the loop: the largest share at or past the tensor cores' own cycles.
+        name, top = max(shares, key=lambda item: item[1])
+        why = f" ({name}-bound)" if top >= 1.0 else ""
+        parts = " · ".join(f"{label} {share * 100:.0f} %" for label, share in shares)
         return (
-            f"key block: {self.loop_instructions} instructions a warp, issue "
-            f"{self.issue_share * 100:.0f} % · MUFU {self.mufu_share * 100:.0f} % of the tensor "
+            f"key block: {self.loop_instructions} instructions a warp, {parts} of the tensor "
             f"cores' cycles{why}"
         )
 
@@ -150,6 +153,7 @@ def from_cubin_resources(arch: str, res: Resources) -> CompiledResources:
         loop_instructions=loop.instructions if loop else None,
         issue_share=loop.issue_share if loop else None,
         mufu_share=loop.mufu_share if loop else None,
+        kv_share=loop.kv_share if loop else None,
     )
 
 
@@ -192,8 +196,9 @@ def tool_versions() -> dict[str, str]:
         "cuda_tile": package_version("cuda-tile") or "",
         "tileiras": tileiras_version() or "",
         "kernel": source.hexdigest()[:16],
-        # An answer made without the SASS is made again once nvdisasm is installed.
-        "sass": "nvdisasm" if nvdisasm_path() else "",
+        # An answer made without the SASS is made again once nvdisasm is installed, and
+        # one made before the decode form's K+V read was costed is made again.
+        "sass": "nvdisasm+kv" if nvdisasm_path() else "",
     }
 
 
@@ -235,9 +240,25 @@ def _compile_and_read(arch: str, compile_args: dict[str, Any]) -> Resources:
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return res  # the SASS is an extra: registers and shared memory stand without it
     loop = key_loop_costs(
-        sass, arch=arch, threads=res.threads, rows=rows, keys=keys, head_dim=head_dim
+        sass,
+        arch=arch,
+        threads=res.threads,
+        rows=rows,
+        keys=keys,
+        head_dim=head_dim,
+        kv_bytes=decode_block_bytes(compile_args, keys, head_dim),
     )
     return AnalysedResources(**dataclasses.asdict(res), key_loop=loop)
+
+
+def decode_block_bytes(compile_args: Mapping[str, Any], keys: int, head_dim: int) -> int | None:
+    """Bytes of K and V one key block reads from device memory in the decode form (split key
+    range or packed GQA heads: each CTA reads its keys once); None for the prefill forms,
+    whose CTAs share each block through L2."""
+    decode = compile_args.get("pack_gqa") or compile_args.get("kv_splits", 1) != 1
+    if not decode:
+        return None
+    return 2 * keys * head_dim * knobs.DTYPE_ITEMSIZE[compile_args["dtype"]]
 
 
 def _one_line(exc: BaseException) -> str:

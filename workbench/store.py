@@ -75,7 +75,7 @@ T = TypeVar("T")
 # A cuTile point's compiled resources (workbench.resources.CompiledResources), as CSV columns.
 COMPILED_COLUMNS = (
     "arch", "registers", "spill_bytes", "shared_bytes", "ctas_per_sm", "issue_share", "mufu_share",
-    "error",
+    "kv_share", "error",
 )  # fmt: skip
 
 
