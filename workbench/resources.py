@@ -255,8 +255,9 @@ def decode_block_bytes(compile_args: Mapping[str, Any], keys: int, head_dim: int
     """Bytes of K and V one key block reads from device memory in the decode form (split key
     range or packed GQA heads: each CTA reads its keys once); None for the prefill forms,
     whose CTAs share each block through L2."""
-    decode = compile_args.get("pack_gqa") or compile_args.get("kv_splits", 1) != 1
-    if not decode:
+    from kernels.schedule import decode_form
+
+    if not decode_form(compile_args):
         return None
     return 2 * keys * head_dim * knobs.DTYPE_ITEMSIZE[compile_args["dtype"]]
 
