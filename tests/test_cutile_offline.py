@@ -16,6 +16,7 @@ ct = pytest.importorskip("cuda.tile")
 
 from kernels import cutile_fmha as F  # noqa: E402
 from kernels.cutile import forms, tuner  # noqa: E402
+from kernels.cutile.compile import offline_plan  # noqa: E402
 
 
 def _need_tileiras() -> None:
@@ -203,10 +204,38 @@ def test_the_workbench_persistent_knob_reaches_the_kernel() -> None:
     assert _is_elf(cubin)
 
 
-@pytest.mark.parametrize("knobs", [dict(pack_gqa=True), dict(kv_splits=4), dict(kv_splits=None)])
-def test_the_block_map_refuses_the_decode_form_before_touching_a_gpu(knobs: dict) -> None:
-    with pytest.raises(ValueError, match=r"decode form .* has no instrumented block map yet"):
-        F.gpu_block_map(1, 4096, 64, 128, **knobs)
+@pytest.mark.parametrize(
+    ("knobs", "slices", "row_blocks"),
+    [
+        (dict(pack_gqa=True, kv_splits=4), 2 * 2, 1),  # 4 heads · 16 rows in one 64-row tile
+        (dict(pack_gqa=False, kv_splits=8), 2 * 8, 1),  # one head a tile, 16 rows
+        (dict(pack_gqa=True, kv_splits=None), 2 * 2, 1),  # auto on the offline SM count
+    ],
+)
+def test_the_decode_forms_instrumented_launch_maps_each_key_block_to_its_split(
+    knobs: dict, slices: int, row_blocks: int
+) -> None:
+    """The split kernel records what it read per (slice, row block, key block): BlockMap (the
+    code) and Order (the split) share that shape, padded; without the map both are dummies.
+    It compiles for sm_90 with the map on."""
+    common = dict(
+        dtype="bfloat16", head_dim=128, q_len=16, k_len=4000, heads=8, kv_heads=2, batch=2,
+        mask="causal", input_pos=3984, tile_n=128, **knobs,
+    )  # fmt: skip
+    plan, _ = offline_plan(with_map=True, **common)
+    assert plan.form == "decode"
+    blocks = forms.block_map_shape(slices, row_blocks, -(-4000 // 128))
+    assert plan.values["BlockMap"].shape == blocks and plan.values["Order"].shape == blocks
+    assert plan.values["SWITCHES"][-1] is True  # WITH_MAP, the last of the decode switches
+    plain, _ = offline_plan(with_map=False, **common)
+    assert plain.values["BlockMap"].shape == plain.values["Order"].shape == (1, 1, 1)
+    _need_tileiras()
+    assert _is_elf(F.compile_cubin(arch="sm_90", with_map=True, **common))
+
+
+def test_the_decode_forms_block_map_refuses_a_window_before_touching_a_gpu() -> None:
+    with pytest.raises(ValueError, match="the decode form has no window mask"):
+        F.gpu_block_map(16, 4096, 64, 128, "window", 0, 256, kv_splits=4)
 
 
 def test_validation_runs_before_compiling() -> None:

@@ -2,7 +2,9 @@
 
 Every kernel form takes ``BlockMap`` and ``Order`` arrays and, with ``WITH_MAP``, records each
 (q-block, k-block) it visits and which program ran each tile, so a test can compare them with
-``kernels.schedule``'s block map and with the launch order the schedule implies.
+``kernels.schedule``'s block map and with the launch order the schedule implies. The decode
+form records, per (row block, key block), the split that read it instead of a program id:
+:attr:`GpuBlockMap.split_map`, to set beside :attr:`kernels.schedule.Schedule.split_map`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,18 @@ from typing import Any
 
 import numpy as np
 
-from kernels import knobs as registry
 from kernels import schedule
 from kernels.cutile import forms
-from kernels.cutile.arrays import empty, fill, pick_lib, random_qkv, to_numpy, zeros
+from kernels.cutile.arrays import (
+    device_id,
+    empty,
+    fill,
+    pick_lib,
+    random_qkv,
+    sm_count,
+    to_numpy,
+    zeros,
+)
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
 from kernels.cutile.launches import launcher
 
@@ -27,13 +37,16 @@ class GpuBlockMap:
     ``map``: (n_q_blocks, n_k_blocks) int8 of BlockKind codes (0 skipped, 1 computed without
     mask, 2 computed with mask), identical for every batch·head (checked). ``per_head``: the
     same per batch·head, int32, as accumulated (a block visited twice would show 2 or 3 or 4).
-    ``launch_order``: (batch·heads, n_q_blocks) program id that ran each pair.
+    ``launch_order``: (batch·heads, n_q_blocks) program id that ran each pair (None for the
+    decode form). ``split_map``: the decode form's (row blocks, k blocks) int16, the split
+    that read each block, -1 where none did (identical for every batch·head, checked).
     """
 
     map: np.ndarray
     per_head: np.ndarray
-    launch_order: np.ndarray
+    launch_order: np.ndarray | None
     out: Any = field(repr=False, default=None)
+    split_map: np.ndarray | None = None
 
 
 def gpu_block_map(
@@ -63,23 +76,24 @@ def gpu_block_map(
     """
     config = LaunchConfig.of({**dict(zip(schedule.TILE_KNOBS, (rows, keys))), **knobs})
     check_mask(mask, input_pos, window)
-    if schedule.decode_form(config.values()):
-        # Not instrumented yet: kernels.schedule.Schedule.split_map says which split reads which
-        # key block, and the reference walks the same splits.
-        decode = {name: registry.KNOBS[name].default for name in schedule.DECODE_KNOBS}
-        raise ValueError(
-            f"the decode form ({', '.join(decode)}) has no instrumented block map yet; take "
-            f"{' and '.join(f'{n}={v}' for n, v in decode.items())} for the block map"
-        )
+    if schedule.decode_form(config.values()) and mask == "window":
+        raise ValueError("the decode form has no window mask (kv_splits/pack_gqa)")
     lib = lib or pick_lib()
     kv_heads = kv_heads or heads
     q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)
     p = check_inputs(q, k, v)
-    n_q_blocks = -(-q_len // rows)
     n_k_blocks = -(-k_len // keys)
+    if schedule.decode_form(config.values()):
+        layout = forms.decode_layout(p, config, lambda: sm_count(device_id(q, lib) or 0, lib))
+        slices, n_q_blocks = batch * layout.heads, layout.row_blocks
+        # Both maps per (slice, row block, key block): the code, and the split that read it.
+        order_shape = forms.block_map_shape(slices, n_q_blocks, n_k_blocks)
+    else:
+        slices, n_q_blocks = batch * heads, -(-q_len // rows)
+        order_shape = forms.order_shape(slices, n_q_blocks)
     # Padded (forms.padded): one compile per kernel config, not per problem size.
-    bmap = zeros(lib, forms.block_map_shape(batch * heads, n_q_blocks, n_k_blocks), "int32", q)
-    order = fill(empty(lib, forms.order_shape(batch * heads, n_q_blocks), "int32", q), -1)
+    bmap = zeros(lib, forms.block_map_shape(slices, n_q_blocks, n_k_blocks), "int32", q)
+    order = fill(empty(lib, order_shape, "int32", q), -1)
     out = empty(lib, tuple(q.shape), dtype, q)
     launcher(
         p,
@@ -91,8 +105,14 @@ def gpu_block_map(
         window=window,
         stream=None,
     )()
-    per_head = to_numpy(bmap, lib)[: batch * heads, :n_q_blocks, :n_k_blocks]
-    launch_order = to_numpy(order, lib)[: batch * heads, :n_q_blocks]
+    per_head = to_numpy(bmap, lib)[:slices, :n_q_blocks, :n_k_blocks]
     if not (per_head == per_head[0]).all():
         raise AssertionError("instrumented kernel visited different blocks for different heads")
+    if len(order_shape) == 3:
+        splits = to_numpy(order, lib)[:slices, :n_q_blocks, :n_k_blocks]
+        if not (splits == splits[0]).all():
+            raise AssertionError("instrumented kernel split different heads differently")
+        split_map = splits[0].astype(np.int16)
+        return GpuBlockMap(per_head[0].astype(np.int8), per_head, None, out, split_map)
+    launch_order = to_numpy(order, lib)[:slices, :n_q_blocks]
     return GpuBlockMap(per_head[0].astype(np.int8), per_head, launch_order, out)

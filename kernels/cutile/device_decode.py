@@ -42,6 +42,7 @@ DecodeSwitches = constant_group(
     WITH_LSE=bool,  # one split only: the combine writes Lse otherwise
     STORE_TMA=bool,
     SPLIT=bool,  # more than one split: write OutParts/LseParts for the combine
+    WITH_MAP=bool,  # record each key block a split visits (BlockMap) and which split (Order)
 )
 # The combine's tile: splits, rows and head-dim columns per CTA.
 CombineTile = constant_group(
@@ -62,6 +63,8 @@ def fmha_decode_kernel(
     Lse,  # [B, HQ, R] float32 (dummy [1, 1, 1] unless WITH_LSE)
     OutParts,  # [B·HQ, splits, R, D] float32, each split's output (dummy with one split)
     LseParts,  # [B·HQ, splits, R] float32, each split's log2-sum-exp (dummy with one split)
+    BlockMap,  # [B·HQ, row blocks, k blocks] int32: 1 unmasked, 2 masked (dummy unless WITH_MAP)
+    Order,  # [B·HQ, row blocks, k blocks] int32: the split that read each block (likewise)
     qk_scale_log2: float,  # scale * log2(e)
     input_pos: int,  # causal offset: position i sees key j <= i + input_pos
     q_len: int,  # query positions per head: row r is position r % q_len
@@ -74,7 +77,7 @@ def fmha_decode_kernel(
     """One (row block, batch·head, split) per CTA."""
     TILE_M, TILE_N, TILE_D = TILE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
-    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT = SWITCHES
+    K_SPLIT, WITH_LSE, STORE_TMA, SPLIT, WITH_MAP = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
     s = ct.bid(2)
@@ -133,12 +136,24 @@ def fmha_decode_kernel(
     if K_SPLIT:
         for j in range(u_lo, u_hi):
             state = block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
+            if WITH_MAP:
+                ct.atomic_add(BlockMap, (bh, rb, j), 1)
+                ct.store(Order, (bh, rb, j), s)
         for j in range(v_lo, v_hi):
             state = block_step(q, K, V, (b, hk, j), state, edge, True, True, opts)
+            if WITH_MAP:
+                ct.atomic_add(BlockMap, (bh, rb, j), 2)
+                ct.store(Order, (bh, rb, j), s)
     else:
         for j in range(min(s_lo, hi), v_hi):  # the split's visited blocks in key order
             masked = j >= full_hi
             state = block_step(q, K, V, (b, hk, j), state, edge, True, masked, opts)
+            if WITH_MAP:
+                kind = 1
+                if masked:
+                    kind = 2
+                ct.atomic_add(BlockMap, (bh, rb, j), kind)
+                ct.store(Order, (bh, rb, j), s)
 
     if SPLIT:
         m_i, l_i, acc = state

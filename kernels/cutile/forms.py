@@ -537,22 +537,32 @@ def _sources(
         "EVEN_K": even_k,
         "Q_PREFETCH": q_prefetch,
         "PAIRED_K": paired_k,
-        **(_decode_sources(p, layout, with_lse) if layout is not None else {}),
+        **(
+            _decode_sources(p, layout, with_lse, with_map, config.tile_n)
+            if layout is not None
+            else {}
+        ),
     }
 
 
-def _decode_sources(p: Problem, layout: Decode, with_lse: bool) -> dict[str, Callable[[], Any]]:
+def _decode_sources(
+    p: Problem, layout: Decode, with_lse: bool, with_map: bool, tile_n: int
+) -> dict[str, Callable[[], Any]]:
     """The decode form's values, where they differ from the other forms' (Q, Out and Lse in
     the packed shape: a caller's array of the problem's shape is viewed so)."""
     split = layout.splits > 1
     rows_shape = (p.batch, layout.heads, layout.rows)
     parts = (p.batch * layout.heads, layout.splits, layout.rows)
+    # The instrumented launch's maps, per packed (batch·head, row block, key block).
+    blocks = block_map_shape(p.batch * layout.heads, layout.row_blocks, -(-p.k_len // tile_n))
     return {
         "Q": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
         "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
         "Lse": lambda: ArraySpec("float32", rows_shape if with_lse else (1, 1, 1)),
         "OutParts": lambda: ArraySpec("float32", (*parts, p.head_dim) if split else (1, 1, 1, 1)),
         "LseParts": lambda: ArraySpec("float32", parts if split else (1, 1, 1)),
+        "BlockMap": lambda: ArraySpec("int32", blocks if with_map else (1, 1, 1)),
+        "Order": lambda: ArraySpec("int32", blocks if with_map else (1, 1, 1)),
         "q_len": lambda: p.q_len,
         "kv_group": lambda: p.group if layout.heads == p.heads else 1,
         "split_blocks": lambda: layout.split_blocks,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -193,3 +194,52 @@ def test_splits_and_rows_that_see_no_key(seed: int) -> None:
         pack_gqa=True,
         fast_math=False,
     )
+
+
+MAP_CASES = [
+    # (q_len, k_len, mask, input_pos, knobs): packed q_len 1 over ragged keys at three split
+    # counts and auto; speculative causal in both loop forms; unpacked heads; rows that see no
+    # key, whose splits read nothing.
+    (1, 4000, "none", 0, dict(pack_gqa=True, kv_splits=3)),
+    (1, 4000, "none", 0, dict(pack_gqa=True, kv_splits=16)),
+    (1, 4000, "none", 0, dict(pack_gqa=True, kv_splits=None)),
+    (16, 8000, "causal", 7984, dict(pack_gqa=True, kv_splits=4)),
+    (16, 8000, "causal", 7984, dict(pack_gqa=True, kv_splits=4, k_split=False)),
+    (5, 3000, "causal", 2995, dict(pack_gqa=False, kv_splits=8)),
+    (16, 1000, "causal", -8, dict(pack_gqa=True, kv_splits=8, tile_n=64)),
+]
+
+
+@pytest.mark.parametrize(
+    ("q_len", "k_len", "mask", "input_pos", "knobs"),
+    MAP_CASES,
+    ids=[f"q{q}-k{k}-{m}-{sorted(kn.items())}" for q, k, m, _, kn in MAP_CASES],
+)
+def test_the_instrumented_split_map_equals_the_schedule(
+    seed: int, q_len: int, k_len: int, mask: str, input_pos: int, knobs: dict
+) -> None:
+    """Which split read each key block, as the split kernel's own loops recorded it, against
+    kernels.schedule's split map: every visited block read by exactly one split, the split
+    whose range holds it."""
+    from kernels import knobs as registry
+    from kernels.cutile import blockmap
+    from kernels.schedule import schedule_of
+
+    values = {**registry.defaults(), "tile_n": 128, **knobs}
+    got = blockmap.gpu_block_map(
+        q_len, k_len, values["tile_m"], values["tile_n"], mask, input_pos,
+        batch=2, heads=8, kv_heads=2, head_dim=128, dtype="bfloat16", lib="torch", seed=seed,
+        **{k: v for k, v in knobs.items() if k != "tile_n"},
+    )  # fmt: skip
+    problem = forms.Problem(2, 8, 2, q_len, k_len, 128, "bfloat16")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    slots = sms * forms.decode_ctas_per_sm(values)
+    want = schedule_of(values, problem, mask, None, slots)
+    what = f"seed {seed} {knobs} q{q_len} k{k_len} {mask} pos {input_pos}"
+    assert got.launch_order is None and got.split_map is not None
+    assert np.array_equal(got.map, want.block_map), (what, got.map, want.block_map)
+    assert np.array_equal(got.split_map, want.split_map), (what, got.split_map, want.split_map)
+    # A split that reads blocks reads a contiguous run of them, in key order.
+    for row in got.split_map:
+        read = row[row >= 0]
+        assert (np.diff(read) >= 0).all(), what

@@ -110,6 +110,11 @@ def test_cutile_model_inputs_and_one_shot_calls_give_the_float64_answer(
     result = backend.measure_point(problem, config, QUICK, np.random.default_rng())
     assert result.accuracy.passed, result.accuracy
     assert result.timing.count >= QUICK.min_samples and result.timing.median_ms > 0
+    assert result.extra["block_map_matches_schedule"]
+    if knobs.get("pack_gqa"):
+        # The decode point's map is the split kernel's own record, splits included.
+        assert result.extra["block_map_source"] == "kernel"
+        assert result.extra["split_map_matches_schedule"]
 
 
 def test_naive_refuses_scores_that_cannot_fit_instead_of_crashing():

@@ -69,6 +69,7 @@ class CutileBackend(CupyBackend):
         self._decode: Schedule | None = None  # the decode form's schedule, at its last point
         self._tune_s = 0.0
         self._map_s = 0.0
+        self._split_map: np.ndarray | None = None  # which split read each block (decode form)
 
     def availability(self) -> Availability:
         try:
@@ -190,19 +191,20 @@ class CutileBackend(CupyBackend):
         return sms * decode_ctas_per_sm(self._kwargs)
 
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
-        """From the instrumented kernel, with the tiles and knobs that were timed; the decode
-        form has no instrumented kernel yet, so its map is the schedule it launched (its
-        splits resolved on this GPU's SM count)."""
+        """From the instrumented kernel, with the tiles and knobs that were timed. In the
+        decode form the kernel also records which split read each key block; the split count
+        is the one the timed launch resolved on this GPU's SM count (the map's own launch, of
+        one slice, would pick another)."""
         fmha = _kernel_module()
         launch = _knobs(self._kwargs)
         launched = self._launched()
         self._decode = None
+        self._split_map = None
         if schedule.decode_form(launched):
-            self._map_s = 0.0
             self._decode = schedule.schedule_of(
                 launched, problem, config.mask, config.window, self._sm_slots()
             )
-            return self._decode.block_map
+            launch = {**launch, "kv_splits": self._decode.kv_splits}
         started = time.perf_counter()
         # The tile shape goes first, positionally; the other knobs by name.
         tiles = schedule.tile_shape(launch)
@@ -223,6 +225,7 @@ class CutileBackend(CupyBackend):
             **others,
         )
         self._map_s = time.perf_counter() - started
+        self._split_map = recorded.split_map
         return recorded.map
 
     def release(self) -> None:
@@ -238,7 +241,12 @@ class CutileBackend(CupyBackend):
         kw = self._kwargs
         if self._decode is not None:
             expected = self._decode.block_map
-            result.extra.update(schedule.split_facts(self._decode), block_map_source="schedule")
+            result.extra.update(
+                schedule.split_facts(self._decode),
+                block_map_source="kernel",
+                split_map_matches_schedule=self._split_map is not None
+                and bool(np.array_equal(self._split_map, self._decode.split_map)),
+            )
         else:
             tiled = schedule.tile_schedule(self._launched(), problem, config.mask, config.window)
             expected = tiled.block_map
