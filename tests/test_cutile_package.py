@@ -213,7 +213,7 @@ PARAMETER_COUNTS = {
     "tile": 15,
     "persistent": 12,
     "causal-persistent": 14,
-    "decode": 15,
+    "decode": 17,  # with BlockMap and Order, as the tile form
     "combine": 6,
 }
 # The items of a grouped constant the kernel unpacks as "_", not reading them.
