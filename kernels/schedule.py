@@ -602,6 +602,12 @@ def split_layout(schedule: Schedule) -> dict[str, Any]:
     }
 
 
+def resolved_splits(schedule: Schedule) -> dict[str, int]:
+    """The split knob a launch of one slice must take to run ``schedule``'s splits (auto
+    resolved: a launch of fewer tiles would pick another count)."""
+    return {"kv_splits": schedule.kv_splits}
+
+
 def split_facts(schedule: Schedule) -> dict[str, Any]:
     """A point's record of its decode layout (:func:`split_layout`) with its tile rows: what a
     block map draws."""

@@ -77,7 +77,7 @@ def gpu_block_map(
     config = LaunchConfig.of({**dict(zip(schedule.TILE_KNOBS, (rows, keys))), **knobs})
     check_mask(mask, input_pos, window)
     if schedule.decode_form(config.values()) and mask == "window":
-        raise ValueError("the decode form has no window mask (kv_splits/pack_gqa)")
+        raise ValueError(f"the decode form has no window mask ({'/'.join(schedule.DECODE_KNOBS)})")
     lib = lib or pick_lib()
     kv_heads = kv_heads or heads
     q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)

@@ -204,7 +204,7 @@ class CutileBackend(CupyBackend):
             self._decode = schedule.schedule_of(
                 launched, problem, config.mask, config.window, self._sm_slots()
             )
-            launch = {**launch, "kv_splits": self._decode.kv_splits}
+            launch = {**launch, **schedule.resolved_splits(self._decode)}
         started = time.perf_counter()
         # The tile shape goes first, positionally; the other knobs by name.
         tiles = schedule.tile_shape(launch)
