@@ -494,8 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=byte_sizes,
         metavar="LIST",
         help="measure the read at these sizes instead, e.g. 16M,134M,537M (a decode call's K+V "
-        "bytes): the best any kernel reads that many bytes at, beside the stored figure; "
-        "nothing is kept",
+        "bytes): what a plain library read reaches at that many bytes, beside the stored "
+        "figure; nothing is kept",
     )
     _add_json(p)
 
