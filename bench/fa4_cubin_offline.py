@@ -35,21 +35,22 @@ from flash_attn.cute.interface import _tile_size_fwd_sm90  # noqa: E402
 from flash_attn.cute.utils import AuxData  # noqa: E402
 from quack.compile_utils import make_fake_tensor as fake_tensor  # noqa: E402
 
-B, H, N = PROB["B"], PROB["H"], PROB["N"]
 cfg = _tile_size_fwd_sm90(D, D, False, False)
 print("config:", cfg, PROB)
 
 
+# Positional, in FlashAttentionForwardBase's order: dtype, head dims, heads per KV head,
+# causal, local, GQA packing, then the tile's rows and keys.
 fa_fwd = FlashAttentionForwardSm90(
     cutlass.Float16,
     D,
     D,
     1,
-    is_causal=False,
-    is_local=False,
-    pack_gqa=False,
-    tile_m=cfg.m_block_size,
-    tile_n=cfg.n_block_size,
+    False,
+    False,
+    False,
+    cfg.m_block_size,
+    cfg.n_block_size,
     num_stages=2,
     num_threads=384,
     Q_in_regs=False,
