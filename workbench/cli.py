@@ -862,7 +862,34 @@ def cmd_report(args: argparse.Namespace) -> int:
     ]
     print(_table(rows, header))
     print(f"× {subject}'s speed-up over the peer (peer latency / {subject} latency)")
+    _print_streaming_fits(report.get("streaming") or [])
     return EXIT_OK
+
+
+def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
+    """Under a decode report: each backend's fixed cost and streaming rate per group."""
+    from workbench.streaming import COLD_KV_BYTES
+
+    rows = [
+        [
+            f["problem"], f["mask"], str(f["q_len"]), f["backend"],
+            f"{f['fit']['fixed_us']:.1f}", f"{f['fit']['rate_gbs']:.0f}",
+            _fmt(f["fit"]["read_pct"], ".0f"),
+            f"{f['fit']['worst_residual_pct']:.1f}" + (" not a line" if f["fit"]["poor"] else ""),
+        ]
+        for f in fits
+        if f["fit"]
+    ]  # fmt: skip
+    if rows:
+        print(
+            f"\nwhere the time goes: latency = fixed + K+V bytes / rate, fitted over the lengths "
+            f"past {COLD_KV_BYTES // 10**6} MB of K+V"
+        )
+        header = ["problem", "mask", "q_len", "backend", "fixed µs", "rate GB/s", "% of read"]
+        print(_table(rows, [*header, "worst residual %"]))
+    for group in dict.fromkeys(f["group"] for f in fits if not f["fit"]):
+        reason = next(f["reason"] for f in fits if f["group"] == group and not f["fit"])
+        print(f"no fit for group {group}: {reason}")
 
 
 def _print_ladder_report(report: dict[str, Any]) -> int:

@@ -4,6 +4,9 @@ picker and the decode ladder in the Ladder tab, all driven as a user would."""
 
 from __future__ import annotations
 
+import html
+import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,9 +15,14 @@ from gui_helpers import click_run, pick, run_and_wait, type_into
 from readouts import cell_text, drawn_rgb, row_tooltip, run_curve
 
 from kernels.schedule import BlockKind, split_ranges
+from workbench.compare import run_name
 from workbench.gui.heatmap import KIND_COLORS
 from workbench.gui.split_legend import split_rgb
 from workbench.store import Store
+from workbench.streaming import fit_run
+from workbench.streaming import summary as streaming_summary
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.gui
 
@@ -158,6 +166,30 @@ def test_compare_of_decode_runs_gives_gb_per_s(qtbot: Any, window: Any) -> None:
     assert expected in cell_text(panel.table, 0, 1)
     chart_axis = panel.chart.plot.getAxis("bottom")
     assert chart_axis.labelText == "key length k_len"
+    # Lengths this short stay in L2: no fixed cost and rate to fit, and the panel says why.
+    assert panel.streaming.isVisible()
+    assert "no fit: 0 lengths with K+V past 128 MB" in panel.streaming.text()
+
+
+def test_compare_of_the_committed_h200_decode_group_says_where_the_time_goes(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    copy = tmp_path / "h200-decode.db"
+    shutil.copy(ROOT / "bench" / "results" / "h200-decode.db", copy)  # opening may migrate
+    window = make_window(copy, probe_backends=False)
+    runs = window.store.group_runs(9)  # B=1 GQA 32/8 D 128: cutile, cuDNN, FA2, FA4
+    window.history.select_runs([r.id for r in runs])
+    window.tabs.setCurrentWidget(window.compare)
+    panel = window.compare
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 6)
+    assert panel.streaming.isVisible()
+    text = panel.streaming.text()
+    for run in runs:
+        said = streaming_summary(fit_run(run, window.store.points(run.id)))
+        assert f"{html.escape(run_name(run))}</b> {html.escape(said)}" in text
+    # Another selection of prefill runs: nothing about streaming.
+    window.history.select_runs([])
+    qtbot.waitUntil(lambda: not panel.streaming.isVisible())
 
 
 def test_the_backend_picker_says_fa4_has_no_split_on_sm_90(window: Any) -> None:

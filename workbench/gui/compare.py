@@ -9,6 +9,7 @@ difference is coloured only when the core calls it significant, so the eye goes 
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,8 @@ from workbench.gui.compare_chart import CompareChart
 from workbench.ncu import compare_rows
 from workbench.resources import CompiledResources
 from workbench.roofline import Ceilings, no_ceiling_reason
+from workbench.streaming import COLD_KV_BYTES, fit_run
+from workbench.streaming import summary as streaming_summary
 
 COMPARE_TABLE_SHARE = 0.6  # at most this much of the height to the table, the rest the chart's
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline
@@ -91,6 +94,12 @@ class ComparePanel(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 
         self.chart = CompareChart()
+        # Decode runs: each run's latencies split into a fixed cost and a streaming rate.
+        self.streaming = QLabel()
+        self.streaming.setObjectName("compare_streaming")
+        self.streaming.setWordWrap(True)
+        self.streaming.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.streaming.hide()
         # Nsight Compute's headline metrics of the selected runs side by side (`profile`).
         self.ncu_title = QLabel()
         self.ncu_title.setObjectName("compare_ncu_title")
@@ -121,6 +130,7 @@ class ComparePanel(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.banner)
         layout.addWidget(self.split, 1)
+        layout.addWidget(self.streaming)
         layout.addWidget(ncu_box)  # under the chart, only while a selected run was profiled
         layout.addWidget(self.hint)
         self.set_runs([], {})
@@ -190,6 +200,7 @@ class ComparePanel(QWidget):
             self.table.setColumnCount(0)
             self.chart.set_rows([], [], {})
             self.ncu_box.hide()
+            self.streaming.hide()
             self.hint.setText(
                 "Select two or more runs in History to compare them (or a run of a group, "
                 "then Compare group)."
@@ -226,8 +237,25 @@ class ComparePanel(QWidget):
         self._add_explaining_columns([base, *others])
         self.chart.set_rows(self.rows, others, {r.id: run_name(r) for r in others})
         self._fill_ncu()
+        self._fill_streaming([base, *others] if decode else [])
         self.hint.setText(self._hint_text())
         self._fit_table()
+
+    def _fill_streaming(self, runs: list[Any]) -> None:
+        """Each decode run's fixed cost and streaming rate (or why its lengths allow none)."""
+        lines = []
+        for run in runs:
+            try:
+                said = streaming_summary(fit_run(run, self._points.get(run.id, [])))
+            except ValueError as exc:
+                said = f"no fit: {exc}"
+            lines.append(f"<b>{html.escape(run_name(run))}</b> {html.escape(said)}")
+        self.streaming.setText(
+            "<b>Where the time goes</b>: latency = fixed + K+V bytes / rate, fitted over the "
+            f"lengths past {COLD_KV_BYTES // 10**6} MB of K+V (every call reads HBM there). "
+            + "; ".join(lines)
+        )
+        self.streaming.setVisible(bool(runs))
 
     def keep_split(self, *_: Any) -> None:
         """Leave the table/chart split where the user put it."""
