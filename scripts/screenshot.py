@@ -12,8 +12,8 @@ runs go through the window the way a user would: set the form, press Run, wait, 
 ceilings, two Nsight Compute profiles and the Hopper ladder), labels the prefill copy's runs by
 backend for the legend, and saves the whole window at a laptop's 1366×768 (``--size``) on each
 tab the README's tour shows (``plots.png``, ``compare.png``, ``roofline.png``,
-``compare-profiled.png``, ``blockmap.png``, ``ladder.png``). The README's first picture comes
-from ``scripts/window_group.py`` on the GPU host.
+``compare-decode.png``, ``compare-profiled.png``, ``blockmap.png``, ``ladder.png``). The
+README's first picture comes from ``scripts/window_group.py`` on the GPU host.
 """
 
 from __future__ import annotations
@@ -160,6 +160,7 @@ TOUR_DECODE_DB = ROOT / "bench" / "results" / "h200-decode.db"
 TOUR_DECODE_GROUP = 1
 TOUR_PROFILED = (1, 2)
 TOUR_LADDER_GROUP = 5
+TOUR_DECODE_FIT_GROUP = 9  # the README's decode table's first group (B=1, k_len 4k-128k)
 
 
 def _tour(out: Path, width: int, height: int) -> int:
@@ -208,6 +209,12 @@ def _tour(out: Path, width: int, height: int) -> int:
         _select(app, window, [run.id for run in window.store.group_runs(TOUR_DECODE_GROUP)])
         window.tabs.setCurrentIndex(TABS["roofline"])
         _save(app, window, out / "roofline.png")
+        # The 8B decode group at B=1 beside its peers: GB/s, and where each one's time goes.
+        group = window.store.group_runs(TOUR_DECODE_FIT_GROUP)
+        _select(app, window, [run.id for run in group])
+        window.tabs.setCurrentIndex(TABS["compare"])
+        window.compare.pin_baseline(group[0].id)  # cuTile, the group's first backend
+        _save(app, window, out / "compare-decode.png")
         _select(app, window, list(TOUR_PROFILED))
         window.tabs.setCurrentIndex(TABS["compare"])
         window.compare.pin_baseline(TOUR_PROFILED[0])
