@@ -319,17 +319,24 @@ def test_the_read_by_size_sits_beside_the_stored_figure_and_keeps_nothing(
         )
 
     monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", by_size)
-    result = run_cli("bandwidth", "--sizes", "20M,134M,2Gi")
-    assert result.code == 0 and asked == [20_000_000, 134_000_000, 2**30 * 2]
+    result = run_cli("bandwidth", "--sizes", "20M,134M,268M,2Gi")
+    assert result.code == 0 and asked == [20_000_000, 134_000_000, 268_000_000, 2**30 * 2]
     lines = result.out.splitlines()
-    assert [line.split()[0] for line in lines] == ["20.0", "134.0", "2,147.5"]
+    assert [line.split()[0] for line in lines[:4]] == ["20.0", "134.0", "268.0", "2,147.5"]
     assert "10.0 µs" in lines[0] and "2000 GB/s" in lines[0] and "50.0 % of 4000" in lines[0]
     assert "87.0 % of 4000" in lines[1]  # 134 MB: 33.5 µs of bytes after 5 µs of launch
+    # The three sizes past 128 MB give the read's own fixed cost and rate back.
+    assert lines[4] == (
+        "fixed + bytes / rate over the sizes past 128 MB: 5.0 µs + 4000 GB/s (100 % of read) a call"
+    )
     assert path.read_bytes() == before  # the stored ceiling stays the 2 GiB read
     shown = json.loads(run_cli("bandwidth", "--sizes", "20M", "--json").out)
     assert shown["stored_gbs"] == pytest.approx(4000) and shown["sizes"][0]["us"] == pytest.approx(
         10
     )
+    assert shown["fit"] is None and shown["no_fit"].startswith("0 sizes past 128 MB")
+    fitted = json.loads(run_cli("bandwidth", "--sizes", "134M,268M,536M", "--json").out)["fit"]
+    assert fitted["fixed_us"] == pytest.approx(5.0) and fitted["rate_gbs"] == pytest.approx(4000)
 
     for bad, why in (("12X", "expected sizes such as"), ("100", "expected 1M to 32G"), ("", "")):
         refused = run_cli("bandwidth", "--sizes", bad)

@@ -973,6 +973,8 @@ def _bandwidth_by_size(gpu: str, sizes: list[int], as_json: bool) -> int:
     """The streaming read at each size, beside the stored (2 GiB) figure: below some size the
     launch and the first bytes' latency, not the memory, set what a kernel can read."""
     from workbench import bandwidth
+    from workbench.streaming import COLD_KV_BYTES, fit_streaming
+    from workbench.streaming import summary as streaming_summary
 
     stored = bandwidth.stored_measurements().get(gpu, {}).get("gbs")
     rows = []
@@ -986,10 +988,28 @@ def _bandwidth_by_size(gpu: str, sizes: list[int], as_json: bool) -> int:
             print(
                 f"{measured.bytes_read / 1e6:10,.1f} MB  {us:9.1f} µs  {measured.gbs:7.0f} GB/s{of}"
             )
+    # The plain read's own fixed cost and rate: the least any kernel reading these bytes pays.
+    fit, no_fit = None, ""
+    try:
+        points = [(r["bytes_read"], r["us"] / 1e3) for r in rows]
+        machine = {bandwidth.READ_BANDWIDTH_KEY: stored} if stored else {}
+        fit = fit_streaming(points, machine, unit="size", of="")
+    except ValueError as exc:
+        no_fit = str(exc)
     if as_json:
-        _emit_json({"gpu": gpu, "stored_gbs": stored, "sizes": rows})
-    else:
-        print(f"{printable(gpu)}: {printable(rows[-1]['method'])}", file=sys.stderr)
+        _emit_json(
+            {
+                "gpu": gpu,
+                "stored_gbs": stored,
+                "sizes": rows,
+                "fit": fit.to_dict() if fit else None,
+                **({"no_fit": no_fit} if no_fit else {}),
+            }
+        )
+        return EXIT_OK
+    said = f"{streaming_summary(fit)} a call" if fit else f"no fit ({no_fit})"
+    print(f"fixed + bytes / rate over the sizes past {COLD_KV_BYTES // 10**6} MB: {said}")
+    print(f"{printable(gpu)}: {printable(rows[-1]['method'])}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -60,18 +60,22 @@ def summary(fit: StreamingFit) -> str:
 
 
 def fit_streaming(
-    bytes_and_ms: Sequence[tuple[int, float]], machine: Mapping[str, Any] | None = None
+    bytes_and_ms: Sequence[tuple[int, float]],
+    machine: Mapping[str, Any] | None = None,
+    unit: str = "length",
+    of: str = "with K+V",
 ) -> StreamingFit:
     """The least-squares line through the ``(K+V bytes, latency ms)`` points past
     :data:`COLD_KV_BYTES`. ValueError, with the reason in one line, where there is no line to
-    fit: fewer than :data:`MIN_FIT_POINTS` sizes past it, or latency not growing with bytes."""
+    fit: fewer than :data:`MIN_FIT_POINTS` sizes past it ("2 lengths with K+V past …": ``unit``
+    and ``of`` name them), or latency not growing with bytes."""
     cold = sorted((b, ms) for b, ms in bytes_and_ms if b >= COLD_KV_BYTES and ms and ms > 0)
     sizes = {b for b, _ in cold}
     if len(sizes) < MIN_FIT_POINTS:
-        lengths = "1 length" if len(sizes) == 1 else f"{len(sizes)} lengths"
+        counted = f"{len(sizes)} {unit}{'' if len(sizes) == 1 else 's'}"
         raise ValueError(
-            f"{lengths} with K+V past {COLD_KV_BYTES // 10**6} MB (twice the L2); a fit needs "
-            f"{MIN_FIT_POINTS}"
+            " ".join(filter(None, (counted, of)))
+            + f" past {COLD_KV_BYTES // 10**6} MB (twice the L2); a fit needs {MIN_FIT_POINTS}"
         )
     x = np.array([b for b, _ in cold], dtype=float)
     y = np.array([ms * 1e3 for _, ms in cold])  # µs
