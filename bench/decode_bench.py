@@ -42,7 +42,8 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
-# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), and the split kernel alone
+# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine's occupancy hint
+# (``_combine_occupancy``: forms.COMBINE_OCCUPANCY, null for none), and the split kernel alone
 # (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
@@ -147,8 +148,9 @@ def run_problem(
     for variant in variants:
         spec = {**VARIANTS, **EXPLORE}[variant]
         knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
-        slots = forms.DECODE_CTAS_PER_SM
+        slots, combine_occupancy = forms.DECODE_CTAS_PER_SM, forms.COMBINE_OCCUPANCY
         forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
+        forms.COMBINE_OCCUPANCY = spec.get("_combine_occupancy", combine_occupancy)
         try:
             p = forms.Problem(batch, heads, kv_heads, q_len, k_len, head_dim, "bfloat16")
             plan = forms.plan(
@@ -173,7 +175,7 @@ def run_problem(
             row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             continue
         finally:
-            forms.DECODE_CTAS_PER_SM = slots
+            forms.DECODE_CTAS_PER_SM, forms.COMBINE_OCCUPANCY = slots, combine_occupancy
         fns[variant] = runs
     for peer in PEERS:
         runs, how = [], ""

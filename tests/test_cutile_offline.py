@@ -162,6 +162,9 @@ def test_the_decode_kernels_compile_without_spilling(knobs: dict) -> None:
     if cuobjdump_path() is not None:
         for cubin in (split, combine):
             assert read_resources(cubin).stack == 0  # no local memory: nothing spilled
+        # Several combine CTAs an SM: with one (255 registers) q_len 16's combine ran in waves.
+        used = read_resources(combine)
+        assert 65536 // (used.registers * used.threads) >= 4, used
     with pytest.raises(ValueError, match="has no combine kernel"):
         F.compile_cubin(**{**problem, **knobs, "kv_splits": 1}, combine=True)
 

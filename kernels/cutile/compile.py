@@ -118,17 +118,15 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
     launch, config = offline_plan(**problem_and_knobs)
-    kern = None
     if combine:
         if launch.then is None:
             raise ValueError(f"a {launch.form} launch of this problem has no combine kernel")
         launch = launch.then
-        kern = forms.kernel_variant(launch.form)
     sig = KernelSignature(signature_parameters(launch), CallingConvention.cutile_python_v2())
     buf = io.BytesIO()
     with friendly_errors():
         export_kernel(
-            kern or forms.kernel_for(config, launch.form),
+            forms.kernel_for(config, launch.form),
             [sig],
             buf,
             gpu_code=arch,

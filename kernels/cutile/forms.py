@@ -77,6 +77,11 @@ DECODE_CTAS_PER_SM = 1
 COMBINE_ROWS = 16
 COMBINE_COLUMNS = 32
 COMBINE_ELEMENTS = 4096
+# CTAs of the combine an SM holds at once. Without a hint tileiras gave its 256 threads 255
+# registers, one CTA an SM: at q_len 16 (1,024 CTAs at B=8) the combine ran in 8 waves and cost
+# ~10 µs on the H200 where one wave costs ~3. At 4 it takes 64 registers and spills in no form
+# (at 5-8, 22-48 registers, the LSE-writing combines spill).
+COMBINE_OCCUPANCY: int | None = 4
 
 
 def grid_kernel(form: str) -> Any:
@@ -176,9 +181,11 @@ def kernel_variant(form: str = "tile", **hints: Any):
 
 
 def kernel_for(config: LaunchConfig, form: str = "tile") -> Any:
-    """The kernel object that runs ``form`` for ``config``: its compiler hints (the combine,
-    which takes none, plain)."""
-    return kernel_variant(form) if form == COMBINE else kernel_variant(form, **config.hints())
+    """The kernel object that runs ``form`` for ``config``: its compiler hints (the combine
+    takes none from ``config``: its own occupancy, :data:`COMBINE_OCCUPANCY`)."""
+    if form == COMBINE:
+        return kernel_variant(form, occupancy=COMBINE_OCCUPANCY)
+    return kernel_variant(form, **config.hints())
 
 
 # --------------------------------------------------------------------------------------------
