@@ -42,7 +42,7 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
-# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine's occupancy hint
+# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine's CTAs an SM
 # (``_combine_occupancy``: forms.COMBINE_OCCUPANCY, null for none), and the split kernel alone
 # (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())

@@ -420,6 +420,7 @@ def _streaming_markdown(fits: list[dict[str, Any]]) -> list[str]:
     """The fixed cost and streaming rate of each backend in each group, and the groups that
     allow no fit with the reason."""
     fitted = [f for f in fits if f["fit"]]
+    read = any(f["fit"]["read_pct"] is not None for f in fitted)  # the read was measured
     lines = []
     if fitted:
         lines += [
@@ -431,16 +432,17 @@ def _streaming_markdown(fits: list[dict[str, Any]]) -> list[str]:
             f"second launch). A worst residual past {POOR_FIT_PCT:g} % says the points do not "
             "lie on a line.",
             "",
-            "| problem | mask | q_len | backend | fixed µs | rate GB/s | rate % of read | "
-            "lengths | worst residual |",
-            "|" + "---|" * 9,
+            "| problem | mask | q_len | backend | fixed µs | rate GB/s | "
+            + ("rate % of read | " if read else "")
+            + "lengths | worst residual |",
+            "|" + "---|" * (9 if read else 8),
         ]
         for f in fitted:
             fit = f["fit"]
+            share = f"{_num(fit['read_pct'], '.0f', ' %')} | " if read else ""
             lines.append(
                 f"| {f['problem']} | {f['mask']} | {f['q_len']} | {f['backend']} | "
-                f"{fit['fixed_us']:.1f} | {fit['rate_gbs']:.0f} | "
-                f"{_num(fit['read_pct'], '.0f', ' %')} | {fit['points']} | "
+                f"{fit['fixed_us']:.1f} | {fit['rate_gbs']:.0f} | {share}{fit['points']} | "
                 f"{fit['worst_residual_pct']:.1f} %{' (not a line)' if fit['poor'] else ''} |"
             )
     unfitted: dict[int, dict[str, Any]] = {}
