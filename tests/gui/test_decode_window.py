@@ -183,6 +183,7 @@ def test_compare_of_the_committed_h200_decode_group_says_where_the_time_goes(
     panel = window.compare
     qtbot.waitUntil(lambda: panel.table.rowCount() == 6)
     assert panel.streaming.isVisible()
+    assert "past 128 MB of K+V" in panel.streaming.toolTip()
     text = panel.streaming.text()
     for run in runs:
         said = streaming_summary(fit_run(run, window.store.points(run.id)))

@@ -251,9 +251,14 @@ class ComparePanel(QWidget):
                 said = f"no fit: {exc}"
             lines.append(f"<b>{html.escape(run_name(run))}</b> {html.escape(said)}")
         self.streaming.setText(
-            "<b>Where the time goes</b>: latency = fixed + K+V bytes / rate, fitted over the "
-            f"lengths past {COLD_KV_BYTES // 10**6} MB of K+V (every call reads HBM there). "
-            + "; ".join(lines)
+            "<b>Where the time goes</b> (fixed + K+V / rate): " + "; ".join(lines)
+        )
+        self.streaming.setToolTip(
+            "Each run's latencies fitted by least squares as a fixed cost per call plus the "
+            f"K+V bytes over a streaming rate, over its lengths past {COLD_KV_BYTES // 10**6} MB "
+            "of K+V (twice the L2: every call reads HBM there). The rate is how fast the steady "
+            "state reads; the fixed cost is what every call pays whatever its length (launch, "
+            "first loads, tail, a second launch)."
         )
         self.streaming.setVisible(bool(runs))
 
