@@ -48,8 +48,11 @@ report_groups() {
 # save_db DB DEST: the database, its write-ahead log folded in first (a copy taken while the
 # log still holds pages would lose them).
 save_db() {
+  # Only an existing database: connecting would create an empty file, which a later call's
+  # SEED_DB copy then takes for the session's database and skips.
+  [[ -f $1 ]] || return 0
   python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(TRUNCATE)")' "$1" 2>/dev/null
-  [[ -f $1 ]] && cp "$1" "$2"
+  cp "$1" "$2"
 }
 
 # gpu_tests: every GPU test. The kernel's (tests/gpu) run in parallel; the workbench's run one at

@@ -27,6 +27,10 @@
 #   carry [".gpuhost/cu13.part.ab", ".gpuhost/wheels", ".gpuhost/activate.sh"]
 #     command: mkdir -p /tmp/cu13 && cat .gpuhost/cu13.part.* | tar xJ -C /tmp/cu13
 #   then FA4's halves (shared/gpu-host/pack-fa4.sh) and the run.
+# At most 8 files come back from a call's $OUT and several stages each write their own: for a
+# long stage list run with OUT=/tmp/o and end the command with `tar czf "$OUT/out.tgz" -C /tmp/o .`.
+# Give a later call that seeds a database (SEED_DB) a STATE of its own if an earlier call in the
+# same warm machine ran other stages.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
