@@ -216,12 +216,14 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     pairs = sorted({k for r in rows for k in r if "/" in k})
     decode = any(r.get("axis") == "k_len" for r in rows)
     subjects = sorted({p.split("/")[0] for p in pairs})
-    header = ["mask", "k_len" if decode else "N"]
+    # Rows of several groups (a check of groups 16 and 18-20 at once) say which group is which.
+    several = len({r.get("group") for r in rows}) > 1
+    header = ["group"] * several + ["mask", "k_len" if decode else "N"]
     header += [f"{s} GB/s of K+V (triton)" for s in subjects] if decode else []
     header += [f"{p} {w}" for p in pairs for w in ("workbench", "triton", "Δ % ± 2σ")]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        cells = [r["mask"], str(r["seq_len"])]
+        cells = [str(r.get("group"))] * several + [r["mask"], str(r["seq_len"])]
         if decode:
             gbs = r.get("independent_kv_gbs", {})
             cells += [f"{gbs[s]:.0f}" if s in gbs else "–" for s in subjects]

@@ -103,3 +103,21 @@ def test_a_group_the_database_lacks_is_refused_before_any_group_is_timed(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: group 99 has no runs (see `fmha-workbench runs`)"]
     assert timed == [] and not out.exists()
+
+
+def test_a_check_of_several_groups_says_which_group_each_row_is() -> None:
+    """Groups 16 and 18-20 checked at once gave one table whose rows at k_len 8k came from three
+    groups with nothing to tell them apart: a group column appears when the rows span groups."""
+    from bench.independent_check import to_markdown
+
+    def row(group: int, k_len: int, ratio: float) -> dict:
+        pair = {"workbench": ratio, "independent": ratio * 1.01, "diff_pct": -1.0}
+        return {"group": group, "mask": "none", "seq_len": k_len, "axis": "k_len",
+                "independent_kv_gbs": {"cutile": 3500.0}, "cutile/torch-cudnn": pair}
+
+    several = to_markdown([row(16, 8192, 0.997), row(19, 8192, 0.950)]).splitlines()
+    assert several[0].startswith("| group | mask | k_len |")
+    assert several[2].startswith("| 16 | none | 8192 |")
+    assert several[3].startswith("| 19 | none | 8192 |")
+    one = to_markdown([row(16, 4096, 0.98), row(16, 8192, 0.997)]).splitlines()
+    assert one[0].startswith("| mask | k_len |")

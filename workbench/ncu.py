@@ -90,9 +90,11 @@ _PREFIXES = {
     "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
     "P": 1e15, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30,
 }  # fmt: skip
+# A count per launch unit ("byte/block", as ncu 2025 writes the shared memory a block takes) is
+# the count itself: only a per-time suffix changes the kind.
 _UNIT = re.compile(
     r"^(?P<prefix>Ki|Mi|Gi|[numKMGTP]?)(?P<base>byte|B|second|s|cycle|Hz)"
-    r"(?:/(?P<per_prefix>[num]?)(?P<per>second|s))?$"
+    r"(?:/(?P<per_prefix>[num]?)(?P<per>second|s)|/(?:block|thread|warp))?$"
 )
 _KINDS = {"byte": "byte", "B": "byte", "second": "s", "s": "s", "cycle": "Hz", "Hz": "Hz"}
 
