@@ -104,9 +104,10 @@ if stage decode; then
   for entry in "${problems[@]}"; do
     name=${entry%%|*}; flags=${entry#*|}
     # shellcheck disable=SC2086
-    # The problem's flags last, so that one may set its own tile (--tile-n 256 at D = 64).
+    # No knob flags: a preset brings the decode kernel's (packed heads, auto split, 32 KB key
+    # blocks at its head dim), as a user running it gets; a problem's flags may add their own.
     timeout "${DECODE_TIMEOUT:-240}" python3 -m workbench sweep --db "$DB" --backends "$PEERS" \
-      --pack-gqa --kv-splits auto --tile-n 128 $flags --rounds "$ROUNDS" --flush-l2 \
+      $flags --rounds "$ROUNDS" --flush-l2 \
       --label "decode $name" --json > "$STATE/decode-$name.json"
     echo "$name exit $?"
     remember "$name" "$STATE/decode-$name.json" "$GROUPS_FILE"

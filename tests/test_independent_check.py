@@ -112,8 +112,14 @@ def test_a_check_of_several_groups_says_which_group_each_row_is() -> None:
 
     def row(group: int, k_len: int, ratio: float) -> dict:
         pair = {"workbench": ratio, "independent": ratio * 1.01, "diff_pct": -1.0}
-        return {"group": group, "mask": "none", "seq_len": k_len, "axis": "k_len",
-                "independent_kv_gbs": {"cutile": 3500.0}, "cutile/torch-cudnn": pair}
+        return {
+            "group": group,
+            "mask": "none",
+            "seq_len": k_len,
+            "axis": "k_len",
+            "independent_kv_gbs": {"cutile": 3500.0},
+            "cutile/torch-cudnn": pair,
+        }
 
     several = to_markdown([row(16, 8192, 0.997), row(19, 8192, 0.950)]).splitlines()
     assert several[0].startswith("| group | mask | k_len |")

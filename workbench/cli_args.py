@@ -20,7 +20,7 @@ from workbench.config import (
     SweepSpec,
     parse_seq_lens,
 )
-from workbench.problem_presets import problem_preset, problem_presets
+from workbench.problem_presets import preset_knobs, problem_preset, problem_presets
 
 
 class UsageError(Exception):
@@ -182,20 +182,23 @@ def knob_help(knob: knobs.Knob) -> str:
     return "; ".join(parts)
 
 
-def _add_knob_flag(group: Any, knob: knobs.Knob) -> None:
-    """The registry's flag for ``knob``: ``--x/--no-x`` for a switch, a number otherwise."""
+def _add_knob_flag(group: Any, knob: knobs.Knob, *, given_only: bool = False) -> None:
+    """The registry's flag for ``knob``: ``--x/--no-x`` for a switch, a number otherwise.
+    ``given_only``: the attribute is set only when the flag is typed (:func:`knob_values`
+    tells the user's values from a preset's)."""
     shown = knob_help(knob).replace("%", "%%")  # argparse formats help with %: "5 %" is text
+    default = argparse.SUPPRESS if given_only else knob.default
     if knob.kind is bool:
         group.add_argument(
             knob.flag,
             dest=knob.name,
             action=argparse.BooleanOptionalAction,
-            default=knob.default,
+            default=default,
             help=shown,
         )
     else:
         group.add_argument(
-            knob.flag, dest=knob.name, type=_knob_number(knob), default=knob.default, help=shown
+            knob.flag, dest=knob.name, type=_knob_number(knob), default=default, help=shown
         )
 
 
@@ -259,8 +262,9 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     g.add_argument(
         "--preset",
         metavar="NAME",
-        help=f"a decode problem ({presets}): heads, head dim, dtype, q_len, k-lens and mask; "
-        "any of them given by hand wins",
+        help=f"a decode problem ({presets}): heads, head dim, dtype, q_len, k-lens and mask, "
+        "run by the decode kernel (packed GQA heads, --kv-splits auto, 32 KB key blocks: "
+        "--tile-n 128 at D 128, 256 at D 64); any of them given by hand wins",
     )
     g.add_argument("--batch", type=whole, help="batch size (default 1)")
     g.add_argument("--heads", type=whole, help="query heads (default 8)")
@@ -276,7 +280,7 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     k.add_argument("--mask", help=f"one of {', '.join(MASK_MODES)} (default none)")
     k.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
     for knob in knobs.EXPOSED:
-        _add_knob_flag(k, knob)
+        _add_knob_flag(k, knob, given_only=True)
     _add_arch(k)
     t = p.add_argument_group("timing")
     t.add_argument("--warmup", type=whole, help="untimed launches before sampling")
@@ -565,13 +569,20 @@ def _or(given: Any, default: Any) -> Any:
     return default if given is None else given
 
 
+def knob_values(args: argparse.Namespace, head_dim: int) -> dict[str, Any]:
+    """Every knob's value for a sweep: the registry's default, under a ``--preset``'s kernel
+    settings at ``head_dim`` (:func:`~workbench.problem_presets.preset_knobs`), under the
+    flags the user typed."""
+    values = {knob.name: knob.default for knob in knobs.EXPOSED}
+    if getattr(args, "preset", None) is not None:
+        values.update(preset_knobs(head_dim))
+    values.update({k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)})
+    return values
+
+
 def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
     axis, lengths, problem, mask = axis_and_problem(args)
-    config = KernelConfig(
-        mask=mask,
-        window=args.window,
-        **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
-    )
+    config = KernelConfig(mask=mask, window=args.window, **knob_values(args, problem.head_dim))
     from workbench.backends import check_offered
 
     check_offered(config, _sweep_backends(args), knob_arch(args))

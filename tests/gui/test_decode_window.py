@@ -49,12 +49,17 @@ def test_a_decode_preset_fills_the_form_and_the_run_sweeps_k_len(qtbot: Any, win
     assert c.dtype.currentData() == "bfloat16" and c.mask.currentData() == "causal"
     assert c.decode.axis_value() == "k_len" and c.decode.q_len.value() == 16
     assert c.seq_lens.text() == "4k-128k" and c.decode.q_len.isEnabled()
+    # ...and the kernel that reads a KV cache: packed heads, an auto split, 128-key blocks at
+    # D 128 (the form's own 64×64 tile form read 0.12x cuDNN at B=1 32k on the H200).
+    assert c.pack_gqa.isChecked() and c.kv_splits.currentData() is None
+    assert c.tile_n.currentData() == 128
 
     decode_form(qtbot, window, q_len=2, mask="causal")
     run_id = run_and_wait(qtbot, window)
     store: Store = window.store
     run = store.run(run_id)
     assert run.status == "complete" and run.axis == "k_len" and run.config.mask == "causal"
+    assert run.config.pack_gqa and run.config.kv_splits is None
     assert [(p.q_len, p.k_len) for p in store.points(run_id)] == [(2, 128), (2, 256)]
     # History says what was swept: key lengths, at q_len 2.
     model = window.history.model

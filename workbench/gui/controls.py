@@ -608,7 +608,8 @@ class ControlsPanel(QWidget):
             self._on_mask_changed()
 
     def _on_decode_preset(self, fields: dict[str, Any]) -> None:
-        """A decode preset's problem, lengths and mask into the form (the knobs stay)."""
+        """A decode preset's problem, lengths, mask and kernel settings into the form (the user
+        can change any of them after)."""
         self.apply_state(fields)
         self._on_edited()
 

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from workbench.config import K_LEN_AXIS, MAX_SEQ_LEN, SEQ_LEN_AXIS
-from workbench.problem_presets import problem_presets
+from workbench.problem_presets import preset_knobs, problem_presets
 
 AXIS_CHOICES: tuple[tuple[str, str], ...] = (
     ("N (q = k)", SEQ_LEN_AXIS),
@@ -25,10 +25,12 @@ AXIS_CHOICES: tuple[tuple[str, str], ...] = (
 
 
 def preset_fields(name: str) -> dict[str, Any]:
-    """The form fields of decode preset ``name`` (``kv_heads`` 0 means "same as heads")."""
+    """The form fields of decode preset ``name`` (``kv_heads`` 0 means "same as heads"), its
+    kernel settings at its head dim included (:func:`workbench.problem_presets.preset_knobs`)."""
     preset = problem_presets()[name]
     problem = preset.template()
     return {
+        **preset_knobs(problem.head_dim),
         "batch": problem.batch,
         "heads": problem.heads,
         "kv_heads": 0 if problem.kv_heads == problem.heads else problem.kv_heads,
