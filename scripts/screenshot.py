@@ -12,7 +12,8 @@ runs go through the window the way a user would: set the form, press Run, wait, 
 ceilings, two Nsight Compute profiles and the Hopper ladder), labels the prefill copy's runs by
 backend for the legend, and saves the whole window at a laptop's 1366×768 (``--size``) on each
 tab the README's tour shows (``plots.png``, ``compare.png``, ``roofline.png``,
-``compare-decode.png``, ``compare-profiled.png``, ``blockmap.png``, ``ladder.png``). The
+``compare-decode.png``, ``compare-profiled.png``, ``blockmap.png``, ``ladder.png``), and from
+``h200-prefill.db`` ours and FA4 profiled at N 8k (``compare-prefill-profiled.png``). The
 README's first picture comes from ``scripts/window_group.py`` on the GPU host.
 """
 
@@ -160,7 +161,10 @@ TOUR_DECODE_DB = ROOT / "bench" / "results" / "h200-decode.db"
 TOUR_DECODE_GROUP = 1
 TOUR_PROFILED = (1, 2)
 TOUR_LADDER_GROUP = 5
-TOUR_DECODE_FIT_GROUP = 15  # the README decode table's first group (B=1, k_len 4k-128k)
+TOUR_DECODE_FIT_GROUP = 21  # the README decode table's first group (B=1, k_len 4k-128k)
+# The prefill database's profiled pair: ours and FA4, fp16 D 128 B4 H32 none, profiled at 8k.
+TOUR_PREFILL_DB = ROOT / "bench" / "results" / "h200-prefill.db"
+TOUR_PREFILL_PROFILED = (4, 6)
 
 
 def _tour(out: Path, width: int, height: int) -> int:
@@ -219,6 +223,13 @@ def _tour(out: Path, width: int, height: int) -> int:
         window.tabs.setCurrentIndex(TABS["compare"])
         window.compare.pin_baseline(TOUR_PROFILED[0])
         _save(app, window, out / "compare-profiled.png")
+        prefill = Path(tmp) / "h200-prefill.db"
+        shutil.copy(TOUR_PREFILL_DB, prefill)
+        window.database.open(prefill)
+        _select(app, window, list(TOUR_PREFILL_PROFILED))
+        window.compare.pin_baseline(TOUR_PREFILL_PROFILED[0])
+        _save(app, window, out / "compare-prefill-profiled.png")
+        window.database.open(decode)
 
         # The Hopper ladder's baseline map at N = 2k, then the Ladder tab.
         baseline = window.store.group_runs(TOUR_LADDER_GROUP)[0].id

@@ -54,9 +54,11 @@ HEADLINE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
      ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)),
     # Where the SM's cycles go, beside the SASS model of `resources` (kernels.sass_costs):
     # issue slots, the MUFU (XU) pipe of exp2, and the FMA pipe that takes the polynomial.
+    # The ncu on the H200 (2026-12-03) reported only the elapsed form (within 1 % of active).
     ("issue_active_pct", "issue slots busy", "%",
      ("sm__inst_issued.avg.pct_of_peak_sustained_active",
-      "smsp__issue_active.avg.pct_of_peak_sustained_active")),
+      "smsp__issue_active.avg.pct_of_peak_sustained_active",
+      "sm__inst_issued.avg.pct_of_peak_sustained_elapsed")),
     ("mufu_pipe_pct", "MUFU (XU) pipe", "%",
      ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
       "sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active")),
@@ -82,6 +84,10 @@ HEADLINE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
 TOP_STALLS = 3
+# Not reasons a warp waits: "selected" is the warp issuing (1 per issue, always), "not_issued"
+# the sum of the others.
+NOT_REASONS = ("selected", "not_issued")
+NOT_WAITING = tuple(f"_{name}{STALL_SUFFIX}" for name in NOT_REASONS)
 PERMISSION_MARK = "ERR_NVGPUCTRPERM"
 # ncu writes a unit beside each value, long ("Tbyte/second", "nsecond") or short ("TB/s",
 # "ns", "B") and scaled to the value unless told otherwise: each is read as an SI prefix on a
@@ -90,8 +96,8 @@ _PREFIXES = {
     "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
     "P": 1e15, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30,
 }  # fmt: skip
-# A count per launch unit ("byte/block", as ncu 2025 writes the shared memory a block takes) is
-# the count itself: only a per-time suffix changes the kind.
+# A count per launch unit ("byte/block": the H200's ncu gives a block's shared memory so) is the
+# count itself: only a per-time suffix changes the kind.
 _UNIT = re.compile(
     r"^(?P<prefix>Ki|Mi|Gi|[numKMGTP]?)(?P<base>byte|B|second|s|cycle|Hz)"
     r"(?:/(?P<per_prefix>[num]?)(?P<per>second|s)|/(?:block|thread|warp))?$"
@@ -152,7 +158,7 @@ class ProfileMetrics:
     """The headline metrics of one profiled launch, and the report it came from."""
 
     metrics: dict[str, float]
-    stalls: list[tuple[str, float]]  # the top warp-stall reasons, cycles per issued instruction
+    stalls: list[tuple[str, float]]  # every warp-stall reason, largest first: warps per issue
     kernel: str
     report: str
     profiled_at: str
@@ -200,13 +206,15 @@ def parse_raw_csv(text: str, *, report: str = "", profiled_at: str = "") -> Prof
         if name.startswith(STALL_PREFIX)
         and name.endswith(STALL_SUFFIX)
         and value is not None
-        and not name.endswith("_not_issued" + STALL_SUFFIX)
+        and not name.endswith(NOT_WAITING)
     ]
+    # Every reason is kept, largest first, so that Compare can set one run's top reason beside
+    # another run's value for it (FA4's barrier waits beside ours).
     stalls.sort(key=lambda item: -item[1])
     kernel = values[names.index("Kernel Name")] if "Kernel Name" in names else ""
     return ProfileMetrics(
         metrics=metrics,
-        stalls=[(name, round(v, 3)) for name, v in stalls[:TOP_STALLS]],
+        stalls=[(name, round(v, 3)) for name, v in stalls if v > 0],
         kernel=kernel,
         report=report,
         profiled_at=profiled_at,
@@ -300,7 +308,8 @@ def _remove(path: Path) -> None:
 
 def compare_rows(profiles: Sequence[Mapping[str, Any] | None]) -> list[list[str]]:
     """Rows of label then each profile's value (``–`` where a profile lacks it): the
-    headline metrics, then each profile's top stall reasons, side by side."""
+    headline metrics, then each profile's top stall reasons (warps stalled per issued
+    instruction), each reason with every profile's value."""
     rows = []
     for key, label, unit, _names in HEADLINE:
         cells = []
@@ -309,13 +318,18 @@ def compare_rows(profiles: Sequence[Mapping[str, Any] | None]) -> list[list[str]
             cells.append("–" if value is None else f"{value:g}{(' ' + unit) if unit else ''}")
         if any(c != "–" for c in cells):
             rows.append([label, *cells])
-    for rank in range(TOP_STALLS):
-        cells = []
-        for profile in profiles:
-            stalls = (profile or {}).get("stalls") or []
-            cells.append(f"{stalls[rank][0]} {stalls[rank][1]:g}" if rank < len(stalls) else "–")
-        if any(c != "–" for c in cells):
-            rows.append([f"stall #{rank + 1}", *cells])
+    # Each profile's top reasons, one row a reason with every profile's value for it ("–" where
+    # a profile did not store it: profiles before 2026-12-03 kept only their top three).
+    stalls = [
+        {r: v for r, v in (profile or {}).get("stalls") or [] if r not in NOT_REASONS}
+        for profile in profiles
+    ]
+    reasons: list[str] = []
+    for ranked in stalls:
+        reasons += [r for r in list(ranked)[:TOP_STALLS] if r not in reasons]
+    for reason in reasons:
+        cells = [f"{s[reason]:g}" if reason in s else "–" for s in stalls]
+        rows.append([f"stall: {reason}", *cells])
     return rows
 
 

@@ -257,3 +257,41 @@ def test_the_default_window_fills_a_large_screen_only_to_its_preferred_size(
     window = make_window(probe_backends=False)
     assert (window.width(), window.height()) == (1440, 900)
     assert QApplication.instance() is not None
+
+
+def test_two_profiled_runs_keep_compares_chart_on_a_laptop_screen(
+    qtbot: Any, make_window: Any, tmp_path: Path, screen_of: Any
+) -> None:
+    """Ours and FA4 profiled at N 8k (the committed prefill database): the Nsight Compute
+    metrics sit beside the chart, not under it (under it they squeezed a 1366x768 chart to a
+    strip), baseline first, one line a metric."""
+    copy = tmp_path / "h200-prefill.db"
+    shutil.copy(ROOT / "bench" / "results" / "h200-prefill.db", copy)  # opening may migrate
+    screen_of(1366, 768)
+    window = make_window(copy, probe_backends=False)
+    window.history.model.fetch_all()
+    window.history.select_runs([4, 6])  # fp16 D 128 B4 H32, no mask: cuTile and FA4
+    window.tabs.setCurrentWidget(window.compare)
+    panel = window.compare
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 5)  # both runs' points are in
+    panel.pin_baseline(6)
+    qtbot.waitUntil(lambda: panel.ncu_box.isVisible())
+    qtbot.wait(50)
+    table = panel.ncu_table
+    headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    assert headers == ["metric", "#6 fa4", "#4 cutile"]
+    chart, box = global_rect(panel.chart), global_rect(panel.ncu_box)
+    assert box.left() >= chart.right() and chart.height() >= 150, (chart, box)
+    rows = {table.item(r, 0).text(): r for r in range(table.rowCount())}
+    shown = table.viewport().rect()
+    in_view = [
+        table.item(r, 0).text()
+        for r in range(table.rowCount())
+        if shown.contains(table.visualRect(table.model().index(r, 1)))
+    ]
+    # One line a metric: the headlines from the duration to the tensor pipe and beyond.
+    assert in_view[:3] == ["duration", "SM throughput", "tensor pipe active"]
+    assert len(in_view) >= 6, in_view
+    # ncu's "byte/block" read as bytes: 164,976 of them are 161 KB, not "164976 KB".
+    shared = table.item(rows["shared memory per block"], 2).text()
+    assert shared.startswith("161.1") and shared.endswith("KB"), shared

@@ -110,16 +110,28 @@ class ComparePanel(QWidget):
         self.ncu_table.horizontalHeader().setSectionResizeMode(
             QHeaderView.ResizeMode.ResizeToContents
         )
+        # One line a metric: the headlines and top stalls fit beside the chart on a laptop.
+        self.ncu_table.verticalHeader().setDefaultSectionSize(
+            self.ncu_table.fontMetrics().height() + 6
+        )
+        self.ncu_title.setWordWrap(True)
         ncu_box = QWidget()
         ncu_layout = QVBoxLayout(ncu_box)
         ncu_layout.setContentsMargins(0, 0, 0, 0)
         ncu_layout.addWidget(self.ncu_title)
         ncu_layout.addWidget(self.ncu_table, 1)
         self.ncu_box = ncu_box
+        # Beside the chart, not under it: under it the profiles squeezed a 1366x768 window's
+        # chart to a strip.
+        lower = QWidget()
+        lower_layout = QHBoxLayout(lower)
+        lower_layout.setContentsMargins(0, 0, 0, 0)
+        lower_layout.addWidget(self.chart, 1)
+        lower_layout.addWidget(ncu_box, 1)  # only while a selected run was profiled
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.setObjectName("compare_split")
         self.split.addWidget(self.table)
-        self.split.addWidget(self.chart)
+        self.split.addWidget(lower)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 1)
         self.split.splitterMoved.connect(self.keep_split)
@@ -131,7 +143,6 @@ class ComparePanel(QWidget):
         layout.addWidget(self.banner)
         layout.addWidget(self.split, 1)
         layout.addWidget(self.streaming)
-        layout.addWidget(ncu_box)  # under the chart, only while a selected run was profiled
         layout.addWidget(self.hint)
         self.set_runs([], {})
 
@@ -341,15 +352,21 @@ class ComparePanel(QWidget):
             self.ncu_box.hide()
             return
         n = max(profiled, key=lambda length: (len(profiled[length]), length))
-        runs = [r for r in self._runs if r.id in profiled[n]] + [
-            r for r in self._runs if r.id not in profiled[n]
-        ]
+        # The profiled runs first, the baseline leading them, as in the table above.
+        runs = sorted(
+            self._runs, key=lambda r: (r.id not in profiled[n], r.id != self._pinned, r.id)
+        )
         rows = compare_rows([profiled[n].get(r.id) for r in runs])
         self.ncu_title.setText(
             f"<b>Nsight Compute at N = {n:,}</b> (one launch, clocks as they were)"
         )
         self.ncu_table.setColumnCount(1 + len(runs))
-        self.ncu_table.setHorizontalHeaderLabels(["metric", *[run_name(r) for r in runs]])
+        # Short headers (id and backend) so two runs fit beside the chart; the name on hover.
+        self.ncu_table.setHorizontalHeaderLabels(
+            ["metric", *[f"#{r.id} {r.backend}" for r in runs]]
+        )
+        for c, run in enumerate(runs, start=1):
+            self.ncu_table.horizontalHeaderItem(c).setToolTip(run_name(run))
         self.ncu_table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
