@@ -43,7 +43,7 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
 # fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine's CTAs an SM
-# (``_combine_occupancy``: forms.COMBINE_OCCUPANCY, null for none), and the split kernel alone
+# (``_combine_occupancy``: both of forms.COMBINE_OCCUPANCY's, null for none), and the split kernel alone
 # (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
@@ -150,7 +150,8 @@ def run_problem(
         knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
         slots, combine_occupancy = forms.DECODE_CTAS_PER_SM, forms.COMBINE_OCCUPANCY
         forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
-        forms.COMBINE_OCCUPANCY = spec.get("_combine_occupancy", combine_occupancy)
+        if "_combine_occupancy" in spec:  # one hint for both combines (with and without LSE)
+            forms.COMBINE_OCCUPANCY = dict.fromkeys((False, True), spec["_combine_occupancy"])
         try:
             p = forms.Problem(batch, heads, kv_heads, q_len, k_len, head_dim, "bfloat16")
             plan = forms.plan(

@@ -126,7 +126,7 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     buf = io.BytesIO()
     with friendly_errors():
         export_kernel(
-            forms.kernel_for(config, launch.form),
+            forms.kernel_for(config, launch.form, with_lse=bool(launch.value("WITH_LSE"))),
             [sig],
             buf,
             gpu_code=arch,

@@ -77,11 +77,12 @@ DECODE_CTAS_PER_SM = 1
 COMBINE_ROWS = 16
 COMBINE_COLUMNS = 32
 COMBINE_ELEMENTS = 4096
-# CTAs of the combine an SM holds at once. Without a hint tileiras gave its 256 threads 255
-# registers, one CTA an SM: at q_len 16 (1,024 CTAs at B=8) the combine ran in 8 waves and cost
-# ~10 µs on the H200 where one wave costs ~3. At 4 it takes 64 registers and spills in no form
-# (at 5-8, 22-48 registers, the LSE-writing combines spill).
-COMBINE_OCCUPANCY: int | None = 4
+# CTAs of the combine an SM holds at once, by whether it writes the LSE. Without a hint tileiras
+# gave its 256 threads 255 registers, one CTA an SM: at q_len 16 (1,024 CTAs at B=8) the combine
+# ran in 8 waves and cost ~10 µs on the H200 where one wave costs ~3. At 4 it takes 64 registers
+# and spills in no form; at 8 the combines without the LSE take 22-31 registers and spill
+# nothing (1-1.3 µs faster at q_len 16 on the H200), where those that write the LSE spill 72 B.
+COMBINE_OCCUPANCY: dict[bool, int | None] = {False: 8, True: 4}
 
 
 def grid_kernel(form: str) -> Any:
@@ -180,11 +181,11 @@ def kernel_variant(form: str = "tile", **hints: Any):
         return kern
 
 
-def kernel_for(config: LaunchConfig, form: str = "tile") -> Any:
+def kernel_for(config: LaunchConfig, form: str = "tile", *, with_lse: bool = False) -> Any:
     """The kernel object that runs ``form`` for ``config``: its compiler hints (the combine
-    takes none from ``config``: its own occupancy, :data:`COMBINE_OCCUPANCY`)."""
+    takes none from ``config``: its own occupancy, :data:`COMBINE_OCCUPANCY` by ``with_lse``)."""
     if form == COMBINE:
-        return kernel_variant(form, occupancy=COMBINE_OCCUPANCY)
+        return kernel_variant(form, occupancy=COMBINE_OCCUPANCY[with_lse])
     return kernel_variant(form, **config.hints())
 
 

@@ -108,7 +108,10 @@ class PreparedLaunch:
         while launch is not None:
             self.plans.append(launch)
             launch = launch.then
-        self.kernels = [forms.kernel_for(config, plan.form) for plan in self.plans]
+        self.kernels = [
+            forms.kernel_for(config, plan.form, with_lse=bool(plan.value("WITH_LSE")))
+            for plan in self.plans
+        ]
         self.allocate = Allocator(p.lib, like)
         # The decode form's split kernel writes partial outputs its combine reads: launches on
         # two streams at once must not share them, so each stream gets its own.
