@@ -43,8 +43,8 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
 # fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine's CTAs an SM
-# (``_combine_occupancy``: both of forms.COMBINE_OCCUPANCY's, null for none), and the split kernel alone
-# (``_first_only``: no combine, output incomplete, so not checked: the combine's cost).
+# (``_combine_occupancy``: both of forms.COMBINE_OCCUPANCY's, null for none), and the split
+# kernel alone (``_first_only``: no combine, output incomplete, so not checked: its cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
 
@@ -211,6 +211,15 @@ def run_problem(
     return row
 
 
+def _names(given: list[str] | None, known: list[str], what: str, ap: Any) -> list[str]:
+    """``given`` split on commas too, each checked against ``known`` (ap.error otherwise)."""
+    names = [n for item in given or [] for n in item.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        ap.error(f"unknown {what} {', '.join(unknown)}; expected one of {', '.join(known)}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds per problem")
@@ -221,12 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", nargs="*", help=f"ours (default: {list(VARIANTS)}; also {list(EXPLORE)})"
     )
     args = ap.parse_args(argv)
+    # Names by spaces or commas; an unknown one is refused (a comma list once matched nothing
+    # and the run measured nothing, exit 0).
+    only = _names(args.only, [p[0] for p in PROBLEMS], "problem", ap)
+    variants = _names(args.variants, [*VARIANTS, *EXPLORE], "variant", ap) or list(VARIANTS)
     seed = int.from_bytes(os.urandom(4), "little")
     print("seed", seed, flush=True)
-    variants = args.variants or list(VARIANTS)
     rows = []
     for problem in PROBLEMS:
-        if args.only and problem[0] not in args.only:
+        if only and problem[0] not in only:
             continue
         rows.append(run_problem(problem, variants, args.rounds, seed, args.head_dim))
         args.json.write_text(json.dumps({"seed": seed, "rows": rows}, indent=1))

@@ -161,7 +161,7 @@ TOUR_DECODE_DB = ROOT / "bench" / "results" / "h200-decode.db"
 TOUR_DECODE_GROUP = 1
 TOUR_PROFILED = (1, 2)
 TOUR_LADDER_GROUP = 5
-TOUR_DECODE_FIT_GROUP = 21  # the README decode table's first group (B=1, k_len 4k-128k)
+TOUR_DECODE_FIT_GROUP = 27  # the README decode table's first group (B=1, k_len 4k-128k)
 # The prefill database's profiled pair: ours and FA4, fp16 D 128 B4 H32 none, profiled at 8k.
 TOUR_PREFILL_DB = ROOT / "bench" / "results" / "h200-prefill.db"
 TOUR_PREFILL_PROFILED = (4, 6)

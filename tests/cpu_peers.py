@@ -85,3 +85,10 @@ def register(monkeypatch: Any) -> None:
         monkeypatch.setitem(backends._REGISTRY, cls.name, f"{__name__}:{cls.__name__}")
     monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
     monkeypatch.setattr(Flaky, "gone", None)
+
+
+class CutileStandIn(ReferenceBackend):
+    """The NumPy reference under the cuTile backend's name, for what the CLI says about a
+    cuTile run without a GPU (registered by the test that needs it, not by :func:`register`)."""
+
+    name = "cutile"

@@ -88,3 +88,21 @@ def test_every_archived_list_is_refused(path: Path) -> None:
     refused = [c for c in configs if not _runs_under(c)]
     assert refused, f"{path.name} runs again: move it back to bench/configs/"
     assert f"`{path.name}`" in (ARCHIVE / "README.md").read_text()
+
+
+def test_decode_bench_takes_names_by_commas_and_refuses_unknown_ones(capsys: Any) -> None:
+    """`EXPLORE_ONLY="a,b"` once matched no problem and the device call measured nothing."""
+    import argparse
+
+    from bench import decode_bench
+
+    ap = argparse.ArgumentParser()
+    names = decode_bench._names(["B1-q1-k32k,B8-q1-k4k", "B8-q1-k8k"], ["B1-q1-k32k",
+                                "B8-q1-k4k", "B8-q1-k8k"], "problem", ap)  # fmt: skip
+    assert names == ["B1-q1-k32k", "B8-q1-k4k", "B8-q1-k8k"]
+    with pytest.raises(SystemExit) as refused:
+        decode_bench.main(["--only", "B1-q1-k32k,B9"])
+    assert refused.value.code == 2 and "unknown problem B9;" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        decode_bench.main(["--variants", "ours-auto,ours-fast"])
+    assert "unknown variant ours-fast;" in capsys.readouterr().err

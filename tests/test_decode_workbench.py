@@ -105,6 +105,28 @@ def test_a_preset_runs_the_decode_kernel_and_typed_knobs_win(run_cli: RunCli) ->
     assert (plain["config"]["pack_gqa"], plain["config"]["kv_splits"]) == (False, 1)
 
 
+def test_a_hand_stated_decode_sweep_on_cutiles_tile_form_says_how_to_run_its_decode_kernel(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.backends as backends
+
+    monkeypatch.setitem(backends._REGISTRY, "cutile", "tests.cpu_peers:CutileStandIn")
+    # The stand-in computes here, not in the GPU engine's child (which would import the real one).
+    gpu = tuple(name for name in backends.GPU_BACKENDS if name != "cutile")
+    monkeypatch.setattr(backends, "GPU_BACKENDS", type(backends.GPU_BACKENDS)(gpu))
+    note = "note: cuTile runs this decode sweep on its prefill tile form"
+    small = [*SMALL, "--head-dim", "64"]  # a head dim the cuTile kernel takes
+    plain = run_cli("sweep", *small, "--backend", "cutile", "--k-lens", "256")
+    assert plain.code == 0, plain.err
+    assert note in plain.err and "--pack-gqa --kv-splits auto --tile-n 128" in plain.err
+    for decode in (["--preset", "llama3-8b-decode"], ["--pack-gqa"], ["--kv-splits", "2"]):
+        result = run_cli("sweep", *small, "--backend", "cutile", "--k-lens", "256", *decode)
+        assert result.code == 0 and note not in result.err, (decode, result.err)
+    # Along N it is prefill: nothing to say; nor for a backend that is not cuTile.
+    assert note not in run_cli("sweep", *small, "--backend", "cutile", "--seq-lens", "64").err
+    assert note not in run_cli("sweep", *small, "--k-lens", "256").err
+
+
 def test_every_preset_is_a_valid_decode_problem(run_cli: RunCli) -> None:
     from workbench.problem_presets import problem_presets
 

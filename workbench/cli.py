@@ -148,6 +148,14 @@ def _timings(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
     return {b.name: timing_from_args(args, b.default_timing()) for b in plan.backends}
 
 
+# A decode sweep stated by hand keeps the knobs' defaults, which are the prefill tile form's.
+TILE_FORM_DECODE_NOTE = (
+    "note: cuTile runs this decode sweep on its prefill tile form (one CTA a query head, the "
+    "key range unsplit: 0.12x cuDNN at B=1 k_len 32k on the H200); --pack-gqa --kv-splits "
+    "auto --tile-n 128 (256 at D 64), or a --preset, runs its decode kernel"
+)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One backend: a sweep. Several (--backends): a group on the same inputs, timed
     interleaved. Everything is checked before the database is opened."""
@@ -160,8 +168,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"--backends {args.backends}: a group needs two or more backends (it is what "
             f"`compare --group` reads); for one, use --backend {names[0]}"
         )
-    job = job_for(spec_from_args(args, "reference"), names)
+    spec = spec_from_args(args, "reference")
+    job = job_for(spec, names)
     plan = job.preflight()
+    if spec.axis == K_LEN_AXIS and "cutile" in names and not decode_form(spec.config):
+        print(TILE_FORM_DECODE_NOTE, file=sys.stderr)
     timing = _timings(args, plan)
     with _open_store(_db_of(args)) as store:
         code, group_id, run_ids = _follow(job, job.run(store, plan=plan, timing=timing))

@@ -81,7 +81,7 @@ COMBINE_ELEMENTS = 4096
 # gave its 256 threads 255 registers, one CTA an SM: at q_len 16 (1,024 CTAs at B=8) the combine
 # ran in 8 waves and cost ~10 µs on the H200 where one wave costs ~3. At 4 it takes 64 registers
 # and spills in no form; at 8 the combines without the LSE take 22-31 registers and spill
-# nothing (1-1.3 µs faster at q_len 16 on the H200), where those that write the LSE spill 72 B.
+# nothing (0.6-1.6 µs less at q_len 16 on the H200), where those that write the LSE spill 72 B.
 COMBINE_OCCUPANCY: dict[bool, int | None] = {False: 8, True: 4}
 
 
