@@ -248,3 +248,23 @@ def test_a_map_of_many_splits_and_a_long_title_still_fit_a_laptop_screen(
     assert window.minimumSizeHint().width() <= 1366
     assert len(heat.split_legend.texts) == 15
     assert "split 14: key blocks" in heat.split_legend.toolTip()
+
+
+def test_a_decode_form_on_the_tile_forms_knobs_says_how_to_run_the_decode_kernel(
+    qtbot: Any, window: Any
+) -> None:
+    c, hint = window.controls, window.explain.decode_hint
+    pick(c.decode.axis, "k_len")  # the lengths are key lengths; the knobs still the defaults
+    qtbot.waitUntil(hint.isVisible)
+    assert "tick Pack GQA heads, set KV splits to auto" in hint.text()
+    c.pack_gqa.click()  # the decode form: nothing to say
+    qtbot.waitUntil(lambda: not hint.isVisible())
+    c.pack_gqa.click()
+    qtbot.waitUntil(hint.isVisible)
+    pick(c.decode.preset, "llama3-8b-decode")  # a preset brings the decode kernel's knobs
+    qtbot.waitUntil(lambda: not hint.isVisible())
+    c.pack_gqa.click()
+    pick(c.kv_splits, 1)
+    qtbot.waitUntil(hint.isVisible)
+    pick(c.decode.axis, "seq_len")  # prefill: the tile form is the one to run
+    qtbot.waitUntil(lambda: not hint.isVisible())

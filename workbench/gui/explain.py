@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QLabel
 
+from workbench.backends.base import decode_form
 from workbench.compare import compiled_of, point_pct, roofline_points, run_ceilings
-from workbench.config import ConfigError
+from workbench.config import K_LEN_AXIS, ConfigError
 from workbench.gui.compiled_badge import CompiledBadge
 from workbench.gui.plots import Series
 from workbench.gui.profile_action import ProfilePointButton
@@ -28,6 +30,12 @@ from workbench.resources import CompiledResources
 from workbench.roofline import no_ceiling_reason
 from workbench.store import StoreError
 from workbench.tuned import tuned_labels
+
+DECODE_ON_TILE_FORM = (
+    "Decode on these knobs is cuTile's prefill tile form (0.12× cuDNN at B=1 k_len 32k on the "
+    "H200): tick Pack GQA heads, set KV splits to auto and Tile N to 128 (256 at D 64), or "
+    "pick a Decode preset."
+)
 
 
 class Explainers(QObject):
@@ -38,6 +46,13 @@ class Explainers(QObject):
         self.window = window
         self.compiled = CompiledBadge()
         window.controls.add_below_form(self.compiled)
+        # A decode form left on the knobs' defaults runs cuTile's prefill tile form: say so.
+        self.decode_hint = QLabel(DECODE_ON_TILE_FORM)
+        self.decode_hint.setObjectName("decode_form_hint")
+        self.decode_hint.setWordWrap(True)
+        self.decode_hint.setStyleSheet("color: #8a5300")
+        self.decode_hint.hide()
+        window.controls.add_below_form(self.decode_hint)
         window.controls.edited.connect(self.show_compiled)
         self.roofline = RooflineView()
         window.tabs.addTab(self.roofline, "Roofline")
@@ -92,8 +107,10 @@ class Explainers(QObject):
             spec = self.window.controls.spec()
         except (ConfigError, ValueError):
             self.compiled.show_config(None, None)
+            self.decode_hint.hide()
             return
         self.compiled.show_config(spec.problem, spec.config)
+        self.decode_hint.setVisible(spec.axis == K_LEN_AXIS and not decode_form(spec.config))
 
     # ---- Nsight Compute on the Block map's point ------------------------------------------------
     @Slot()
