@@ -55,11 +55,15 @@ def problem_presets() -> dict[str, ProblemPreset]:
     }
 
 
+def head_dim_knobs(head_dim: int) -> dict[str, Any]:
+    """The knob values a preset sets by head dim (the key block at ``head_dim``), only those."""
+    return dict(_presets_file()["kernel"]["by_head_dim"].get(str(head_dim), {}))
+
+
 def preset_knobs(head_dim: int) -> dict[str, Any]:
     """The knob values a preset brings at ``head_dim`` (registry names; the user's own win):
     the file's ``kernel`` section, its entry for that head dim over its common values."""
-    kernel = _presets_file()["kernel"]
-    return {**kernel["knobs"], **kernel["by_head_dim"].get(str(head_dim), {})}
+    return {**_presets_file()["kernel"]["knobs"], **head_dim_knobs(head_dim)}
 
 
 def problem_preset(name: str) -> ProblemPreset:

@@ -268,3 +268,27 @@ def test_a_decode_form_on_the_tile_forms_knobs_says_how_to_run_the_decode_kernel
     qtbot.waitUntil(hint.isVisible)
     pick(c.decode.axis, "seq_len")  # prefill: the tile form is the one to run
     qtbot.waitUntil(lambda: not hint.isVisible())
+
+
+def test_tile_n_follows_the_head_dim_while_it_is_the_presets_choice(
+    qtbot: Any, window: Any
+) -> None:
+    """The 8B decode preset at D 128 takes 128-key blocks; at D 64 it would take 256 (0.97x
+    cuDNN against 0.85x with 128 on the H200), as the CLI's --preset --head-dim 64 does."""
+    c = window.controls
+    pick(c.decode.preset, "llama3-8b-decode")
+    assert (c.head_dim.currentData(), c.tile_n.currentData()) == (128, 128)
+    pick(c.head_dim, 64)
+    assert c.tile_n.currentData() == 256
+    pick(c.head_dim, 128)
+    assert c.tile_n.currentData() == 128
+    pick(c.tile_n, 64)  # the user's own choice stays
+    pick(c.head_dim, 64)
+    assert c.tile_n.currentData() == 64
+    # Off the decode kernel (no packing, no split), the head dim leaves the tile alone.
+    pick(c.tile_n, 128)
+    pick(c.head_dim, 128)
+    c.pack_gqa.click()
+    pick(c.kv_splits, 1)
+    pick(c.head_dim, 64)
+    assert c.tile_n.currentData() == 128

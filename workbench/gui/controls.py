@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from kernels import knobs
+from kernels import knobs, schedule
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
@@ -50,6 +50,7 @@ from workbench.config import (
 )
 from workbench.gui.backend_picker import BackendPicker
 from workbench.gui.decode_fields import DecodeFields
+from workbench.problem_presets import head_dim_knobs
 
 # (shown text, mask value, whether the causal offset applies)
 MASK_CHOICES: tuple[tuple[str, str, bool], ...] = (
@@ -156,6 +157,8 @@ class ControlsPanel(QWidget):
         self.kv_heads.setToolTip("Key/value heads; fewer than heads is grouped-query attention")
         self.head_dim = self._combo("head_dim", [(str(d), d) for d in HEAD_DIMS])
         self.head_dim.setCurrentIndex(HEAD_DIMS.index(64))
+        self._head_dim_shown = self.head_dim.currentData()
+        self.head_dim.currentIndexChanged.connect(self._on_head_dim_changed)
         self.dtype = self._combo("dtype", [(d, d) for d in DTYPES])
 
         self.seq_lens = QLineEdit("256-4k")
@@ -606,6 +609,22 @@ class ControlsPanel(QWidget):
     def _on_axis_changed(self) -> None:
         if not self._quiet:
             self._on_mask_changed()
+
+    def _on_head_dim_changed(self) -> None:
+        """On the decode kernel, a knob a preset sets by head dim (the key block) follows a
+        change of head dim while it still holds the preset's value for the old one, as the
+        CLI takes the final head dim's; a value the user chose stays."""
+        old, new = self._head_dim_shown, self.head_dim.currentData()
+        self._head_dim_shown = new
+        state = self.state()
+        if self._quiet or old == new or not self.decode.decode():
+            return
+        if not schedule.decode_form(state):
+            return
+        before, after = head_dim_knobs(old), head_dim_knobs(new)
+        follow = {k: v for k, v in after.items() if k in before and state.get(k) == before[k]}
+        if follow:
+            self.apply_state(follow)
 
     def _on_decode_preset(self, fields: dict[str, Any]) -> None:
         """A decode preset's problem, lengths, mask and kernel settings into the form (the user
