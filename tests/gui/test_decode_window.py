@@ -187,6 +187,11 @@ def test_compare_of_the_committed_h200_decode_group_says_where_the_time_goes(
     window.tabs.setCurrentWidget(window.compare)
     panel = window.compare
     qtbot.waitUntil(lambda: panel.table.rowCount() == 6)
+    # The peers' columns in the order the group ran them, not History's newest first.
+    headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
+    peers = [h.split()[0] for h in headers if " ms" in h and "(baseline)" not in h]
+    assert peers == [f"#{r.id}" for r in runs[1:]] and runs[0].backend == "cutile"
+    assert [r.id for r in runs] == sorted(r.id for r in runs)
     assert panel.streaming.isVisible()
     assert "past 128 MB of K+V" in panel.streaming.toolTip()
     text = panel.streaming.text()

@@ -217,7 +217,8 @@ class ComparePanel(QWidget):
                 "then Compare group)."
             )
             return
-        others = [r for r in self._runs if r.id != self._pinned]
+        # The others in run order (a group's backends as it ran them), not History's newest first.
+        others = sorted((r for r in self._runs if r.id != self._pinned), key=lambda r: r.id)
         base = next(r for r in self._runs if r.id == self._pinned)
         self.rows = compare_table(self._pinned, self._points)
         # Decode runs are read by memory: each latency cell gives its GB/s of K+V beside it.
