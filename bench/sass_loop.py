@@ -6,7 +6,9 @@
 Compiles the config offline (tileiras, as :mod:`kernels.cutile.compile` does), disassembles the
 cubin with ``nvdisasm`` (``pip install nvidia-cuda-nvdisasm==13.4.92``) and prints the key
 loop's instructions by opcode with its issue, MUFU and tensor cycles per key block and SM
-(:mod:`kernels.sass_costs` says how they are counted). ``fmha-workbench resources`` shows the
+(:mod:`kernels.sass_costs` says how they are counted), and where the warps wait on each other:
+whole-CTA barriers, named barriers (a subset of the warps) and mbarrier waits, in the kernel and
+in the key loop. ``fmha-workbench resources`` shows the
 same shares beside registers and shared memory.
 """
 
@@ -21,7 +23,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernels.sass_costs import block_costs, consumer_warps, disassemble, key_block_loop  # noqa: E402
+from kernels.sass_costs import (  # noqa: E402
+    block_costs,
+    consumer_warps,
+    disassemble,
+    key_block_loop,
+    sync_sites,
+)
 
 
 def read_config(text: str) -> dict[str, Any]:
@@ -74,14 +82,24 @@ def main(argv: list[str] | None = None) -> int:
     warps = consumer_warps(sass, read_resources(cubin).threads)
     costs = block_costs(loop, consumer_warps=warps, rows=rows, keys=keys, head_dim=head_dim)
     counts = dict(loop.counts().most_common())
+    syncs = sync_sites(sass)
     if args.json:
-        print(json.dumps({"config": config, "problem": problem, "counts": counts, **costs}))
+        out = {"config": config, "problem": problem, "counts": counts, "syncs": syncs, **costs}
+        print(json.dumps(out))
         return 0
     print(f"key-block loop: {costs['instructions']} instructions a consumer warp, {warps} warps")
     print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     tensor = costs["tensor_cycles"]
     for name in ("issue_cycles", "mufu_cycles", "tensor_cycles"):
         print(f"  {name:14s} {costs[name]:7.0f}  ({costs[name] / tensor:.2f} of tensor)")
+    named = syncs["named_barriers"]
+    print(
+        "where warps wait on each other (sites in the kernel / in the key loop): "
+        f"whole-CTA barriers {syncs['cta_barriers']['sites']} / "
+        f"{syncs['cta_barriers']['in_key_loop']}, named barriers {named['sites']} / "
+        f"{named['in_key_loop']} (ids {', '.join(named['ids']) or 'none'}), mbarrier waits "
+        f"{syncs['mbarrier_waits']['sites']} / {syncs['mbarrier_waits']['in_key_loop']}"
+    )
     return 0
 
 

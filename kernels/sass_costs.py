@@ -138,6 +138,41 @@ def key_block_loop(sass: str) -> Loop:
     return inner[0]
 
 
+def sync_sites(sass: str) -> dict[str, dict[str, Any]]:
+    """Where the kernel's warps can wait on each other, by kind: barriers of the whole CTA
+    (``BAR.SYNC 0x0``), named barriers (another id or a thread count: a subset of the warps,
+    as FA4's warpgroups take turns), and mbarrier waits (``SYNCS.PHASECHK``: a TMA load or a
+    buffer handed over); each with its sites in the kernel and in the unmasked key loop, and
+    the named barriers' ids."""
+    instructions, _labels = parse(sass)
+    try:
+        key = key_block_loop(sass)
+        in_key = range(key.start, key.end + 1)
+    except ValueError:
+        in_key = range(0)
+    sites: dict[str, dict[str, Any]] = {
+        kind: {"sites": 0, "in_key_loop": 0}
+        for kind in ("cta_barriers", "named_barriers", "mbarrier_waits")
+    }
+    ids: set[str] = set()
+    for address, text in instructions:
+        op = opcode(text)
+        if op.startswith("BAR."):
+            operands = [o.strip() for o in _PREDICATE.sub("", text)[len(op) :].split(",")]
+            whole_cta = operands == ["0x0"]
+            kind = "cta_barriers" if whole_cta else "named_barriers"
+            if not whole_cta:
+                ids.add(operands[0])
+        elif op.startswith("SYNCS.PHASECHK"):
+            kind = "mbarrier_waits"
+        else:
+            continue
+        sites[kind]["sites"] += 1
+        sites[kind]["in_key_loop"] += address in in_key
+    sites["named_barriers"]["ids"] = sorted(ids)
+    return sites
+
+
 def consumer_warps(sass: str, threads: int) -> int:
     """The warps that run the key loop: all of them, but for the producer warpgroup of a
     warp-specialized kernel (its warpgroups set their register counts: USETMAXREG)."""

@@ -9,6 +9,7 @@ from kernels.sass_costs import (
     key_block_loops,
     key_loop_costs,
     loops,
+    sync_sites,
 )
 
 # A kernel's shape in nvdisasm's words: a wait loop without MMA, the unmasked key loop, the
@@ -102,3 +103,30 @@ def test_costs_are_shares_of_the_tensor_cycles_and_only_where_the_rates_are_know
     assert key_loop_costs(SASS, arch="sm_100", **tile) is None
     no_mma = "\n".join(line for line in SASS.splitlines() if "MMA" not in line)
     assert key_loop_costs(no_mma, arch="sm_90", **tile) is None
+
+
+def test_waits_are_told_apart_whole_cta_named_and_mbarrier_in_and_out_of_the_key_loop() -> None:
+    """FA4's sm_90 SASS: one whole-CTA barrier in its prologue, named barriers (1, 2 and one a
+    warpgroup chooses by register) taking its consumer warpgroups' turns in the key loop; ours:
+    the prologue's barrier and mbarrier waits only."""
+    sass = """
+        /*0000*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+.L_x_1:
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R2 ;
+        /*0020*/                   BAR.SYNC.DEFER_BLOCKING R8, 0x100 ;
+        /*0030*/                   HGMMA.64x128x16.F32 R24, gdesc[UR52], RZ, !UPT ;
+        /*0040*/                   BAR.ARV 0x2, 0x100 ;
+        /*0050*/               @P1 BRA `(.L_x_1) ;
+        /*0060*/              @!P2 BAR.SYNC.DEFER_BLOCKING 0x1, 0x120 ;
+        /*0070*/                   SYNCS.PHASECHK.TRANS64 P0, [UR4+0x8], R2 ;
+        /*0080*/                   EXIT ;
+"""
+    found = sync_sites(sass)
+    assert found["cta_barriers"] == {"sites": 1, "in_key_loop": 0}
+    named = found["named_barriers"]
+    assert (named["sites"], named["in_key_loop"], named["ids"]) == (3, 2, ["0x1", "0x2", "R8"])
+    assert found["mbarrier_waits"] == {"sites": 2, "in_key_loop": 1}
+    # Ours, from the module's SASS: no barrier at all, one mbarrier wait outside the key loop.
+    ours = sync_sites(SASS)
+    assert ours["cta_barriers"]["sites"] == ours["named_barriers"]["sites"] == 0
+    assert ours["mbarrier_waits"] == {"sites": 1, "in_key_loop": 0}
