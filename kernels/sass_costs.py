@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -106,27 +107,45 @@ def opcode(text: str) -> str:
 def loops(sass: str) -> list[Loop]:
     """Every loop: a branch back to a label at a lower address, its body by address."""
     instructions, labels = parse(sass)
-    found = set()
-    for address, text in instructions:
+
+    def label_target(text: str) -> int | None:
         m = _BRANCH.search(text)
-        if m and labels.get(m.group(1), address + 1) <= address:
-            found.add((labels[m.group(1)], address))
+        return labels.get(m.group(1)) if m else None
+
+    return loops_of(instructions, label_target)
+
+
+def loops_of(
+    instructions: Sequence[tuple[int, str]], target: Callable[[str], int | None]
+) -> list[Loop]:
+    """Every loop of (address, text) instructions whose branches ``target`` reads (the address
+    a branch jumps to, None for any other instruction): a branch back to a lower address."""
+    found = {
+        (to, address)
+        for address, text in instructions
+        if (to := target(text)) is not None and to <= address
+    }
     return [
         Loop(lo, hi, tuple(opcode(t) for a, t in instructions if lo <= a <= hi))
         for lo, hi in sorted(found)
     ]
 
 
-def key_block_loops(sass: str) -> list[Loop]:
+def innermost_tensor_loops(found: Sequence[Loop]) -> list[Loop]:
     """The innermost loops with tensor-core instructions (none of them nested in another), by
     address: the unmasked key loop first, then the masked one; a wait loop that jumps back
     over the epilogue may follow."""
-    mma = [lp for lp in loops(sass) if lp.tensor_instructions()]
+    mma = [lp for lp in found if lp.tensor_instructions()]
     return [
         lp
         for lp in mma
         if not any(o is not lp and lp.start <= o.start and o.end <= lp.end for o in mma)
     ]
+
+
+def key_block_loops(sass: str) -> list[Loop]:
+    """:func:`innermost_tensor_loops` of the SASS."""
+    return innermost_tensor_loops(loops(sass))
 
 
 def key_block_loop(sass: str) -> Loop:

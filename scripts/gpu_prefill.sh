@@ -122,10 +122,14 @@ if stage profile; then
       --seq-len "${point#*:}" --db "$DB"
     echo "profile $point exit $?"
   done
-  # Every metric each report holds, for reading back without ncu.
+  # Every metric each report holds, and its PC samples by SASS instruction, for reading back
+  # without ncu.
   for report in "$STATE"/profiles/*.ncu-rep; do
-    [[ -f $report ]] && ncu --import "$report" --csv --page raw --print-units base \
-      > "$OUT/profiles/$(basename "$report" .ncu-rep).csv"
+    [[ -f $report ]] || continue
+    name=$(basename "$report" .ncu-rep)
+    ncu --import "$report" --csv --page raw --print-units base > "$OUT/profiles/$name.csv"
+    ncu --import "$report" --csv --page source --print-source sass \
+      > "$OUT/profiles/$name-source.csv"
   done
 fi 2>&1 | tee -a "$OUT/session.txt"
 

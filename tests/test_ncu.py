@@ -22,6 +22,10 @@ from workbench.store import Store
 # kernel); not a recorded run: the numbers are made up, in the range an H200 shows for this
 # kernel. ncu's own ==PROF== line comes first and must be skipped.
 NCU_RAW_FIXTURE = (Path(__file__).parent / "fixtures" / "ncu-raw-handwritten.csv").read_text()
+# Likewise by hand, in the shape of `ncu --import R --csv --page source --print-source sass`: a
+# kernel's SASS at absolute addresses with its PC samples by reason; a CTA barrier before the key
+# loop and one after it, the loop an mbarrier wait, HGMMA, its wait and the exponentials.
+NCU_SOURCE_FIXTURE = (Path(__file__).parent / "fixtures" / "ncu-source-handwritten.csv").read_text()
 
 
 def test_the_parser_takes_the_headline_metrics_and_the_top_stalls() -> None:
@@ -139,10 +143,13 @@ def _fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, permitted: boo
     asked for and answers --import with the fixture (or reports no counter permission)."""
     fixture = tmp_path / "raw.csv"
     fixture.write_text(NCU_RAW_FIXTURE)
+    source = tmp_path / "source.csv"
+    source.write_text(NCU_SOURCE_FIXTURE)
     tool = tmp_path / "bin" / "ncu"
     tool.parent.mkdir()
     denied = "" if permitted else 'echo "==ERROR== ERR_NVGPUCTRPERM - no permission"; exit 1'
     tool.write_text(f"""#!/bin/sh
+case "$*" in *"--page source"*) cat "{source}"; exit 0;; esac
 case "$*" in *--import*) cat "{fixture}"; exit 0;; esac
 case "$*" in *"--clock-control none"*) ;; *) echo "clocks would be locked"; exit 3;; esac
 {denied}
@@ -166,9 +173,18 @@ def test_profile_stores_the_metrics_and_compare_shows_two_runs_side_by_side(
     result = run_cli("profile", first, "--seq-len", "128", "--db", db_path)
     assert result.code == 0, result.err
     assert "SM throughput" in result.out and "71.25 %" in result.out
+    # Where the warps wait, from the PC samples: the barrier before the key loop holds most.
+    assert "where the warps wait (995 PC samples, 59% of them in the key loop):" in result.out
+    lines = result.out.splitlines()
+    assert any(
+        line.split()[:2] == ["31%", "BAR.SYNC.DEFER_BLOCKING"] and "barrier 99%" in line
+        for line in lines
+    )
+    assert any(line.startswith("78% of barrier") and "22% at BAR.SYNC" in line for line in lines)
     with Store(db_path) as store:
         stored = store.points(first)[0].extra["ncu"]
     assert stored["metrics"]["l2_hit_rate_pct"] == 88.4
+    assert stored["waits"]["samples"] == 995 and stored["waits"]["key_loop_share"] == 0.5889
     report = Path(stored["report"])
     assert report.parent == db_path.parent / "profiles" and report.exists()
     shown = json.loads(run_cli("show", first, "--json", "--db", db_path).out)
@@ -218,3 +234,51 @@ def test_compare_sets_each_runs_top_stalls_beside_the_others_value_for_them() ->
     labels = [label for label in rows if label.startswith("stall: ")]
     reasons = ("barrier", "long_scoreboard", "wait", "dispatch_stall")
     assert labels == [f"stall: {r}" for r in reasons]
+
+
+def test_the_pc_samples_say_which_instruction_each_reason_waits_at() -> None:
+    """The question the H200's prefill profile left open: ours stalled at a barrier 1.82 warps
+    per issue, with no barrier in its key loop. The source page says which instruction."""
+    from workbench.ncu_source import parse_source_csv
+
+    waits = parse_source_csv(NCU_SOURCE_FIXTURE, "fmha_kernel_causal")
+    assert waits is not None
+    # The issuing warp's samples ("selected") are not waits: 1,046 sampled, 995 waiting.
+    assert waits.samples == 995
+    # The key loop runs from the mbarrier wait (0x30) to the branch back to it (0x80).
+    assert waits.key_loop_share == pytest.approx(586 / 995, abs=1e-4)
+    hottest = [(s.offset, s.opcode, s.in_key_loop) for s in waits.hottest]
+    assert hottest[:4] == [(0x20, "BAR.SYNC.DEFER_BLOCKING", False),
+                           (0x30, "SYNCS.PHASECHK.TRANS64.TRYWAIT", True),
+                           (0x50, "WARPGROUP.DEPBAR.LE", True),
+                           (0x60, "MUFU.EX2", True)]  # fmt: skip
+    assert waits.hottest[0].share == pytest.approx(312 / 995, abs=1e-4)
+    assert waits.hottest[3].reasons == {"math_pipe_throttle": 0.571, "short_scoreboard": 0.429}
+    # Each reason's samples by instruction, as shares of that reason, in the raw page's names.
+    barrier = waits.by_reason["barrier"]
+    assert [(s.offset, s.share) for s in barrier] == [(0x20, 0.775), (0xA0, 0.225)]
+    assert waits.by_reason["long_scoreboard"][0].in_key_loop
+    assert list(waits.by_reason)[:3] == ["barrier", "long_scoreboard", "wait"]
+    assert "selected" not in waits.by_reason
+    # A page without samples, or without any instruction, has nothing to say.
+    assert parse_source_csv("==PROF== nothing\n") is None
+    header, *_ = [ln for ln in NCU_SOURCE_FIXTURE.splitlines() if ln.startswith('"Address"')]
+    empty = f'"Kernel Name","k"\n{header}\n"0x10","EXIT",' + ",".join(['"0"'] * 12)
+    assert parse_source_csv(empty) is None
+
+
+def test_compare_puts_each_reasons_instruction_beside_its_value() -> None:
+    from workbench.ncu_source import parse_source_csv
+
+    waits = parse_source_csv(NCU_SOURCE_FIXTURE)
+    assert waits is not None
+    ours = {"stalls": [["barrier", 1.82], ["long_scoreboard", 1.47]], "waits": waits.to_dict()}
+    fa4 = {"stalls": [["long_scoreboard", 0.82], ["barrier", 0.55]]}  # profiled without samples
+    rows = {row[0]: row[1:] for row in compare_rows([ours, fa4])}
+    assert rows["stall: barrier"] == ["1.82 · BAR.SYNC 78%", "0.55"]
+    assert rows["stall: long_scoreboard"] == ["1.47 · SYNCS.PHASECHK in loop 100%", "0.82"]
+    assert rows["samples in key loop"] == ["59%", "–"]
+    assert rows["hottest 1"] == ["BAR.SYNC 31% barrier", "–"]
+    assert rows["hottest 2"] == ["SYNCS.PHASECHK in loop 22% long_scoreboard", "–"]
+    # Profiles stored before the samples were read show no such rows.
+    assert "samples in key loop" not in {r[0] for r in compare_rows([fa4, fa4])}

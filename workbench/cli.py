@@ -657,6 +657,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from workbench.ncu import ProfileRefused, compare_rows, profile_point
+    from workbench.ncu_source import summary_rows
 
     db = _db_path(args)
     with _open_store(_db_of(args), create=False) as store:
@@ -676,6 +677,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"run {run.id} at N={point.seq_len}: {printable(profile.kernel)}")
     print(_table(compare_rows([profile.to_dict()]), ["metric", f"#{run.id}"]))
+    if profile.waits is not None:
+        loop = profile.waits.key_loop_share
+        in_loop = "" if loop is None else f", {loop:.0%} of them in the key loop"
+        print(f"where the warps wait ({profile.waits.samples:,} PC samples{in_loop}):")
+        print(_table(summary_rows(profile.waits), ["samples", "instruction", "reasons / next"]))
     print(f"report: {profile.report}")
     return EXIT_OK
 

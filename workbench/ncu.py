@@ -21,13 +21,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from kernels import knobs
 from workbench.config import KernelConfig, Problem
+from workbench.ncu_source import Waits, WaitSite, parse_source_csv, top_site
 from workbench.store import PointRecord, RunRecord
 
 NVTX_RANGE = "fmha-workbench-profile"
@@ -38,6 +39,7 @@ SECTIONS = (
     "Occupancy",
     "LaunchStats",
     "WarpStateStats",
+    "SourceCounters",  # PC samples per SASS instruction: where the warps wait (ncu_source)
 )
 # Headline metrics: (key, label, unit, raw metric names in the order tried: they differ by
 # architecture and ncu version, so the first one the report holds is taken).
@@ -84,6 +86,7 @@ HEADLINE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
 TOP_STALLS = 3
+HOT_ROWS = 3  # the hottest instructions Compare shows of each profile with PC samples
 # Not reasons a warp waits: "selected" is the warp issuing (1 per issue, always), "not_issued"
 # the sum of the others.
 NOT_REASONS = ("selected", "not_issued")
@@ -162,15 +165,19 @@ class ProfileMetrics:
     kernel: str
     report: str
     profiled_at: str
+    waits: Waits | None = None  # the PC samples by instruction (an ncu with Source Counters)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "metrics": dict(self.metrics),
             "stalls": [list(s) for s in self.stalls],
             "kernel": self.kernel,
             "report": self.report,
             "profiled_at": self.profiled_at,
         }
+        if self.waits is not None:
+            data["waits"] = self.waits.to_dict()
+        return data
 
 
 def _number(text: str) -> float | None:
@@ -298,7 +305,14 @@ def profile_point(
         capture_output=True, text=True, timeout=timeout_s,
     )  # fmt: skip
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return parse_raw_csv(table.stdout, report=str(written), profiled_at=stamp)
+    profile = parse_raw_csv(table.stdout, report=str(written), profiled_at=stamp)
+    source = subprocess.run(
+        [ncu, "--import", str(written), "--csv", "--page", "source", "--print-source", "sass"],
+        capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip
+    # An ncu without the source page, or samples, keeps the headline metrics alone.
+    waits = parse_source_csv(source.stdout, profile.kernel) if source.returncode == 0 else None
+    return replace(profile, waits=waits)
 
 
 def _remove(path: Path) -> None:
@@ -327,10 +341,38 @@ def compare_rows(profiles: Sequence[Mapping[str, Any] | None]) -> list[list[str]
     reasons: list[str] = []
     for ranked in stalls:
         reasons += [r for r in list(ranked)[:TOP_STALLS] if r not in reasons]
+    # Beside each value, the instruction that holds most of the reason's PC samples.
+    waits = [(profile or {}).get("waits") for profile in profiles]
     for reason in reasons:
-        cells = [f"{s[reason]:g}" if reason in s else "–" for s in stalls]
+        cells = [
+            (f"{s[reason]:g}" + (f" · {at}" if (at := top_site(w, reason)) else ""))
+            if reason in s
+            else "–"
+            for s, w in zip(stalls, waits)
+        ]
         rows.append([f"stall: {reason}", *cells])
+    if any(waits):
+        rows.append(["samples in key loop", *[_loop_share(w) for w in waits]])
+        for rank in range(HOT_ROWS):
+            cells = [_hot(w, rank) for w in waits]
+            if any(c != "–" for c in cells):
+                rows.append([f"hottest {rank + 1}", *cells])
     return rows
+
+
+def _loop_share(waits: Mapping[str, Any] | None) -> str:
+    share = (waits or {}).get("key_loop_share")
+    return "–" if share is None else f"{share:.0%}"
+
+
+def _hot(waits: Mapping[str, Any] | None, rank: int) -> str:
+    """A profile's ``rank``-th hottest instruction: opcode, share of the samples, top reason."""
+    hottest = (waits or {}).get("hottest") or []
+    if rank >= len(hottest):
+        return "–"
+    site = WaitSite.from_dict(hottest[rank])
+    reason = next(iter(site.reasons), "")
+    return f"{site.short_opcode}{' in loop' if site.in_key_loop else ''} {site.share:.0%} {reason}"
 
 
 def _launch_once(spec: Mapping[str, Any]) -> None:
