@@ -16,6 +16,8 @@
 #            EXPLORE_DIM, masks EXPLORE_MASKS, beside cuDNN, each config checked against float64
 #   profile  `profile` (Nsight Compute) on stored points, PROFILE_POINTS="RUN:N RUN:N" (ours and
 #            FA4 on one problem: where the cycles of each go, with the top warp stalls)
+#   variants cuTile launches on one problem, each stored and then profiled: VARIANTS="name|flags;
+#            name|flags" (knob flags), VARIANT_SHAPE (problem flags), VARIANT_N (one length)
 #   report   the prefill groups' generated table
 # The database and the group ids live in $STATE (/tmp) across calls while the machine is warm;
 # every call copies the database to $OUT. FMHA_WORKBENCH_COMMIT=<commit> in front: the device's
@@ -130,6 +132,27 @@ if stage profile; then
     ncu --import "$report" --csv --page raw --print-units base > "$OUT/profiles/$name.csv"
     ncu --import "$report" --csv --page source --print-source sass \
       > "$OUT/profiles/$name-source.csv"
+  done
+fi 2>&1 | tee -a "$OUT/session.txt"
+
+if stage variants; then
+  echo "== cuTile variants on one problem, each profiled"
+  find_ncu
+  length=${VARIANT_N:-8192}
+  IFS=';' read -ra entries <<< "${VARIANTS:?VARIANTS=\"name|flags;name|flags\"}"
+  for entry in "${entries[@]}"; do
+    name=${entry%%|*}; flags=${entry#*|}
+    # shellcheck disable=SC2086
+    timeout "${GROUP_TIMEOUT:-300}" python3 -m workbench sweep --db "$DB" --backend cutile \
+      ${VARIANT_SHAPE:---batch 4 --heads 32 --head-dim 128 --dtype float16 --mask none} \
+      --seq-lens "$length" $flags --rounds "${VARIANT_ROUNDS:-3}" --label "variant $name" \
+      --json > "$STATE/variant-$name.json"
+    run=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]; p=r["points"][0]
+print(r["id"]); print(r["id"], round(p["latency_ms"]*1e3, 1), "us", round(p["tflops"]), "TFLOP/s", file=sys.stderr)' \
+      "$STATE/variant-$name.json") || { echo "variant $name: no run"; continue; }
+    echo "variant $name: run $run"
+    timeout "${PROFILE_TIMEOUT:-200}" python3 -m workbench profile "$run" --seq-len "$length" \
+      --db "$DB" | grep -v "^\s*$"
   done
 fi 2>&1 | tee -a "$OUT/session.txt"
 
