@@ -169,17 +169,11 @@ def softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
     compile-time (MASK, FAST_MATH, K_LATENCY, V_LATENCY, POLY_COLS), POLY_COLS = 0 wherever a
     block may hold masked (-inf) scores.
     """
+    b, hk, j = where
     m_i, l_i, acc = state
-    p, m_ij, l_i, alpha = probabilities(qk, where[2], m_i, l_i, edge, masked, OPTS)
-    acc = accumulate(p, V, where, acc, alpha, CHECKED, OPTS[3])
-    return (m_ij, l_i, acc)
-
-
-def probabilities(qk, j, m_i, l_i, edge, masked, OPTS):
-    """The online softmax of key block ``j``'s scores: (P, the new running max, the new row
-    sums, the factor the output accumulated so far is rescaled by)."""
     rows_ip, cols_tile, k_len, window, qk_scale_log2 = edge
-    MASK, FAST_MATH, _, _, POLY_COLS = OPTS
+    MASK, FAST_MATH, _, V_LATENCY, POLY_COLS = OPTS
+    TILE_D = acc.shape[1]
     TILE_N = cols_tile.shape[1]
     if masked:
         cols = j * TILE_N + cols_tile  # [1, TILE_N]
@@ -200,14 +194,8 @@ def probabilities(qk, j, m_i, l_i, edge, masked, OPTS):
     p = exp2_mixed(qk * qk_scale_log2 - m_sub, POLY_COLS, FAST_MATH)  # [TILE_M, TILE_N]
     alpha = ct.exp2(m_i - m_sub, flush_to_zero=FAST_MATH)  # [TILE_M, 1]
     l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
-    return p, m_ij, l_i, alpha
-
-
-def accumulate(p, V, where, acc, alpha, CHECKED, V_LATENCY):
-    """acc · alpha + P · V[j] for key block ``where`` = (batch, kv head, j)."""
-    b, hk, j = where
-    TILE_N, TILE_D = p.shape[1], acc.shape[1]
     acc = acc * alpha  # [TILE_M, TILE_D]
+
     if CHECKED:
         v = ct.load(
             V,
@@ -224,7 +212,8 @@ def accumulate(p, V, where, acc, alpha, CHECKED, V_LATENCY):
             check_bounds=False,
             latency=V_LATENCY,
         ).reshape((TILE_N, TILE_D))  # [TILE_N, TILE_D]
-    return ct.mma(p.astype(V.dtype), v, acc)  # [TILE_M, TILE_D]
+    acc = ct.mma(p.astype(V.dtype), v, acc)  # [TILE_M, TILE_D]
+    return (m_ij, l_i, acc)
 
 
 def block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):

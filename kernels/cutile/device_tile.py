@@ -13,14 +13,13 @@ from kernels.cutile.device import (
     NEG_INF,
     BlockOptions,
     TileShape,
-    accumulate,
     block_step,
     constant_group,
     epilogue,
     kernel,
     load_q,
-    probabilities,
     scores,
+    softmax_update,
 )
 
 # The tile kernel's switches, compiled in.
@@ -136,27 +135,22 @@ def fmha_fwd_kernel(
     if K_SPLIT:
         # Unmasked middle first: no mask code, no -inf guard, no bounds checks.
         if PIPELINE:
-            # Software pipelining, FlashAttention-3's order: block j+1's q·Kᵀ is issued, then
-            # block j's P·V, then block j+1's softmax runs while P·V is on the tensor cores.
-            # P crosses the loop in 16 bits (half the registers of the fp32 scores).
+            # Software pipelining: issue block j+1's q·Kᵀ before block j's softmax, so the
+            # tensor cores have work while the exp2s run (FlashAttention-3's intra-warpgroup
+            # overlap, written out by hand; costs one more [TILE_M, TILE_N] score tile).
             if full_hi > full_lo:
-                m_i, l_i, acc = state
                 qk = scores(q, K, (b, hk, full_lo), False, K_LATENCY, TILE_N)
-                p, m_i, l_i, alpha = probabilities(
-                    qk, full_lo, m_i, l_i, edge, False, opts_unmasked
-                )
-                p_half = p.astype(V.dtype)
                 for j in range(full_lo, full_hi - 1):
                     qk_next = scores(q, K, (b, hk, j + 1), False, K_LATENCY, TILE_N)
-                    acc = accumulate(p_half, V, (b, hk, j), acc, alpha, False, V_LATENCY)
-                    p, m_i, l_i, alpha = probabilities(
-                        qk_next, j + 1, m_i, l_i, edge, False, opts_unmasked
+                    state = softmax_update(
+                        qk, V, (b, hk, j), state, edge, False, False, opts_unmasked
                     )
-                    p_half = p.astype(V.dtype)
+                    qk = qk_next
                     if WITH_MAP:
                         ct.atomic_add(BlockMap, (bh, qb, j), 1)
-                acc = accumulate(p_half, V, (b, hk, full_hi - 1), acc, alpha, False, V_LATENCY)
-                state = (m_i, l_i, acc)
+                state = softmax_update(
+                    qk, V, (b, hk, full_hi - 1), state, edge, False, False, opts_unmasked
+                )
                 if WITH_MAP:
                     ct.atomic_add(BlockMap, (bh, qb, full_hi - 1), 1)
         else:
