@@ -44,7 +44,7 @@ from bench.explore_lib import (  # noqa: E402
     add_shape_args,
     check_rows,
     compile_job,
-    config_label,
+    config_labels,
     flops,
     machine_info,
     precompile,
@@ -184,10 +184,10 @@ def _time_all(
             kv_h = args.kv_heads or h
             k, v = (torch.randn(b, kv_h, n, d, device="cuda", dtype=torch.float16) for _ in "kv")
             runners: dict[str, Any] = {"cudnn": sdpa("cudnn", q, k, v, causal)}
-            for c in configs:
+            for c, label in zip(configs, config_labels(configs)):
                 if _variant_key({**c, "mask": mask}) in bad:
                     continue
-                runners[config_label(c)] = F.prepare(q, k, v, mask=mask, **c)
+                runners[label] = F.prepare(q, k, v, mask=mask, **c)
             errors = {}
             for name, fn in list(runners.items()):
                 try:

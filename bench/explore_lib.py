@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels.knobs import tuning_label  # noqa: E402  (after the path set-up)
+from kernels.knobs import tuning_label, words  # noqa: E402  (after the path set-up)
 from kernels.measure import LaunchSampler, balanced_order  # noqa: E402
 
 T = TypeVar("T")  # what one measurement returns
@@ -227,6 +227,17 @@ def precompile(jobs: list[dict[str, Any]], processes: int, timeout_s: float) -> 
 def config_label(cfg: dict[str, Any]) -> str:
     """A launch config in the registry's label words (:func:`kernels.knobs.tuning_label`)."""
     return tuning_label(cfg)
+
+
+def config_labels(configs: list[dict[str, Any]]) -> list[str]:
+    """A label for each config, each its own: the tuner's words, and where two configs share
+    them, every knob's words (fast math or the K split off told apart), then the position
+    (tables keyed by label would otherwise merge them: one row showed for two configs)."""
+    short = [config_label(c) for c in configs]
+    labels = [
+        label if short.count(label) == 1 else " ".join(words(c)) for label, c in zip(short, configs)
+    ]
+    return [f"{label} #{i}" if labels.count(label) > 1 else label for i, label in enumerate(labels)]
 
 
 def _variant_key(job: dict[str, Any]) -> str:

@@ -263,3 +263,18 @@ def test_the_benchmark_lists_its_backends_in_the_order_the_window_gives_a_group(
 
     listed = [name for name in backend_statuses() if name in BACKENDS]
     assert listed == list(BACKENDS)
+
+
+def test_explore_gives_configs_that_share_the_tuners_words_labels_of_their_own() -> None:
+    # On the H200 two configs that differed only by fast math and the K split were both
+    # "128×128 8 warps poly 16 cluster 2": the table kept one row, and the wrong-result line of
+    # one could not be told from the other's.
+    from bench.explore_lib import config_labels
+
+    base = {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8, "poly_exp2_cols": 16}
+    configs = [base, {**base, "fast_math": False}, {**base, "k_split": False}, dict(base)]
+    labels = config_labels(configs)
+    assert len(set(labels)) == len(labels)
+    assert "fast-math" not in labels[1] and "k-split" not in labels[2]
+    assert labels[0].endswith("#0") and labels[3].endswith("#3")  # the same config twice
+    assert config_labels([base]) == ["128×128 8 warps poly 16"]

@@ -500,3 +500,26 @@ def test_a_knob_whose_help_mentions_a_percentage_still_prints_help(monkeypatch, 
     monkeypatch.setattr(knobs, "EXPOSED", tuple(knobs.KNOBS[k.name] for k in knobs.EXPOSED))
     sweep = build_parser()._subparsers._group_actions[0].choices["sweep"]
     assert "(3 % faster)" in " ".join(sweep.format_help().split())
+
+
+def test_the_polynomial_in_clusters_over_8_worker_warps_is_refused(
+    run_cli: Any, db_path: Path
+) -> None:
+    """That launch computed wrong results on the H200 (relative error up to 1.2): a sweep that
+    asks for it stops with one line before anything is written, on every backend."""
+    result = run_cli(
+        "sweep", "--backend", "reference", "--seq-lens", "256", "--tile-m", "128",
+        "--tile-n", "128", "--worker-warps", "8", "--cluster-ctas", "2",
+        "--poly-exp2-cols", "16", "--db", db_path,
+    )  # fmt: skip
+    assert result.code == 2 and len(result.err_lines) == 1
+    assert result.err.startswith(
+        "error: --poly-exp2-cols: 16 is not allowed; the polynomial exp2 in 2-CTA"
+    )
+    assert not db_path.exists()
+    # Without the polynomial, or at occupancy 2 (the tuning table's clusters), it runs.
+    for knob in (["--worker-warps", "8"], ["--occupancy", "2", "--poly-exp2-cols", "16"]):
+        ok = run_cli("sweep", "--backend", "reference", "--seq-lens", "256", "--tile-m", "128",
+                     "--tile-n", "128", "--cluster-ctas", "2", *knob, "--rounds", "1",
+                     "--db", db_path)  # fmt: skip
+        assert ok.code == 0, ok.err

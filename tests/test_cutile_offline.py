@@ -267,6 +267,9 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(mask="none", persistent=True, num_ctas=2, occupancy=2)
     with pytest.raises(ValueError, match="persistent grid has no software pipeline"):
         F.compile_cubin(mask="none", persistent=True, pipeline=True)
+    # Wrong results on the H200: the polynomial in 2-CTA clusters over 8 worker warps.
+    with pytest.raises(ValueError, match=r"^poly_exp2_cols: 16 .*computes wrong results"):
+        F.compile_cubin(tile_m=128, tile_n=128, num_ctas=2, num_worker_warps=8, poly_exp2_cols=16)
     # Key blocks in pairs: 1 or 2 (not a bool), and for the persistent grid only.
     for bad in (3, 0):
         with pytest.raises(ValueError, match=r"^k_unroll: .*expected one of 1, 2"):
