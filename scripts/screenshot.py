@@ -153,13 +153,14 @@ def _sweeps(app: object, window: Any, tab: str) -> None:
 
 
 # The tour's sources: the window's causal group on the H200 (runs 1-4, cuTile first), and the
-# H200's decode database: its groups, measured ceilings, Nsight Compute profiles of runs 1 and
-# 2 and the Hopper ladder; committed, and copied before opening (opening may migrate).
+# H200's decode database: its groups, measured ceilings, Nsight Compute profiles (with PC samples)
+# of runs 118 and 119 (ours and cuDNN at D 64, B=1 k_len 32k) and the Hopper ladder; committed,
+# and copied before opening (opening may migrate).
 TOUR_DB = ROOT / "bench" / "results" / "h200.db"
 TOUR_GROUP = 1
 TOUR_DECODE_DB = ROOT / "bench" / "results" / "h200-decode.db"
 TOUR_DECODE_GROUP = 1
-TOUR_PROFILED = (1, 2)
+TOUR_PROFILED = (118, 119)
 TOUR_LADDER_GROUP = 5
 TOUR_DECODE_FIT_GROUP = 27  # the README decode table's first group (B=1, k_len 4k-128k)
 # The prefill database's profiled pair: ours and FA4, fp16 D 128 B4 H32 none, profiled at 8k.
@@ -228,6 +229,8 @@ def _tour(out: Path, width: int, height: int) -> int:
         window.database.open(prefill)
         _select(app, window, list(TOUR_PREFILL_PROFILED))
         window.compare.pin_baseline(TOUR_PREFILL_PROFILED[0])
+        # The stall rows, each with the instruction that holds it, and the hottest instructions.
+        window.compare.ncu_table.scrollToBottom()
         _save(app, window, out / "compare-prefill-profiled.png")
         window.database.open(decode)
 

@@ -366,13 +366,13 @@ def _loop_share(waits: Mapping[str, Any] | None) -> str:
 
 
 def _hot(waits: Mapping[str, Any] | None, rank: int) -> str:
-    """A profile's ``rank``-th hottest instruction: opcode, share of the samples, top reason."""
+    """A profile's ``rank``-th hottest instruction and its share of the samples (its reasons
+    are in the stall rows above it)."""
     hottest = (waits or {}).get("hottest") or []
     if rank >= len(hottest):
         return "–"
     site = WaitSite.from_dict(hottest[rank])
-    reason = next(iter(site.reasons), "")
-    return f"{site.short_opcode}{' in loop' if site.in_key_loop else ''} {site.share:.0%} {reason}"
+    return f"{site.short_opcode}{' loop' if site.in_key_loop else ''} {site.share:.0%}"
 
 
 def _launch_once(spec: Mapping[str, Any]) -> None:

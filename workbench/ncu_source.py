@@ -61,8 +61,10 @@ class WaitSite:
 
     @property
     def short_opcode(self) -> str:
-        """The opcode's first two parts (``BAR.SYNC``, ``SYNCS.PHASECHK``, ``HGMMA.64x128x16``)."""
-        return ".".join(self.opcode.split(".")[:2])
+        """The opcode in a word: its family (``BAR``, ``HGMMA``, ``NANOSLEEP``), or what a
+        ``WARPGROUP``/``SYNCS`` instruction does (``DEPBAR``, ``PHASECHK``)."""
+        parts = self.opcode.split(".")
+        return parts[1] if parts[0] in ("WARPGROUP", "SYNCS") and len(parts) > 1 else parts[0]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -260,10 +262,11 @@ def summary_rows(waits: Waits, reasons: Sequence[str] = ()) -> list[list[str]]:
 
 
 def top_site(waits: Mapping[str, Any] | None, reason: str) -> str:
-    """Where a stored profile's ``reason`` waits most, e.g. ``BAR.SYNC.DEFER_BLOCKING 78%``
-    ("" where the profile has no samples of it)."""
+    """Where a stored profile's ``reason`` waits most, in a few characters: ``DEPBAR loop 50%``
+    (the key loop's wait for a tensor-core product holds half its samples); "" where the
+    profile has no samples of it."""
     sites = ((waits or {}).get("by_reason") or {}).get(reason) or []
     if not sites:
         return ""
     site = WaitSite.from_dict(sites[0])
-    return f"{site.short_opcode}{' in loop' if site.in_key_loop else ''} {site.share:.0%}"
+    return f"{site.short_opcode}{' loop' if site.in_key_loop else ''} {site.share:.0%}"

@@ -126,8 +126,9 @@ class ComparePanel(QWidget):
         lower = QWidget()
         lower_layout = QHBoxLayout(lower)
         lower_layout.setContentsMargins(0, 0, 0, 0)
-        lower_layout.addWidget(self.chart, 1)
-        lower_layout.addWidget(ncu_box, 1)  # only while a selected run was profiled
+        lower_layout.addWidget(self.chart, 5)
+        # A little wider than the chart: two runs' columns with their stalls' instructions.
+        lower_layout.addWidget(ncu_box, 6)  # only while a selected run was profiled
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.setObjectName("compare_split")
         self.split.addWidget(self.table)
