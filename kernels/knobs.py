@@ -438,16 +438,18 @@ RULES: tuple[Rule, ...] = (
         "KV splits or packed GQA heads",
     ),
     # Found on the H200 (tileiras 13.4.92): relative error 0.05-1.2 against float64 under both
-    # masks, with or without the pipeline; right without the polynomial or at occupancy 2
-    # (bench/results/experiments/h200-explore-cluster-worker-warps-5ef880b.md).
+    # masks, with or without the pipeline, at 64 rows a CTA (128-row tiles in 2-CTA clusters);
+    # right without the polynomial, at occupancy 2, and at 128 rows a CTA (256×128 in pairs)
+    # (bench/results/experiments/h200-explore-cluster-worker-warps-5ef880b.md, -clusters.md).
     _excludes(
-        "poly_exp2_cols", ("num_ctas", "num_worker_warps"),
+        "poly_exp2_cols", ("num_ctas", "num_worker_warps", "tile_m"),
         lambda v, m: v["poly_exp2_cols"] > 0 and (v["num_ctas"] or 1) > 1
-        and v["num_worker_warps"] == 8,
-        lambda v, m: f"the polynomial exp2 in {v['num_ctas']}-CTA clusters over 8 worker warps "
-        "computes wrong results (H200, tileiras 13.4); turn the polynomial off, or take "
-        "occupancy 2 instead of 8 worker warps",
-        "clusters over 8 worker warps",
+        and v["num_worker_warps"] == 8 and v["tile_m"] // v["num_ctas"] < 128,
+        lambda v, m: f"the polynomial exp2 over 8 worker warps with {v['tile_m'] // v['num_ctas']} "
+        f"rows a CTA ({v['tile_m']}-row tiles in {v['num_ctas']}-CTA clusters) computes wrong "
+        "results (H200, tileiras 13.4); turn the polynomial off, or take occupancy 2 instead "
+        "of 8 worker warps",
+        "8 worker warps with under 128 rows a CTA of a cluster",
     ),
     _requires(
         "poly_exp2_cols", ("k_split",), lambda v, m: v["k_split"],

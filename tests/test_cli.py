@@ -514,11 +514,17 @@ def test_the_polynomial_in_clusters_over_8_worker_warps_is_refused(
     )  # fmt: skip
     assert result.code == 2 and len(result.err_lines) == 1
     assert result.err.startswith(
-        "error: --poly-exp2-cols: 16 is not allowed; the polynomial exp2 in 2-CTA"
+        "error: --poly-exp2-cols: 16 is not allowed; the polynomial exp2 over 8 worker warps "
+        "with 64 rows a CTA"
     )
     assert not db_path.exists()
-    # Without the polynomial, or at occupancy 2 (the tuning table's clusters), it runs.
-    for knob in (["--worker-warps", "8"], ["--occupancy", "2", "--poly-exp2-cols", "16"]):
+    # Without the polynomial, at occupancy 2 (the tuning table's clusters) or with 128 rows a
+    # CTA, it runs.
+    for knob in (
+        ["--worker-warps", "8"],
+        ["--occupancy", "2", "--poly-exp2-cols", "16"],
+        ["--worker-warps", "8", "--poly-exp2-cols", "16", "--tile-m", "256"],
+    ):
         ok = run_cli("sweep", "--backend", "reference", "--seq-lens", "256", "--tile-m", "128",
                      "--tile-n", "128", "--cluster-ctas", "2", *knob, "--rounds", "1",
                      "--db", db_path)  # fmt: skip

@@ -362,3 +362,28 @@ def test_sass_loop_reads_another_kernels_cubin_as_it_reads_ours(
     with pytest.raises(SystemExit) as refused:
         main(["--cubin", str(cubin)])  # no tile: nothing to weigh the cycles against
     assert refused.value.code == 2
+
+
+def test_the_wgmma_wait_reproduction_finds_every_wait_a_full_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bench/repro_wgmma_wait.py, what docs/experiments.md cites for tileiras 13.4: a loop with
+    two independent products a block compiles to waits that each drain every product issued;
+    should a tileiras leave one in flight, this fails and the limit in the README is stale."""
+    _require_compilers()
+    from kernels.sass_costs import nvdisasm_path
+
+    if nvdisasm_path() is None:
+        if IN_CI:
+            pytest.fail("nvdisasm missing: under CI=true the SASS must be read, not skipped")
+        pytest.skip("nvdisasm is not installed (nvidia-cuda-nvdisasm)")
+    from bench.repro_wgmma_wait import main, wait_counts
+
+    assert wait_counts(["HGMMA×8", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "MUFU…"]) == (1, 1)
+    assert main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    loop = out[0].split(" | ")
+    assert sum(step.startswith("HGMMA") for step in loop) >= 2  # both products in the loop
+    assert "MUFU…" in loop
+    waits = int(out[1].split()[0])
+    assert waits >= 2 and out[1].endswith(", 0 leave a product in flight")
