@@ -50,7 +50,14 @@ def two_products(A, B, C, Out, n_blocks: int, TILE: ct.Constant[int], D: ct.Cons
     ct.store(Out, index=(row, 0), tile=acc.astype(ct.float16))
 
 
-def compile_loop(num_worker_warps: int | None) -> bytes:
+def worker_warps_hint() -> str:
+    """The compiler hint behind ``--worker-warps``, as the knob registry names it."""
+    from kernels.knobs import KNOBS
+
+    return next(k.hint for k in KNOBS.values() if k.flag == "--worker-warps")
+
+
+def compile_loop(worker_warps: int | None) -> bytes:
     from cuda.tile.compilation import (
         CallingConvention,
         KernelSignature,
@@ -61,8 +68,8 @@ def compile_loop(num_worker_warps: int | None) -> bytes:
     arrays = [ArraySpec("float16", shape) for shape in ((N, D), (D, N), (N, D), (N, D))]
     params = [*map(array_constraint, arrays), ScalarConstraint(ct.int32), TILE, D]
     kernel = two_products
-    if num_worker_warps:
-        kernel = kernel.replace_hints(num_worker_warps=num_worker_warps)
+    if worker_warps:
+        kernel = kernel.replace_hints(**{worker_warps_hint(): worker_warps})
     buf = io.BytesIO()
     export_kernel(
         kernel,
