@@ -6,10 +6,11 @@
 As a user would: it opens the window on --db, selects the group's first GPU run in History,
 picks --seq-len in the Block map and presses **Profile** (Nsight Compute on that point), waits
 for the metrics, does the same for a second run of the group (--second, default the next GPU
-run), then selects both and saves Compare (``compare-profiled.png``) and the Roofline view
-(``roofline.png``) under --out. A refusal (no ncu, no counter permission) is printed as the
-window shows it, and the exit code is 1. Message boxes are answered by printing their text, so
-nothing waits on a click. Its own temporary settings leave the user's form alone.
+run), then selects both and saves Compare (``compare-profiled.png``, and scrolled to the stalls
+and the instructions they wait at, ``compare-profiled-waits.png``; its rows are printed) and the
+Roofline view (``roofline.png``) under --out. A refusal (no ncu, no counter permission) is
+printed as the window shows it, and the exit code is 1. Message boxes are answered by printing
+their text, so nothing waits on a click. Its own temporary settings leave the user's form alone.
 """
 
 from __future__ import annotations
@@ -126,6 +127,13 @@ def _drive(app: Any, window: Any, args: argparse.Namespace) -> int:
     window.tabs.setCurrentIndex(TABS["compare"])
     window.compare.pin_baseline(first.id)
     _save(app, window, args.out / "compare-profiled.png")
+    # The Nsight box as the window shows it, and scrolled to the stalls and where they wait.
+    table = window.compare.ncu_table
+    for r in range(table.rowCount()):
+        cells = [table.item(r, c) for c in range(table.columnCount())]
+        print(" | ".join(c.text() if c is not None else "" for c in cells))
+    table.scrollToBottom()
+    _save(app, window, args.out / "compare-profiled-waits.png")
     window.tabs.setCurrentIndex(TABS["roofline"])
     _save(app, window, args.out / "roofline.png")
     if args.ladder_group is not None:
