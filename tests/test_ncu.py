@@ -96,22 +96,25 @@ def _cutile_run(
     autotune: bool = False,
     label: str = "",
     backend: str = "cutile",
+    axis: str = "seq_len",
 ) -> int:
-    """A stored cuTile run with one point at N = 128, as the GPU would have stored it."""
+    """A stored cuTile run with one point at N = 128 (or k_len 128 for one query row, with
+    ``axis="k_len"``), as the GPU would have stored it."""
     from workbench.backends.reference import ReferenceBackend
     from workbench.timing import TimingSettings
 
     config = KernelConfig(mask="causal", autotune=autotune)
     spec = SweepSpec(
-        Problem(batch=1, heads=1, head_dim=64, q_len=1, k_len=1), (128,), config, backend, label
-    )
+        Problem(batch=1, heads=1, head_dim=64, q_len=1, k_len=1), (128,), config, backend, label,
+        axis=axis,
+    )  # fmt: skip
     run_id = store.create_run(spec, {"gpu_name": "NVIDIA H200"})
     result = ReferenceBackend().measure_point(
         spec.problems()[0], config, TimingSettings(warmup=0, min_samples=1, max_samples=1,
                                                    min_time_s=0.0), rng
     )  # fmt: skip
     result.extra["launch"] = {"tile_m": 128, "tile_n": 128, "num_worker_warps": 8}
-    store.add_point(run_id, result)
+    store.add_point(run_id, result, seq_len=128)  # on the run's axis: N or k_len
     store.finish_run(run_id, "complete")
     return run_id
 
@@ -284,3 +287,21 @@ def test_compare_puts_each_reasons_instruction_beside_its_value() -> None:
     assert rows["hottest 3"] == ["DEPBAR loop 16%", "–"]
     # Profiles stored before the samples were read show no such rows.
     assert "samples in key loop" not in {r[0] for r in compare_rows([fa4, fa4])}
+
+
+def test_a_decode_point_is_profiled_and_compared_at_its_k_len(
+    run_cli: Any, db_path: Path, rng: np.random.Generator, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A decode run's lengths are key lengths: the profile and Compare say k_len, not N."""
+    with Store(db_path) as store:
+        ours = _cutile_run(store, rng, axis="k_len")
+        theirs = _cutile_run(store, rng, axis="k_len", backend="torch-cudnn")
+    _fake_ncu(tmp_path, monkeypatch)
+    result = run_cli("profile", ours, "--seq-len", "128", "--db", db_path)
+    assert result.code == 0, result.err
+    assert result.out.startswith(f"run {ours} at k_len=128: ")
+    missing = run_cli("profile", ours, "--seq-len", "64", "--db", db_path)
+    assert missing.code == 2 and "has no point at k_len=64 (128)" in missing.err
+    assert run_cli("profile", theirs, "--seq-len", "128", "--db", db_path).code == 0
+    assert "Nsight Compute at k_len=128:" in run_cli("compare", ours, theirs, "--db", db_path).out

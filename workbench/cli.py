@@ -433,7 +433,9 @@ def _print_profiles(store: Store, run_ids: list[int]) -> None:
         profiles = [by_run[run_id].get(n) for run_id in run_ids]
         if sum(1 for p in profiles if p) < 2:
             continue
-        print(f"\nNsight Compute at N={n}:")
+        axes = {store.run(run_id).axis for run_id in run_ids}
+        length = AXIS_LABELS.get(axes.pop(), "N") if len(axes) == 1 else "length"
+        print(f"\nNsight Compute at {length}={n}:")
         header = ["metric", *[f"#{run_id}" for run_id in run_ids]]
         print(_table(compare_rows(profiles), header))
 
@@ -665,7 +667,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
         point = next((p for p in store.points(run.id) if p.seq_len == args.seq_len), None)
     if point is None:
         lengths = ", ".join(str(n) for n in run.seq_lens)
-        raise UsageError(f"--seq-len: run {run.id} has no point at N={args.seq_len} ({lengths})")
+        raise UsageError(
+            f"--seq-len: run {run.id} has no point at {AXIS_LABELS[run.axis]}={args.seq_len} "
+            f"({lengths})"
+        )
     try:
         profile = profile_point(run, point, db)
     except ProfileRefused as exc:
@@ -675,7 +680,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(profile.to_dict())
         return EXIT_OK
-    print(f"run {run.id} at N={point.seq_len}: {printable(profile.kernel)}")
+    print(f"run {run.id} at {AXIS_LABELS[run.axis]}={point.seq_len}: {printable(profile.kernel)}")
     print(_table(compare_rows([profile.to_dict()]), ["metric", f"#{run.id}"]))
     if profile.waits is not None:
         loop = profile.waits.key_loop_share

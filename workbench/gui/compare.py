@@ -41,6 +41,7 @@ from workbench.compare import (
     problem_differences,
     run_name,
 )
+from workbench.config import AXIS_LABELS
 from workbench.gui.colors import run_color
 from workbench.gui.compare_chart import CompareChart
 from workbench.ncu import compare_rows
@@ -359,8 +360,10 @@ class ComparePanel(QWidget):
             self._runs, key=lambda r: (r.id not in profiled[n], r.id != self._pinned, r.id)
         )
         rows = compare_rows([profiled[n].get(r.id) for r in runs])
+        axes = {r.axis for r in runs if r.id in profiled[n]}
+        length = AXIS_LABELS.get(axes.pop(), "N") if len(axes) == 1 else "length"
         self.ncu_title.setText(
-            f"<b>Nsight Compute at N = {n:,}</b> (one launch, clocks as they were)"
+            f"<b>Nsight Compute at {length} = {n:,}</b> (one launch, clocks as they were)"
         )
         self.ncu_table.setColumnCount(1 + len(runs))
         # Short headers (id and backend) so two runs fit beside the chart; the name on hover.

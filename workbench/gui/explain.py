@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QLabel
 
 from workbench.backends.base import decode_form
 from workbench.compare import compiled_of, point_pct, roofline_points, run_ceilings
-from workbench.config import K_LEN_AXIS, ConfigError
+from workbench.config import AXIS_LABELS, K_LEN_AXIS, ConfigError
 from workbench.gui.compiled_badge import CompiledBadge
 from workbench.gui.plots import Series
 from workbench.gui.profile_action import ProfilePointButton
@@ -124,7 +124,8 @@ class Explainers(QObject):
 
     @Slot(int, int, object, str)
     def _on_profiled(self, run_id: int, seq_len: int, metrics: Any, refusal: str) -> None:
-        where = f"run #{run_id} at N={seq_len}"
+        run = self.window.store.run(run_id) if self.window.store is not None else None
+        where = f"run #{run_id} at {AXIS_LABELS[run.axis] if run else 'N'}={seq_len}"
         if metrics is None:
             self.window.warn("Cannot profile", f"Nsight Compute on {where}: {refusal}")
             return
