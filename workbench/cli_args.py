@@ -474,10 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "profile",
         help="profile one stored point's launch with Nsight Compute (ncu, clocks left as they "
-        "are) and keep a dozen headline metrics with the point",
+        "are) and keep a dozen headline metrics with the point, and where its warps wait (the "
+        "PC samples' hottest SASS instructions, and each stall reason's)",
     )
     p.add_argument("run", type=run_id, help="run id")
-    p.add_argument("--seq-len", type=whole, required=True, help="the point's sequence length N")
+    p.add_argument(
+        "--seq-len", type=whole, required=True,
+        help="the point's length on its run's axis: N, or k_len for a decode sweep",
+    )  # fmt: skip
     _add_db(p)
     _add_json(p)
 
