@@ -270,3 +270,30 @@ def top_site(waits: Mapping[str, Any] | None, reason: str) -> str:
         return ""
     site = WaitSite.from_dict(sites[0])
     return f"{site.short_opcode}{' loop' if site.in_key_loop else ''} {site.share:.0%}"
+
+
+def cell_tooltip(waits: Mapping[str, Any] | None, label: str) -> str:
+    """What a Compare cell of ``label`` (``stall: REASON`` or ``hottest N``) stands for, in
+    full: each instruction's SASS, offset and share; "" where the profile has no samples."""
+    if not waits:
+        return ""
+    stored = Waits.from_dict(waits)
+    if label.startswith("stall: "):
+        reason = label.removeprefix("stall: ")
+        sites = stored.by_reason.get(reason, [])
+        return "\n".join(
+            f"{s.share:.0%} of {reason} at {s.sass} @{s.offset:#06x}"
+            f"{' (key loop)' if s.in_key_loop else ''}"
+            for s in sites
+        )
+    if label.startswith("hottest "):
+        rank = int(label.removeprefix("hottest ")) - 1
+        if rank >= len(stored.hottest):
+            return ""
+        s = stored.hottest[rank]
+        reasons = ", ".join(f"{r} {v:.0%}" for r, v in s.reasons.items())
+        return (
+            f"{s.sass} @{s.offset:#06x}{' (key loop)' if s.in_key_loop else ''}: "
+            f"{s.share:.0%} of the samples ({reasons})"
+        )
+    return ""

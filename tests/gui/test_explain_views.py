@@ -194,6 +194,21 @@ def test_profile_is_greyed_with_its_reason_then_profiles_a_point_into_compare(
     rows = {table.item(r, 0).text(): r for r in range(table.rowCount())}
     l2 = rows["L2 hit rate"]
     assert [table.item(l2, c).text() for c in (1, 2)] == ["88.4 %", "88.4 %"]
+    # Where the warps wait: each stall's instruction in a word, in full on hover.
+    barrier = rows["stall: barrier"]
+    assert table.item(barrier, 1).text() == "0.97 · BAR 78%"
+    assert table.item(barrier, 1).toolTip().splitlines() == [
+        "78% of barrier at BAR.SYNC.DEFER_BLOCKING 0x0 @0x0020",
+        "22% of barrier at BAR.SYNC.DEFER_BLOCKING 0x0 @0x00a0",
+    ]
+    hottest = rows["hottest 2"]
+    assert table.item(hottest, 2).text() == "PHASECHK loop 22%"
+    assert table.item(hottest, 2).toolTip() == (
+        "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8+0x10], R2 @0x0030 (key loop): 22% of the "
+        "samples (long_scoreboard 100%)"
+    )
+    assert table.item(rows["samples in key loop"], 1).text() == "59%"
+    assert table.item(l2, 1).toolTip() == ""  # a headline metric: nothing more to say
 
 
 def _ncu_here() -> bool:

@@ -45,6 +45,7 @@ from workbench.config import AXIS_LABELS
 from workbench.gui.colors import run_color
 from workbench.gui.compare_chart import CompareChart
 from workbench.ncu import compare_rows
+from workbench.ncu_source import cell_tooltip
 from workbench.resources import CompiledResources
 from workbench.roofline import Ceilings, no_ceiling_reason
 from workbench.streaming import COLD_KV_BYTES, fit_run
@@ -373,9 +374,15 @@ class ComparePanel(QWidget):
         for c, run in enumerate(runs, start=1):
             self.ncu_table.horizontalHeaderItem(c).setToolTip(run_name(run))
         self.ncu_table.setRowCount(len(rows))
+        waits = [(profiled[n].get(r.id) or {}).get("waits") for r in runs]
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
-                self.ncu_table.setItem(r, c, self._item(text, align_right=c > 0))
+                item = self._item(text, align_right=c > 0)
+                # The stall and hottest cells name an instruction in a word: in full on hover.
+                tip = cell_tooltip(waits[c - 1], row[0]) if c > 0 else ""
+                if tip:
+                    item.setToolTip(tip)
+                self.ncu_table.setItem(r, c, item)
         self.ncu_box.show()
 
     @staticmethod
