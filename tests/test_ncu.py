@@ -141,9 +141,16 @@ def test_profile_without_ncu_exits_2_in_one_line_and_writes_nothing(
     assert missing.code == 2 and "has no point at N=256 (128)" in missing.err
 
 
-def _fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, permitted: bool = True) -> Path:
+def _fake_ncu(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    permitted: bool = True,
+    source_page: bool = True,
+) -> Path:
     """An `ncu` on PATH that refuses without --clock-control none, writes the report it is
-    asked for and answers --import with the fixture (or reports no counter permission)."""
+    asked for and answers --import with the fixtures (or reports no counter permission; or,
+    with ``source_page=False``, has no source page, as an older ncu)."""
     fixture = tmp_path / "raw.csv"
     fixture.write_text(NCU_RAW_FIXTURE)
     source = tmp_path / "source.csv"
@@ -151,8 +158,9 @@ def _fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, permitted: boo
     tool = tmp_path / "bin" / "ncu"
     tool.parent.mkdir()
     denied = "" if permitted else 'echo "==ERROR== ERR_NVGPUCTRPERM - no permission"; exit 1'
+    page = f'cat "{source}"; exit 0' if source_page else 'echo "==ERROR== unknown page"; exit 1'
     tool.write_text(f"""#!/bin/sh
-case "$*" in *"--page source"*) cat "{source}"; exit 0;; esac
+case "$*" in *"--page source"*) {page};; esac
 case "$*" in *--import*) cat "{fixture}"; exit 0;; esac
 case "$*" in *"--clock-control none"*) ;; *) echo "clocks would be locked"; exit 3;; esac
 {denied}
@@ -305,3 +313,18 @@ def test_a_decode_point_is_profiled_and_compared_at_its_k_len(
     assert missing.code == 2 and "has no point at k_len=64 (128)" in missing.err
     assert run_cli("profile", theirs, "--seq-len", "128", "--db", db_path).code == 0
     assert "Nsight Compute at k_len=128:" in run_cli("compare", ours, theirs, "--db", db_path).out
+
+
+def test_an_ncu_without_the_source_page_keeps_the_headline_metrics(
+    run_cli: Any, db_path: Path, rng: np.random.Generator, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    with Store(db_path) as store:
+        run_id = _cutile_run(store, rng)
+    _fake_ncu(tmp_path, monkeypatch, source_page=False)
+    result = run_cli("profile", run_id, "--seq-len", "128", "--db", db_path)
+    assert result.code == 0, result.err
+    assert "71.25 %" in result.out and "where the warps wait" not in result.out
+    with Store(db_path) as store:
+        stored = store.points(run_id)[0].extra["ncu"]
+    assert stored["metrics"]["sm_throughput_pct"] == 71.25 and "waits" not in stored
