@@ -29,7 +29,13 @@ import cuda.tile as ct  # noqa: E402
 
 from kernels.cutile.compile import array_constraint  # noqa: E402
 from kernels.cutile.forms import ArraySpec  # noqa: E402
-from kernels.sass_costs import disassemble, key_block_loop, opcode, parse  # noqa: E402
+from kernels.sass_costs import (  # noqa: E402
+    disassemble,
+    key_block_loop,
+    opcode,
+    parse,
+    sync_sites,
+)
 
 TILE, D, N = 128, 128, 8192
 
@@ -102,20 +108,17 @@ def loop_events(sass: str) -> list[str]:
     return events
 
 
-def wait_counts(events: list[str]) -> tuple[int, int]:
-    """(waits for the tensor cores among ``events``, those that leave a product in flight)."""
-    waits = [e for e in events if "DEPBAR" in e]
-    return len(waits), sum(not w.rstrip().endswith("0x0") for w in waits)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker-warps", type=int, default=8, choices=(4, 8), help="hint (8)")
     args = ap.parse_args(argv)
-    events = loop_events(disassemble(compile_loop(args.worker_warps)))
-    print("the loop, in order:", " | ".join(events))
-    waits, partial = wait_counts(events)
-    print(f"{waits} waits for the tensor cores in the loop, {partial} leave a product in flight")
+    sass = disassemble(compile_loop(args.worker_warps))
+    print("the loop, in order:", " | ".join(loop_events(sass)))
+    waits = sync_sites(sass)["tensor_waits"]
+    print(
+        f"{waits['in_key_loop']} waits for the tensor cores in the loop, "
+        f"{waits['partial_in_key_loop']} leave a product in flight"
+    )
     return 0
 
 

@@ -8,7 +8,8 @@ cubin with ``nvdisasm`` (``pip install nvidia-cuda-nvdisasm==13.4.92``) and prin
 loop's instructions by opcode with its issue, MUFU and tensor cycles per key block and SM
 (:mod:`kernels.sass_costs` says how they are counted), and where the warps wait on each other:
 whole-CTA barriers, named barriers (a subset of the warps) and mbarrier waits, in the kernel and
-in the key loop. ``fmha-workbench resources`` shows the
+in the key loop; and on their own tensor-core products, with how many of those waits leave one
+in flight. ``fmha-workbench resources`` shows the
 same shares beside registers and shared memory.
 """
 
@@ -99,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{syncs['cta_barriers']['in_key_loop']}, named barriers {named['sites']} / "
         f"{named['in_key_loop']} (ids {', '.join(named['ids']) or 'none'}), mbarrier waits "
         f"{syncs['mbarrier_waits']['sites']} / {syncs['mbarrier_waits']['in_key_loop']}"
+    )
+    tensor = syncs["tensor_waits"]
+    print(
+        f"waits for the tensor cores: {tensor['sites']} / {tensor['in_key_loop']}, of those in "
+        f"the key loop {tensor['partial_in_key_loop']} leave a product in flight"
     )
     return 0
 

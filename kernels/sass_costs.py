@@ -158,37 +158,42 @@ def key_block_loop(sass: str) -> Loop:
 
 
 def sync_sites(sass: str) -> dict[str, dict[str, Any]]:
-    """Where the kernel's warps can wait on each other, by kind: barriers of the whole CTA
-    (``BAR.SYNC 0x0``), named barriers (another id or a thread count: a subset of the warps,
-    as FA4's warpgroups take turns), and mbarrier waits (``SYNCS.PHASECHK``: a TMA load or a
-    buffer handed over); each with its sites in the kernel and in the unmasked key loop, and
-    the named barriers' ids."""
+    """Where the kernel's warps can wait, by kind: on each other through barriers of the whole
+    CTA (``BAR.SYNC 0x0``), named barriers (another id or a thread count: a subset of the
+    warps, as FA4's warpgroups take turns) and mbarrier waits (``SYNCS.PHASECHK``: a TMA load
+    or a buffer handed over); and on their own tensor-core products (``WARPGROUP.DEPBAR.LE
+    gsb0, N``: until at most N are in flight). Each with its sites in the kernel and in the
+    unmasked key loop; the named barriers' ids, and how many tensor-core waits in the key loop
+    leave a product in flight (N > 0: FA4's softmax runs beside its P·V so)."""
     instructions, _labels = parse(sass)
     try:
         key = key_block_loop(sass)
         in_key = range(key.start, key.end + 1)
     except ValueError:
         in_key = range(0)
-    sites: dict[str, dict[str, Any]] = {
-        kind: {"sites": 0, "in_key_loop": 0}
-        for kind in ("cta_barriers", "named_barriers", "mbarrier_waits")
-    }
+    kinds = ("cta_barriers", "named_barriers", "mbarrier_waits", "tensor_waits")
+    sites: dict[str, dict[str, Any]] = {kind: {"sites": 0, "in_key_loop": 0} for kind in kinds}
     ids: set[str] = set()
+    partial = 0
     for address, text in instructions:
         op = opcode(text)
+        operands = [o.strip() for o in _PREDICATE.sub("", text)[len(op) :].split(",")]
         if op.startswith("BAR."):
-            operands = [o.strip() for o in _PREDICATE.sub("", text)[len(op) :].split(",")]
             whole_cta = operands == ["0x0"]
             kind = "cta_barriers" if whole_cta else "named_barriers"
             if not whole_cta:
                 ids.add(operands[0])
         elif op.startswith("SYNCS.PHASECHK"):
             kind = "mbarrier_waits"
+        elif op.startswith("WARPGROUP.DEPBAR"):
+            kind = "tensor_waits"
+            partial += address in in_key and operands[-1] not in ("0x0", "0")
         else:
             continue
         sites[kind]["sites"] += 1
         sites[kind]["in_key_loop"] += address in in_key
     sites["named_barriers"]["ids"] = sorted(ids)
+    sites["tensor_waits"]["partial_in_key_loop"] = partial
     return sites
 
 

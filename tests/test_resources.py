@@ -377,9 +377,8 @@ def test_the_wgmma_wait_reproduction_finds_every_wait_a_full_one(
         if IN_CI:
             pytest.fail("nvdisasm missing: under CI=true the SASS must be read, not skipped")
         pytest.skip("nvdisasm is not installed (nvidia-cuda-nvdisasm)")
-    from bench.repro_wgmma_wait import main, wait_counts
+    from bench.repro_wgmma_wait import main
 
-    assert wait_counts(["HGMMA×8", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "MUFU…"]) == (1, 1)
     assert main([]) == 0
     out = capsys.readouterr().out.splitlines()
     loop = out[0].split(" | ")

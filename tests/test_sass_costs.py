@@ -116,6 +116,8 @@ def test_waits_are_told_apart_whole_cta_named_and_mbarrier_in_and_out_of_the_key
         /*0020*/                   BAR.SYNC.DEFER_BLOCKING R8, 0x100 ;
         /*0030*/                   HGMMA.64x128x16.F32 R24, gdesc[UR52], RZ, !UPT ;
         /*0040*/                   BAR.ARV 0x2, 0x100 ;
+        /*0044*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0048*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
         /*0050*/               @P1 BRA `(.L_x_1) ;
         /*0060*/              @!P2 BAR.SYNC.DEFER_BLOCKING 0x1, 0x120 ;
         /*0070*/                   SYNCS.PHASECHK.TRANS64 P0, [UR4+0x8], R2 ;
@@ -126,7 +128,10 @@ def test_waits_are_told_apart_whole_cta_named_and_mbarrier_in_and_out_of_the_key
     named = found["named_barriers"]
     assert (named["sites"], named["in_key_loop"], named["ids"]) == (3, 2, ["0x1", "0x2", "R8"])
     assert found["mbarrier_waits"] == {"sites": 2, "in_key_loop": 1}
+    # Its waits for the tensor cores: one leaves a product in flight (its softmax beside P·V).
+    assert found["tensor_waits"] == {"sites": 2, "in_key_loop": 2, "partial_in_key_loop": 1}
     # Ours, from the module's SASS: no barrier at all, one mbarrier wait outside the key loop.
     ours = sync_sites(SASS)
     assert ours["cta_barriers"]["sites"] == ours["named_barriers"]["sites"] == 0
     assert ours["mbarrier_waits"] == {"sites": 1, "in_key_loop": 0}
+    assert ours["tensor_waits"] == {"sites": 0, "in_key_loop": 0, "partial_in_key_loop": 0}
