@@ -108,3 +108,15 @@ def test_a_cpu_decode_groups_report_says_why_it_has_no_fit(run_cli, monkeypatch)
         "no fit for group 1: 0 lengths with K+V past 128 MB (twice the L2); a fit needs 3" in text
     )
     assert "where the time goes" not in text
+
+
+def test_the_streaming_read_fills_every_sm_once_and_no_more_than_it_has_words() -> None:
+    from workbench.stream_read import CTAS_PER_SM, THREADS, describe, grid_ctas
+
+    assert grid_ctas(10**9, 132) == 132 * CTAS_PER_SM
+    assert grid_ctas(1, 132) == 1
+    assert grid_ctas(THREADS * 3 + 1, 132) == 4
+    for words, sms in ((0, 132), (5, 0)):
+        with pytest.raises(ValueError, match="at least one word and one SM"):
+            grid_ctas(words, sms)
+    assert "one-launch read" in describe() and "16-byte loads" in describe()

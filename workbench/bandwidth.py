@@ -4,11 +4,12 @@ Decode attention is bound by reading K and V, so a point's TFLOP/s says little; 
 (each byte of K and V read once: 2·B·Hkv·k_len·D·itemsize over the median latency) and of Q+O
 (Q read and O written once) say how close it runs to the memory system. The fraction is taken of
 *this machine's measured* streaming-read bandwidth, not a datasheet figure:
-:func:`measure_read_bandwidth` times a kernel that reads a large buffer once (a sum over 2 GiB,
-far beyond any L2, with CUDA graphs through the project's one timer) and :func:`save_bandwidth`
-keeps the result per GPU in a small JSON file, which the GPU backends add to every run's machine
-record (:func:`machine_bandwidth`). Without a measurement (a CPU, a GPU never measured) there is
-no fraction, only GB/s.
+:func:`measure_read_bandwidth` times a kernel that reads a large buffer once (2 GiB, far beyond
+any L2, with CUDA graphs through the project's one timer; with CuPy one launch of 16-byte loads,
+``workbench.stream_read``, so that no second pass adds to the fixed cost of small reads) and
+:func:`save_bandwidth` keeps the result per GPU in a small JSON file, which the GPU backends add
+to every run's machine record (:func:`machine_bandwidth`). Without a measurement (a CPU, a GPU
+never measured) there is no fraction, only GB/s.
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ def measure_read_bandwidth(
     time_ms: Callable[[Callable[[], object]], list[float]],
     *,
     lib: str,
+    reader: str = "sum",
 ) -> ReadBandwidth:
     """Time ``read_once`` (a launch that reads ``bytes_read`` bytes of device memory once) with
-    ``time_ms`` (milliseconds per call, one per sample) and return its median read rate."""
+    ``time_ms`` (milliseconds per call, one per sample) and return its median read rate;
+    ``reader`` says what kind of launch it is, for the method line."""
     samples = time_ms(read_once)
     if not samples or min(samples) <= 0:
         raise ValueError("the streaming read gave no positive timing")
@@ -86,7 +89,7 @@ def measure_read_bandwidth(
         if copies == 1
         else f"a {size} float32 buffer, {copies} copies taken in turn (beyond L2)"
     )
-    method = f"{lib}: sum of {what}, median of {len(samples)} CUDA-graph samples"
+    method = f"{lib}: {reader} of {what}, median of {len(samples)} CUDA-graph samples"
     return ReadBandwidth(
         gpu=gpu,
         gbs=bytes_read / (median_ms * 1e-3) / 1e9,
@@ -109,23 +112,25 @@ def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> Read
     so that each one reads HBM, as a decode call reads a KV cache it did not just write."""
     from kernels.measure import LaunchSampler
 
-    elements = max(1, bytes_read // 4)
+    # Whole 16-byte words: the streaming kernel's loads.
+    elements = max(4, bytes_read // 16 * 4)
     copies = rotation_copies(bytes_read)
     turn = itertools.cycle(range(copies))
     try:
         import cupy
 
-        lib = "cupy"
-        buffers = [cupy.ones(elements, dtype=cupy.float32) for _ in range(copies)]
-        out = cupy.empty((), dtype=cupy.float32)
+        from workbench.stream_read import StreamRead, describe
+
+        lib, reader = "cupy", describe()
+        readers = [StreamRead(cupy.ones(elements, dtype=cupy.float32)) for _ in range(copies)]
 
         def read_once() -> object:
-            return cupy.sum(buffers[next(turn)], out=out)
+            return readers[next(turn)]()
 
     except ImportError:
         import torch
 
-        lib = "torch"
+        lib, reader = "torch", "sum"
         tensors = [torch.ones(elements, dtype=torch.float32, device="cuda") for _ in range(copies)]
 
         def read_once() -> object:
@@ -138,7 +143,7 @@ def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> Read
             samples.extend(sampler.turn())
         return samples
 
-    return measure_read_bandwidth(gpu, read_once, elements * 4, time_ms, lib=lib)
+    return measure_read_bandwidth(gpu, read_once, elements * 4, time_ms, lib=lib, reader=reader)
 
 
 def bandwidth_path() -> Path:
