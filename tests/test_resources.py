@@ -386,3 +386,18 @@ def test_the_wgmma_wait_reproduction_finds_every_wait_a_full_one(
     assert "MUFU…" in loop
     waits = int(out[1].split()[0])
     assert waits >= 2 and out[1].endswith(", 0 leave a product in flight")
+
+
+def test_the_pdl_trigger_reproduction_finds_the_shared_memory_grow() -> None:
+    """bench/repro_pdl_trigger.py, what docs/experiments.md cites for tileiras 13.4: asking for
+    the dependent grid's early launch grows the key loop's shared memory; should a tileiras stop
+    doing so, this fails and the decode note in the README is stale."""
+    _require_compilers()
+    from bench.repro_pdl_trigger import PLACES, compile_loop
+    from kernels.cubin_resources import read_resources
+
+    found = {place: read_resources(compile_loop(place)) for place in PLACES}
+    plain = found["none"]
+    assert plain.stack == 0 and plain.shared > 64 * 1024  # a pipelined loop, no spill
+    for place in ("first", "after-loop"):
+        assert found[place].shared - plain.shared >= 32 * 1024, (place, found[place], plain)
