@@ -325,17 +325,46 @@ def test_the_bandwidth_measurement_with_a_fake_gpu(
     assert reads == [1] and measured.gbs == pytest.approx(4.0) and measured.samples == 3
 
     monkeypatch.setattr(cli, "_local_gpu_name", lambda: "Fake GPU")
-    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", lambda name: measured)
+    asked: list[int] = []
+
+    def fake_gpu(name: str, size: int = bandwidth.STREAM_BYTES) -> bandwidth.ReadBandwidth:
+        # 2 GiB gives the stored figure; the line's sizes read 3 µs + bytes at 4 GB/s.
+        asked.append(size)
+        if size == bandwidth.STREAM_BYTES:
+            return measured
+        ms = 0.003 + size / 4e9 * 1e3
+        return bandwidth.measure_read_bandwidth(
+            name, lambda: None, size, lambda _: [ms], lib="cupy"
+        )
+
+    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", fake_gpu)
     result = run_cli("bandwidth")
     assert result.code == 0 and result.out.startswith("Fake GPU: 4 GB/s streaming read")
-    assert json.loads(path.read_text())["Fake GPU"]["gbs"] == pytest.approx(4.0)
+    assert asked == [bandwidth.STREAM_BYTES, *bandwidth.READ_LINE_SIZES]
+    assert "a read of 134–537 MB: 3.0 µs + 4 GB/s a call" in result.out
+    kept = json.loads(path.read_text())["Fake GPU"]
+    assert kept["gbs"] == pytest.approx(4.0) and kept["fixed_us"] == pytest.approx(3.0)
     shown = run_cli("bandwidth", "--show")
-    assert "Fake GPU: 4 GB/s, cupy: sum of a" in shown.out
+    assert "Fake GPU: 4 GB/s; a read: 3.0 µs + 4 GB/s a call, cupy: sum of a" in shown.out
     # Every later run on that GPU carries it in its machine record.
     monkeypatch.setattr(gpu, "nvidia_smi_fields", lambda: {"gpu_name": "Fake GPU"})
     info = gpu.gpu_machine_info()
     assert info["read_bandwidth_gbs"] == pytest.approx(4.0)
     assert "CUDA-graph samples" in info["read_bandwidth_method"]
+    assert bandwidth.read_line(info) == pytest.approx((3.0, 4.0))
+    # Sizes that give no line (latency not growing with bytes) keep the figure without one.
+    monkeypatch.setattr(
+        bandwidth,
+        "measure_gpu_read_bandwidth",
+        lambda name, size=0: bandwidth.measure_read_bandwidth(
+            name, lambda: None, size or 2**31, lambda _: [1.0], lib="cupy"
+        ),
+    )
+    flat = run_cli("bandwidth")
+    assert flat.code == 0 and "no fixed cost for the read: latency does not grow" in flat.err
+    assert "fixed_us" in json.loads(path.read_text())["Fake GPU"]
+    assert json.loads(path.read_text())["Fake GPU"]["fixed_us"] is None
+    assert bandwidth.read_line(gpu.gpu_machine_info()) is None
 
 
 def test_the_read_by_size_sits_beside_the_stored_figure_and_keeps_nothing(

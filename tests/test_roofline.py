@@ -259,7 +259,7 @@ def test_machine_measure_stores_the_ceilings_and_the_read_figure_decode_points_u
     monkeypatch.setattr(
         roofline, "measure_ceilings", functools.partial(roofline.measure_ceilings, n=32)
     )
-    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", lambda name: measured)
+    monkeypatch.setattr(bandwidth, "measure_gpu_read_bandwidth", lambda name, size=0: measured)
     monkeypatch.setattr(gpu, "gpu_machine_info", lambda: {"gpu_name": "NVIDIA H200"})
     monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(tmp_path / "machine.json"))
 

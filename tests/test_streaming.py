@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,21 @@ def test_report_of_the_committed_decode_groups_splits_each_backends_time(
     text = run_cli(*args).out
     assert "where the time goes: latency = fixed + K+V bytes / rate" in text
     assert "no fit for group 13: 1 length with K+V past 128 MB" in text
+    # These runs predate the read's own line; runs that carry it get it under their fits.
+    assert "a plain read on this machine" not in markdown
+    with sqlite3.connect(decode_db) as db:
+        db.execute(
+            "update runs set machine = json_set(machine, '$.read_fixed_us', 2.4, "
+            "'$.read_line_rate_gbs', 4565.2) where group_id = 9"
+        )
+    marked = run_cli(*args, "--markdown").out
+    assert marked.count("- a plain read on this machine") == 1
+    assert "over 134–537 MB): 2.4 µs + 4565 GB/s a call, the least a kernel" in marked
+    shown = json.loads(run_cli(*args, "--json").out)["streaming"]
+    assert {tuple(f["read_line"] or ()) for f in shown if f["group"] == 9} == {(2.4, 4565.2)}
+    assert (
+        "a plain read on this machine (one launch): 2.4 µs + 4565 GB/s a call" in run_cli(*args).out
+    )
 
 
 def test_a_cpu_decode_groups_report_says_why_it_has_no_fit(run_cli, monkeypatch) -> None:

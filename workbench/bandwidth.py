@@ -30,6 +30,12 @@ from workbench.config import Problem
 # The machine record's keys: the measured read bandwidth and how it was measured.
 READ_BANDWIDTH_KEY = "read_bandwidth_gbs"
 READ_BANDWIDTH_METHOD_KEY = "read_bandwidth_method"
+# The same read as a line, latency = fixed + bytes / rate, over READ_LINE_SIZES: the fixed cost
+# a kernel that reads its bytes once pays a call (launch, the first bytes' latency, the tail).
+READ_FIXED_KEY = "read_fixed_us"
+READ_LINE_RATE_KEY = "read_line_rate_gbs"
+# Past twice the H200's L2 (what the decode fits take) and in the range of a decode call's K+V.
+READ_LINE_SIZES = (134_217_728, 268_435_456, 536_870_912)
 # 2 GiB: over thirty times the largest L2 in service (H200: 60 MB), so every sample reads HBM.
 STREAM_BYTES = 2 << 30
 STREAM_SAMPLES = 20
@@ -64,6 +70,9 @@ class ReadBandwidth:
     samples: int
     method: str
     measured_at: str
+    # The read at READ_LINE_SIZES fitted as fixed + bytes / rate (None where not measured).
+    fixed_us: float | None = None
+    line_rate_gbs: float | None = None
 
 
 def measure_read_bandwidth(
@@ -186,7 +195,25 @@ def machine_bandwidth(gpu: str | None, path: Path | None = None) -> dict[str, An
     entry = _read_all(path or bandwidth_path()).get(gpu)
     if not isinstance(entry, dict) or not isinstance(entry.get("gbs"), (int, float)):
         return {}
-    return {
+    fields: dict[str, Any] = {
         READ_BANDWIDTH_KEY: round(float(entry["gbs"]), 1),
         READ_BANDWIDTH_METHOD_KEY: str(entry.get("method", "")),
     }
+    fixed, rate = entry.get("fixed_us"), entry.get("line_rate_gbs")
+    if isinstance(fixed, (int, float)) and isinstance(rate, (int, float)) and rate > 0:
+        fields[READ_FIXED_KEY] = round(float(fixed), 2)
+        fields[READ_LINE_RATE_KEY] = round(float(rate), 1)
+    return fields
+
+
+def read_line(machine: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A machine record's plain read as (fixed µs a call, GB/s); None where not measured."""
+    fixed, rate = machine.get(READ_FIXED_KEY), machine.get(READ_LINE_RATE_KEY)
+    if not isinstance(fixed, (int, float)) or not isinstance(rate, (int, float)) or rate <= 0:
+        return None
+    return float(fixed), float(rate)
+
+
+def read_line_text(line: tuple[float, float]) -> str:
+    """``2.4 µs + 4565 GB/s a call``: what a kernel that only reads pays for its bytes."""
+    return f"{line[0]:.1f} µs + {line[1]:.0f} GB/s a call"

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
@@ -63,6 +63,9 @@ from workbench.store import (
     env_db_path,
 )
 from workbench.tuned import tuned_labels
+
+if TYPE_CHECKING:
+    from workbench.bandwidth import ReadBandwidth
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 # A block map of more cells than this (2048 x 2048: 128k x 128k at 64 x 64 tiles) is refused:
@@ -612,7 +615,7 @@ def cmd_machine(args: argparse.Namespace) -> int:
     # of, and `bandwidth` measures the same way.
     from workbench import bandwidth
 
-    read = bandwidth.measure_gpu_read_bandwidth(str(gpu.get("gpu_name") or _local_gpu_name()))
+    read = _measured_read(str(gpu.get("gpu_name") or _local_gpu_name()))
     record = measure_ceilings(lib, gpu, read.gbs, read.method, dtypes=dtypes).to_dict()
     with _open_store(_db_of(args)) as store:
         record["id"] = store.add_ceilings(record)
@@ -909,6 +912,10 @@ def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
         )
         header = ["problem", "mask", "q_len", "backend", "fixed µs", "rate GB/s", "% of read"]
         print(_table(rows, [*header, "worst residual %"]))
+        from workbench.bandwidth import read_line_text
+
+        for line in dict.fromkeys(tuple(f["read_line"]) for f in fits if f.get("read_line")):
+            print(f"a plain read on this machine (one launch): {read_line_text(line)}")
     for group in dict.fromkeys(f["group"] for f in fits if not f["fit"]):
         reason = next(f["reason"] for f in fits if f["group"] == group and not f["fit"])
         print(f"no fit for group {group}: {reason}")
@@ -976,19 +983,42 @@ def cmd_bandwidth(args: argparse.Namespace) -> int:
         elif not stored:
             print(f"no read bandwidth measured yet ({bandwidth.bandwidth_path()})")
         for gpu, entry in stored.items() if not args.json else ():
-            print(f"{printable(gpu)}: {entry['gbs']:.0f} GB/s, {printable(entry['method'])}")
+            line = bandwidth.read_line(bandwidth.machine_bandwidth(gpu))
+            said = f"; a read: {bandwidth.read_line_text(line)}" if line else ""
+            print(f"{printable(gpu)}: {entry['gbs']:.0f} GB/s{said}, {printable(entry['method'])}")
         return EXIT_OK
     gpu = _local_gpu_name()
     if args.sizes:
         return _bandwidth_by_size(gpu, args.sizes, args.json)
-    measured = bandwidth.measure_gpu_read_bandwidth(gpu)
+    measured = _measured_read(gpu)
     path = bandwidth.save_bandwidth(measured)
     if args.json:
         _emit_json({**dataclasses.asdict(measured), "path": str(path)})
     else:
         print(f"{gpu}: {measured.gbs:.0f} GB/s streaming read ({measured.method})")
+        if measured.fixed_us is not None and measured.line_rate_gbs is not None:
+            line = bandwidth.read_line_text((measured.fixed_us, measured.line_rate_gbs))
+            print(f"a read of 134–537 MB: {line} (the least a kernel reading its bytes pays)")
         print(f"kept in {path}; runs on this GPU now show K+V GB/s as a % of it", file=sys.stderr)
     return EXIT_OK
+
+
+def _measured_read(gpu: str) -> ReadBandwidth:
+    """This GPU's read: the 2 GiB figure, then the same read at ``READ_LINE_SIZES`` fitted as
+    fixed + bytes / rate (kept without the line where the sizes give none)."""
+    from workbench import bandwidth
+    from workbench.streaming import fit_streaming
+
+    measured = bandwidth.measure_gpu_read_bandwidth(gpu)
+    sizes = [bandwidth.measure_gpu_read_bandwidth(gpu, n) for n in bandwidth.READ_LINE_SIZES]
+    try:
+        fit = fit_streaming([(m.bytes_read, m.bytes_read / m.gbs / 1e6) for m in sizes])
+    except ValueError as exc:
+        print(f"no fixed cost for the read: {exc}", file=sys.stderr)
+        return measured
+    return dataclasses.replace(
+        measured, fixed_us=round(fit.fixed_us, 2), line_rate_gbs=round(fit.rate_gbs, 1)
+    )
 
 
 def _bandwidth_by_size(gpu: str, sizes: list[int], as_json: bool) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernels import knobs
-from workbench.bandwidth import READ_BANDWIDTH_KEY
+from workbench.bandwidth import READ_BANDWIDTH_KEY, read_line, read_line_text
 from workbench.config import K_LEN_AXIS
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.resources import CompiledResources
@@ -171,6 +171,8 @@ def streaming_fits(groups: list[GroupReport], shown: tuple[str, ...]) -> list[di
                 "q_len": points[0].q_len if points else None,
                 "backend": run.backend,
                 "fit": None,
+                # The machine's plain read as a line (fixed µs, GB/s), where it was measured.
+                "read_line": read_line(run.machine),
             }
             try:
                 entry["fit"] = fit_run(run, points).to_dict()
@@ -445,6 +447,12 @@ def _streaming_markdown(fits: list[dict[str, Any]]) -> list[str]:
                 f"{fit['fixed_us']:.1f} | {fit['rate_gbs']:.0f} | {share}{fit['points']} | "
                 f"{fit['worst_residual_pct']:.1f} %{' (not a line)' if fit['poor'] else ''} |"
             )
+        lines += [
+            f"- a plain read on this machine (`fmha-workbench bandwidth`: one launch that reads "
+            f"each byte once, over 134–537 MB): {read_line_text(tuple(line))}, the least a "
+            "kernel that reads these bytes pays"
+            for line in dict.fromkeys(tuple(f["read_line"]) for f in fitted if f.get("read_line"))
+        ]
     unfitted: dict[int, dict[str, Any]] = {}
     for f in fits:
         if not f["fit"]:

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from workbench.bandwidth import read_fraction_pct
+from workbench.bandwidth import read_fraction_pct, read_line
+from workbench.config import K_LEN_AXIS
 
 # Twice the H200's 60 MB L2: past this, a call cannot find its K+V in L2 from the call before.
 COLD_KV_BYTES = 128_000_000
@@ -50,6 +51,20 @@ def fit_run(run: Any, points: Sequence[Any]) -> StreamingFit:
     :class:`~workbench.store.PointRecord` s); ValueError as :func:`fit_streaming`."""
     sizes = [(run.point_problem(p).kv_bytes(), p.latency_ms) for p in points]
     return fit_streaming(sizes, run.machine)
+
+
+def plain_read_ms(run: Any, points: Sequence[Any]) -> dict[int, float]:
+    """Length → how long this machine's plain read of the point's K+V bytes takes (ms), from
+    the read line in the run's machine record (``bandwidth``: fixed + bytes / rate): the floor
+    a decode point is drawn against. Empty for a prefill run or a machine never measured."""
+    line = read_line(run.machine)
+    if line is None or run.axis != K_LEN_AXIS:
+        return {}
+    fixed_us, rate_gbs = line
+    return {
+        p.seq_len: (fixed_us + run.point_problem(p).kv_bytes() / (rate_gbs * 1e3)) / 1e3
+        for p in points
+    }
 
 
 def summary(fit: StreamingFit) -> str:

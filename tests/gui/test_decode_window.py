@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gui_helpers import click_run, pick, run_and_wait, type_into
-from readouts import cell_text, drawn_rgb, row_tooltip, run_curve
+from readouts import cell_text, drawn_rgb, plotted, row_tooltip, run_curve
 
 from kernels.schedule import BlockKind, split_ranges
 from workbench.compare import run_name
@@ -297,3 +297,57 @@ def test_tile_n_follows_the_head_dim_while_it_is_the_presets_choice(
     pick(c.kv_splits, 1)
     pick(c.head_dim, 64)
     assert c.tile_n.currentData() == 128
+
+
+def test_decode_plots_draw_the_gpus_plain_read_as_their_floor(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    """A decode run whose machine record carries the read line (`bandwidth`: fixed + bytes /
+    rate) gets a dashed floor in both plots, a legend entry, a readout entry and a line in
+    Compare; runs without it get none."""
+    import sqlite3
+
+    from workbench.gui.plots import READ_LINE_NAME
+
+    copy = tmp_path / "h200-decode.db"
+    shutil.copy(ROOT / "bench" / "results" / "h200-decode.db", copy)
+    with sqlite3.connect(copy) as db:
+        db.execute(
+            "update runs set machine = json_set(machine, '$.read_fixed_us', 2.4, "
+            "'$.read_line_rate_gbs', 4565.0) where group_id = 9"
+        )
+    window = make_window(copy, probe_backends=False)
+    plots = window.plots
+    latency, throughput = plots.read_lines
+    runs = window.store.group_runs(9)
+    window.history.select_runs([r.id for r in runs])
+    qtbot.waitUntil(lambda: latency.isVisible())
+    first = runs[0]
+    points = sorted(window.store.points(first.id), key=lambda p: p.seq_len)
+    expected_ms = [(2.4 + first.point_problem(p).kv_bytes() / 4565.0e3) / 1e3 for p in points]
+    x, ms = plotted(latency)
+    np.testing.assert_allclose(x, [np.log2(p.seq_len) for p in points])
+    np.testing.assert_allclose(ms, expected_ms)
+    # Every backend of the group sits above the floor (slower than a plain read).
+    for run in runs:
+        for p in window.store.points(run.id):
+            assert p.latency_ms > dict(zip(x, ms, strict=True))[np.log2(p.seq_len)]
+    assert READ_LINE_NAME in [label.text for _, label in plots.legend.items]
+    assert not throughput.isVisible()  # TFLOP/s: no read line on the right
+    pick(plots.throughput, "kv_gbs")
+    assert throughput.isVisible()
+    _, gbs = plotted(throughput)
+    kv = [first.point_problem(p).kv_bytes() for p in points]
+    np.testing.assert_allclose(gbs, [b / (t * 1e-3) / 1e9 for b, t in zip(kv, expected_ms)])
+    plots.show_readout_at(np.log2(points[-1].seq_len))
+    assert f"{READ_LINE_NAME}:".replace(" ", "&nbsp;") in plots.readout.text()
+    window.tabs.setCurrentWidget(window.compare)
+    qtbot.waitUntil(lambda: window.compare.streaming.isVisible())
+    assert (
+        "a plain read on this GPU</i> 2.4 µs + 4565 GB/s a call" in window.compare.streaming.text()
+    )
+    # Group 10 was measured without the line: no floor, no legend entry.
+    window.history.select_runs([r.id for r in window.store.group_runs(10)])
+    qtbot.waitUntil(lambda: not latency.isVisible())
+    assert not throughput.isVisible()
+    assert READ_LINE_NAME not in [label.text for _, label in plots.legend.items]

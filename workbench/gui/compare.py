@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.bandwidth import read_line, read_line_text
 from workbench.compare import (
     Cell,
     compare_table,
@@ -265,6 +266,8 @@ class ComparePanel(QWidget):
             except ValueError as exc:
                 said = f"no fit: {exc}"
             lines.append(f"<b>{html.escape(run_name(run))}</b> {html.escape(said)}")
+        for line in dict.fromkeys(filter(None, (read_line(r.machine) for r in runs))):
+            lines.append(f"<i>a plain read on this GPU</i> {html.escape(read_line_text(line))}")
         self.streaming.setText(
             "<b>Where the time goes</b> (fixed + K+V / rate): " + "; ".join(lines)
         )
@@ -273,7 +276,8 @@ class ComparePanel(QWidget):
             f"K+V bytes over a streaming rate, over its lengths past {COLD_KV_BYTES // 10**6} MB "
             "of K+V (twice the L2: every call reads HBM there). The rate is how fast the steady "
             "state reads; the fixed cost is what every call pays whatever its length (launch, "
-            "first loads, tail, a second launch)."
+            "first loads, tail, a second launch). A plain read (`fmha-workbench bandwidth`: one "
+            "launch that reads each byte once) pays the least a kernel can."
         )
         self.streaming.setVisible(bool(runs))
 

@@ -29,6 +29,7 @@ from workbench.gui.roofline_view import RooflineView
 from workbench.resources import CompiledResources
 from workbench.roofline import no_ceiling_reason
 from workbench.store import StoreError
+from workbench.streaming import plain_read_ms
 from workbench.tuned import tuned_labels
 
 DECODE_ON_TILE_FORM = (
@@ -89,6 +90,7 @@ class Explainers(QObject):
             },
             axis=run.axis,
             kv_gbs={p.seq_len: run.bandwidth(p)["kv_gbs"] for p in points},
+            read_ms=plain_read_ms(run, points),
         )
 
     def show_selection(self, runs: list[Any]) -> None:

@@ -25,6 +25,8 @@ from workbench.safe_write import write_bytes_safely
 
 # The right plot's measures: (shown, key).
 THROUGHPUT_CHOICES = (("TFLOP/s", "tflops"), ("GB/s", "kv_gbs"))
+# The dashed floor of decode runs: this GPU's one-launch read of the same bytes.
+READ_LINE_NAME = "plain read of K+V (this GPU)"
 
 # A fully transparent pen: FillBetweenItem draws nothing for curves plotted with pen=None
 # (docs/design.md trap), so the band's edge curves get this instead.
@@ -103,6 +105,17 @@ class Series:
     pct_of_roofline: dict[int, float] = field(default_factory=dict)
     no_roofline: str = ""
     compiled: dict[int, str] = field(default_factory=dict)
+    # Length → how long this GPU's plain read of the point's K+V takes (ms;
+    # workbench.streaming.plain_read_ms): a decode run's floor. Empty where not measured.
+    read_ms: dict[int, float] = field(default_factory=dict)
+
+    def read_gbs(self, seq_len: int) -> float | None:
+        """The plain read's GB/s at ``seq_len``: the same bytes over the read's time."""
+        point = next((p for p in self.points if p.seq_len == seq_len), None)
+        gbs, read = self.kv_gbs.get(seq_len), self.read_ms.get(seq_len)
+        if point is None or gbs is None or not read:
+            return None
+        return gbs * point.latency_ms / read
 
 
 @dataclass
@@ -168,6 +181,13 @@ class PlotsPanel(QWidget):
         self._series: dict[int, Series] = {}
         self._curves: dict[int, tuple[_Curves, _Curves]] = {}
         self._legend_order: list[int] = []
+        # A decode run's floor, dashed: this GPU's plain read of the same bytes (the first
+        # shown run that carries one; the runs of one group share it).
+        pen = pg.mkPen("#555", width=1.5, style=Qt.PenStyle.DashLine)
+        self.read_lines = (pg.PlotDataItem(pen=pen), pg.PlotDataItem(pen=pen))
+        for plot, item in zip((self.latency_plot, self.tflops_plot), self.read_lines, strict=True):
+            item.setVisible(False)
+            plot.addItem(item)
         self._cursor_lines = []
         for plot in (self.latency_plot, self.tflops_plot):
             line = pg.InfiniteLine(
@@ -230,6 +250,7 @@ class PlotsPanel(QWidget):
         self.tflops_plot.setLabel("left", "GB/s of K+V" if gbs else "TFLOP/s", color="#222")
         for series in list(self._series.values()):
             self.update_series(series)
+        self._update_read_lines()
 
     def _sort_legends(self) -> None:
         """List runs by id, the order they were made, however the selection grew."""
@@ -239,6 +260,7 @@ class PlotsPanel(QWidget):
         for run_id in order:
             self.legend.addItem(self._curves[run_id][0].line, self._series[run_id].name)
         self._legend_order = order
+        self._update_read_lines()  # its entry after the runs'
 
     def update_series(self, series: Series) -> None:
         """Add or update one run (a live sweep calls this after every point)."""
@@ -274,7 +296,33 @@ class PlotsPanel(QWidget):
         tfl.line.setData(x, tflops)
         tfl.low.setData(x, t_low)
         tfl.high.setData(x, t_high)
+        self._update_read_lines()
         self._refresh_readout()
+
+    def _read_source(self) -> Series | None:
+        """The shown run whose plain read is drawn (decode runs only), if any has one."""
+        if not self._decode():
+            return None
+        return next(
+            (self._series[r] for r in sorted(self._series) if self._series[r].read_ms), None
+        )
+
+    def _update_read_lines(self) -> None:
+        latency, throughput = self.read_lines
+        source = self._read_source()
+        lengths = sorted(source.read_ms) if source else []
+        x = [math.log2(n) for n in lengths]
+        if source:
+            latency.setData(x, [source.read_ms[n] for n in lengths])
+        gbs = [source.read_gbs(n) for n in lengths] if source else []
+        in_gbs = self.throughput.currentData() == "kv_gbs" and all(v is not None for v in gbs)
+        if source and in_gbs:
+            throughput.setData(x, gbs)
+        latency.setVisible(source is not None)
+        throughput.setVisible(bool(source) and in_gbs)
+        self.legend.removeItem(latency)
+        if source is not None:
+            self.legend.addItem(latency, READ_LINE_NAME)
 
     def _add_curves(self, plot: pg.PlotItem, series: Series) -> _Curves:
         color = run_color(series.run_id)
@@ -301,6 +349,7 @@ class PlotsPanel(QWidget):
             for item in (curves.band, curves.low, curves.high, curves.line):
                 plot.removeItem(item)
         self._series.pop(run_id, None)
+        self._update_read_lines()
 
     def clear(self) -> None:
         self.set_series([])
@@ -372,6 +421,12 @@ class PlotsPanel(QWidget):
             parts.append(
                 f"<span style='color:{color}'>■</span>&nbsp;{entry.replace(' ', '&nbsp;')}"
             )
+        source = self._read_source()
+        if source is not None and seq_len in source.read_ms:
+            gbs = source.read_gbs(seq_len)
+            read = f"{READ_LINE_NAME}: {source.read_ms[seq_len]:.4g} ms"
+            read += f", {gbs:.4g} GB/s" if gbs is not None else ""
+            parts.append(f"<span style='color:#555'>┅</span>&nbsp;{read.replace(' ', '&nbsp;')}")
         reasons = dict.fromkeys(
             s.no_roofline for s in self._series.values() if s.no_roofline and s.points
         )
