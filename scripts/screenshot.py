@@ -13,8 +13,10 @@ ceilings, two Nsight Compute profiles and the Hopper ladder), labels the prefill
 backend for the legend, and saves the whole window at a laptop's 1366×768 (``--size``) on each
 tab the README's tour shows (``plots.png``, ``compare.png``, ``roofline.png``,
 ``compare-decode.png``, ``compare-profiled.png``, ``blockmap.png``, ``ladder.png``), and from
-``h200-prefill.db`` ours and FA4 profiled at N 8k (``compare-prefill-profiled.png``). The
-README's first picture comes from ``scripts/window_group.py`` on the GPU host.
+``h200-prefill.db`` ours and FA4 profiled at N 8k (``compare-prefill-profiled.png``), and from
+``h200-decode-read-line.db`` the 8B decode group's GB/s over the plain read
+(``plots-decode.png``). The README's first picture comes from ``scripts/window_group.py`` on
+the GPU host.
 """
 
 from __future__ import annotations
@@ -163,6 +165,8 @@ TOUR_DECODE_GROUP = 1
 TOUR_PROFILED = (118, 119)
 TOUR_LADDER_GROUP = 5
 TOUR_DECODE_FIT_GROUP = 27  # the README decode table's first group (B=1, k_len 4k-128k)
+# The 8B decode group at B=1 measured after `bandwidth` kept the read's line: its dashed floor.
+TOUR_READ_LINE_DB = ROOT / "bench" / "results" / "h200-decode-read-line.db"
 # The prefill database's profiled pair: ours and FA4, fp16 D 128 B4 H32 none, profiled at 8k.
 TOUR_PREFILL_DB = ROOT / "bench" / "results" / "h200-prefill.db"
 TOUR_PREFILL_PROFILED = (4, 6)
@@ -224,6 +228,15 @@ def _tour(out: Path, width: int, height: int) -> int:
         window.tabs.setCurrentIndex(TABS["compare"])
         window.compare.pin_baseline(TOUR_PROFILED[0])
         _save(app, window, out / "compare-profiled.png")
+        floor = Path(tmp) / "h200-decode-read-line.db"
+        shutil.copy(TOUR_READ_LINE_DB, floor)
+        window.database.open(floor)
+        _select(app, window, [run.id for run in window.store.group_runs(1)])
+        window.tabs.setCurrentIndex(TABS["plots"])
+        window.plots.throughput.setCurrentIndex(1)  # GB/s of K+V
+        window.plots.show_readout_at(math.log2(32768))
+        _save(app, window, out / "plots-decode.png")
+        window.plots.throughput.setCurrentIndex(0)
         prefill = Path(tmp) / "h200-prefill.db"
         shutil.copy(TOUR_PREFILL_DB, prefill)
         window.database.open(prefill)
