@@ -1,5 +1,6 @@
 """docs/layout.md matches the tree: every file and folder it names exists under the top-level
-folder whose line names it, and every top-level folder of the repository has a line."""
+folder whose line names it, and every top-level folder of the repository has a line; and each
+test docs/guarantees.md names exists."""
 
 from __future__ import annotations
 
@@ -45,3 +46,16 @@ def test_every_top_level_folder_has_a_line_in_the_layout() -> None:
     assert folders, "git ls-files listed nothing"
     unnamed = sorted(folders - set(_entries()))
     assert not unnamed, f"docs/layout.md has no line for {unnamed}"
+
+
+def test_every_test_a_guarantee_names_exists() -> None:
+    """docs/guarantees.md names the test behind each promise: each must be a test in that file."""
+    page = (ROOT / "docs" / "guarantees.md").read_text(encoding="utf-8")
+    named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", page)
+    assert len(named) >= 20, "the guarantees page names fewer tests than it did"
+    missing = [
+        f"{path}::{name}"
+        for path, name in named
+        if not re.search(rf"^def {name}\(", (ROOT / path).read_text(encoding="utf-8"), re.M)
+    ]
+    assert not missing, f"docs/guarantees.md names tests that do not exist: {missing}"
