@@ -73,7 +73,8 @@ def _command_section(name: str, summary: str, parser: argparse.ArgumentParser) -
     if parser.description:
         lines += [" ".join(parser.description.split()), ""]
     usage = " ".join(parser.format_usage().split())
-    lines += ["```", usage.removeprefix("usage: "), "```", ""]
+    # Kept as "usage: …" so no line of the page reads as a command to run.
+    lines += ["```text", usage, "```", ""]
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS]
         actions = [a for a in actions if not isinstance(a, argparse._HelpAction)]
