@@ -59,3 +59,13 @@ def test_every_test_a_guarantee_names_exists() -> None:
         if not re.search(rf"^def {name}\(", (ROOT / path).read_text(encoding="utf-8"), re.M)
     ]
     assert not missing, f"docs/guarantees.md names tests that do not exist: {missing}"
+
+
+def test_the_readme_is_a_front_door_and_its_links_lead_somewhere() -> None:
+    """At most 12 KB for a user, and every page it sends them to (and every picture) exists."""
+    readme = ROOT / "README.md"
+    assert readme.stat().st_size <= 12 * 1024, f"README.md is {readme.stat().st_size:,} bytes"
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme.read_text(encoding="utf-8"))
+    assert "docs/cli.md" in links and "assets/screenshot.png" in links
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README.md links to what is not there: {missing}"
