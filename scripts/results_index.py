@@ -25,9 +25,12 @@ INDEX = ROOT / RESULTS / "INDEX.md"
 EVIDENCE: dict[str, str] = {}
 # A backticked or linked name that looks like a results file: what the docs cite.
 RESULT_NAME = re.compile(r"[\w.-]+\.(?:db|json|jsonl|md|txt|csv|png|gz|cubin|ncu-rep)\b")
+# A page's own words for what made a file win over any command on its line.
+MADE_BY = re.compile(r"made by `([^`]+)`")
 COMMAND = re.compile(
     r"`((?:scripts/|bench/)[\w./-]+\.(?:sh|py)[^`]*"
-    r"|fmha-workbench [^`]+|STAGES=[^`]+|python [^`]+)`"
+    r"|fmha-workbench (?:sweep|ladder|machine|bandwidth|profile) [^`]+"
+    r"|STAGES=[^`]+|python3? [^`]+)`"
 )
 
 
@@ -157,13 +160,23 @@ def _command_in_docs(path: str, texts: dict[str, str], pages: tuple[str, ...]) -
     """The first command named on a doc line (or table row) that cites ``path``."""
     rel = path.removeprefix(RESULTS + "/")
     names = {Path(rel).name, rel, path}
-    for page in pages:
+    # docs/performance.md's table of bench/results says what made each file; then the rest.
+    for page in sorted(pages, key=lambda page: page != "docs/performance.md"):
         for line in texts.get(page, "").splitlines():
             if names & _tokens(line):
-                found = COMMAND.search(line)
+                found = MADE_BY.search(line) or COMMAND.search(line)
                 if found:
                     return found.group(1).strip()
     return ""
+
+
+def _command_in_file(path: str) -> str:
+    """The first command a text result names at its top (the explorer's reports start so)."""
+    if not path.endswith((".md", ".txt")):
+        return ""
+    head = (ROOT / path).read_text(encoding="utf-8", errors="replace")[:2000]
+    found = COMMAND.search(head)
+    return found.group(1).strip() if found else ""
 
 
 def entries() -> list[Entry]:
@@ -183,7 +196,10 @@ def entries() -> list[Entry]:
         made_by, commit = "", ""
         if path.endswith(".db"):
             made_by, commit = _database_summary(file)
-        command = _command_in_docs(path, texts, direct[path])
+        command = _command_in_docs(path, texts, direct[path]) or _command_in_file(path)
+        siblings = [p for p in paths if p != path and _stem(p) == _stem(path)]
+        while not command and siblings:
+            command = _command_in_file(siblings.pop(0))
         if command:
             made_by = f"{made_by}; `{command}`" if made_by else f"`{command}`"
         commit = commit or added.get(path, "")
