@@ -75,26 +75,31 @@ def test_report_rewrites_only_the_marked_table_of_a_readme(run_cli, group_db, tm
     assert plain.read_text() == "no markers here\n"
 
 
-def test_the_readme_performance_table_is_generated_from_the_committed_database(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("page", "tables"), [("README.md", 1), ("docs/performance.md", 2)], ids=["readme", "docs"]
+)
+def test_the_published_performance_tables_are_generated_from_the_committed_databases(
+    tmp_path: Path, page: str, tables: int
 ) -> None:
-    """What the README publishes is exactly what `report` makes of the committed databases:
-    the prefill table of bench/results/h200.db and the decode table of h200-decode.db."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """What the README and docs/performance.md publish is exactly what `report` makes of the
+    committed databases, by the command each page names for its table (`--readme` itself)."""
+    text = (ROOT / page).read_text(encoding="utf-8")
     commands = re.findall(
-        r"fmha-workbench report --db\s+(\S+)((?:\s+--group \d+)+)\s+--readme", readme
+        r"fmha-workbench report --db\s+(\S+)((?:\s+--group \d+)+)\s+--readme\s+([^`;)\s]+)",
+        text,
     )
-    assert len(commands) == 2, "the README names the report command of each generated table"
-    for db_name, group_args in commands:
+    assert len(commands) == tables, f"{page} names the report command of each generated table"
+    for db_name, group_args, target in commands:
+        assert target == page, f"{page}'s table command writes {target}"
         db = tmp_path / Path(db_name).name  # a copy: opening may migrate; the committed stays
         shutil.copy(ROOT / db_name, db)
         groups = [int(g) for g in re.findall(r"--group (\d+)", group_args)]
         with Store(db) as store:
             report = build_report(store, groups)
         begin, end_marker = readme_markers(report)
-        start = readme.index(begin) + len(begin)
-        end = readme.index(end_marker)
-        assert readme[start:end].strip() == markdown(report).strip(), db_name
+        start = text.index(begin) + len(begin)
+        end = text.index(end_marker)
+        assert text[start:end].strip() == markdown(report).strip(), (page, db_name)
 
 
 def test_groups_of_different_problems_say_each_rows_head_dim_and_dtype(
