@@ -15,6 +15,7 @@ from typing import Any
 
 from kernels import knobs
 from kernels.schedule import MASK_MODES
+from workbench.sizes import SizeError, parse_size
 
 DTYPES = knobs.DTYPE.values
 DTYPE_ITEMSIZE = knobs.DTYPE_ITEMSIZE
@@ -297,26 +298,29 @@ def check_label(label: str) -> None:
 def parse_seq_lens(text: str, field: str = "seq_lens") -> tuple[int, ...]:
     """``"128,256,512"`` or a power-of-two range ``"1k-16k"`` / ``"1024..16384"``.
 
-    Suffix k means ×1024. The result is sorted and without repeats.
+    Each length is a size (:mod:`workbench.sizes`: k = ×1024, M = ×1024²). The result is
+    sorted and without repeats.
     """
     # "12 8" is not 128: a space may stand beside a separator, never inside a number.
-    if re.search(r"[0-9k]\s+[0-9k]", text.lower()):
+    if re.search(r"[0-9km]\s+[0-9km]", text.lower()):
         raise ConfigError(field, text, "expected whole numbers separated by commas")
     cleaned = re.sub(r"\s+", "", text.lower())
     if not cleaned:
         raise ConfigError(field, text, "expected a list like 128,256,512 or a range 1k-16k")
 
     def number(token: str) -> int:
-        match = re.fullmatch(r"([0-9]+)(k?)", token)  # ASCII digits only: not ١٢٨ or １２８
-        if not match:
+        try:
+            value = parse_size(token)  # ASCII digits only: not ١٢٨ or １２８
+        except SizeError:
             raise ConfigError(
-                field, text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
-            )
-        value = int(match.group(1)) * (1024 if match.group(2) else 1)
+                field,
+                text,
+                "expected whole numbers (k = ×1024, M = ×1024²), e.g. 128,256 or 1k-16k",
+            ) from None
         _check_int(field, value, 1, MAX_SEQ_LEN)
         return value
 
-    range_match = re.fullmatch(r"([0-9k]+)(?:-|\.\.)([0-9k]+)", cleaned)
+    range_match = re.fullmatch(r"([0-9km]+)(?:-|\.\.)([0-9km]+)", cleaned)
     if range_match:
         lo, hi = number(range_match.group(1)), number(range_match.group(2))
         if lo > hi or lo & (lo - 1) or hi & (hi - 1):
