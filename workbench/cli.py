@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
+from workbench import blockmap_text
 from workbench.backends.base import decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
@@ -748,21 +749,9 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     if split:
         ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in layout.split_ranges)
         print(f"{layout.n_splits} split(s) of the key range, key blocks {ranges}")
-    if grid.shape[1] <= 120 and grid.shape[0] <= 200:
-        if split and layout.n_splits <= len(SPLIT_SYMBOLS):
-            # Each visited block drawn as the split that reads it: 0-9, then a-z.
-            for row in layout.split_map:
-                print("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))
-            print("0-9 a-z: the split that reads the block   . skipped")
-            return EXIT_OK
-        symbols = {BlockKind.COMPUTED: "#", BlockKind.MASKED: "m", BlockKind.SKIPPED: "."}
-        for row in grid:
-            print("".join(symbols[BlockKind(int(c))] for c in row))
-        print("# computed   m masked   . skipped")
+    for line in blockmap_text.draw(layout, split):
+        print(line)
     return EXIT_OK
-
-
-SPLIT_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def cmd_ladder(args: argparse.Namespace) -> int:
