@@ -37,6 +37,7 @@ from workbench.compare import (
     compiled_of,
     format_delta,
     format_speedup,
+    machine_name,
     noise_rule,
     point_pct,
     run_ceilings,
@@ -249,8 +250,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
             ]
             for r in runs
         ]
-        rows = [[printable(cell) for cell in row] for row in rows]
         header = ["id", "created", "backend", "status", "lengths", "problem", "config", "label"]
+        machines = [machine_name(r.machine) for r in runs]
+        if len(set(machines)) > 1:  # timings from two machines do not compare: say whose
+            header.insert(2, "machine")
+            rows = [[*row[:2], name, *row[2:]] for row, name in zip(rows, machines, strict=True)]
+        rows = [[printable(cell) for cell in row] for row in rows]
         print(_table(rows, header))
     return EXIT_OK
 
@@ -374,7 +379,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             _emit_json(data)
             return EXIT_OK
         for r in data["runs"]:
-            print(f"run {r['id']}: {r['backend']}  {r['config']}  {printable(r['label'])}")
+            where = f"  ({r['machine']})" if data["machines"] else ""
+            print(f"run {r['id']}: {r['backend']}  {r['config']}  {printable(r['label'])}{where}")
         if data["differences"]:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         if data["machines"]:
