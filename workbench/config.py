@@ -106,13 +106,18 @@ class Problem:
         _check_int("k_len", self.k_len, 1, MAX_SEQ_LEN)
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
         _check_choice("dtype", self.dtype, DTYPES)
-        largest = self.batch * self.heads * max(self.q_len, self.k_len) * self.head_dim
+        # Each tensor is indexed on its own: q and o by the query heads, k and v by the KV
+        # heads (a GQA decode's 128k keys at batch 8 fit; counting them at the query heads did not).
+        largest = (
+            self.batch * self.head_dim * max(self.heads * self.q_len, self.kv_heads * self.k_len)
+        )
         if largest > MAX_ELEMENTS:
             raise ConfigError(
                 "batch",
                 self.batch,
-                f"B·H·N·D = {largest:,} elements exceeds 2^31 - 1 (int32 indexing); "
-                "use fewer heads, a smaller batch or shorter sequences",
+                f"the largest tensor (B·H·q_len·D or B·kv_heads·k_len·D) is {largest:,} elements, "
+                "over 2^31 - 1 (int32 indexing); use fewer heads, a smaller batch or shorter "
+                "sequences",
             )
 
     @property
