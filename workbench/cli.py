@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
-from workbench import blockmap_text
+from workbench import blockmap_text, field_words
 from workbench.backends.base import decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
@@ -1167,41 +1167,8 @@ COMMANDS = {
 }
 
 
-# The problem's fields the core may name, as the flags that set them.
-_FIELD_FLAGS = {
-    "batch": "--batch",
-    "heads": "--heads",
-    "kv_heads": "--kv-heads",
-    "head_dim": "--head-dim",
-    "dtype": "--dtype",
-    "seq_lens": "--seq-lens",
-    "q_len": "--seq-lens",
-    "k_len": "--seq-lens",
-    "k_lens": "--k-lens",
-    "input_pos": "--input-pos",
-    "mask": "--mask",
-}
-
-
-def _cli_wording(exc: ConfigError) -> str:
-    """The core's refusal in the words of this command line: a missing value names the flag
-    that gives it ("window: None is not allowed" tells a user nothing), and a knob or field is
-    named by the flag the user typed (``--worker-warps``, not the knob's field name)."""
-    import re
-
-    from kernels import knobs
-
-    if exc.field == "window" and exc.value is None:
-        return "mask 'window' needs --window W (each query sees the W most recent keys)"
-    text = str(exc)
-    flags = {k.name: k.flag for k in knobs.KNOBS.values() if k.flag}
-    lead = flags.get(exc.field) or _FIELD_FLAGS.get(exc.field)
-    if lead and text.startswith(f"{exc.field}:"):
-        text = lead + text[len(exc.field) :]
-    for name, flag in {**flags, **_FIELD_FLAGS}.items():
-        if "_" in name:  # a field name no user types; a one-word name may be prose
-            text = re.sub(rf"\b{name}\b", flag, text)
-    return text
+# The problem's fields the core may name, as the flags that set them (tests read it here).
+_FIELD_FLAGS = field_words.FIELD_FLAGS
 
 
 # Options whose value is free text, which may start with '-' ('--label -2+3').
@@ -1234,8 +1201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = _NOT_SET
     limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
+    typed = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(_join_text_values(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(_join_text_values(typed))
         command = args.command or "gui"
         if command != "gui":  # the window's Qt loop has its own way to end
             previous = _handle_sigterm()
@@ -1247,7 +1215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:
-        print(f"error: {_cli_wording(exc)}", file=sys.stderr)
+        print(f"error: {exc.cli_message(typed)}", file=sys.stderr)
         return EXIT_USAGE
     except (UnknownBackend, BackendError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernels import knobs
 from kernels.schedule import MASK_MODES
+from workbench import field_words
 from workbench.sizes import SizeError, parse_size
 
 DTYPES = knobs.DTYPE.values
@@ -51,7 +52,26 @@ class ConfigError(ValueError):
         self.field = field_name
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field_name}: {value!r} is not allowed; {allowed}")
+        super().__init__(field_words.api_words(field_name, value, allowed))
+
+    @property
+    def flag(self) -> str | None:
+        """The CLI flag that sets the refused field (``--worker-warps``), or None."""
+        return field_words.flag_of(self.field)
+
+    @property
+    def label(self) -> str | None:
+        """The window's label of the refused field (``Worker warps``), or None."""
+        return field_words.label_of(self.field)
+
+    def cli_message(self, typed: Sequence[str] = ()) -> str:
+        """The refusal as the CLI says it, ``--window 64: a window size needs --mask window…``,
+        naming the flag of the ``typed`` words where several set the field."""
+        return field_words.cli_words(self.field, self.value, self.allowed, typed)
+
+    def form_message(self) -> str:
+        """The refusal as the window says it: ``Window 64: a window size needs Mask window…``."""
+        return field_words.form_words(self.field, self.value, self.allowed)
 
     def __reduce__(self) -> tuple[type, tuple[str, Any, str]]:
         # Picklable, so a refusal in the GPU engine's child process arrives as itself.
@@ -218,7 +238,11 @@ class KernelConfig:
                 raise ConfigError("window", None, "mask 'window' needs a window size >= 1")
             _check_int("window", self.window, 1, MAX_SEQ_LEN)
         elif self.window is not None:
-            raise ConfigError("window", self.window, "a window size needs mask 'window'")
+            raise ConfigError(
+                "window",
+                self.window,
+                "a window size needs mask 'window'; give that mask or no size",
+            )
         refuse_first(knobs.rule_violations(values, self.mask))
 
     def knob_values(self) -> dict[str, Any]:
@@ -322,7 +346,10 @@ def parse_seq_lens(text: str, field: str = "seq_lens") -> tuple[int, ...]:
                 text,
                 "expected whole numbers (k = ×1024, M = ×1024²), e.g. 128,256 or 1k-16k",
             ) from None
-        _check_int(field, value, 1, MAX_SEQ_LEN)
+        if not 1 <= value <= MAX_SEQ_LEN:  # the value as typed leads the refusal, not 2097152
+            raise ConfigError(
+                field, text, f"a length of {value:,}; expected 1 to {MAX_SEQ_LEN:,} (1M)"
+            )
         return value
 
     range_match = re.fullmatch(r"([0-9km]+)(?:-|\.\.)([0-9km]+)", cleaned)
