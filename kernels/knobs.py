@@ -139,7 +139,7 @@ class Violation:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.value!r} is not allowed; {self.reason}"
+        return f"{self.field}={self.value!r}: {self.reason}"
 
 
 @dataclass(frozen=True)

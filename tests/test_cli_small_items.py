@@ -56,7 +56,7 @@ def test_errors_name_the_flag_the_user_typed(
 ) -> None:
     result = run_cli("sweep", "--db", db_path, "--seq-lens", "64", *args)
     assert result.code == 2
-    assert result.err.startswith(f"error: {flag}:"), result.err
+    assert result.err.startswith(f"error: {flag} {args[-1]}:"), result.err
     assert internal not in result.err
 
 

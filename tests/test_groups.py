@@ -100,7 +100,7 @@ def test_a_group_with_an_unavailable_backend_is_refused_before_anything_is_writt
     )
     assert result.code == 2
     assert result.err_lines == [
-        "error: backend 'missing-peer' is not available: missing-peer is not installed: "
+        "error: --backends missing-peer: not available: missing-peer is not installed: "
         "pip install missing-peer"
     ]
     assert not db_path.exists()

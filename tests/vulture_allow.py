@@ -48,3 +48,7 @@ measured_at
 # The NumPy reference's keyword entry (tile sizes, packing, splits by name): the tests check
 # the kernel against it; the CPU backend walks the schedule it resolved (walk_schedule).
 flash_attention
+
+# The window's wording of a refusal (issue 52, item 4): the form's owner shows it in place of
+# str(exc); tests/test_error_words.py checks it.
+form_message

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
+from workbench import blockmap_text, field_words
 from workbench.backends.base import decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
@@ -36,6 +37,7 @@ from workbench.compare import (
     compiled_of,
     format_delta,
     format_speedup,
+    machine_name,
     noise_rule,
     point_pct,
     run_ceilings,
@@ -248,8 +250,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
             ]
             for r in runs
         ]
-        rows = [[printable(cell) for cell in row] for row in rows]
         header = ["id", "created", "backend", "status", "lengths", "problem", "config", "label"]
+        machines = [machine_name(r.machine) for r in runs]
+        if len(set(machines)) > 1:  # timings from two machines do not compare: say whose
+            header.insert(2, "machine")
+            rows = [[*row[:2], name, *row[2:]] for row, name in zip(rows, machines, strict=True)]
+        rows = [[printable(cell) for cell in row] for row in rows]
         print(_table(rows, header))
     return EXIT_OK
 
@@ -373,7 +379,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             _emit_json(data)
             return EXIT_OK
         for r in data["runs"]:
-            print(f"run {r['id']}: {r['backend']}  {r['config']}  {printable(r['label'])}")
+            where = f"  ({r['machine']})" if data["machines"] else ""
+            print(f"run {r['id']}: {r['backend']}  {r['config']}  {printable(r['label'])}{where}")
         if data["differences"]:
             print(f"careful: the runs solve different problems ({'; '.join(data['differences'])})")
         if data["machines"]:
@@ -748,21 +755,9 @@ def cmd_blockmap(args: argparse.Namespace) -> int:
     if split:
         ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in layout.split_ranges)
         print(f"{layout.n_splits} split(s) of the key range, key blocks {ranges}")
-    if grid.shape[1] <= 120 and grid.shape[0] <= 200:
-        if split and layout.n_splits <= len(SPLIT_SYMBOLS):
-            # Each visited block drawn as the split that reads it: 0-9, then a-z.
-            for row in layout.split_map:
-                print("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))
-            print("0-9 a-z: the split that reads the block   . skipped")
-            return EXIT_OK
-        symbols = {BlockKind.COMPUTED: "#", BlockKind.MASKED: "m", BlockKind.SKIPPED: "."}
-        for row in grid:
-            print("".join(symbols[BlockKind(int(c))] for c in row))
-        print("# computed   m masked   . skipped")
+    for line in blockmap_text.draw(layout, split):
+        print(line)
     return EXIT_OK
-
-
-SPLIT_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def cmd_ladder(args: argparse.Namespace) -> int:
@@ -1172,41 +1167,8 @@ COMMANDS = {
 }
 
 
-# The problem's fields the core may name, as the flags that set them.
-_FIELD_FLAGS = {
-    "batch": "--batch",
-    "heads": "--heads",
-    "kv_heads": "--kv-heads",
-    "head_dim": "--head-dim",
-    "dtype": "--dtype",
-    "seq_lens": "--seq-lens",
-    "q_len": "--seq-lens",
-    "k_len": "--seq-lens",
-    "k_lens": "--k-lens",
-    "input_pos": "--input-pos",
-    "mask": "--mask",
-}
-
-
-def _cli_wording(exc: ConfigError) -> str:
-    """The core's refusal in the words of this command line: a missing value names the flag
-    that gives it ("window: None is not allowed" tells a user nothing), and a knob or field is
-    named by the flag the user typed (``--worker-warps``, not the knob's field name)."""
-    import re
-
-    from kernels import knobs
-
-    if exc.field == "window" and exc.value is None:
-        return "mask 'window' needs --window W (each query sees the W most recent keys)"
-    text = str(exc)
-    flags = {k.name: k.flag for k in knobs.KNOBS.values() if k.flag}
-    lead = flags.get(exc.field) or _FIELD_FLAGS.get(exc.field)
-    if lead and text.startswith(f"{exc.field}:"):
-        text = lead + text[len(exc.field) :]
-    for name, flag in {**flags, **_FIELD_FLAGS}.items():
-        if "_" in name:  # a field name no user types; a one-word name may be prose
-            text = re.sub(rf"\b{name}\b", flag, text)
-    return text
+# The problem's fields the core may name, as the flags that set them (tests read it here).
+_FIELD_FLAGS = field_words.FIELD_FLAGS
 
 
 # Options whose value is free text, which may start with '-' ('--label -2+3').
@@ -1239,8 +1201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = _NOT_SET
     limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
+    typed = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(_join_text_values(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(_join_text_values(typed))
         command = args.command or "gui"
         if command != "gui":  # the window's Qt loop has its own way to end
             previous = _handle_sigterm()
@@ -1252,7 +1215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:
-        print(f"error: {_cli_wording(exc)}", file=sys.stderr)
+        print(f"error: {exc.cli_message(typed)}", file=sys.stderr)
         return EXIT_USAGE
     except (UnknownBackend, BackendError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)

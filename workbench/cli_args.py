@@ -21,6 +21,7 @@ from workbench.config import (
     parse_seq_lens,
 )
 from workbench.problem_presets import preset_knobs, problem_preset, problem_presets
+from workbench.sizes import size_arg
 
 
 class UsageError(Exception):
@@ -255,7 +256,7 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     )
     g.add_argument(
         "--q-len",
-        type=whole,
+        type=size_arg,
         help="decode: the query rows against each --k-lens length (default 1: one new token)",
     )
     presets = ", ".join(problem_presets())
@@ -273,12 +274,12 @@ def _add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> 
     g.add_argument("--dtype", help=f"one of {', '.join(DTYPES)} (default float16)")
     g.add_argument(
         "--input-pos",
-        type=whole,
+        type=size_arg,
         help="causal offset: P cached keys before the queries (k_len = N + P); default 0",
     )
     k = p.add_argument_group("kernel")
     k.add_argument("--mask", help=f"one of {', '.join(MASK_MODES)} (default none)")
-    k.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
+    k.add_argument("--window", type=size_arg, help="sliding-window size (with --mask window)")
     for knob in knobs.EXPOSED:
         _add_knob_flag(k, knob, given_only=True)
     _add_arch(k)
@@ -340,13 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
 
     p = sub.add_parser("blockmap", help="which q×k blocks a configuration computes, masks, skips")
-    p.add_argument("--q-len", type=whole, required=True, help="query length (rows)")
-    p.add_argument("--k-len", type=whole, help="default: q-len + input-pos")
+    p.add_argument("--q-len", type=size_arg, required=True, help="query length (rows)")
+    p.add_argument("--k-len", type=size_arg, help="default: q-len + input-pos")
     for name in schedule.TILE_KNOBS:
         _add_knob_flag(p, knobs.KNOBS[name])
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
-    p.add_argument("--input-pos", type=whole, default=0, help="causal offset of the queries")
-    p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
+    p.add_argument("--input-pos", type=size_arg, default=0, help="causal offset of the queries")
+    p.add_argument("--window", type=size_arg, help="sliding-window size (with --mask window)")
     for name in schedule.DECODE_KNOBS:
         _add_knob_flag(p, knobs.KNOBS[name])
     p.add_argument(
@@ -376,14 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a decode ladder's key lengths (default 4k-32k on a GPU backend, 256,512 on "
         "reference)",
     )
-    p.add_argument("--q-len", type=whole, help="a decode ladder's query rows (default its own)")
+    p.add_argument("--q-len", type=size_arg, help="a decode ladder's query rows (default its own)")
     p.add_argument("--batch", type=whole, help="default 4 on a GPU backend, 1 on reference")
     p.add_argument("--heads", type=whole, help="default 32 on a GPU backend, 2 on reference")
     p.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
     p.add_argument("--head-dim", type=whole, help="default 128 on a GPU backend, 64 on reference")
     p.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
     p.add_argument("--mask", help="override the ladder's mask (causal by default)")
-    p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
+    p.add_argument("--window", type=size_arg, help="sliding-window size (with --mask window)")
     p.add_argument("--label", default="", help="a name for the ladder group")
     p.add_argument("--warmup", type=whole, help="untimed launches before sampling")
     p.add_argument("--samples", type=whole, help="minimum timed samples per point")
@@ -424,21 +425,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: store what each point of these stored runs compiled to, where it was "
         "stored without (cuTile runs; comma-separated ids)",
     )
-    p.add_argument("--seq-len", type=whole, default=4096, help="sequence length N (default 4096)")
+    p.add_argument(
+        "--seq-len", type=size_arg, default=4096, help="sequence length N (default 4096)"
+    )
     p.add_argument(
         "--q-len",
-        type=whole,
+        type=size_arg,
         help="decode: the query rows (instead of --seq-len), the last tokens of --k-len keys",
     )
-    p.add_argument("--k-len", type=whole, help="decode: the keys the --q-len rows read")
+    p.add_argument("--k-len", type=size_arg, help="decode: the keys the --q-len rows read")
     p.add_argument("--batch", type=whole, default=1, help="batch size (default 1)")
     p.add_argument("--heads", type=whole, default=8, help="query heads (default 8)")
     p.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
     p.add_argument("--head-dim", type=whole, default=128, help=f"one of {HEAD_DIMS} (default 128)")
     p.add_argument("--dtype", default="float16", help=f"one of {', '.join(DTYPES)}")
-    p.add_argument("--input-pos", type=whole, default=0, help="causal offset of the queries")
+    p.add_argument("--input-pos", type=size_arg, default=0, help="causal offset of the queries")
     p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
-    p.add_argument("--window", type=whole, help="sliding-window size (with --mask window)")
+    p.add_argument("--window", type=size_arg, help="sliding-window size (with --mask window)")
     for knob in knobs.EXPOSED:
         _add_knob_flag(p, knob)
     p.add_argument(
@@ -479,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run", type=run_id, help="run id")
     p.add_argument(
-        "--seq-len", type=whole, required=True,
+        "--seq-len", type=size_arg, required=True,
         help="the point's length on its run's axis: N, or k_len for a decode sweep",
     )  # fmt: skip
     _add_db(p)
@@ -589,7 +592,7 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
     config = KernelConfig(mask=mask, window=args.window, **knob_values(args, problem.head_dim))
     from workbench.backends import check_offered
 
-    check_offered(config, _sweep_backends(args), knob_arch(args))
+    check_offered(config, sweep_backend_names(args), knob_arch(args))
     return SweepSpec(
         problem=problem,
         seq_lens=parse_seq_lens(lengths, field="k_lens" if axis == K_LEN_AXIS else "seq_lens"),
@@ -599,10 +602,6 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
         seed=args.seed,
         axis=axis,
     )
-
-
-def _sweep_backends(args: argparse.Namespace) -> list[str]:
-    return sweep_backend_names(args)
 
 
 def sweep_backend_names(args: argparse.Namespace) -> list[str]:

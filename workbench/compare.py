@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,12 @@ MACHINE_DETAILS = (
 )
 
 
+def machine_name(machine: Mapping[str, Any]) -> str:
+    """A run's machine as ``GPU on host`` (``CPU on host`` without a GPU), as History's
+    machine filter names it (the store's MACHINE_NAME_SQL)."""
+    return f"{machine.get('gpu_name') or 'CPU'} on {machine.get('hostname') or '?'}"
+
+
 def machine_differences(runs: Sequence[Any]) -> list[str]:
     """``GPU on host`` for each machine the runs come from, when they come from more than one
     (or the same machine with another driver, clocks or power limit: each then says those);
@@ -288,6 +294,7 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
                 "label": r.label,
                 "backend": r.backend,
                 "config": r.config.summary_for(r.backend),
+                "machine": machine_name(r.machine),
                 "roofline": ""
                 if ceilings[r.id]
                 else no_ceiling_reason(str(r.machine.get("gpu_name") or ""), r.backend),

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernels import knobs
 from kernels.schedule import MASK_MODES
+from workbench import field_words
+from workbench.sizes import SizeError, parse_size
 
 DTYPES = knobs.DTYPE.values
 DTYPE_ITEMSIZE = knobs.DTYPE_ITEMSIZE
@@ -50,7 +52,26 @@ class ConfigError(ValueError):
         self.field = field_name
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field_name}: {value!r} is not allowed; {allowed}")
+        super().__init__(field_words.api_words(field_name, value, allowed))
+
+    @property
+    def flag(self) -> str | None:
+        """The CLI flag that sets the refused field (``--worker-warps``), or None."""
+        return field_words.flag_of(self.field)
+
+    @property
+    def label(self) -> str | None:
+        """The window's label of the refused field (``Worker warps``), or None."""
+        return field_words.label_of(self.field)
+
+    def cli_message(self, typed: Sequence[str] = ()) -> str:
+        """The refusal as the CLI says it, ``--window 64: a window size needs --mask window…``,
+        naming the flag of the ``typed`` words where several set the field."""
+        return field_words.cli_words(self.field, self.value, self.allowed, typed)
+
+    def form_message(self) -> str:
+        """The refusal as the window says it: ``Window 64: a window size needs Mask window…``."""
+        return field_words.form_words(self.field, self.value, self.allowed)
 
     def __reduce__(self) -> tuple[type, tuple[str, Any, str]]:
         # Picklable, so a refusal in the GPU engine's child process arrives as itself.
@@ -105,13 +126,18 @@ class Problem:
         _check_int("k_len", self.k_len, 1, MAX_SEQ_LEN)
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
         _check_choice("dtype", self.dtype, DTYPES)
-        largest = self.batch * self.heads * max(self.q_len, self.k_len) * self.head_dim
+        # Each tensor is indexed on its own: q and o by the query heads, k and v by the KV
+        # heads (a GQA decode's 128k keys at batch 8 fit; counting them at the query heads did not).
+        largest = (
+            self.batch * self.head_dim * max(self.heads * self.q_len, self.kv_heads * self.k_len)
+        )
         if largest > MAX_ELEMENTS:
             raise ConfigError(
                 "batch",
                 self.batch,
-                f"B·H·N·D = {largest:,} elements exceeds 2^31 - 1 (int32 indexing); "
-                "use fewer heads, a smaller batch or shorter sequences",
+                f"the largest tensor (B·H·q_len·D or B·kv_heads·k_len·D) is {largest:,} elements, "
+                "over 2^31 - 1 (int32 indexing); use fewer heads, a smaller batch or shorter "
+                "sequences",
             )
 
     @property
@@ -212,7 +238,11 @@ class KernelConfig:
                 raise ConfigError("window", None, "mask 'window' needs a window size >= 1")
             _check_int("window", self.window, 1, MAX_SEQ_LEN)
         elif self.window is not None:
-            raise ConfigError("window", self.window, "a window size needs mask 'window'")
+            raise ConfigError(
+                "window",
+                self.window,
+                "a window size needs mask 'window'; give that mask or no size",
+            )
         refuse_first(knobs.rule_violations(values, self.mask))
 
     def knob_values(self) -> dict[str, Any]:
@@ -297,26 +327,32 @@ def check_label(label: str) -> None:
 def parse_seq_lens(text: str, field: str = "seq_lens") -> tuple[int, ...]:
     """``"128,256,512"`` or a power-of-two range ``"1k-16k"`` / ``"1024..16384"``.
 
-    Suffix k means ×1024. The result is sorted and without repeats.
+    Each length is a size (:mod:`workbench.sizes`: k = ×1024, M = ×1024²). The result is
+    sorted and without repeats.
     """
     # "12 8" is not 128: a space may stand beside a separator, never inside a number.
-    if re.search(r"[0-9k]\s+[0-9k]", text.lower()):
+    if re.search(r"[0-9km]\s+[0-9km]", text.lower()):
         raise ConfigError(field, text, "expected whole numbers separated by commas")
     cleaned = re.sub(r"\s+", "", text.lower())
     if not cleaned:
         raise ConfigError(field, text, "expected a list like 128,256,512 or a range 1k-16k")
 
     def number(token: str) -> int:
-        match = re.fullmatch(r"([0-9]+)(k?)", token)  # ASCII digits only: not ١٢٨ or １２８
-        if not match:
+        try:
+            value = parse_size(token)  # ASCII digits only: not ١٢٨ or １２８
+        except SizeError:
             raise ConfigError(
-                field, text, "expected whole numbers (k = ×1024), e.g. 128,256 or 1k-16k"
+                field,
+                text,
+                "expected whole numbers (k = ×1024, M = ×1024²), e.g. 128,256 or 1k-16k",
+            ) from None
+        if not 1 <= value <= MAX_SEQ_LEN:  # the value as typed leads the refusal, not 2097152
+            raise ConfigError(
+                field, text, f"a length of {value:,}; expected 1 to {MAX_SEQ_LEN:,} (1M)"
             )
-        value = int(match.group(1)) * (1024 if match.group(2) else 1)
-        _check_int(field, value, 1, MAX_SEQ_LEN)
         return value
 
-    range_match = re.fullmatch(r"([0-9k]+)(?:-|\.\.)([0-9k]+)", cleaned)
+    range_match = re.fullmatch(r"([0-9km]+)(?:-|\.\.)([0-9km]+)", cleaned)
     if range_match:
         lo, hi = number(range_match.group(1)), number(range_match.group(2))
         if lo > hi or lo & (lo - 1) or hi & (hi - 1):

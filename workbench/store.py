@@ -874,9 +874,12 @@ class Store:
         offset: int = 0,
         machine: str | None = None,
     ) -> list[RunRecord]:
-        """Newest first; ``machine`` (a name from :meth:`machines`) keeps that machine's."""
+        """Newest first by creation time (an imported run keeps its own, and its id is newer
+        than its time), the later id first within a second; ``machine`` (a name from
+        :meth:`machines`) keeps that machine's."""
         where, params = self._search_clause(search, machine)
-        sql = f"SELECT * FROM runs{where} ORDER BY id DESC"
+        # created_at is UTC ISO 8601 to the second everywhere (utc_now): text order is time order.
+        sql = f"SELECT * FROM runs{where} ORDER BY created_at DESC, id DESC"
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             params += [limit, offset]

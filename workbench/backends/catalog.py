@@ -26,9 +26,7 @@ BACKEND_NAMES = tuple(_REGISTRY)
 
 class UnknownBackend(KeyError):
     def __str__(self) -> str:
-        return (
-            f"backend: {self.args[0]!r} is not allowed; expected one of {', '.join(BACKEND_NAMES)}"
-        )
+        return f"no backend {self.args[0]!r}; expected one of {', '.join(BACKEND_NAMES)}"
 
 
 def load_backend(name: str) -> Backend:

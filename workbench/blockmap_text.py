@@ -1,0 +1,83 @@
+"""The ``blockmap`` command's text map: one character a block, or, where the map is wider than
+the terminal (at most :data:`MAX_COLUMNS`) or taller than :data:`MAX_ROWS`, one character a
+b×b group of blocks, with a line above it saying so.
+
+A group's character follows the "any visited" rule, so no work disappears in the drawing:
+``.`` only where every block of the group is skipped, ``m`` where any is computed with a mask,
+``#`` where the visited blocks are all computed without one. In a split map a group shows the
+split that reads most of its visited blocks (the lower split on a tie).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+
+from kernels.schedule import BlockKind, Schedule, cdiv
+
+# Wider than this a map wraps in most terminals and reads as noise, whatever the terminal says.
+MAX_COLUMNS = 120
+MAX_ROWS = 200
+SPLIT_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
+KIND_SYMBOLS = {BlockKind.COMPUTED: "#", BlockKind.MASKED: "m", BlockKind.SKIPPED: "."}
+KIND_LEGEND = "# computed   m masked   . skipped"
+SPLIT_LEGEND = "0-9 a-z: the split that reads the block   . skipped"
+
+
+def map_columns() -> int:
+    """The columns a map may take: the terminal's width ($COLUMNS where set), at most 120."""
+    return min(MAX_COLUMNS, shutil.get_terminal_size((MAX_COLUMNS, 24)).columns)
+
+
+def group_size(shape: tuple[int, int], columns: int) -> int:
+    """The smallest b for which the map drawn in b×b groups fits ``columns`` and MAX_ROWS."""
+    rows, cols = shape
+    return max(1, cdiv(cols, max(1, columns)), cdiv(rows, MAX_ROWS))
+
+
+def _groups(grid: np.ndarray, b: int, fill: int) -> np.ndarray:
+    """``grid`` padded with ``fill`` to whole groups, as (group rows, group cols, b*b)."""
+    rows, cols = grid.shape
+    padded = np.full((cdiv(rows, b) * b, cdiv(cols, b) * b), fill, dtype=np.int64)
+    padded[:rows, :cols] = grid
+    shaped = padded.reshape(padded.shape[0] // b, b, padded.shape[1] // b, b)
+    return shaped.transpose(0, 2, 1, 3).reshape(shaped.shape[0], shaped.shape[2], b * b)
+
+
+def kind_cells(block_map: np.ndarray, b: int) -> np.ndarray:
+    """Each b×b group's kind by the any-visited rule (see the module's doc)."""
+    groups = _groups(block_map, b, int(BlockKind.SKIPPED))
+    any_masked = (groups == BlockKind.MASKED).any(axis=2)
+    any_computed = (groups == BlockKind.COMPUTED).any(axis=2)
+    cells = np.full(any_masked.shape, int(BlockKind.SKIPPED), dtype=np.int64)
+    cells[any_computed] = BlockKind.COMPUTED
+    cells[any_masked] = BlockKind.MASKED
+    return cells
+
+
+def split_cells(split_map: np.ndarray, n_splits: int, b: int) -> np.ndarray:
+    """Each b×b group's split: the one reading most of its visited blocks, -1 where none is."""
+    groups = _groups(split_map, b, -1)
+    counts = np.stack([(groups == s).sum(axis=2) for s in range(n_splits)], axis=2)
+    return np.where(counts.sum(axis=2) > 0, counts.argmax(axis=2), -1)
+
+
+def draw(layout: Schedule, split: bool, columns: int | None = None) -> list[str]:
+    """The map's lines: the grouping note where it is grouped, the rows, the legend."""
+    grid = layout.block_map
+    b = group_size(grid.shape, map_columns() if columns is None else columns)
+    lines = []
+    split = split and layout.n_splits <= len(SPLIT_SYMBOLS)
+    if b > 1:
+        rule = (
+            "the split that reads most of them" if split else "'m' where any is masked"
+        ) + ", '.' where all are skipped"
+        lines.append(f"each cell is {b}×{b} blocks ({rule})")
+    if split:
+        for row in split_cells(layout.split_map, layout.n_splits, b):
+            lines.append("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))
+        return [*lines, SPLIT_LEGEND]
+    for row in kind_cells(grid, b):
+        lines.append("".join(KIND_SYMBOLS[BlockKind(int(c))] for c in row))
+    return [*lines, KIND_LEGEND]
