@@ -23,7 +23,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.compare import Cell
-from workbench.gui.colors import run_color, with_alpha
+from workbench.gui.colors import run_style, with_alpha
 from workbench.gui.plots import Log2Axis
 
 _INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
@@ -113,10 +113,11 @@ class CompareChart(QWidget):
         low = np.asarray(lows, dtype=float)
         high = np.minimum(np.asarray(highs, dtype=float), cap)
         curve = self._curves.get(run_id)
-        color = run_color(run_id)
+        style = run_style(run_id)
+        color = style.color
         if curve is None:
             line = pg.PlotDataItem(
-                pen=pg.mkPen(color, width=2), symbol="o", symbolSize=6, symbolBrush=color
+                pen=style.pen(), symbol=style.symbol, symbolSize=7, symbolBrush=color
             )
             low_item = pg.PlotCurveItem(pen=_INVISIBLE_PEN)
             high_item = pg.PlotCurveItem(pen=_INVISIBLE_PEN)

@@ -21,7 +21,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from workbench.gui.colors import run_color
+from workbench.gui.colors import run_style
 from workbench.gui.plots import PlainLogAxis
 
 # The intensities the roofs are drawn across (FLOP/byte): decode-like problems to long prefill.
@@ -70,7 +70,7 @@ class RooflineView(QWidget):
 
     def set_data(self, data: dict[str, Any] | None) -> None:
         """``data`` from :func:`workbench.compare.roofline_points` (None: nothing selected);
-        each run in its own colour (:func:`workbench.gui.colors.run_color`)."""
+        each run in its own colour and marker (:func:`workbench.gui.colors.run_style`)."""
         self.data = data
         for run_id in list(self.scatters):
             self.plot.removeItem(self.scatters.pop(run_id))
@@ -83,7 +83,7 @@ class RooflineView(QWidget):
         dtype = data["runs"][0]["dtype"]
         self._draw_roofs(data.get("ceilings"), dtype)
         for run in data["runs"]:
-            color = run_color(run["run_id"])
+            style = run_style(run["run_id"])
             spots = [
                 {
                     "pos": (math.log10(p["intensity"]), math.log10(p["tflops"])),
@@ -93,7 +93,8 @@ class RooflineView(QWidget):
                 if p["intensity"] > 0 and p["tflops"] > 0
             ]
             scatter = pg.ScatterPlotItem(
-                spots=spots, size=10, brush=pg.mkBrush(color), pen=pg.mkPen("w"),
+                spots=spots, size=10, brush=pg.mkBrush(style.color), pen=pg.mkPen("w"),
+                symbol=style.symbol,
                 hoverable=True, hoverSize=14, tip=lambda x, y, data: data, name=run["name"],
             )  # fmt: skip
             self.plot.addItem(scatter)  # named: the legend lists it

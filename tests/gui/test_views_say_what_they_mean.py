@@ -1,0 +1,91 @@
+"""Issue #52 item 6: the views' axes, marks and styles say what they mean (seen in a window)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyqtgraph as pg
+import pytest
+from gui_helpers import seed_run
+from PySide6.QtCore import Qt
+
+from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.gui.colors import run_style
+from workbench.store import Store
+
+pytestmark = pytest.mark.gui
+
+
+def drawn_ticks(plot: pg.PlotItem, side: str = "bottom") -> list[str]:
+    """The tick labels the axis draws over its current range and size, as it computes them."""
+    axis = plot.getAxis(side)
+    lo, hi = axis.range
+    length = axis.width() if side in ("bottom", "top") else axis.height()
+    labels: list[str] = []
+    for spacing, values in axis.tickValues(lo, hi, length):
+        shown = [v for v in values if lo <= v <= hi]
+        labels += [t for t in axis.tickStrings(shown, axis.scale, spacing) if t]
+    return labels
+
+
+def line_styles(plot: pg.PlotItem) -> list[tuple[str, str, Qt.PenStyle]]:
+    """(colour, marker, dash) of every run line the plot draws (band edges draw no pen)."""
+    return [
+        (item.opts["pen"].color().name(), item.opts["symbol"], item.opts["pen"].style())
+        for item in plot.items
+        if isinstance(item, pg.PlotDataItem) and item.opts["symbol"] is not None
+    ]
+
+
+def test_twelve_runs_get_twelve_styles_that_differ_by_colour_or_marker_and_dash(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        ids = [seed_run(store, label=f"r{i}") for i in range(12)]
+    window = make_window()
+    window.history.select_runs(ids)
+    qtbot.waitUntil(lambda: len(window.plots.run_ids()) == 12)
+    styles = line_styles(window.plots.latency_plot)
+    assert len(styles) == 12 and len(set(styles)) == 12, styles
+    # Two runs of one colour differ in marker and in dash, not in a shade of it.
+    by_color: dict[str, list[tuple[str, Qt.PenStyle]]] = {}
+    for color, symbol, dash in styles:
+        by_color.setdefault(color, []).append((symbol, dash))
+    for color, marks in by_color.items():
+        assert len({m[0] for m in marks}) == len(marks), (color, marks)
+        assert len({m[1] for m in marks}) == len(marks), (color, marks)
+    assert {run_style(i).color.name() for i in ids} == set(by_color)
+
+
+def test_an_empty_running_run_plots_no_negative_throughput_and_no_repeated_n(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        spec = SweepSpec(Problem(batch=1, heads=2, head_dim=32), (64, 128), KernelConfig())
+        running = store.create_run(spec, {"hostname": "here"})  # no point yet
+        one = seed_run(store, label="one length", seq_lens=(8192,))
+    window = make_window()
+    plots = window.plots
+    window.history.select_runs([running])
+    qtbot.waitUntil(lambda: plots.run_ids() == [running])
+    empty_ticks = drawn_ticks(plots.latency_plot)
+    for plot in (plots.latency_plot, plots.tflops_plot):
+        ticks = drawn_ticks(plot)
+        assert len(ticks) >= 2 and len(ticks) == len(set(ticks)), ticks
+    assert plots.tflops_plot.viewRange()[1][0] >= 0.0
+    assert plots.tflops_plot.viewRange()[1][1] > 0.5  # not a ±0.015 sliver
+
+    # One length: its own N is labelled, beside its neighbours.
+    window.history.select_runs([one])
+    qtbot.waitUntil(lambda: plots.run_ids() == [one])
+    ticks = drawn_ticks(plots.latency_plot)
+    assert ticks == ["8k"], ticks
+    low, high = plots.tflops_plot.viewRange()[1]
+    assert low >= 0.0 and high > 0.0
+
+    # Nothing selected: back to the empty frame, not the last run's axes.
+    window.history.select_runs([])
+    qtbot.waitUntil(lambda: plots.run_ids() == [])
+    assert drawn_ticks(plots.latency_plot) == empty_ticks
+    assert plots.tflops_plot.viewRange()[1] == pytest.approx([0.0, 1.0])
