@@ -89,3 +89,36 @@ def test_an_empty_running_run_plots_no_negative_throughput_and_no_repeated_n(
     qtbot.waitUntil(lambda: plots.run_ids() == [])
     assert drawn_ticks(plots.latency_plot) == empty_ticks
     assert plots.tflops_plot.viewRange()[1] == pytest.approx([0.0, 1.0])
+
+
+def test_roofline_hover_describes_the_point_and_the_axes_read_plainly(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        run = seed_run(store, label="on the CPU", seq_lens=(64, 128, 256))
+    window = make_window(probe_backends=False)
+    view = window.explain.roofline
+    window.tabs.setCurrentWidget(view)
+    window.history.select_runs([run])
+    qtbot.waitUntil(lambda: view.data is not None and run in view.scatters)
+    qtbot.wait(50)  # the layout places the plot
+    # CPU points span less than a decade of TFLOP/s: still several labels, no "(x0.001)".
+    left = view.plot.getAxis("left")
+    assert "x0.001" not in left.labelString() and left.labelString().count("TFLOP/s") == 1
+    assert len(drawn_ticks(view.plot, "left")) >= 2, drawn_ticks(view.plot, "left")
+    # The legend sits below the plot, not among its points.
+    box = view.plot.getViewBox().sceneBoundingRect()
+    assert not view.legend.sceneBoundingRect().intersects(box)
+    assert [label.text for _, label in view.legend.items] == [
+        next(r["name"] for r in view.data["runs"] if r["run_id"] == run)
+    ]
+    # Hovering a point says which one it is.
+    spot = view.scatters[run].points()[1]
+    scene = view.scatters[run].mapToScene(spot.pos())
+    qtbot.mouseMove(view.plot_widget.viewport(), view.plot_widget.mapFromScene(scene))
+    qtbot.waitUntil(lambda: "N = 128" in view.hover.text())
+    assert "on the CPU" in view.hover.text() and "TFLOP/s" in view.hover.text()
+    # Away from every point: the hint again.
+    corner = view.plot.getViewBox().sceneBoundingRect().topLeft()
+    qtbot.mouseMove(view.plot_widget.viewport(), view.plot_widget.mapFromScene(corner))
+    qtbot.waitUntil(lambda: "N = 128" not in view.hover.text())

@@ -72,21 +72,24 @@ def format_axis_number(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _round_mantissa(x: float) -> bool:
+    """Is ``x`` a 1, 2 or 5 times a power of ten?"""
+    if x <= 0 or not math.isfinite(x):
+        return False
+    mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
+    return any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
+
+
 class PlainLogAxis(pg.AxisItem):
     """A log axis labelled 1, 2, 5, 10, 20…: pyqtgraph's default writes 2·10¹ and labels
     every minor tick, which crowds a latency axis spanning several decades."""
 
     def logTickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
-        labels = []
-        for v in values:
-            x = 10.0 ** float(v) * scale
-            if x <= 0 or not math.isfinite(x):
-                labels.append("")
-                continue
-            mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
-            keep = any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
-            labels.append(format_axis_number(x) if keep else "")
-        return labels
+        xs = [10.0 ** float(v) * scale for v in values]
+        every = [format_axis_number(x) if x > 0 and math.isfinite(x) else "" for x in xs]
+        labels = [text if _round_mantissa(x) else "" for x, text in zip(xs, every, strict=True)]
+        # Less than a decade in view holds one 1, 2 or 5 or none: label every tick then.
+        return labels if sum(map(bool, labels)) >= 2 else every
 
 
 @dataclass
