@@ -27,6 +27,7 @@ from workbench.gui.colors import run_style, with_alpha
 from workbench.gui.plots import Log2Axis
 
 _INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
+Y_LABEL = "× baseline"  # the ladder chart's words; "speed-up × vs baseline" was cut
 
 
 @dataclass
@@ -50,7 +51,7 @@ class CompareChart(QWidget):
         self.plot_widget.addItem(plot, row=0, col=0)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setLabel("bottom", "sequence length N")
-        plot.setLabel("left", "speed-up × vs baseline")
+        plot.setLabel("left", Y_LABEL)
         plot.setMenuEnabled(False)
         # Below the plot, not on it: the curves of a slower run ran under its corner.
         self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)

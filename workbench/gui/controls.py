@@ -222,7 +222,8 @@ class ControlsPanel(QWidget):
         flag_column = QVBoxLayout(flags)
         flag_column.setContentsMargins(0, 0, 0, 0)
         partners = {k.pair for k in knobs.EXPOSED if k.pair}
-        for knob in knobs.EXPOSED:
+        # Autotune heads the switches: it decides the tiles above, and was below the fold.
+        for knob in sorted(knobs.EXPOSED, key=lambda k: k.name != "autotune"):
             if knob.name in partners:
                 continue
             widget = self._knob_widget(knob)

@@ -166,10 +166,8 @@ class LadderPanel(QWidget):
             "Blackwell's, or the decode ladder (baseline, GQA packing, KV split, autotuned) "
             "on a k_len form"
         )
-        self.preset.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.preset.setMinimumContentsLength(4)
+        # As wide as its longest name: four characters showed "this GPU'".
+        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         # Two short rows rather than one long one: the tab must not widen the window's minimum.
         top = QHBoxLayout()
         top.addWidget(QLabel("Ladder"))
@@ -631,9 +629,10 @@ class LadderPanel(QWidget):
         self.heatmap.set_run(
             run, [p.seq_len for p in points], {p.seq_len: p.extra or {} for p in points}
         )
-        self.heatmap.title.setText(
-            f"Step {step.number}: {step.name} · #{run.id} · {run.config.summary()}"
-        )
+        # The step's name and run fit beside "Sequence length"; its config is on hover (and
+        # in the table's step column), where it ran into the length label.
+        self.heatmap.title.setText(f"Step {step.number}: {step.name} · #{run.id}")
+        self.heatmap.title.setToolTip(f"{self.heatmap.title.text()} · {run.config.summary()}")
         if chosen is not None:
             self.heatmap.select_seq_len(chosen)
 
