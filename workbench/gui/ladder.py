@@ -59,7 +59,9 @@ GAIN = FASTER  # the Compare tab's green and red, so both views read alike
 LOSS = SLOWER
 MISSING = QColor("#eeeeee")
 STATUS_TEXT_COLORS = {**STATUS_COLORS, NOT_RUN: QColor("#757575"), PENDING: QColor("#757575")}
-BASES = (("previous step", "vs_previous"), ("baseline", "vs_baseline"))
+# The combo says what a cell is coloured against on its own: a "Colour vs" label before it and
+# a preset box wide enough for "model-inputs" widened the window's minimum past 790 px.
+BASES = (("vs previous step", "vs_previous"), ("vs baseline", "vs_baseline"))
 EMPTY_CHART_STEPS = 7  # the built-in ladders' steps: the empty chart's axis
 LEGEND_COLUMNS = 3  # more, and the legend widened the chart past its pane
 MAX_TABLE_HEIGHT = 420  # px: beyond about ten steps the table scrolls
@@ -176,7 +178,6 @@ class LadderPanel(QWidget):
         top.addWidget(self.cancel_button)
         second = QHBoxLayout()
         second.addWidget(self.preset)
-        second.addWidget(QLabel("Colour vs"))
         second.addWidget(self.basis)
         second.addWidget(self.label_edit, 1)
         second.addWidget(self.export_button)
