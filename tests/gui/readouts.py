@@ -13,7 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QTableWidget, QTableWidgetItem
 
-from workbench.gui.colors import run_color
+from workbench.gui.colors import run_color, run_style
 from workbench.gui.plots import format_seq_len
 
 
@@ -72,12 +72,15 @@ def legend_curve(legend: pg.LegendItem, name: str) -> tuple[np.ndarray, np.ndarr
 
 
 def run_line(plot: pg.PlotItem, run_id: int) -> pg.PlotDataItem:
-    """The line the plot draws in run ``run_id``'s colour (every view colours a run by id)."""
-    color = run_color(run_id)
+    """The line the plot draws in run ``run_id``'s colour and marker (every view styles a run
+    by id; ids ten apart share a colour, not a marker)."""
+    style = run_style(run_id)
     lines = [
         item
         for item in plot.items
-        if isinstance(item, pg.PlotDataItem) and item.opts["pen"].color() == color
+        if isinstance(item, pg.PlotDataItem)
+        and item.opts["pen"].color() == style.color
+        and item.opts["symbol"] == style.symbol
     ]
     assert len(lines) == 1, f"{len(lines)} lines in run #{run_id}'s colour"
     return lines[0]

@@ -8,6 +8,7 @@ import pytest
 from gui_helpers import pick, type_into
 from readouts import row_enabled, row_tooltip
 
+from kernels import knobs
 from kernels.knobs import applies
 from workbench.backends.base import Availability
 from workbench.config import ConfigError, KernelConfig, Problem, parse_seq_lens
@@ -298,9 +299,11 @@ def test_cluster_ctas_combo_sets_restores_and_marks_the_hint(
     # The core's refusal of a cluster size lands on this combo, and picking another clears it.
     with pytest.raises(ConfigError) as refused:
         KernelConfig(num_ctas=3)
-    form.mark_error(refused.value.field, str(refused.value))
+    said = form.mark_error(refused.value.field, str(refused.value))
     assert form.invalid_fields() == ["num_ctas"]
-    assert form.num_ctas.toolTip() == str(refused.value)
+    # Led by the row's label, not the core's field name.
+    assert form.num_ctas.toolTip() == said == form.error_label.text()
+    assert said.startswith(f"{knobs.KNOBS['num_ctas'].label}: ") and "num_ctas" not in said
     pick(form.num_ctas, 1)
     assert form.invalid_fields() == [] and "CTAs per cluster" in form.num_ctas.toolTip()
 

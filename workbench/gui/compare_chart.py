@@ -23,10 +23,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.compare import Cell
-from workbench.gui.colors import run_color, with_alpha
+from workbench.gui.colors import run_style, with_alpha
 from workbench.gui.plots import Log2Axis
 
 _INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
+Y_LABEL = "× baseline"  # the ladder chart's words; "speed-up × vs baseline" was cut
 
 
 @dataclass
@@ -50,7 +51,7 @@ class CompareChart(QWidget):
         self.plot_widget.addItem(plot, row=0, col=0)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setLabel("bottom", "sequence length N")
-        plot.setLabel("left", "speed-up × vs baseline")
+        plot.setLabel("left", Y_LABEL)
         plot.setMenuEnabled(False)
         # Below the plot, not on it: the curves of a slower run ran under its corner.
         self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)
@@ -113,10 +114,11 @@ class CompareChart(QWidget):
         low = np.asarray(lows, dtype=float)
         high = np.minimum(np.asarray(highs, dtype=float), cap)
         curve = self._curves.get(run_id)
-        color = run_color(run_id)
+        style = run_style(run_id)
+        color = style.color
         if curve is None:
             line = pg.PlotDataItem(
-                pen=pg.mkPen(color, width=2), symbol="o", symbolSize=6, symbolBrush=color
+                pen=style.pen(), symbol=style.symbol, symbolSize=7, symbolBrush=color
             )
             low_item = pg.PlotCurveItem(pen=_INVISIBLE_PEN)
             high_item = pg.PlotCurveItem(pen=_INVISIBLE_PEN)

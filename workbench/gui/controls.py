@@ -50,6 +50,8 @@ from workbench.config import (
 )
 from workbench.gui.backend_picker import BackendPicker
 from workbench.gui.decode_fields import DecodeFields
+from workbench.gui.form_errors import field_label, labelled_message
+from workbench.gui.form_values import has_value, set_widget_value, widget_value
 from workbench.problem_presets import head_dim_knobs
 
 # (shown text, mask value, whether the causal offset applies)
@@ -220,7 +222,8 @@ class ControlsPanel(QWidget):
         flag_column = QVBoxLayout(flags)
         flag_column.setContentsMargins(0, 0, 0, 0)
         partners = {k.pair for k in knobs.EXPOSED if k.pair}
-        for knob in knobs.EXPOSED:
+        # Autotune heads the switches: it decides the tiles above, and was below the fold.
+        for knob in sorted(knobs.EXPOSED, key=lambda k: k.name != "autotune"):
             if knob.name in partners:
                 continue
             widget = self._knob_widget(knob)
@@ -557,10 +560,13 @@ class ControlsPanel(QWidget):
             return self.decode.q_len  # a decode sweep's q_len is its own field
         return self._fields.get(_FIELD_ALIASES.get(name, name))
 
-    def mark_error(self, field_name: str, message: str) -> None:
-        """Frame the named field in red, put the message in its tooltip and under the form."""
+    def mark_error(self, field_name: str, message: str) -> str:
+        """Frame the named field in red, put the message, led by the field's label, in its
+        tooltip and under the form; returns that message (for the status bar)."""
         self.clear_errors()
         widget = self.field_widget(field_name)
+        labels = {name: field_label(self, name, w) or name for name, w in self._fields.items()}
+        message = labelled_message(field_label(self, field_name, widget), message, labels)
         if widget is not None:
             self._tooltips[widget.objectName()] = widget.toolTip()
             widget.setProperty("invalid", True)
@@ -571,6 +577,7 @@ class ControlsPanel(QWidget):
         self.error_label.setText(message)
         self.error_label.setToolTip(message)  # all of it, should it run past the reserved lines
         self.error_label.show()
+        return message
 
     def clear_errors(self) -> None:
         for name, widget in self._fields.items():
@@ -652,19 +659,8 @@ class ControlsPanel(QWidget):
 
     def state(self) -> dict[str, Any]:
         """Every field's raw value, JSON-friendly, for QSettings."""
-        out: dict[str, Any] = {}
-        for name, widget in self._fields.items():
-            if isinstance(widget, QSpinBox):
-                out[name] = widget.value()
-            elif isinstance(widget, QComboBox):
-                out[name] = widget.currentData()
-            elif isinstance(widget, QCheckBox):
-                out[name] = widget.isChecked()
-            elif isinstance(widget, QLineEdit):
-                out[name] = widget.text()
-            elif isinstance(widget, BackendPicker):
-                out[name] = widget.checked()
-        return out
+        values = {name: widget_value(widget) for name, widget in self._fields.items()}
+        return {name: value for name, value in values.items() if has_value(value)}
 
     def apply_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state` output; unknown keys and stale values are ignored, not fatal."""
@@ -676,19 +672,7 @@ class ControlsPanel(QWidget):
         for name, value in state.items():
             widget = self._fields.get(name)
             try:
-                if isinstance(widget, QSpinBox):
-                    widget.setValue(int(value))
-                elif isinstance(widget, QComboBox):
-                    index = widget.findData(value)
-                    if index >= 0:
-                        widget.setCurrentIndex(index)
-                elif isinstance(widget, QCheckBox):
-                    widget.setChecked(bool(value))
-                elif isinstance(widget, QLineEdit):
-                    widget.setText(str(value))
-                elif isinstance(widget, BackendPicker) and isinstance(value, list):
-                    # Backends become tickable only once probed; the picker keeps the wish.
-                    widget.set_checked([str(v) for v in value])
+                set_widget_value(widget, value)
             except (TypeError, ValueError):
                 continue  # a settings file from another version; keep the default
         self._quiet = False

@@ -147,6 +147,7 @@ class HeatmapPanel(QWidget):
         self.length_label = QLabel("Sequence length")
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
+        top.addSpacing(12)  # a clipped title must not read on into "Sequence length"
         top.addWidget(self.show_splits)
         top.addWidget(self.length_label)
         top.addWidget(self.seq_len)

@@ -104,8 +104,7 @@ class JobRunner(QObject):
             return None
 
     def _mark(self, exc: ConfigError) -> None:
-        self.window.controls.mark_error(exc.field, str(exc))
-        self.window.show_status(str(exc))
+        self.window.show_status(self.window.controls.mark_error(exc.field, str(exc)))
 
     def _start_worker(self, job: Any) -> None:
         store = self.window.store

@@ -59,7 +59,9 @@ GAIN = FASTER  # the Compare tab's green and red, so both views read alike
 LOSS = SLOWER
 MISSING = QColor("#eeeeee")
 STATUS_TEXT_COLORS = {**STATUS_COLORS, NOT_RUN: QColor("#757575"), PENDING: QColor("#757575")}
-BASES = (("previous step", "vs_previous"), ("baseline", "vs_baseline"))
+# The combo says what a cell is coloured against on its own: a "Colour vs" label before it and
+# a preset box wide enough for "model-inputs" widened the window's minimum past 790 px.
+BASES = (("vs previous step", "vs_previous"), ("vs baseline", "vs_baseline"))
 EMPTY_CHART_STEPS = 7  # the built-in ladders' steps: the empty chart's axis
 LEGEND_COLUMNS = 3  # more, and the legend widened the chart past its pane
 MAX_TABLE_HEIGHT = 420  # px: beyond about ten steps the table scrolls
@@ -166,10 +168,8 @@ class LadderPanel(QWidget):
             "Blackwell's, or the decode ladder (baseline, GQA packing, KV split, autotuned) "
             "on a k_len form"
         )
-        self.preset.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.preset.setMinimumContentsLength(4)
+        # As wide as its longest name: four characters showed "this GPU'".
+        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         # Two short rows rather than one long one: the tab must not widen the window's minimum.
         top = QHBoxLayout()
         top.addWidget(QLabel("Ladder"))
@@ -178,7 +178,6 @@ class LadderPanel(QWidget):
         top.addWidget(self.cancel_button)
         second = QHBoxLayout()
         second.addWidget(self.preset)
-        second.addWidget(QLabel("Colour vs"))
         second.addWidget(self.basis)
         second.addWidget(self.label_edit, 1)
         second.addWidget(self.export_button)
@@ -631,9 +630,10 @@ class LadderPanel(QWidget):
         self.heatmap.set_run(
             run, [p.seq_len for p in points], {p.seq_len: p.extra or {} for p in points}
         )
-        self.heatmap.title.setText(
-            f"Step {step.number}: {step.name} · #{run.id} · {run.config.summary()}"
-        )
+        # The step's name and run fit beside "Sequence length"; its config is on hover (and
+        # in the table's step column), where it ran into the length label.
+        self.heatmap.title.setText(f"Step {step.number}: {step.name} · #{run.id}")
+        self.heatmap.title.setToolTip(f"{self.heatmap.title.text()} · {run.config.summary()}")
         if chosen is not None:
             self.heatmap.select_seq_len(chosen)
 

@@ -20,7 +20,8 @@ from pyqtgraph.exporters import ImageExporter
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from workbench.gui.colors import run_color, with_alpha
+from workbench.gui.colors import run_color, run_style, with_alpha
+from workbench.gui.plot_view import frame_plots
 from workbench.safe_write import write_bytes_safely
 
 # The right plot's measures: (shown, key).
@@ -49,13 +50,14 @@ class Log2Axis(pg.AxisItem):
     def tickValues(
         self, minVal: float, maxVal: float, size: float
     ) -> list[tuple[float, list[float]]]:
-        lo, hi = math.floor(minVal), math.ceil(maxVal)
+        lo, hi = math.ceil(minVal), math.floor(maxVal)  # the ticks in view
         if hi < lo:
             return []
         # About 45 px per label keeps "16k" and "32k" from overlapping on a narrow plot.
         count = hi - lo + 1
         step = max(1, math.ceil(count / max(size / 45.0, 1.0)))
-        major = [float(v) for v in range(lo, hi + 1) if v % step == 0]
+        # No ticks below N = 1: each would read "1" again.
+        major = [float(v) for v in range(max(lo, 0), hi + 1) if v % step == 0]
         return [(float(step), major)]
 
     def tickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
@@ -70,21 +72,24 @@ def format_axis_number(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _round_mantissa(x: float) -> bool:
+    """Is ``x`` a 1, 2 or 5 times a power of ten?"""
+    if x <= 0 or not math.isfinite(x):
+        return False
+    mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
+    return any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
+
+
 class PlainLogAxis(pg.AxisItem):
     """A log axis labelled 1, 2, 5, 10, 20…: pyqtgraph's default writes 2·10¹ and labels
     every minor tick, which crowds a latency axis spanning several decades."""
 
     def logTickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
-        labels = []
-        for v in values:
-            x = 10.0 ** float(v) * scale
-            if x <= 0 or not math.isfinite(x):
-                labels.append("")
-                continue
-            mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
-            keep = any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
-            labels.append(format_axis_number(x) if keep else "")
-        return labels
+        xs = [10.0 ** float(v) * scale for v in values]
+        every = [format_axis_number(x) if x > 0 and math.isfinite(x) else "" for x in xs]
+        labels = [text if _round_mantissa(x) else "" for x, text in zip(xs, every, strict=True)]
+        # Less than a decade in view holds one 1, 2 or 5 or none: label every tick then.
+        return labels if sum(map(bool, labels)) >= 2 else every
 
 
 @dataclass
@@ -199,6 +204,8 @@ class PlotsPanel(QWidget):
         # Bound method, GUI thread: the scene reports every mouse move over either plot.
         self.canvas.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.cursor_seq_len: int | None = None
+        self._framed = True
+        self._frame()
 
     def _make_plot(self, title: str, y_label: str, y_units: str) -> pg.PlotItem:
         plot = pg.PlotItem(
@@ -233,7 +240,15 @@ class PlotsPanel(QWidget):
         if added or len(wanted) != len(self._legend_order):
             self._sort_legends()
         self._label_x()
+        self._frame()
         self._refresh_readout()
+
+    def _frame(self) -> None:
+        """A fixed frame while there are no points or one length (:mod:`.plot_view`)."""
+        data = [curves[1].line.getOriginalDataset() for curves in self._curves.values()]
+        xs = [x for d in data if d[0] is not None for x in d[0]]
+        ys = [y for d in data if d[1] is not None for y in d[1]]
+        self._framed = frame_plots(self.latency_plot, self.tflops_plot, xs, ys, self._framed)
 
     def _decode(self) -> bool:
         """Do the shown runs all sweep k_len (decode)? Then the x axis is the key length."""
@@ -296,6 +311,7 @@ class PlotsPanel(QWidget):
         tfl.line.setData(x, tflops)
         tfl.low.setData(x, t_low)
         tfl.high.setData(x, t_high)
+        self._frame()
         self._update_read_lines()
         self._refresh_readout()
 
@@ -325,11 +341,12 @@ class PlotsPanel(QWidget):
             self.legend.addItem(latency, READ_LINE_NAME)
 
     def _add_curves(self, plot: pg.PlotItem, series: Series) -> _Curves:
-        color = run_color(series.run_id)
+        style = run_style(series.run_id)
+        color = style.color
         line = pg.PlotDataItem(
-            pen=pg.mkPen(color, width=2),
-            symbol="o",
-            symbolSize=6,
+            pen=style.pen(),
+            symbol=style.symbol,
+            symbolSize=7,
             symbolBrush=color,
             symbolPen=pg.mkPen(color),
             name=series.name,
@@ -437,6 +454,7 @@ class PlotsPanel(QWidget):
 
     def _on_log_toggled(self, on: bool) -> None:
         self.latency_plot.setLogMode(x=False, y=on)
+        self._frame()  # an empty frame's latency span is in the new scale's terms
 
     # ---- export ---------------------------------------------------------------------------------
     def export_png(

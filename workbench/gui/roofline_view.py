@@ -18,14 +18,16 @@ import math
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
 
-from workbench.gui.colors import run_color
+from workbench.gui.colors import run_style
 from workbench.gui.plots import PlainLogAxis
 
 # The intensities the roofs are drawn across (FLOP/byte): decode-like problems to long prefill.
 X_RANGE = (0.1, 10_000.0)
+HOVER_PX = 8.0  # how near the cursor a point must be to be described
+HOVER_HINT = "Hover a point for its run, config, N, TFLOP/s and % of roofline."
 
 
 class RooflineView(QWidget):
@@ -35,24 +37,34 @@ class RooflineView(QWidget):
         super().__init__(parent)
         # Decades and their 2s and 5s as plain numbers: the default log axis labels every
         # minor tick as 2·10¹, 3·10¹, … and they run together on a wide window.
-        self.plot_widget = pg.PlotWidget(
+        self.plot_widget = pg.GraphicsLayoutWidget()
+        self._plot = pg.PlotItem(
             axisItems={
                 "bottom": PlainLogAxis(orientation="bottom"),
                 "left": PlainLogAxis(orientation="left"),
             }
         )
+        self.plot_widget.addItem(self._plot, row=0, col=0)
         self.plot_widget.setObjectName("roofline_plot")
         self.plot_widget.setBackground("w")
-        plot = self.plot_widget.getPlotItem()
+        plot = self._plot
         plot.setLogMode(x=True, y=True)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setLabel("bottom", "arithmetic intensity (FLOP / byte moved at least)")
         plot.setLabel("left", "TFLOP/s")
+        # Plain TFLOP/s, never "TFLOP/s (x0.001)" over a lone tick label.
+        plot.getAxis("left").enableAutoSIPrefix(False)
         plot.setMenuEnabled(False)
-        self.legend = plot.addLegend(offset=(10, 10))
+        # Below the plot, not on it: a legend's marker among the points read as one more point.
+        self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)
+        self.plot_widget.addItem(self.legend, row=1, col=0)
         pen = pg.mkPen("#333333", width=2)
         self.memory_roof = plot.plot([], [], pen=pen)
         self.compute_roof = plot.plot([], [], pen=pen)
+        self.hover = QLabel(HOVER_HINT)
+        self.hover.setObjectName("roofline_hover")
+        self.hover.setWordWrap(True)
+        self.plot_widget.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.caption = QLabel("Select runs in History to place their points.")
         self.caption.setObjectName("roofline_caption")
         self.caption.setWordWrap(True)
@@ -63,14 +75,33 @@ class RooflineView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.caption)
         layout.addWidget(self.plot_widget, 1)
+        layout.addWidget(self.hover)
 
     @property
     def plot(self) -> pg.PlotItem:
-        return self.plot_widget.getPlotItem()
+        return self._plot
+
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        """The point under the cursor (within HOVER_PX) described below the plot and in a
+        tooltip; pyqtgraph's own hover tip sat on the view box, where none showed."""
+        best: tuple[float, str] | None = None
+        for scatter in self.scatters.values():
+            for spot in scatter.points():
+                at = scatter.mapToScene(spot.pos())
+                distance = math.hypot(at.x() - scene_pos.x(), at.y() - scene_pos.y())
+                if distance <= HOVER_PX and (best is None or distance < best[0]):
+                    best = (distance, str(spot.data()))
+        if best is None:
+            self.hover.setText(HOVER_HINT if self.scatters else "")
+            QToolTip.hideText()
+            return
+        self.hover.setText(best[1].replace("\n", " · "))
+        global_pos = self.plot_widget.mapToGlobal(self.plot_widget.mapFromScene(scene_pos))
+        QToolTip.showText(global_pos, best[1], self.plot_widget)
 
     def set_data(self, data: dict[str, Any] | None) -> None:
         """``data`` from :func:`workbench.compare.roofline_points` (None: nothing selected);
-        each run in its own colour (:func:`workbench.gui.colors.run_color`)."""
+        each run in its own colour and marker (:func:`workbench.gui.colors.run_style`)."""
         self.data = data
         for run_id in list(self.scatters):
             self.plot.removeItem(self.scatters.pop(run_id))
@@ -83,7 +114,7 @@ class RooflineView(QWidget):
         dtype = data["runs"][0]["dtype"]
         self._draw_roofs(data.get("ceilings"), dtype)
         for run in data["runs"]:
-            color = run_color(run["run_id"])
+            style = run_style(run["run_id"])
             spots = [
                 {
                     "pos": (math.log10(p["intensity"]), math.log10(p["tflops"])),
@@ -93,11 +124,15 @@ class RooflineView(QWidget):
                 if p["intensity"] > 0 and p["tflops"] > 0
             ]
             scatter = pg.ScatterPlotItem(
-                spots=spots, size=10, brush=pg.mkBrush(color), pen=pg.mkPen("w"),
-                hoverable=True, hoverSize=14, tip=lambda x, y, data: data, name=run["name"],
+                spots=spots, size=10, brush=pg.mkBrush(style.color), pen=pg.mkPen("w"),
+                symbol=style.symbol,
+                hoverable=True, hoverSize=14, tip=None, name=run["name"],
             )  # fmt: skip
-            self.plot.addItem(scatter)  # named: the legend lists it
+            self.plot.addItem(scatter)
             self.scatters[run["run_id"]] = scatter
+        names = {run["run_id"]: run["name"] for run in data["runs"]}
+        for run_id in sorted(self.scatters):  # oldest first, as the Plots legend lists them
+            self.legend.addItem(self.scatters[run_id], names[run_id])
 
     def _draw_roofs(self, ceilings: dict[str, Any] | None, dtype: str) -> None:
         if not ceilings or dtype not in ceilings["matmul_tflops"]:

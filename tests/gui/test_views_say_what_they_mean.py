@@ -1,0 +1,197 @@
+"""Issue #52 item 6: the views' axes, marks and styles say what they mean (seen in a window)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyqtgraph as pg
+import pytest
+from gui_helpers import seed_run
+from PySide6.QtCore import Qt
+
+from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.gui.colors import run_style
+from workbench.store import Store
+
+pytestmark = pytest.mark.gui
+
+
+def drawn_ticks(plot: pg.PlotItem, side: str = "bottom") -> list[str]:
+    """The tick labels the axis draws over its current range and size, as it computes them."""
+    axis = plot.getAxis(side)
+    lo, hi = axis.range
+    length = axis.width() if side in ("bottom", "top") else axis.height()
+    labels: list[str] = []
+    for spacing, values in axis.tickValues(lo, hi, length):
+        shown = [v for v in values if lo <= v <= hi]
+        labels += [t for t in axis.tickStrings(shown, axis.scale, spacing) if t]
+    return labels
+
+
+def line_styles(plot: pg.PlotItem) -> list[tuple[str, str, Qt.PenStyle]]:
+    """(colour, marker, dash) of every run line the plot draws (band edges draw no pen)."""
+    return [
+        (item.opts["pen"].color().name(), item.opts["symbol"], item.opts["pen"].style())
+        for item in plot.items
+        if isinstance(item, pg.PlotDataItem) and item.opts["symbol"] is not None
+    ]
+
+
+def test_twelve_runs_get_twelve_styles_that_differ_by_colour_or_marker_and_dash(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        ids = [seed_run(store, label=f"r{i}") for i in range(12)]
+    window = make_window()
+    window.history.select_runs(ids)
+    qtbot.waitUntil(lambda: len(window.plots.run_ids()) == 12)
+    styles = line_styles(window.plots.latency_plot)
+    assert len(styles) == 12 and len(set(styles)) == 12, styles
+    # Two runs of one colour differ in marker and in dash, not in a shade of it.
+    by_color: dict[str, list[tuple[str, Qt.PenStyle]]] = {}
+    for color, symbol, dash in styles:
+        by_color.setdefault(color, []).append((symbol, dash))
+    for color, marks in by_color.items():
+        assert len({m[0] for m in marks}) == len(marks), (color, marks)
+        assert len({m[1] for m in marks}) == len(marks), (color, marks)
+    assert {run_style(i).color.name() for i in ids} == set(by_color)
+
+
+def test_an_empty_running_run_plots_no_negative_throughput_and_no_repeated_n(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        spec = SweepSpec(Problem(batch=1, heads=2, head_dim=32), (64, 128), KernelConfig())
+        running = store.create_run(spec, {"hostname": "here"})  # no point yet
+        one = seed_run(store, label="one length", seq_lens=(8192,))
+    window = make_window()
+    plots = window.plots
+    window.history.select_runs([running])
+    qtbot.waitUntil(lambda: plots.run_ids() == [running])
+    for plot in (plots.latency_plot, plots.tflops_plot):
+        ticks = drawn_ticks(plot)
+        assert len(ticks) >= 2 and len(ticks) == len(set(ticks)), ticks
+    assert plots.tflops_plot.viewRange()[1][0] >= 0.0
+    assert plots.tflops_plot.viewRange()[1][1] > 0.5  # not a ±0.015 sliver
+
+    # One length: its own N is labelled, beside its neighbours.
+    window.history.select_runs([one])
+    qtbot.waitUntil(lambda: plots.run_ids() == [one])
+    ticks = drawn_ticks(plots.latency_plot)
+    assert ticks == ["8k"], ticks
+    low, high = plots.tflops_plot.viewRange()[1]
+    assert low >= 0.0 and high > 0.0
+
+    # Nothing selected: back to the empty frame, not the last run's axes.
+    window.history.select_runs([])
+    qtbot.waitUntil(lambda: plots.run_ids() == [])
+    assert plots.latency_plot.viewRange()[0] == pytest.approx([6.0, 14.0])  # N 64 to 16k
+    ticks = drawn_ticks(plots.latency_plot)
+    assert len(ticks) >= 2 and len(ticks) == len(set(ticks)), ticks
+    assert plots.tflops_plot.viewRange()[1] == pytest.approx([0.0, 1.0])
+
+
+def test_roofline_hover_describes_the_point_and_the_axes_read_plainly(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        run = seed_run(store, label="on the CPU", seq_lens=(64, 128, 256))
+    window = make_window(probe_backends=False)
+    view = window.explain.roofline
+    window.tabs.setCurrentWidget(view)
+    window.history.select_runs([run])
+    qtbot.waitUntil(lambda: view.data is not None and run in view.scatters)
+    qtbot.wait(50)  # the layout places the plot
+    # CPU points span less than a decade of TFLOP/s: still several labels, no "(x0.001)".
+    left = view.plot.getAxis("left")
+    assert "x0.001" not in left.labelString() and left.labelString().count("TFLOP/s") == 1
+    assert len(drawn_ticks(view.plot, "left")) >= 2, drawn_ticks(view.plot, "left")
+    # The legend sits below the plot, not among its points.
+    box = view.plot.getViewBox().sceneBoundingRect()
+    assert not view.legend.sceneBoundingRect().intersects(box)
+    assert [label.text for _, label in view.legend.items] == [
+        next(r["name"] for r in view.data["runs"] if r["run_id"] == run)
+    ]
+    # Hovering a point says which one it is.
+    spot = view.scatters[run].points()[1]
+    scene = view.scatters[run].mapToScene(spot.pos())
+    qtbot.mouseMove(view.plot_widget.viewport(), view.plot_widget.mapFromScene(scene))
+    qtbot.waitUntil(lambda: "N = 128" in view.hover.text())
+    assert "on the CPU" in view.hover.text() and "TFLOP/s" in view.hover.text()
+    # Away from every point: the hint again.
+    corner = view.plot.getViewBox().sceneBoundingRect().topLeft()
+    qtbot.mouseMove(view.plot_widget.viewport(), view.plot_widget.mapFromScene(corner))
+    qtbot.waitUntil(lambda: "N = 128" not in view.hover.text())
+
+
+def shows_whole(label: Any) -> bool:
+    """A label shows all its text: one line as wide as its text, or wrapped to the height its
+    text needs at its width."""
+    text = label.text()
+    if label.wordWrap():
+        return label.height() >= label.heightForWidth(label.width())
+    return label.width() >= label.fontMetrics().horizontalAdvance(text)
+
+
+def test_labels_are_whole_and_autotune_is_in_view_at_1424x852(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    from PySide6.QtWidgets import QStyle, QStyleOptionComboBox
+
+    lengths = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    with Store(db_path) as store:
+        group = store.create_group("ladder", "two steps", {"steps": ["baseline", "bigger"]})
+        steps = [
+            seed_run(store, seq_lens=(64, 128), group_id=group, step=step, label=step)
+            for step in ("baseline", "bigger")
+        ]
+        long_a = seed_run(store, label="a fairly long label for run a", seq_lens=lengths)
+        long_b = seed_run(store, label="b", seq_lens=lengths)
+    window = make_window(probe_backends=False)
+    window.resize(1424, 852)
+    qtbot.waitUntil(lambda: window.width() == 1424 and window.height() == 852)
+
+    # The knob panel: Autotune's box lies whole inside the form's visible area.
+    c = window.controls
+    viewport = c.form_scroll.viewport()
+    top_left = c.autotune.mapTo(viewport, c.autotune.rect().topLeft())
+    bottom_right = c.autotune.mapTo(viewport, c.autotune.rect().bottomRight())
+    assert viewport.rect().contains(top_left) and viewport.rect().contains(bottom_right)
+    assert c.autotune.isVisible() and c.autotune.text() == "Autotune"
+
+    # Ladder: the preset box shows its whole name; the block map's title does not run into
+    # the "Sequence length" beside it.
+    window.tabs.setCurrentWidget(window.ladder)
+    panel = window.ladder
+    qtbot.waitUntil(lambda: panel.data is not None and panel.table.rowCount() == 2)
+    preset = panel.preset
+    option = QStyleOptionComboBox()
+    preset.initStyleOption(option)
+    field = preset.style().subControlRect(
+        QStyle.ComplexControl.CC_ComboBox, option, QStyle.SubControl.SC_ComboBoxEditField, preset
+    )
+    assert preset.currentText() == "this GPU's"
+    for text in (preset.itemText(i) for i in range(preset.count())):
+        assert field.width() >= preset.fontMetrics().horizontalAdvance(text), text
+    panel.select_step(1, 128)
+    qtbot.wait(50)
+    title, length = panel.heatmap.title, panel.heatmap.length_label
+    assert title.text().startswith(f"Step 2: bigger · #{steps[1]}")
+    assert shows_whole(title) and shows_whole(length)
+    title_box = title.geometry().translated(
+        title.parentWidget().mapTo(panel, title.pos()) - title.pos()
+    )
+    length_box = length.geometry().translated(
+        length.parentWidget().mapTo(panel, length.pos()) - length.pos()
+    )
+    assert not title_box.intersects(length_box)
+
+    # Compare: the chart's y label fits its axis, with eight lengths in the table above.
+    window.tabs.setCurrentWidget(window.compare)
+    window.history.select_runs([long_a, long_b])
+    qtbot.waitUntil(lambda: window.compare.table.rowCount() == len(lengths))
+    qtbot.wait(50)
+    axis = window.compare.chart.plot.getAxis("left")
+    assert axis.label.toPlainText().strip() == "× baseline"
+    assert axis.label.boundingRect().width() <= axis.boundingRect().height()
