@@ -186,7 +186,7 @@ def check_fit(
         problems.append(f"stack {res.stack} B per thread (register spill)")
     if res.local:
         problems.append(f"local memory {res.local} B per thread (register spill)")
-    if (num_ctas or 1) > 1 and num_ctas > limits.max_cluster:
+    if num_ctas is not None and num_ctas > 1 and num_ctas > limits.max_cluster:
         problems.append(f"cluster of {num_ctas} CTAs > {limits.max_cluster}")
     blocks = occupancy or 1
     if blocks > 1:

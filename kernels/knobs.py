@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T", bound=type)
 
@@ -743,7 +743,7 @@ def with_knob_fields(names: Iterable[str], *, own_after: str | None = None) -> C
         if own_after is None:
             annotations.update(own)
         cls.__annotations__ = annotations
-        return dataclass(frozen=True)(cls)
+        return cast(T, dataclass(frozen=True)(cls))  # the same class, now a dataclass
 
     return build
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every check CI runs (through .ci/run, the README's test command), cheapest to read first:
-# lint and format, the import contracts, the default suite, then the tests marked slow.
+# lint and format, the import contracts, the types, the default suite, then the tests marked slow.
 #   bash scripts/test.sh            all of it
 #   bash scripts/test.sh -k store   extra arguments go to both pytest runs
 set -euo pipefail
@@ -11,6 +11,8 @@ echo "== ruff check and format"
 "$bin/ruff" format --check .
 echo "== import contracts (pyproject.toml's [tool.importlinter])"
 "$bin/lint-imports" --no-cache
+echo "== types (mypy over kernels/ and workbench/, pyproject.toml's [tool.mypy])"
+"$bin/mypy"
 # One worker per core (pytest-xdist): the offline compiles and the engine's child processes keep
 # both cores of a CI machine busy, where one worker left one idle most of the time.
 echo "== the suite (pytest's default: everything not marked slow), one worker per core"

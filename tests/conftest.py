@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from tests import skip_summary
+
 if TYPE_CHECKING:
     from workbench.backends.base import PointResult
     from workbench.config import KernelConfig, Problem
@@ -53,6 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if seed is None and os.environ.get(SEED_ENV, "").strip():
         seed = int(os.environ[SEED_ENV])
     config.stash[SESSION_SEED] = seed if seed is not None else secrets.randbits(32)
+    # Skips by reason and the wall time at the end; under CI a missing project tool fails.
+    if not config.pluginmanager.is_registered(skip_summary):
+        config.pluginmanager.register(skip_summary, "fmha-skip-summary")
 
 
 def _replay_hint(config: pytest.Config) -> str:

@@ -97,7 +97,7 @@ def test_the_time_left_before_a_long_point_holds_on_a_real_sweep(db_path: Path) 
     job = SweepJob(SweepSpec(Problem(heads=1, head_dim=64), (256, 4096), KernelConfig(64, 64)))
     model = ProgressModel.for_job(job)
     timing = TimingSettings(warmup=1, min_samples=3, min_time_s=0.1)
-    estimate, took, started = None, None, 0.0
+    estimate, took, timed, started = None, None, 0.0, 0.0
     with Store(db_path) as store:
         for event in job.run(store, timing=timing):
             model.update(event)
@@ -106,9 +106,15 @@ def test_the_time_left_before_a_long_point_holds_on_a_real_sweep(db_path: Path) 
                 assert model.text.endswith(" left"), model.text
             elif isinstance(event, PointFinished) and event.index == 1:
                 took = time.monotonic() - started
+                # Its timed launches, from their median: a preempted sample barely moves it.
+                timed = event.point.samples * event.point.latency_ms / 1e3
     assert estimate is not None and took is not None
-    print(f"benchmark: 4k point took {took:.2f} s, estimated {estimate:.2f} s")
-    assert took / 3 <= estimate <= took * 3
+    print(
+        f"benchmark: 4k point took {took:.2f} s ({timed:.2f} s timed), estimated {estimate:.2f} s"
+    )
+    # Short against what the point's launches alone cost, long against its whole wall time:
+    # a loaded machine only stretches the wall time, which widens the bound, never breaks it.
+    assert timed / 3 <= estimate <= took * 3
 
 
 def test_durations_read_naturally() -> None:

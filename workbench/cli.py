@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
@@ -777,7 +777,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         raise UsageError("the decode ladder sweeps k_len: give its lengths with --k-lens")
     if not decode and (args.k_lens is not None or args.q_len is not None):
         raise UsageError("--k-lens and --q-len are for a decode ladder (--preset decode)")
-    q_len = (args.q_len if args.q_len is not None else ladder.q_len) if decode else 1024
+    q_len = cast(int, (args.q_len if args.q_len is not None else ladder.q_len) if decode else 1024)
     problem = Problem(
         batch=given("batch"),
         heads=given("heads"),
@@ -804,7 +804,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     timing = _timings(args, plan)
     with _open_store(_db_of(args)) as store:
         code, group_id, _ = _follow(job, job.run(store, plan=plan, timing=timing))
-        table = ladder_table(store, group_id)
+        table = ladder_table(store, cast(int, group_id))  # None: refused as no stored ladder
     if args.json:
         _emit_json({**table, "published_blackwell": job.ladder.published})
     else:
@@ -992,8 +992,8 @@ def cmd_bandwidth(args: argparse.Namespace) -> int:
     else:
         print(f"{gpu}: {measured.gbs:.0f} GB/s streaming read ({measured.method})")
         if measured.fixed_us is not None and measured.line_rate_gbs is not None:
-            line = bandwidth.read_line_text((measured.fixed_us, measured.line_rate_gbs))
-            print(f"a read of 134–537 MB: {line} (the least a kernel reading its bytes pays)")
+            text = bandwidth.read_line_text((measured.fixed_us, measured.line_rate_gbs))
+            print(f"a read of 134–537 MB: {text} (the least a kernel reading its bytes pays)")
         print(f"kept in {path}; runs on this GPU now show K+V GB/s as a % of it", file=sys.stderr)
     return EXIT_OK
 
@@ -1231,7 +1231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     finally:
         if previous is not _NOT_SET:
-            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, cast(Any, previous) or signal.SIG_DFL)
 
 
 def _on_sigterm(signum: int, frame: object) -> None:

@@ -545,7 +545,9 @@ def axis_and_problem(args: argparse.Namespace) -> tuple[str, str, Problem, str]:
     preset = problem_preset(args.preset) if args.preset is not None else None
     decode = preset is not None or args.k_lens is not None or args.q_len is not None
     if not decode:
-        fields = {k: (PROBLEM_DEFAULTS[k] if v is None else v) for k, v in given.items()}
+        fields: dict[str, Any] = {
+            k: (PROBLEM_DEFAULTS[k] if v is None else v) for k, v in given.items()
+        }
         input_pos = _or(args.input_pos, 0)
         problem = Problem(**fields, input_pos=input_pos, q_len=1, k_len=1 + input_pos)
         lengths = SEQ_LENS_DEFAULT if args.seq_lens is None else args.seq_lens

@@ -120,7 +120,7 @@ def compare_cell(point: Any, base: Any | None) -> Cell:
 
 
 def compare_table(
-    baseline_id: int, points_by_run: dict[int, Sequence[Any]]
+    baseline_id: int, points_by_run: Mapping[int, Sequence[Any]]
 ) -> list[tuple[int, dict[int, Cell]]]:
     """Rows (seq_len, {run_id: Cell}) over the union of measured lengths, shortest first."""
     by_len = {rid: {p.seq_len: p for p in pts} for rid, pts in points_by_run.items()}

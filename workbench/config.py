@@ -11,7 +11,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from kernels import knobs
 from kernels.schedule import MASK_MODES
@@ -114,7 +114,7 @@ class Problem:
         _check_int("batch", self.batch, 1, 4096)
         _check_int("heads", self.heads, 1, 1024)
         _check_int("kv_heads", self.kv_heads, 1, 1024)
-        if self.heads % self.kv_heads:
+        if self.heads % cast(int, self.kv_heads):  # set just above when None
             raise ConfigError(
                 "kv_heads",
                 self.kv_heads,
@@ -228,6 +228,12 @@ class KernelConfig:
 
     mask: str = "none"
     window: int | None = None
+
+    if TYPE_CHECKING:  # the knob fields are made at import time (with_knob_fields)
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
+        def __init__(self, *args: Any, **knobs: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
 
     def __post_init__(self) -> None:
         values = self.knob_values()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
 
@@ -121,8 +121,8 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
     finally:
         conn.close()
 
-    point_columns = {c.name for c in store.db["points"].columns}
-    run_columns = {c.name for c in store.db["runs"].columns}
+    point_columns = {c.name for c in store.db.table("points").columns}
+    run_columns = {c.name for c in store.db.table("runs").columns}
 
     def copy() -> tuple[list[int], int]:
         added: list[int] = []
@@ -133,7 +133,7 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
                 group = groups[group_id]
                 identity = _identity("group", group)
                 if identity not in have_groups:
-                    table = store.db["groups"]
+                    table = store.db.table("groups")
                     table.insert(
                         {
                             "kind": group["kind"],
@@ -143,25 +143,27 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
                             "uuid": identity,
                         }
                     )
-                    have_groups[identity] = int(table.last_pk)
+                    have_groups[identity] = int(cast(int, table.last_pk))
                     new_groups[group_id] = have_groups[identity]
                 group_id = have_groups[identity]
             else:
                 group_id = None
             row = {k: v for k, v in run.items() if k in run_columns and k != "id"}
             row.update(group_id=group_id, uuid=_identity("run", run))
-            runs_table = store.db["runs"]
+            runs_table = store.db.table("runs")
             runs_table.insert(row)
-            run_id = int(runs_table.last_pk)
+            run_id = int(cast(int, runs_table.last_pk))
             added.append(run_id)
             for point in points[run["id"]]:
                 values = {k: v for k, v in point.items() if k in point_columns and k != "id"}
                 values["run_id"] = run_id
-                points_table = store.db["points"]
+                points_table = store.db.table("points")
                 points_table.insert(values)
                 block = maps.get(point["id"])
                 if block is not None:
-                    store.db["block_maps"].insert({**block, "point_id": int(points_table.last_pk)})
+                    store.db.table("block_maps").insert(
+                        {**block, "point_id": int(cast(int, points_table.last_pk))}
+                    )
         return added, len(new_groups)
 
     added, groups_added = store._write(copy)  # one transaction: the whole file or nothing

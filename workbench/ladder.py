@@ -227,7 +227,7 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
     base = per_run[runs[0].id]
     for index, run in enumerate(runs):
         previous = per_run[runs[index - 1].id] if index else None
-        cells = {}
+        cells: dict[str, dict[str, Any] | None] = {}
         for n in seq_lens:
             point = per_run[run.id].get(n)
             if point is None:

@@ -195,7 +195,7 @@ def parse_source_csv(text: str, kernel: str = "") -> Waits | None:
         if reason_columns:
             counts = {name: _count(row.get(c, "")) for c, name in reason_columns.items()}
         else:  # an ncu without the reason columns: the not-issued total, unattributed
-            total = next((row[c] for c in reversed(_TOTAL_COLUMNS) if c in row), "")
+            total: Any = next((row[c] for c in reversed(_TOTAL_COLUMNS) if c in row), "")
             counts = {"unattributed": _count(total)}
         per_site.append((address, sass.strip(), {r: v for r, v in counts.items() if v > 0}))
     samples = sum(sum(c.values()) for _, _, c in per_site)

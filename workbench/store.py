@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import numpy as np
@@ -120,7 +120,7 @@ def utc_now() -> str:
 
 def _migration_1(db: sqlite_utils.Database) -> None:
     """Runs and their points."""
-    db["runs"].create(
+    db.table("runs").create(
         {
             "id": int,
             "label": str,
@@ -137,7 +137,7 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"status", "backend", "problem", "config", "seq_lens", "created_at"},
     )
-    db["points"].create(
+    db.table("points").create(
         {
             "id": int,
             "run_id": int,
@@ -162,25 +162,25 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["points"].create_index(["run_id", "seq_len"], unique=True)
+    db.table("points").create_index(["run_id", "seq_len"], unique=True)
 
 
 def _migration_2(db: sqlite_utils.Database) -> None:
     """Groups of runs (several backends on the same inputs, ladders), raw samples, block maps."""
-    db["groups"].create(
+    db.table("groups").create(
         {"id": int, "kind": str, "label": str, "created_at": str, "spec": str}, pk="id"
     )
-    db["runs"].add_column("group_id", int, fk="groups", fk_col="id")
-    db["runs"].add_column("step", str)
-    db["points"].add_column("samples_ms", str)  # JSON list, the raw timings
-    db["points"].add_column("extra", str)  # JSON, backend-specific facts (autotuned config...)
-    db["block_maps"].create(
+    db.table("runs").add_column("group_id", int, fk="groups", fk_col="id")
+    db.table("runs").add_column("step", str)
+    db.table("points").add_column("samples_ms", str)  # JSON list, the raw timings
+    db.table("points").add_column("extra", str)  # JSON, backend-specific facts (autotuned...)
+    db.table("block_maps").create(
         {"point_id": int, "rows": int, "cols": int, "data": bytes},
         pk="point_id",
         foreign_keys=[("point_id", "points", "id")],
     )
-    db["runs"].create_index(["created_at"])
-    db["runs"].create_index(["group_id"])
+    db.table("runs").create_index(["created_at"])
+    db.table("runs").create_index(["group_id"])
 
 
 # A run's machine as ``GPU on host``, in SQL (History's machine filter).
@@ -210,31 +210,31 @@ def _migration_3(db: sqlite_utils.Database) -> None:
     """A stable identity (uuid) per run and per group, which ``import`` matches on: new ones
     get a random one, those stored before one derived from their content."""
     for table, kind in (("runs", "run"), ("groups", "group")):
-        db[table].add_column("uuid", str)
+        db.table(table).add_column("uuid", str)
         rows = list(db.query(f"SELECT * FROM {table}"))
         db.conn.executemany(
             f"UPDATE {table} SET uuid = ? WHERE id = ?",
             [(content_uuid(kind, row), row["id"]) for row in rows],
         )
-        db[table].create_index(["uuid"])
+        db.table(table).create_index(["uuid"])
 
 
 def _migration_4(db: sqlite_utils.Database) -> None:
     """Which axis a run swept: "seq_len" (N = q_len) or "k_len" (keys at a fixed q_len, decode).
     Runs stored before swept N, and say so."""
-    db["runs"].add_column("axis", str)
+    db.table("runs").add_column("axis", str)
     db.execute("UPDATE runs SET axis = ?", [SEQ_LEN_AXIS])
 
 
 def _migration_5(db: sqlite_utils.Database) -> None:
     """Each machine's measured ceilings (workbench.roofline.Ceilings as JSON), for the
     roofline; a re-measure adds a record, the newest of a GPU is the one used."""
-    db["machine_ceilings"].create(
+    db.table("machine_ceilings").create(
         {"id": int, "gpu_name": str, "measured_at": str, "record": str},
         pk="id",
         not_null={"gpu_name", "measured_at", "record"},
     )
-    db["machine_ceilings"].create_index(["gpu_name"])
+    db.table("machine_ceilings").create_index(["gpu_name"])
 
 
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
@@ -525,7 +525,7 @@ class Store:
         return tables, conn.execute("PRAGMA user_version").fetchone()[0]
 
     def _open_checked(self, header: bytes | None) -> sqlite_utils.Database:
-        version, tables = 0, set()
+        version, tables = 0, set[str]()
         if header:  # an existing SQLite file: look before anything is written to it
             try:
                 # A writer looks through a connection that honours locks and removes the
@@ -632,7 +632,7 @@ class Store:
                     MIGRATIONS[number - 1](db)
                     db.conn.execute(f"PRAGMA user_version = {number}")
 
-            self._retry(lambda apply=apply: _write_transaction(db.conn, apply))
+            self._retry(lambda apply=apply: _write_transaction(db.conn, apply))  # type: ignore[misc]
 
     def _mark_interrupted(self, db: sqlite_utils.Database) -> None:
         """Runs left 'running' by a process that no longer exists become failed."""
@@ -643,7 +643,7 @@ class Store:
 
         def mark() -> None:
             for run_id in dead:
-                db["runs"].update(
+                db.table("runs").update(
                     run_id,
                     {
                         "status": "failed",
@@ -694,7 +694,7 @@ class Store:
         check_label(label)
 
         def insert() -> int:
-            table = self.db["groups"]
+            table = self.db.table("groups")
             table.insert(
                 {
                     "kind": kind,
@@ -704,7 +704,7 @@ class Store:
                     "uuid": str(uuid.uuid4()),
                 }
             )
-            return int(table.last_pk)
+            return int(cast(int, table.last_pk))  # insert() has just set it
 
         return self._write(insert)
 
@@ -724,7 +724,7 @@ class Store:
         }
 
         def insert() -> int:
-            table = self.db["runs"]
+            table = self.db.table("runs")
             table.insert(
                 {
                     "label": spec.label,
@@ -741,7 +741,7 @@ class Store:
                     "uuid": str(uuid.uuid4()),
                 }
             )
-            return int(table.last_pk)
+            return int(cast(int, table.last_pk))  # insert() has just set it
 
         return self._write(insert)
 
@@ -778,9 +778,9 @@ class Store:
         grid = np.ascontiguousarray(result.block_map, dtype=np.int8)
 
         def insert() -> None:
-            points = self.db["points"]
+            points = self.db.table("points")
             points.insert(row)
-            self.db["block_maps"].insert(
+            self.db.table("block_maps").insert(
                 {
                     "point_id": points.last_pk,
                     "rows": grid.shape[0],
@@ -797,7 +797,7 @@ class Store:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         # Patient: a run left 'running' would later read "interrupted", its reason lost.
         self._write(
-            lambda: self.db["runs"].update(
+            lambda: self.db.table("runs").update(
                 run_id, {"status": status, "error": error, "finished_at": utc_now()}
             ),
             patience_s=FINAL_WRITE_PATIENCE_S,
@@ -809,7 +809,7 @@ class Store:
         except ConfigError as exc:
             raise StoreError(f"cannot relabel run {run_id}: {exc}") from exc
         self.run(run_id)
-        self._write(lambda: self.db["runs"].update(run_id, {"label": label}))
+        self._write(lambda: self.db.table("runs").update(run_id, {"label": label}))
 
     def delete_runs(self, run_ids: Iterable[int]) -> int:
         ids = [int(i) for i in run_ids]
@@ -954,14 +954,14 @@ class Store:
         )
         if not rows:
             raise StoreError(f"run {run_id} has no point at N={seq_len}")
-        extra = {**json.loads(rows[0]["extra"] or "{}"), key: value}
-        self._write(lambda: self.db["points"].update(rows[0]["id"], {"extra": json.dumps(extra)}))
+        extra = json.dumps({**json.loads(rows[0]["extra"] or "{}"), key: value})
+        self._write(lambda: self.db.table("points").update(rows[0]["id"], {"extra": extra}))
 
     def add_ceilings(self, record: dict[str, Any]) -> int:
         """Store one machine's measured ceilings (:meth:`workbench.roofline.Ceilings.to_dict`)."""
 
         def insert() -> int:
-            table = self.db["machine_ceilings"]
+            table = self.db.table("machine_ceilings")
             table.insert(
                 {
                     "gpu_name": record["gpu_name"],
@@ -969,7 +969,7 @@ class Store:
                     "record": json.dumps({k: v for k, v in record.items() if k != "id"}),
                 }
             )
-            return int(table.last_pk)
+            return int(cast(int, table.last_pk))  # insert() has just set it
 
         return self._write(insert)
 

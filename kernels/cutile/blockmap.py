@@ -87,7 +87,7 @@ def gpu_block_map(
         layout = forms.decode_layout(p, config, lambda: sm_count(device_id(q, lib) or 0, lib))
         slices, n_q_blocks = batch * layout.heads, layout.row_blocks
         # Both maps per (slice, row block, key block): the code, and the split that read it.
-        order_shape = forms.block_map_shape(slices, n_q_blocks, n_k_blocks)
+        order_shape: tuple[int, ...] = forms.block_map_shape(slices, n_q_blocks, n_k_blocks)
     else:
         slices, n_q_blocks = batch * heads, -(-q_len // rows)
         order_shape = forms.order_shape(slices, n_q_blocks)

@@ -9,7 +9,7 @@ shapes, runtime scalars their int32/float32 type, constants their values.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, cast
 
 import cuda.tile as ct
 
@@ -63,7 +63,7 @@ def signature_parameters(launch: LaunchPlan) -> list[Any]:
         if param.kind == "array":
             out.append(array_constraint(value))
         elif param.kind == "scalar":
-            out.append(ScalarConstraint(_SCALARS[param.type]))
+            out.append(ScalarConstraint(_SCALARS[cast(type, param.type)]))  # scalars name one
         else:
             out.append(value)
     return out

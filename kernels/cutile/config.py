@@ -6,7 +6,7 @@ config) and the launcher (:mod:`kernels.cutile.launch`), so both import it and n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kernels import knobs as registry
 from kernels.schedule import kernel_form_of
@@ -22,6 +22,12 @@ class LaunchConfig:
     kernel form runs it on a problem is the schedule's answer (:meth:`kernel_form`); the
     forms (:mod:`kernels.cutile.forms`) say which knobs each form reads.
     """
+
+    if TYPE_CHECKING:  # the knob fields are made at import time (with_knob_fields)
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
+        def __init__(self, *args: Any, **knobs: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
 
     def __post_init__(self) -> None:
         registry.check_launch(self.values())

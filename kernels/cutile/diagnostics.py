@@ -247,7 +247,7 @@ def assess(arch: str | None, tileiras: str | None, device_name: str | None = Non
 
 def device_name(device: int) -> str | None:
     try:
-        from cuda.tile._cext import get_device_name  # type: ignore[attr-defined]
+        from cuda.tile._cext import get_device_name
 
         return get_device_name(device)
     except Exception:

@@ -160,7 +160,7 @@ def parameters(form: str) -> tuple[str, ...]:
 # Kernel variants: one object per compiler-hint combination, created once
 # --------------------------------------------------------------------------------------------
 
-_VARIANTS: dict[tuple[int | None, int | None, int | None, str], Any] = {}
+_VARIANTS: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
 _VARIANTS_LOCK = threading.Lock()
 
 

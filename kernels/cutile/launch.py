@@ -180,7 +180,7 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     key = _call_key(q, k, v, kwargs)
     with _ONE_SHOT_LOCK:
         kept = _ONE_SHOT.get(key) if key is not None else None
-        if kept is not None:
+        if kept is not None and key is not None:  # key is None: nothing was kept
             _ONE_SHOT.move_to_end(key)  # most recently used last
     if kept is None:
         kept = KeptCall.first(q, k, v, kwargs)
@@ -266,6 +266,7 @@ class KeptCall:
         if request.out is not None:
             _outputs(request, False)  # checks the given out
         p = request.problem
+        assert p.lib is not None  # a launch's problem: its arrays set lib
         prepared = None
         if p.q_len and p.k_len:
             check_arch(device_id(request.q, p.lib) or 0)
@@ -284,6 +285,7 @@ class KeptCall:
 
     def __call__(self, q: Any, k: Any, v: Any, out: Any, stream: Any) -> Any:
         p = self.problem
+        assert p.lib is not None  # a launch's problem: its arrays set lib
         if self.layout == "bnhd":
             q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
             out = None if out is None else out.swapaxes(1, 2)
@@ -364,6 +366,7 @@ def _outputs(request: _Request, return_lse: bool) -> tuple[Any, Any]:
     """``out`` (the caller's, checked, or a new one laid out as q is) seen as (B, H, N, D),
     and the LSE array when wanted."""
     p, q, out = request.problem, request.q, request.out
+    assert p.lib is not None  # a launch's problem: its arrays set lib
     if out is None:
         out = strided_empty_like(q)  # a (B, N, H, D) q gets a (B, N, H, D) out
     else:

@@ -92,7 +92,8 @@ class PreparedLaunch:
         with_lse: bool,
         with_map: bool,
     ) -> None:
-        self.lib = p.lib
+        assert p.lib is not None  # a launch's problem: its arrays set lib
+        self.lib: str = p.lib
         launch: forms.LaunchPlan | None = forms.plan(
             p,
             config,
@@ -102,7 +103,7 @@ class PreparedLaunch:
             window=window,
             with_lse=with_lse,
             with_map=with_map,
-            sm_count=lambda: sm_count(device_id(like, p.lib) or 0, p.lib),
+            sm_count=lambda: sm_count(device_id(like, self.lib) or 0, self.lib),
         )
         self.plans: list[forms.LaunchPlan] = []
         while launch is not None:
@@ -265,6 +266,7 @@ def launcher(
                 fill(lse, -math.inf)
 
         return no_keys
+    assert p.lib is not None  # a launch's problem: its arrays set lib
     check_arch(device_id(q, p.lib) or 0)
     prepared = PreparedLaunch(
         p,

@@ -163,6 +163,7 @@ def autotune(
     :func:`tuned_kwargs`).
     """
     p = check_inputs(q, k, v)
+    assert p.lib is not None  # a launch's problem: its arrays set lib
     check_mask(mask, input_pos, window)
     arch = gpu_arch(device_id(q, p.lib) or 0)
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
@@ -340,7 +341,13 @@ def _sustained_pick(
     arrays = {"Q": q, "K": k, "V": v, "Out": scratch}
     # stream=None: each launch goes to the library's current stream (the timer's side stream,
     # or the capturing one).
-    options = {"scale": scale, "mask": mask, "input_pos": input_pos, "window": window}
+    assert p.lib is not None  # a launch's problem: its arrays set lib
+    options: dict[str, Any] = {
+        "scale": scale,
+        "mask": mask,
+        "input_pos": input_pos,
+        "window": window,
+    }
     runs = [launcher(p, arrays, cfg, stream=None, **options) for cfg in finalists]
     # The side stream does not wait for the caller's: the inputs must be complete first.
     synchronize(p.lib)

@@ -124,6 +124,13 @@ if _QT_PROBLEM is None:
 
     @pytest.fixture(scope="session")
     def resource_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        """One cache for the run: under xdist in the folder every worker's temp folder is in,
+        so a config one worker compiled is a cache hit for the other (the service writes each
+        answer whole under a temporary name, so two workers may write at once)."""
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            shared = tmp_path_factory.getbasetemp().parent / "compiled-resources"
+            shared.mkdir(exist_ok=True)
+            return shared
         return tmp_path_factory.mktemp("compiled-resources")
 
     @pytest.fixture(autouse=True)

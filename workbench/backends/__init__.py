@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kernels import knobs
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
@@ -55,7 +55,7 @@ def check_offered(config: Any, backends: Sequence[str], arch: str | None) -> Non
     from workbench.config import refuse_first
 
     values = config.knob_values()
-    for capability in sorted({knob_capability(name) for name in backends} - {None}):
+    for capability in sorted(cast(set[str], {knob_capability(name) for name in backends} - {None})):
         refuse_first(knobs.value_violations(values, capability=capability, arch=arch))
 
 

@@ -191,4 +191,4 @@ def device_inputs(problem: Any, rng: Any) -> tuple[Any, Any, Any]:
             bits = (bits + cupy.uint32(0x7FFF) + ((bits >> 16) & 1)) & cupy.uint32(0xFFFF0000)
             x = bits.view(cupy.float32)
         out.append(x)
-    return tuple(out)  # type: ignore[return-value]
+    return tuple(out)

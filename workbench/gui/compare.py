@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QResizeEvent, QShowEvent
@@ -318,7 +318,7 @@ class ComparePanel(QWidget):
         by_len = {r.id: {p.seq_len: p for p in self._points.get(r.id, [])} for r in runs}
         columns: list[tuple[str, Any]] = []
         for run in runs:
-            ceilings = self._ceilings.get(run.id)
+            ceilings: Any = self._ceilings.get(run.id)  # the loop below rebinds it per column
             if ceilings is not None:
                 columns.append((f"#{run.id} % roof", ("pct", run, ceilings)))
             if any(compiled_of(p) for p in by_len[run.id].values()):
@@ -376,7 +376,7 @@ class ComparePanel(QWidget):
             ["metric", *[f"#{r.id} {r.backend}" for r in runs]]
         )
         for c, run in enumerate(runs, start=1):
-            self.ncu_table.horizontalHeaderItem(c).setToolTip(run_name(run))
+            cast(QTableWidgetItem, self.ncu_table.horizontalHeaderItem(c)).setToolTip(run_name(run))
         self.ncu_table.setRowCount(len(rows))
         waits = [(profiled[n].get(r.id) or {}).get("waits") for r in runs]
         for r, row in enumerate(rows):

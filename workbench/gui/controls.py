@@ -242,11 +242,11 @@ class ControlsPanel(QWidget):
                 rows.append((knob.label, widget))
         self._help = {k.name: self._fields[k.name].toolTip() for k in knobs.EXPOSED}
 
-        self.mask = self._combo("mask", [(text, value) for text, value, _ in MASK_CHOICES])
+        self.mask: QComboBox = self._combo("mask", [(t, v) for t, v, _ in MASK_CHOICES])  # type: ignore[assignment]
         self.mask.currentIndexChanged.connect(self._on_mask_changed)
         self.input_pos = self._spin("input_pos", 0, MAX_SEQ_LEN, 0)
         self.input_pos.setToolTip("Causal offset: queries are the last tokens of a longer sequence")
-        self.window = self._spin("window", 1, MAX_SEQ_LEN, 256)
+        self.window: QSpinBox = self._spin("window", 1, MAX_SEQ_LEN, 256)  # type: ignore[assignment]
         self.window.setToolTip("Each query sees this many most recent keys")
 
         # The tiles first, then the mask, the switches and the other numbers.
@@ -336,7 +336,7 @@ class ControlsPanel(QWidget):
         from workbench.backends import knob_capability
 
         ticked = {knob_capability(b) for b in self.backends.checked()} - {None}
-        return sorted(ticked) or [None]
+        return sorted(ticked) or [None]  # type: ignore[type-var]  # the difference took None out
 
     def _refusal(
         self,

@@ -12,13 +12,14 @@ GUI thread (docs/design.md trap: never a lambda).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import QObject, QThread, QTimer, Slot
-from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar
+from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 
 from workbench import events as ev
 from workbench.config import ConfigError
+from workbench.gui.window_protocols import JobWindow
 from workbench.gui.worker import SweepWorker, start_in_thread
 from workbench.progress import ProgressModel
 
@@ -29,8 +30,8 @@ class JobRunner(QObject):
     """Runs the form's job for ``window`` (the main window: its form, views, actions and
     messages). ``timing`` overrides the backends' timing (tests use tiny settings)."""
 
-    def __init__(self, window: Any, timing: Any = None) -> None:
-        super().__init__(window)
+    def __init__(self, window: JobWindow, timing: Any = None) -> None:
+        super().__init__(cast(QObject, window))  # the main window, a QWidget
         self.window = window
         self.timing = timing
         # None: a child process for backends that compute in process (workbench.jobs.background
@@ -190,7 +191,7 @@ class JobRunner(QObject):
     def _refresh_live_ladder(self) -> None:
         model = self.progress_model
         live = model is not None and model.story.follows_its_group and model.group_id is not None
-        if live and self.window.ladder.group_id() == model.group_id:
+        if model is not None and live and self.window.ladder.group_id() == model.group_id:
             self.window.ladder.refresh()
 
     @Slot(object)
@@ -234,7 +235,7 @@ class JobRunner(QObject):
         story, w = outcome.story, self.window
         if story.follows_its_group:
             w.ladder.set_live_group(None)
-            w.ladder.show_group(model.group_id)
+            w.ladder.show_group(cast(int, model.group_id))  # a ladder started its group
         if story.selects_its_runs:
             w.history.refresh(keep_selection=False)
             w.history.select_runs(list(model.run_ids))
@@ -254,7 +255,7 @@ class JobRunner(QObject):
         self._quit_question = f"A {what} is running"
         try:
             answer = QMessageBox.question(
-                self.window,
+                cast(QWidget, self.window),
                 self._quit_question,
                 f"Stop the {what} now and quit? The points finished so far "
                 "are kept and the run is stored as cancelled.",
@@ -270,7 +271,7 @@ class JobRunner(QObject):
         answer it No (the window stays, and says how the job ended)."""
         if self._quit_question is None:
             return
-        for box in self.window.findChildren(QMessageBox):
+        for box in cast(QWidget, self.window).findChildren(QMessageBox):
             if box.isVisible() and box.windowTitle() == self._quit_question:
                 button = box.button(QMessageBox.StandardButton.No)
                 if button is not None:

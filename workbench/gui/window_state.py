@@ -123,7 +123,7 @@ def restore_settings(window: Any) -> None:
     window.history.export_dir = str(s.value("export_dir", "") or "")
     tab = s.value("window/tab", 0)
     with contextlib.suppress(TypeError, ValueError):
-        window.tabs.setCurrentIndex(int(tab))  # type: ignore[arg-type]
+        window.tabs.setCurrentIndex(int(tab))
     window.tab_shares.apply(window.tabs.currentIndex())
 
 

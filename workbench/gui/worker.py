@@ -25,7 +25,8 @@ class SweepWorker(QObject):
     process.
     """
 
-    event = Signal(object)  # each event of the job's stream (workbench.events), in order
+    # Each event of the job's stream (workbench.events), in order; it shadows QObject.event.
+    event: Signal = Signal(object)  # type: ignore[assignment]
     rejected = Signal(object)  # the job's ConfigError: refused before anything was written
     crashed = Signal(str)  # an exception escaped the job (a locked database, a bug)
     done = Signal()  # always the last signal, whatever happened

@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.backends import Backend, BackendError, UnknownBackend, get_backend
 from workbench.config import ConfigError, SweepSpec
@@ -163,7 +163,10 @@ class Job(ABC):
 
     kind: ClassVar[str]
     story: ClassVar[JobStory]  # how it reads: its name, failure wording, outcome line
-    backends: tuple[str, ...]  # the backend names it computes on (a field or a property)
+    if TYPE_CHECKING:  # a field or a property of each kind
+
+        @property
+        def backends(self) -> tuple[str, ...]: ...  # the backend names it computes on
 
     @abstractmethod
     def planned_lengths(self) -> tuple[int, ...]: ...
