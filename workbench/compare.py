@@ -36,7 +36,6 @@ from workbench.roofline import (
     point_roofline,
 )
 
-MIN_NOISE_PCT = 1.0
 # The rule in words, as the window's Compare tab and the CLI's compare print it.
 NOISE_RULE = (
     "twice the standard error of the two medians from their rounds, at least {run:g} % "
@@ -45,6 +44,8 @@ NOISE_RULE = (
 # Runs minutes apart move by more than their own rounds show (docs/performance.md, "How far
 # two measurements agree"): no smaller difference between two runs counts.
 RUN_TO_RUN_PCT = 2.0
+# Points without a measured noise are no surer than those with one: the same floor.
+MIN_NOISE_PCT = RUN_TO_RUN_PCT
 
 
 def noise_rule() -> str:

@@ -128,9 +128,8 @@ class Problem:
         _check_choice("dtype", self.dtype, DTYPES)
         # Each tensor is indexed on its own: q and o by the query heads, k and v by the KV
         # heads (a GQA decode's 128k keys at batch 8 fit; counting them at the query heads did not).
-        largest = (
-            self.batch * self.head_dim * max(self.heads * self.q_len, self.kv_heads * self.k_len)
-        )
+        kv_heads = self.kv_heads if self.kv_heads is not None else self.heads
+        largest = self.batch * self.head_dim * max(self.heads * self.q_len, kv_heads * self.k_len)
         if largest > MAX_ELEMENTS:
             raise ConfigError(
                 "batch",

@@ -20,6 +20,7 @@ from workbench.backends.base import (
     schedule_for,
 )
 from workbench.config import KernelConfig, Problem
+from workbench.noise import MIN_TURNS
 from workbench.timing import TimingSettings, TimingStats
 
 
@@ -48,8 +49,9 @@ class ReferenceBackend(Backend):
         return Availability(True, "NumPy reference on the CPU: always available")
 
     def default_timing(self) -> TimingSettings:
-        # CPU attention is slow; a few samples are enough to see the shape of the curve.
-        return TimingSettings(warmup=0, min_samples=3, min_time_s=0.0, max_time_s=20.0)
+        # CPU attention is slow: the fewest samples whose turns measure the median's noise
+        # (MIN_TURNS), so Compare and the ladder judge a step by its noise, not a fixed floor.
+        return TimingSettings(warmup=0, min_samples=MIN_TURNS, min_time_s=0.0, max_time_s=20.0)
 
     def memory_capacity(self) -> int | None:
         # The reference holds float32 copies of q, k, v, the output and per-block temporaries:

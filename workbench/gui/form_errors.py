@@ -42,12 +42,12 @@ def row_label(form_owner: QWidget, widget: QWidget) -> str | None:
             label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
             if field is None or label is None or not isinstance(label.widget(), QLabel):
                 continue
-            holder = field.widget()
+            holder, inner, text = field.widget(), field.layout(), label.widget()
             inside = (holder is not None and (holder is widget or holder.isAncestorOf(widget))) or (
-                field.layout() is not None and _layout_holds(field.layout(), widget)
+                inner is not None and _layout_holds(inner, widget)
             )
-            if inside:
-                return label.widget().text().rstrip(":")
+            if inside and isinstance(text, QLabel):
+                return text.text().rstrip(":")
     return None
 
 
