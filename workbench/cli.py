@@ -31,6 +31,7 @@ from workbench.cli_args import (
     sweep_backend_names,
     timing_from_args,
 )
+from workbench.cli_output import OutputFailed, ReaderLeft, failed, guarded_stdout
 from workbench.compare import (
     compare_runs,
     compiled_of,
@@ -1240,30 +1241,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _NOT_SET
     limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
     try:
-        args = build_parser().parse_args(_join_text_values(sys.argv[1:] if argv is None else argv))
-        command = args.command or "gui"
-        if command != "gui":  # the window's Qt loop has its own way to end
-            previous = _handle_sigterm()
-        return COMMANDS[command](args)
-    except StoreLocked as exc:  # not bad input: a run may have started, and failed on it
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        with guarded_stdout():  # a failed write to stdout is one line and exit 1
+            args = build_parser().parse_args(
+                _join_text_values(sys.argv[1:] if argv is None else argv)
+            )
+            command = args.command or "gui"
+            if command != "gui":  # the window's Qt loop has its own way to end
+                previous = _handle_sigterm()
+            return COMMANDS[command](args)
+    except (StoreLocked, OutputFailed) as exc:  # not bad input: a run may have started
+        return failed(f"error: {exc}", EXIT_FAILED)
+    except (UsageError, UnknownBackend, BackendError, StoreError) as exc:
+        return failed(f"error: {exc}", EXIT_USAGE)
     except ConfigError as exc:
-        print(f"error: {_cli_wording(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    except (UnknownBackend, BackendError, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return failed(f"error: {_cli_wording(exc)}", EXIT_USAGE)
     except Terminated:
-        print("terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+        return failed("terminated", EXIT_TERMINATED)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `fmha-workbench runs | head`: the reader left; not an error
+        return failed("interrupted", EXIT_INTERRUPTED)
+    except (BrokenPipeError, ReaderLeft):  # `fmha-workbench runs | head`: not an error
         sys.stderr.close()
         return EXIT_OK
     finally:
