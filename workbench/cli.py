@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
-from workbench.backends.base import decode_form, schedule_for
+from workbench.backends.base import BackendError, decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
     build_parser,
@@ -31,6 +31,7 @@ from workbench.cli_args import (
     sweep_backend_names,
     timing_from_args,
 )
+from workbench.cli_checks import check_db_folder, check_report_subject
 from workbench.cli_output import OutputFailed, ReaderLeft, failed, guarded_stdout
 from workbench.compare import (
     compare_runs,
@@ -127,6 +128,8 @@ def _open_store(db: str | None, *, create: bool = True) -> Store:
             f"no run database at {path}; check the path, or start one with "
             f"`fmha-workbench sweep --db {path}`"
         )
+    if create:
+        check_db_folder(db)
     store = Store(path, read_only=not create)
     if store.notice:
         print(f"note: {store.notice}", file=sys.stderr)
@@ -363,9 +366,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 raise UsageError(f"group {args.group} has no runs")
         unique = list(dict.fromkeys(run_ids))  # `compare 1 1`: one run, once
         if len(unique) == 1 and len(run_ids) >= 2:
-            run = store.run(unique[0])
-            print(f"run {run.id} compared with itself: identical (give two different runs)")
-            return EXIT_OK
+            run = store.run(unique[0])  # a missing id is refused as missing
+            raise UsageError(f"compare {run.id} {run.id}: one run twice; give two different runs")
         run_ids = unique
         if len(run_ids) < 2:
             raise UsageError("compare: give two or more run ids (or --group G)")
@@ -830,6 +832,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from workbench.report import build_report, markdown, readme_markers, replace_readme_section
 
     with _open_store(_db_of(args), create=False) as store:
+        check_report_subject(store, args.group, args.subject)
         report = build_report(store, args.group, args.subject)
     if args.json:
         _emit_json(report)
@@ -1235,7 +1238,6 @@ def _join_text_values(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
-    from workbench.backends.base import BackendError
     from workbench.blas import limit_blas_threads
 
     previous = _NOT_SET

@@ -1,0 +1,39 @@
+"""Checks of the command line's input that need the store or the file system, said in one line
+naming what the user typed (:class:`~workbench.cli_args.UsageError`, exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.cli_args import UsageError
+from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.store import Store
+
+
+def check_db_folder(db: str | None) -> None:
+    """A ``--db`` in a folder that does not exist is refused (the window asks before making
+    one): a mistyped folder would otherwise start a database nobody will find."""
+    if db is None:
+        return  # the default database's folder is the workbench's own to make
+    folder = Path(db).expanduser().parent
+    if not folder.exists():
+        raise UsageError(
+            f"--db {db}: the folder {folder} does not exist; create it first "
+            f"(mkdir -p {folder}) or give another path"
+        )
+    if not folder.is_dir():
+        raise UsageError(f"--db {db}: {folder} is not a folder")
+
+
+def check_report_subject(store: Store, group_ids: list[int], subject: str | None) -> None:
+    """A ladder has no peers to be the subject among: a ``--subject`` other than its backend
+    would be ignored, so it is refused."""
+    for group_id in group_ids if subject is not None else []:
+        if store.group(group_id).get("kind") != LADDER_GROUP_KIND:
+            continue  # a group of peers: the report itself says when the subject is not in it
+        backends = sorted({r.backend for r in store.group_runs(group_id)})
+        if subject not in backends:
+            raise UsageError(
+                f"--subject {subject}: group {group_id} is a ladder of {', '.join(backends)} "
+                "(one backend, step by step); a subject is for groups timed together"
+            )
