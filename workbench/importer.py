@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.run_database import foreign_reason, tables_and_columns
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
-
-# The tables a run database has had since its first schema; their absence means another file.
-REQUIRED_TABLES = {"runs", "points"}
 
 
 class ImportRefused(StoreError):
@@ -53,13 +51,15 @@ def _open_source(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True)
         conn.row_factory = sqlite3.Row
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = tables_and_columns(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise ImportRefused(f"cannot import {path}: {exc}") from exc
-    if not tables >= REQUIRED_TABLES:
+    # The store's own rule (workbench.run_database): a look-alike of version 0 is refused too.
+    reason = foreign_reason(tables, version, columns_known=True)
+    if reason is not None or not tables:
         conn.close()
-        raise ImportRefused(f"cannot import {path}: not a run database (no runs and points)")
+        raise ImportRefused(f"cannot import {path}: not a run database ({reason or 'empty'})")
     if version > SCHEMA_VERSION:
         conn.close()
         raise ImportRefused(

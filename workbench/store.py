@@ -55,6 +55,7 @@ from workbench.config import (
     check_label,
 )
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
+from workbench.run_database import foreign_reason
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
@@ -573,14 +574,9 @@ class Store:
     def _refuse_foreign(self, tables: set[str], version: int) -> None:
         """Another application's SQLite file (or a newer workbench's this one cannot read) is
         refused by every command, before anything is written."""
-        if not tables and version == 0:
-            return  # an empty SQLite file: a writer starts the schema in it
-        if version == 0 or not {"runs", "points"} <= tables:
-            shown = ", ".join(sorted(tables)[:5]) or "none"
-            raise StoreError(
-                f"{self.path} is an SQLite database of another application (its tables: "
-                f"{shown}), not a run database; nothing was changed"
-            )
+        reason = foreign_reason(tables, version)  # the rule import follows too
+        if reason is not None:
+            raise StoreError(f"{self.path} is {reason}, not a run database; nothing was changed")
 
     def _damaged(self, header: bytes, exc: Exception) -> sqlite_utils.Database:
         """A file SQLite cannot read. Set aside (by a writer only) if it is a run database, by
