@@ -31,7 +31,7 @@ from workbench.cli_args import (
     sweep_backend_names,
     timing_from_args,
 )
-from workbench.cli_checks import check_db_folder, check_report_subject
+from workbench.cli_checks import check_db_folder, check_report_subject, open_store
 from workbench.cli_output import OutputFailed, ReaderLeft, failed, guarded_stdout
 from workbench.compare import (
     compare_runs,
@@ -59,6 +59,7 @@ from workbench.store import (
     Store,
     StoreError,
     StoreLocked,
+    StoreWriteFailed,
     csv_text,
     data_dir_db_path,
     default_db_path,
@@ -130,7 +131,7 @@ def _open_store(db: str | None, *, create: bool = True) -> Store:
         )
     if create:
         check_db_folder(db)
-    store = Store(path, read_only=not create)
+    store = open_store(path, read_only=not create)
     if store.notice:
         print(f"note: {store.notice}", file=sys.stderr)
     return store
@@ -1251,7 +1252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if command != "gui":  # the window's Qt loop has its own way to end
                 previous = _handle_sigterm()
             return COMMANDS[command](args)
-    except (StoreLocked, OutputFailed) as exc:  # not bad input: a run may have started
+    except (StoreLocked, StoreWriteFailed, OutputFailed) as exc:  # not bad input: failed
         return failed(f"error: {exc}", EXIT_FAILED)
     except (UsageError, UnknownBackend, BackendError, StoreError) as exc:
         return failed(f"error: {exc}", EXIT_USAGE)

@@ -3,11 +3,14 @@ naming what the user typed (:class:`~workbench.cli_args.UsageError`, exit 2)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import sqlite3
 from pathlib import Path
 
 from workbench.cli_args import UsageError
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
-from workbench.store import Store
+from workbench.store import Store, StoreError, StoreWriteFailed
 
 
 def check_db_folder(db: str | None) -> None:
@@ -37,3 +40,27 @@ def check_report_subject(store: Store, group_ids: list[int], subject: str | None
                 f"--subject {subject}: group {group_id} is a ladder of {', '.join(backends)} "
                 "(one backend, step by step); a subject is for groups timed together"
             )
+
+
+def _disk_full(exc: BaseException) -> bool:
+    cause = exc.__cause__
+    if isinstance(cause, OSError):
+        return cause.errno == errno.ENOSPC
+    return getattr(cause, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+
+
+def open_store(path: Path, *, read_only: bool) -> Store:
+    """The store at ``path``. Where opening fails, a file this call created is removed (a full
+    disk left a 0-byte database behind), and a full disk is a failed write (exit 1), not bad
+    input."""
+    existed = path.exists() or path.is_symlink()
+    try:
+        return Store(path, read_only=read_only)
+    except StoreError as exc:
+        if not existed and path.is_file() and path.stat().st_size == 0:
+            for made in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
+                with contextlib.suppress(OSError):
+                    made.unlink()
+        if _disk_full(exc):
+            raise StoreWriteFailed(str(exc)) from exc
+        raise

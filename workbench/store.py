@@ -88,6 +88,10 @@ class StoreLocked(StoreError):
     """Another writer held the database's lock for longer than the retries wait."""
 
 
+class StoreWriteFailed(StoreError):
+    """A write the database refused (a full disk, an I/O error): not bad input, the CLI's 1."""
+
+
 class RunNotFound(StoreError):
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
@@ -684,7 +688,7 @@ class Store:
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc).lower():
                 raise StoreError(f"{self.path} is read-only: {exc}") from exc
-            raise StoreError(f"writing to {self.path} failed: {exc}") from exc
+            raise StoreWriteFailed(f"writing to {self.path} failed: {exc}") from exc
 
     def create_group(self, kind: str, label: str, spec: dict[str, Any] | None = None) -> int:
         check_label(label)

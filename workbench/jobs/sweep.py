@@ -19,6 +19,7 @@ import numpy as np
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError, PointResult
 from workbench.config import AXIS_LABELS, ConfigError, SweepSpec
+from workbench.disk_room import too_little_room
 from workbench.events import (
     Event,
     PointFinished,
@@ -167,6 +168,11 @@ def _measure(
                 status = "cancelled"
                 break
             x = spec.x_of(problem)
+            full = too_little_room(store.path)
+            if full is not None:
+                status, error = "failed", f"stopped before {AXIS_LABELS[spec.axis]}={x}: {full}"
+                error += "; the points before it are kept: free some space and sweep again"
+                break
             yield PointStarted(run_id, index, total, x)
             result = backend.measure_point(
                 problem, spec.config, settings, np.random.default_rng(child_seed)
@@ -176,6 +182,10 @@ def _measure(
                 point = store.add_point(run_id, result, seq_len=x)
             except StoreLocked as exc:
                 status, error = "failed", _locked_error(store, run_id, result, x, exc)
+                break
+            except StoreError as exc:  # a full disk: the point is lost, the run ends with why
+                status, at = "failed", f"{AXIS_LABELS[spec.axis]}={x}"
+                error = f"stopped at {at}: {exc} (the points before it are kept)"
                 break
             yield PointFinished(run_id, index, total, point, time.perf_counter() - started)
             if not result.accuracy.passed:
