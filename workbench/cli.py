@@ -9,13 +9,16 @@ Reading commands open the database read-only and never change it.
 
 from __future__ import annotations
 
+# isort: split
+# First: a Ctrl-C while the rest below imports is a quiet exit 130, not a traceback.
+from workbench.cli_signals import Terminated, stop_signals
+
+# isort: split
 import argparse
 import dataclasses
 import json
 import re
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -75,10 +78,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 1
 # its grid and JSON would take gigabytes and minutes.
 MAX_BLOCKMAP_CELLS = 2048 * 2048
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be: every run on the way out is stored cancelled."""
 
 
 def printable(text: object, *, keep_newlines: bool = False) -> str:
@@ -1241,7 +1240,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
     from workbench.blas import limit_blas_threads
 
-    previous = _NOT_SET
     limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
     try:
         with guarded_stdout():  # a failed write to stdout is one line and exit 1
@@ -1249,9 +1247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _join_text_values(sys.argv[1:] if argv is None else argv)
             )
             command = args.command or "gui"
-            if command != "gui":  # the window's Qt loop has its own way to end
-                previous = _handle_sigterm()
-            return COMMANDS[command](args)
+            # SIGTERM stops a command like Ctrl-C; the window's Qt loop has its own way to end.
+            with stop_signals(sigterm=command != "gui"):
+                return COMMANDS[command](args)
     except (StoreLocked, StoreWriteFailed, OutputFailed) as exc:  # not bad input: failed
         return failed(f"error: {exc}", EXIT_FAILED)
     except (UsageError, UnknownBackend, BackendError, StoreError) as exc:
@@ -1265,24 +1263,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BrokenPipeError, ReaderLeft):  # `fmha-workbench runs | head`: not an error
         sys.stderr.close()
         return EXIT_OK
-    finally:
-        if previous is not _NOT_SET:
-            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated("stopped by SIGTERM")
-
-
-_NOT_SET = object()
-
-
-def _handle_sigterm() -> Any:
-    """Treat SIGTERM like Ctrl-C while a command runs (only the main thread may set it);
-    returns the handler to restore, or _NOT_SET where none was set."""
-    if threading.current_thread() is not threading.main_thread():
-        return _NOT_SET
-    return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def entry_point() -> NoReturn:
