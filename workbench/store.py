@@ -44,6 +44,7 @@ import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
+from workbench import damage
 from workbench.bandwidth import point_gbs, read_fraction_pct
 from workbench.config import (
     AXES,
@@ -586,20 +587,19 @@ class Store:
         """A file SQLite cannot read. Set aside (by a writer only) if it is a run database, by
         the schema version in its header; anything else is refused untouched."""
         header_version = int.from_bytes(header[60:64], "big") if len(header) >= 64 else 0
+        problem = damage.one_line(str(exc))  # quick_check's report is lines; one is said
         if not 1 <= header_version <= SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} is not a readable run database ({exc}); nothing was changed"
+                f"{self.path} is not a readable run database ({problem}); nothing was changed"
             )
         if self.read_only:
             raise StoreError(
-                f"{self.path} is a damaged run database ({exc}); nothing was changed: "
-                "`fmha-workbench sweep` or the window moves it aside and starts a fresh one"
+                f"{self.path} is a damaged run database ({problem}; all of it: sqlite3 "
+                f"{self.path} 'PRAGMA quick_check'); nothing was changed: `fmha-workbench "
+                "sweep` or the window moves it aside and starts a fresh one"
             )
         moved = self._set_aside()
-        self.notice = (
-            f"The database {self.path} was damaged ({exc}); it was moved to {moved} "
-            "and a fresh database was started."
-        )
+        self.notice = damage.set_aside_notice(self.path, moved, str(exc))
         conn = self._connect()
         db = sqlite_utils.Database(conn)
         self._retry(db.enable_wal)
