@@ -4,6 +4,8 @@ driven through the console script as a user would."""
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from tests.conftest import FAST_TIMING_ARGS, _console_script, subprocess_env
@@ -11,6 +13,7 @@ from tests.small_disk import fill, small_filesystem
 from workbench.store import Store
 
 TINY = ["--heads", "1", "--head-dim", "32", *FAST_TIMING_ARGS]
+SLOW_SWEEP = ["--seq-lens", "256,1024,2048,4096", "--heads", "8", "--mask", "causal"]
 MANY_LENGTHS = ",".join(str(16 * i) for i in range(1, 60))
 
 
@@ -56,3 +59,32 @@ def test_a_new_database_on_a_full_disk_is_one_line_exit_1_and_leaves_no_file(
     assert done.returncode == 1, done.stderr
     assert done.stderr.splitlines() == [f"error: cannot open {db}: database or disk is full"]
     assert left == ["filler"]  # no 0-byte new.db (nor -wal, -shm) left behind
+
+
+def test_a_disk_filled_by_another_program_mid_sweep_is_one_line_and_exit_1(
+    tmp_path: Path,
+) -> None:
+    with small_filesystem(tmp_path / "small", 512) as small:
+        db = small / "t.db"
+        child = subprocess.Popen(
+            [_console_script(), "sweep", "--db", str(db), *SLOW_SWEEP, *FAST_TIMING_ARGS],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=subprocess_env(db),
+        )
+        got = bytearray()
+        reader = threading.Thread(target=lambda: got.extend(child.stderr.read()), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not list(small.glob("t.db-wal")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)  # into the first points
+        fill(small)  # another program takes the rest of the disk
+        child.wait(timeout=120)
+        reader.join(timeout=10)
+    err = got.decode()
+    assert child.returncode == 1, err
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith(f"error: writing to {db} failed: database or disk is full"), err
+    assert "run 1 stopped (" in last and "will read 'interrupted'" in last, err

@@ -42,8 +42,8 @@ from workbench.jobs.base import (
 )
 from workbench.machine import host_info
 from workbench.resources import ResourceService, point_resources
-from workbench.store import Store, StoreError, StoreLocked
-from workbench.stories import JobStory, SweepStory
+from workbench.store import Store, StoreError, StoreLocked, StoreWriteFailed
+from workbench.stories import JobStory, SweepStory, first_line
 from workbench.timing import TimingSettings
 
 
@@ -208,7 +208,13 @@ def _measure(
     except Exception as exc:  # an unexpected bug still leaves the run marked, with the trace
         status = "failed"
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
-    store.finish_run(run_id, status, error)
+    try:
+        store.finish_run(run_id, status, error)
+    except StoreWriteFailed as exc:  # the disk filled up under it: say what could not be kept
+        raise StoreWriteFailed(
+            f"{exc}; run {run_id} stopped ({first_line(error or status)}) but could not be "
+            "stored so, and will read 'interrupted': free some space"
+        ) from exc
     yield RunFinished(run_id, status, error)
 
 
