@@ -147,3 +147,19 @@ def test_the_last_word_after_an_unfinished_point_is_on_its_own_line(
     lines = err.splitlines()
     assert word in lines, err  # not "[2/4] N=2048 …terminated"
     assert lines[lines.index(word) - 1].strip() == "[2/4] N=2048 …", err  # ended, then said
+
+
+def test_an_export_file_on_a_full_disk_exits_1_and_leaves_the_old_file(
+    swept: Path, tmp_path: Path
+) -> None:
+    with small_filesystem(tmp_path / "small", 64) as small:
+        target = small / "export.csv"
+        target.write_text("the old export\n")
+        fill(small, leave_bytes=4096)
+        done = run(swept, "export", "--csv", str(target))
+        kept = target.read_text()
+        left = sorted(p.name for p in small.iterdir())
+    assert done.returncode == 1, done.stderr
+    assert one_line(done.stderr) == f"error: cannot write {target}: No space left on device"
+    assert kept == "the old export\n"
+    assert left == ["export.csv", "filler"]  # no partial temporary file either

@@ -1040,8 +1040,8 @@ class Store:
             write_bytes_safely(path, data, protected=[self.path])
         except UnsafeTarget as exc:
             raise StoreError(f"cannot export: {exc}") from exc
-        except OSError as exc:
-            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        except OSError as exc:  # a failed write (a full disk), not bad input: exit 1
+            raise StoreWriteFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
         return len(rows)
 
     def close(self) -> None:
