@@ -4,6 +4,7 @@ with it, and how to get them back."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
@@ -32,12 +33,25 @@ def _read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=ro&immutable=1", uri=True)
 
 
-def count_runs(path: Path) -> int | None:
-    """How many runs the damaged file at ``path`` still lists; None where it cannot say."""
+def count_runs(path: Path) -> tuple[int, bool] | None:
+    """How many runs the damaged file at ``path`` still lists, and whether that is all of
+    them (``count(*)`` read through) or those its ids still find (a damaged page hides some);
+    None where it cannot say."""
     try:
         conn = _read_only(path)
         try:
-            return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+            try:
+                return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0]), True
+            except sqlite3.DatabaseError:
+                last = conn.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
+            found = 0
+            for run_id in range(1, last + 1):
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    found += (
+                        conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
+                        is not None
+                    )
+            return found, False
         finally:
             conn.close()
     except sqlite3.DatabaseError:
@@ -62,11 +76,28 @@ def write_report(path: Path, report: Path, fallback: str) -> Path | None:
     return report
 
 
+def refusal(path: Path, problem: str) -> str:
+    """One line for a reader that may not set the damaged file at ``path`` aside."""
+    return (
+        f"{path} is a damaged run database ({problem}; all of it: sqlite3 {path} "
+        "'PRAGMA quick_check'); nothing was changed: `fmha-workbench sweep` or the window "
+        "moves it aside and starts a fresh one"
+    )
+
+
 def set_aside_notice(original: Path, moved: Path, problem: str) -> str:
     """One line: the damage, the runs set aside and where, and how to get them back."""
-    count = count_runs(moved)
-    runs = "its runs" if count is None else f"its {count:,} run{'s' if count != 1 else ''}"
-    runs = runs if count != 0 else "no runs"
+    counted = count_runs(moved)
+    if counted is None:
+        runs = "its runs"
+    else:
+        count, whole = counted
+        plural = "s" if count != 1 else ""
+        runs = (
+            f"its {count:,} run{plural}"
+            if whole
+            else f"the {count:,} run{plural} it can still read"
+        )
     # Not named like the copy (runs.db.damaged-*), which tools and people look for by name.
     stamp = moved.name.rpartition(".damaged-")[2]
     report = write_report(moved, moved.with_name(f"{original.name}.check-{stamp}.txt"), problem)

@@ -4,8 +4,12 @@ later read "interrupted" with its reason lost."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
+
+# The errors of a write the disk refused (a failed write, exit 1), not of a path that is wrong.
+WRITE_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
 
 # Kept free for the run's last writes (its status and reason, a checkpoint of the log): a few
 # WAL frames of 4 KB each, with room to spare.

@@ -55,6 +55,7 @@ from workbench.config import (
     SweepSpec,
     check_label,
 )
+from workbench.disk_room import WRITE_FAILURES
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.run_database import foreign_reason
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
@@ -90,7 +91,7 @@ class StoreLocked(StoreError):
 
 
 class StoreWriteFailed(StoreError):
-    """A write the database refused (a full disk, an I/O error): not bad input, the CLI's 1."""
+    """A write the disk refused (full, an I/O error): not bad input, the CLI's exit 1."""
 
 
 class RunNotFound(StoreError):
@@ -593,11 +594,7 @@ class Store:
                 f"{self.path} is not a readable run database ({problem}); nothing was changed"
             )
         if self.read_only:
-            raise StoreError(
-                f"{self.path} is a damaged run database ({problem}; all of it: sqlite3 "
-                f"{self.path} 'PRAGMA quick_check'); nothing was changed: `fmha-workbench "
-                "sweep` or the window moves it aside and starts a fresh one"
-            )
+            raise StoreError(damage.refusal(self.path, problem))
         moved = self._set_aside()
         self.notice = damage.set_aside_notice(self.path, moved, str(exc))
         conn = self._connect()
@@ -1040,8 +1037,9 @@ class Store:
             write_bytes_safely(path, data, protected=[self.path])
         except UnsafeTarget as exc:
             raise StoreError(f"cannot export: {exc}") from exc
-        except OSError as exc:  # a failed write (a full disk), not bad input: exit 1
-            raise StoreWriteFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
+        except OSError as exc:  # a full disk is a failed write (exit 1), a bad path bad input
+            failed = StoreWriteFailed if exc.errno in WRITE_FAILURES else StoreError
+            raise failed(f"cannot write {path}: {exc.strerror or exc}") from exc
         return len(rows)
 
     def close(self) -> None:
