@@ -3,7 +3,7 @@ never land on the end of an unfinished progress line.
 
 A full disk behind ``> file``, ``/dev/full`` or a closed terminal makes a write to stdout fail;
 :func:`guarded_stdout` turns that into :class:`OutputFailed` (the CLI's exit 1 with one line),
-and a reader that left (``| head``) into :class:`ReaderLeft` (exit 0, as a pipeline expects).
+and a reader that left (``| head``) into :class:`ReaderLeft` (exit 0: it read what it wanted).
 """
 
 from __future__ import annotations
