@@ -163,3 +163,18 @@ def test_an_export_file_on_a_full_disk_exits_1_and_leaves_the_old_file(
     assert one_line(done.stderr) == f"error: cannot write {target}: No space left on device"
     assert kept == "the old export\n"
     assert left == ["export.csv", "filler"]  # no partial temporary file either
+
+
+def test_output_onto_a_closed_stdout_is_one_line_and_exit_1(swept: Path) -> None:
+    done = subprocess.run(  # as `fmha-workbench runs >&-` starts it
+        [_console_script(), "--db", str(swept), "runs"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(swept),
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 1, done.stderr
+    assert one_line(done.stderr) == "error: writing to stdout failed: stdout is closed"

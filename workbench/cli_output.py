@@ -92,15 +92,26 @@ class _GuardedStream:
         return getattr(self._stream, name)
 
 
+class _ClosedStream:
+    """stdout when the command was started with it closed (``>&-``): Python's print would drop
+    the output silently and exit 0."""
+
+    def write(self, text: str) -> int:
+        raise OutputFailed("writing to stdout failed: stdout is closed")
+
+    def flush(self) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def guarded_stdout() -> Iterator[None]:
     """While the block runs, stdout's failures are OutputFailed / ReaderLeft; what is left in
     its buffer is flushed (and so checked) before the block ends."""
     real = sys.stdout
-    if real is None or isinstance(real, _GuardedStream):
+    if isinstance(real, (_GuardedStream, _ClosedStream)):
         yield
         return
-    guarded = _GuardedStream(real)
+    guarded = _ClosedStream() if real is None else _GuardedStream(real)
     sys.stdout = guarded  # type: ignore[assignment]
     try:
         yield
