@@ -1,7 +1,7 @@
 """``fmha-workbench``: the GUI with no subcommand, and a headless CLI over the same core.
 
 Each command opens the store, calls one or two core functions and turns their errors into a
-clean exit: 0 on success, 1 when a sweep ran but failed (a database locked mid-run included), 2
+clean exit: 0 on success, 1 when a sweep failed or a write did (a lock, a full disk, stdout), 2
 with one line on stderr (and nothing written) for bad input, 130 when interrupted (Ctrl-C), 143
 when terminated (SIGTERM, handled like Ctrl-C: the run is stored cancelled with its points).
 Reading commands open the database read-only and never change it.
