@@ -112,8 +112,9 @@ def test_an_existing_empty_database_still_says_no_runs_yet(run_cli: RunCli, tmp_
     assert result.code == 0 and "no runs yet" in result.out
 
 
-def test_sweep_creates_the_database_and_its_folder(run_cli: RunCli, tmp_path: Path) -> None:
-    fresh = tmp_path / "new" / "folder" / "runs.db"
+def test_sweep_creates_the_database_in_an_existing_folder(run_cli: RunCli, tmp_path: Path) -> None:
+    fresh = tmp_path / "new" / "runs.db"
+    fresh.parent.mkdir()  # a missing folder is refused (issue 51: tests/test_cli_edges_51.py)
     assert run_cli("sweep", "--db", str(fresh), *FAST_SWEEP).code == 0
     assert run_ids(fresh) == [1]
 

@@ -13,14 +13,14 @@ from workbench.store import Store
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_comparing_a_run_with_itself_says_identical(
+def test_comparing_a_run_with_itself_is_refused(
     run_cli: Any, fast_args: list[str], db_path: Path
 ) -> None:
     run_id = run_cli("sweep", "--db", db_path, *fast_args, "--seq-lens", "16").out.strip()
     result = run_cli("compare", "--db", db_path, run_id, run_id)
-    assert result.code == 0, result.err
-    assert result.out.strip() == (
-        f"run {run_id} compared with itself: identical (give two different runs)"
+    assert result.code == 2 and not result.out  # issue 51: one run twice is bad input
+    assert result.err.strip() == (
+        f"error: compare {run_id} {run_id}: one run twice; give two different runs"
     )
 
 

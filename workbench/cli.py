@@ -1,7 +1,7 @@
 """``fmha-workbench``: the GUI with no subcommand, and a headless CLI over the same core.
 
 Each command opens the store, calls one or two core functions and turns their errors into a
-clean exit: 0 on success, 1 when a sweep ran but failed (a database locked mid-run included), 2
+clean exit: 0 on success, 1 when a sweep failed or a write did (a lock, a full disk, stdout), 2
 with one line on stderr (and nothing written) for bad input, 130 when interrupted (Ctrl-C), 143
 when terminated (SIGTERM, handled like Ctrl-C: the run is stored cancelled with its points).
 Reading commands open the database read-only and never change it.
@@ -9,13 +9,16 @@ Reading commands open the database read-only and never change it.
 
 from __future__ import annotations
 
+# isort: split
+# First: a Ctrl-C while the rest below imports is a quiet exit 130, not a traceback.
+from workbench.cli_signals import Terminated, stop_signals
+
+# isort: split
 import argparse
 import dataclasses
 import json
 import re
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
 from workbench import blockmap_text, field_words
-from workbench.backends.base import decode_form, schedule_for
+from workbench.backends.base import BackendError, decode_form, schedule_for
 from workbench.cli_args import (
     UsageError,
     build_parser,
@@ -32,6 +35,8 @@ from workbench.cli_args import (
     sweep_backend_names,
     timing_from_args,
 )
+from workbench.cli_checks import check_db_folder, check_report_subject, open_store
+from workbench.cli_output import OutputFailed, ReaderLeft, failed, guarded_stdout
 from workbench.compare import (
     compare_runs,
     compiled_of,
@@ -59,6 +64,7 @@ from workbench.store import (
     Store,
     StoreError,
     StoreLocked,
+    StoreWriteFailed,
     csv_text,
     data_dir_db_path,
     default_db_path,
@@ -74,10 +80,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 1
 # its grid and JSON would take gigabytes and minutes.
 MAX_BLOCKMAP_CELLS = 2048 * 2048
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be: every run on the way out is stored cancelled."""
 
 
 def printable(text: object, *, keep_newlines: bool = False) -> str:
@@ -128,7 +130,9 @@ def _open_store(db: str | None, *, create: bool = True) -> Store:
             f"no run database at {path}; check the path, or start one with "
             f"`fmha-workbench sweep --db {path}`"
         )
-    store = Store(path, read_only=not create)
+    if create:
+        check_db_folder(db)
+    store = open_store(path, read_only=not create)
     if store.notice:
         print(f"note: {store.notice}", file=sys.stderr)
     return store
@@ -368,9 +372,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 raise UsageError(f"group {args.group} has no runs")
         unique = list(dict.fromkeys(run_ids))  # `compare 1 1`: one run, once
         if len(unique) == 1 and len(run_ids) >= 2:
-            run = store.run(unique[0])
-            print(f"run {run.id} compared with itself: identical (give two different runs)")
-            return EXIT_OK
+            run = store.run(unique[0])  # a missing id is refused as missing
+            raise UsageError(f"compare {run.id} {run.id}: one run twice; give two different runs")
         run_ids = unique
         if len(run_ids) < 2:
             raise UsageError("compare: give two or more run ids (or --group G)")
@@ -824,6 +827,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from workbench.report import build_report, markdown, readme_markers, replace_readme_section
 
     with _open_store(_db_of(args), create=False) as store:
+        check_report_subject(store, args.group, args.subject)
         report = build_report(store, args.group, args.subject)
     if args.json:
         _emit_json(report)
@@ -1196,57 +1200,30 @@ def _join_text_values(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
-    from workbench.backends.base import BackendError
     from workbench.blas import limit_blas_threads
 
-    previous = _NOT_SET
     limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
     typed = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(_join_text_values(typed))
-        command = args.command or "gui"
-        if command != "gui":  # the window's Qt loop has its own way to end
-            previous = _handle_sigterm()
-        return COMMANDS[command](args)
-    except StoreLocked as exc:  # not bad input: a run may have started, and failed on it
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        with guarded_stdout():  # a failed write to stdout is one line and exit 1
+            args = build_parser().parse_args(_join_text_values(typed))
+            command = args.command or "gui"
+            # SIGTERM stops a command like Ctrl-C; the window's Qt loop has its own way to end.
+            with stop_signals(sigterm=command != "gui"):
+                return COMMANDS[command](args)
+    except (StoreLocked, StoreWriteFailed, OutputFailed) as exc:  # not bad input: failed
+        return failed(f"error: {exc}", EXIT_FAILED)
+    except (UsageError, UnknownBackend, BackendError, StoreError) as exc:
+        return failed(f"error: {exc}", EXIT_USAGE)
     except ConfigError as exc:
-        print(f"error: {exc.cli_message(typed)}", file=sys.stderr)
-        return EXIT_USAGE
-    except (UnknownBackend, BackendError, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return failed(f"error: {exc.cli_message(typed)}", EXIT_USAGE)
     except Terminated:
-        print("terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+        return failed("terminated", EXIT_TERMINATED)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `fmha-workbench runs | head`: the reader left; not an error
+        return failed("interrupted", EXIT_INTERRUPTED)
+    except (BrokenPipeError, ReaderLeft):  # `fmha-workbench runs | head`: not an error
         sys.stderr.close()
         return EXIT_OK
-    finally:
-        if previous is not _NOT_SET:
-            signal.signal(signal.SIGTERM, cast(Any, previous) or signal.SIG_DFL)
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated("stopped by SIGTERM")
-
-
-_NOT_SET = object()
-
-
-def _handle_sigterm() -> Any:
-    """Treat SIGTERM like Ctrl-C while a command runs (only the main thread may set it);
-    returns the handler to restore, or _NOT_SET where none was set."""
-    if threading.current_thread() is not threading.main_thread():
-        return _NOT_SET
-    return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def entry_point() -> NoReturn:

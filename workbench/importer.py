@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from workbench.run_database import foreign_reason, tables_and_columns
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
-
-# The tables a run database has had since its first schema; their absence means another file.
-REQUIRED_TABLES = {"runs", "points"}
 
 
 class ImportRefused(StoreError):
@@ -32,10 +30,12 @@ class ImportResult:
     added: tuple[int, ...]  # the new ids of the runs copied in
     skipped: int  # runs the open database already had
     groups_added: int
+    unreadable: int = 0  # runs of a damaged file that could not be read
 
     def line(self) -> str:
         runs = f"{len(self.added)} run{'s' if len(self.added) != 1 else ''}"
         tail = f"; {self.skipped} already here" if self.skipped else ""
+        tail += f"; {self.unreadable} could not be read (damaged)" if self.unreadable else ""
         groups = f" in {self.groups_added} new group{'s' if self.groups_added != 1 else ''}"
         return f"imported {runs}{groups if self.groups_added else ''} from {self.source}{tail}"
 
@@ -53,13 +53,15 @@ def _open_source(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True)
         conn.row_factory = sqlite3.Row
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = tables_and_columns(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise ImportRefused(f"cannot import {path}: {exc}") from exc
-    if not tables >= REQUIRED_TABLES:
+    # The store's own rule (workbench.run_database): a look-alike of version 0 is refused too.
+    reason = foreign_reason(tables, version, columns_known=True)
+    if reason is not None or not tables:
         conn.close()
-        raise ImportRefused(f"cannot import {path}: not a run database (no runs and points)")
+        raise ImportRefused(f"cannot import {path}: not a run database ({reason or 'empty'})")
     if version > SCHEMA_VERSION:
         conn.close()
         raise ImportRefused(
@@ -78,6 +80,46 @@ def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> l
     return [dict(row) for row in conn.execute(sql, params)]
 
 
+def _readable(
+    conn: sqlite3.Connection,
+    sql: str,
+    tables: Any,
+    table: str,
+    params: tuple[Any, ...] = (),
+) -> list[dict]:
+    """The rows of ``sql`` on an optional ``table``; none where it is absent or damaged (a
+    run then comes without its group or block maps, its points kept)."""
+    if table not in tables:
+        return []
+    try:
+        return _rows(conn, sql, params)
+    except sqlite3.DatabaseError:
+        return []
+
+
+def _readable_runs(conn: sqlite3.Connection) -> tuple[list[dict], int]:
+    """Every run the file can still give, and how many it cannot: a damaged database (one
+    set aside by the store) is read run by run, so one bad page loses only the runs on it."""
+    try:
+        listed = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    except sqlite3.DatabaseError:
+        listed = None
+    try:
+        runs = _rows(conn, "SELECT * FROM runs ORDER BY id")
+        # A damaged page can hide rows without an error: the count says how many are missing.
+        return runs, max(0, (listed or 0) - len(runs))
+    except sqlite3.DatabaseError:
+        pass
+    last = conn.execute("SELECT max(id) FROM runs").fetchone()[0] or 0
+    runs, unreadable = [], 0
+    for run_id in range(1, last + 1):
+        try:
+            runs += _rows(conn, "SELECT * FROM runs WHERE id = ?", (run_id,))
+        except sqlite3.DatabaseError:
+            unreadable += 1
+    return runs, max(unreadable, (listed or 0) - len(runs))
+
+
 def _identity(kind: str, row: dict[str, Any]) -> str:
     return row.get("uuid") or content_uuid(kind, row)
 
@@ -93,29 +135,28 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
     conn = _open_source(path)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        runs = _rows(conn, "SELECT * FROM runs ORDER BY id")
-        groups = (
-            {g["id"]: g for g in _rows(conn, "SELECT * FROM groups")}
-            if ("groups" in tables)
-            else {}
-        )
+        runs, unreadable = _readable_runs(conn)
+        first_unreadable = unreadable
+        groups = {g["id"]: g for g in _readable(conn, "SELECT * FROM groups", tables, "groups")}
         have_runs = {r["uuid"] for r in store.db.query("SELECT uuid FROM runs")}
         have_groups = {g["uuid"]: g["id"] for g in store.db.query("SELECT id, uuid FROM groups")}
         wanted = [r for r in runs if _identity("run", r) not in have_runs]
-        points = {
-            r["id"]: _rows(conn, "SELECT * FROM points WHERE run_id = ? ORDER BY id", (r["id"],))
-            for r in wanted
-        }
+        points: dict[int, list[dict[str, Any]]] = {}
         maps: dict[int, dict[str, Any]] = {}
-        if "block_maps" in tables:
-            for r in wanted:
-                for row in _rows(
-                    conn,
-                    "SELECT b.* FROM block_maps b JOIN points p ON p.id = b.point_id "
-                    "WHERE p.run_id = ?",
-                    (r["id"],),
-                ):
-                    maps[row["point_id"]] = row
+        for r in list(wanted):
+            try:  # a run whose points sit on a damaged page is left out, and counted
+                points[r["id"]] = _rows(
+                    conn, "SELECT * FROM points WHERE run_id = ? ORDER BY id", (r["id"],)
+                )
+            except sqlite3.DatabaseError:
+                wanted.remove(r)
+                unreadable += 1
+                continue
+            block_sql = (
+                "SELECT b.* FROM block_maps b JOIN points p ON p.id = b.point_id WHERE p.run_id = ?"
+            )
+            for row in _readable(conn, block_sql, tables, "block_maps", (r["id"],)):
+                maps[row["point_id"]] = row
     except sqlite3.DatabaseError as exc:
         raise ImportRefused(f"cannot import {path}: {exc}") from exc
     finally:
@@ -167,4 +208,5 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
         return added, len(new_groups)
 
     added, groups_added = store._write(copy)  # one transaction: the whole file or nothing
-    return ImportResult(path, tuple(added), len(runs) - len(wanted), groups_added)
+    skipped = len(runs) - len(wanted) - (unreadable - first_unreadable)
+    return ImportResult(path, tuple(added), skipped, groups_added, unreadable)

@@ -162,7 +162,7 @@ def load_ladder(
             "steps", f"{source}: {sorted(unknown_keys)}", f"keys among {sorted(LADDER_KEYS)}"
         )
     mask = data.get("mask", "causal") if mask is None else mask  # "" is refused, not the default
-    current = KernelConfig(mask=mask, window=window if mask == "window" else None)
+    current = KernelConfig(mask=mask, window=window)  # a window without mask window is refused
     known = {f.name for f in dataclasses.fields(KernelConfig)}
     steps = []
     for number, raw in enumerate(raw_steps, start=1):

@@ -335,8 +335,13 @@ class ProgressPrinter:
         self._backend_of: dict[int, str] = {}  # run id: backend, inside a group
         self._pending = False  # a group length's line is open
         self._x = "N"  # the job's axis as a point's lengths are named: N, or k_len in decode
+        self._open = False  # a point's line waits for its result
 
-    def say(self, text: str, end: str = "\n") -> None:
+    def say(self, text: str, end: str = "\n", *, continues: bool = False) -> None:
+        """``text`` on a line of its own, unless it ``continues`` the open point line."""
+        if self._open and not continues:
+            text = "\n" + text
+        self._open = end == ""
         self._write(text + end)
 
     def __call__(self, event: Any) -> None:
@@ -381,9 +386,23 @@ class ProgressPrinter:
             self.say(f"    {self._backend_of[event.run_id]:12} {result}")
             return
         left = self.model.seconds_left
-        self.say(f" {result}" + (f" (about {format_duration(left)} left)" if left else ""))
+        tail = f" (about {format_duration(left)} left)" if left else ""
+        self.say(f" {result}{tail}", continues=True)
+
+
+_line_open = False  # stderr's last progress text did not end its line
 
 
 def _stderr(text: str) -> None:
+    global _line_open
     sys.stderr.write(text)
     sys.stderr.flush()
+    if text:
+        _line_open = not text.endswith("\n")
+
+
+def end_open_line() -> None:
+    """End a progress line left waiting for its result, so what is said next (terminated, an
+    error) starts a line of its own."""
+    if _line_open:
+        _stderr("\n")

@@ -6,7 +6,7 @@
   when complete. Nothing follows a link planted at a temporary name, and an interruption (even
   ``kill -9`` where ``O_TMPFILE`` works) leaves the target as it was and no partial file behind.
 * A target that is not a regular file (stdout ``-``, a FIFO, a character device, a process
-  substitution) is written in place and never renamed over.
+  substitution) is written in place and never renamed over; a FIFO with no reader is refused.
 * A symbolic link is kept: the file it points to gets the new content.
 * A target that is the open run database, or any SQLite file, is refused before anything is
   written: exporting onto a database would destroy its runs.
@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -96,12 +97,30 @@ def write_bytes_safely(
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
         # A FIFO, a device, a pipe: its reader is waiting for this content right there.
-        with open(target, "wb") as handle:
+        with os.fdopen(_open_in_place(target, mode), "wb") as handle:
             handle.write(data)
         return target
     final = Path(os.path.realpath(target)) if target.is_symlink() else target
     _replace_atomically(final, data, mode)
     return target
+
+
+def _open_in_place(target: Path, mode: int) -> int:
+    """A descriptor writing into a FIFO or device; a FIFO nobody reads is refused at once
+    (opened blocking, the export would wait for a reader forever)."""
+    if not stat.S_ISFIFO(mode):
+        return os.open(target, os.O_WRONLY)
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UnsafeTarget(
+                f"{target} is a FIFO with no reader, so nothing would take the rows; start its "
+                "reader first, or write to stdout with -"
+            ) from None
+        raise
+    os.set_blocking(fd, True)  # a slow reader is waited for, not failed with EAGAIN
+    return fd
 
 
 def _default_mode() -> int:

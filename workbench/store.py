@@ -44,6 +44,7 @@ import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
+from workbench import damage
 from workbench.bandwidth import point_gbs, read_fraction_pct
 from workbench.config import (
     AXES,
@@ -54,7 +55,9 @@ from workbench.config import (
     SweepSpec,
     check_label,
 )
+from workbench.disk_room import WRITE_FAILURES
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
+from workbench.run_database import foreign_reason
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
 from workbench.timing import facts_from_stored_samples
 
@@ -85,6 +88,10 @@ class StoreError(RuntimeError):
 
 class StoreLocked(StoreError):
     """Another writer held the database's lock for longer than the retries wait."""
+
+
+class StoreWriteFailed(StoreError):
+    """A write the disk refused (full, an I/O error): not bad input, the CLI's exit 1."""
 
 
 class RunNotFound(StoreError):
@@ -573,33 +580,23 @@ class Store:
     def _refuse_foreign(self, tables: set[str], version: int) -> None:
         """Another application's SQLite file (or a newer workbench's this one cannot read) is
         refused by every command, before anything is written."""
-        if not tables and version == 0:
-            return  # an empty SQLite file: a writer starts the schema in it
-        if version == 0 or not {"runs", "points"} <= tables:
-            shown = ", ".join(sorted(tables)[:5]) or "none"
-            raise StoreError(
-                f"{self.path} is an SQLite database of another application (its tables: "
-                f"{shown}), not a run database; nothing was changed"
-            )
+        reason = foreign_reason(tables, version)  # the rule import follows too
+        if reason is not None:
+            raise StoreError(f"{self.path} is {reason}, not a run database; nothing was changed")
 
     def _damaged(self, header: bytes, exc: Exception) -> sqlite_utils.Database:
         """A file SQLite cannot read. Set aside (by a writer only) if it is a run database, by
         the schema version in its header; anything else is refused untouched."""
         header_version = int.from_bytes(header[60:64], "big") if len(header) >= 64 else 0
+        problem = damage.one_line(str(exc))  # quick_check's report is lines; one is said
         if not 1 <= header_version <= SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} is not a readable run database ({exc}); nothing was changed"
+                f"{self.path} is not a readable run database ({problem}); nothing was changed"
             )
         if self.read_only:
-            raise StoreError(
-                f"{self.path} is a damaged run database ({exc}); nothing was changed: "
-                "`fmha-workbench sweep` or the window moves it aside and starts a fresh one"
-            )
+            raise StoreError(damage.refusal(self.path, problem))
         moved = self._set_aside()
-        self.notice = (
-            f"The database {self.path} was damaged ({exc}); it was moved to {moved} "
-            "and a fresh database was started."
-        )
+        self.notice = damage.set_aside_notice(self.path, moved, str(exc))
         conn = self._connect()
         db = sqlite_utils.Database(conn)
         self._retry(db.enable_wal)
@@ -688,7 +685,7 @@ class Store:
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc).lower():
                 raise StoreError(f"{self.path} is read-only: {exc}") from exc
-            raise StoreError(f"writing to {self.path} failed: {exc}") from exc
+            raise StoreWriteFailed(f"writing to {self.path} failed: {exc}") from exc
 
     def create_group(self, kind: str, label: str, spec: dict[str, Any] | None = None) -> int:
         check_label(label)
@@ -1043,8 +1040,9 @@ class Store:
             write_bytes_safely(path, data, protected=[self.path])
         except UnsafeTarget as exc:
             raise StoreError(f"cannot export: {exc}") from exc
-        except OSError as exc:
-            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        except OSError as exc:  # a full disk is a failed write (exit 1), a bad path bad input
+            failed = StoreWriteFailed if exc.errno in WRITE_FAILURES else StoreError
+            raise failed(f"cannot write {path}: {exc.strerror or exc}") from exc
         return len(rows)
 
     def close(self) -> None:

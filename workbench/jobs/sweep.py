@@ -19,6 +19,7 @@ import numpy as np
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError, PointResult
 from workbench.config import AXIS_LABELS, ConfigError, SweepSpec
+from workbench.disk_room import too_little_room
 from workbench.events import (
     Event,
     PointFinished,
@@ -41,8 +42,8 @@ from workbench.jobs.base import (
 )
 from workbench.machine import host_info
 from workbench.resources import ResourceService, point_resources
-from workbench.store import Store, StoreError, StoreLocked
-from workbench.stories import JobStory, SweepStory
+from workbench.store import Store, StoreError, StoreLocked, StoreWriteFailed
+from workbench.stories import JobStory, SweepStory, first_line
 from workbench.timing import TimingSettings
 
 
@@ -167,6 +168,11 @@ def _measure(
                 status = "cancelled"
                 break
             x = spec.x_of(problem)
+            full = too_little_room(store.path)
+            if full is not None:
+                status, error = "failed", f"stopped before {AXIS_LABELS[spec.axis]}={x}: {full}"
+                error += "; the points before it are kept: free some space and sweep again"
+                break
             yield PointStarted(run_id, index, total, x)
             result = backend.measure_point(
                 problem, spec.config, settings, np.random.default_rng(child_seed)
@@ -176,6 +182,10 @@ def _measure(
                 point = store.add_point(run_id, result, seq_len=x)
             except StoreLocked as exc:
                 status, error = "failed", _locked_error(store, run_id, result, x, exc)
+                break
+            except StoreError as exc:  # a full disk: the point is lost, the run ends with why
+                status, at = "failed", f"{AXIS_LABELS[spec.axis]}={x}"
+                error = f"stopped at {at}: {exc} (the points before it are kept)"
                 break
             yield PointFinished(run_id, index, total, point, time.perf_counter() - started)
             if not result.accuracy.passed:
@@ -198,7 +208,13 @@ def _measure(
     except Exception as exc:  # an unexpected bug still leaves the run marked, with the trace
         status = "failed"
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
-    store.finish_run(run_id, status, error)
+    try:
+        store.finish_run(run_id, status, error)
+    except StoreWriteFailed as exc:  # the disk filled up under it: say what could not be kept
+        raise StoreWriteFailed(
+            f"{exc}; run {run_id} stopped ({first_line(error or status)}) but could not be "
+            "stored so, and will read 'interrupted': free some space"
+        ) from exc
     yield RunFinished(run_id, status, error)
 
 

@@ -1,0 +1,134 @@
+"""The command line's own output: stdout writes that fail in one line, and error lines that
+never land on the end of an unfinished progress line.
+
+A full disk behind ``> file``, ``/dev/full`` or a closed terminal makes a write to stdout fail;
+:func:`guarded_stdout` turns that into :class:`OutputFailed` (the CLI's exit 1 with one line),
+and a reader that left (``| head``) into :class:`ReaderLeft` (exit 0: it read what it wanted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from workbench import progress
+
+
+class OutputFailed(Exception):
+    """Writing the command's output to stdout failed; the message says why, in one line."""
+
+
+class ReaderLeft(Exception):
+    """stdout's reader closed the pipe (``fmha-workbench runs | head``): not an error."""
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of what is still buffered cannot
+    fail a second time (it would print "Exception ignored" and exit 120)."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+        os.close(null)
+
+
+def _failure(exc: OSError) -> Exception:
+    _silence_stdout()
+    if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+        return ReaderLeft()
+    return OutputFailed(f"writing to stdout failed: {exc.strerror or exc}")
+
+
+class _GuardedStream:
+    """``stream`` whose write and flush raise OutputFailed / ReaderLeft instead of OSError.
+
+    Where it has a descriptor, the text is written with ``os.write`` until all of it is out:
+    Python's own buffered stdout takes a short write (the last free block of a full disk) as
+    done, dropping the rest without an error, and the command exited 0 with a cut file.
+    """
+
+    BUFFER_BYTES = 1 << 16
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        try:
+            stream.flush()
+            self._fd: int | None = stream.fileno()
+            self._eager = stream.isatty()  # a terminal sees each line as it comes
+        except (OSError, ValueError, AttributeError):  # a captured stream: no descriptor
+            self._fd, self._eager = None, True
+
+    def write(self, text: str) -> int:
+        if self._fd is None:
+            try:
+                return self._stream.write(text)
+            except OSError as exc:
+                raise _failure(exc) from exc
+        data = text.encode(self._stream.encoding or "utf-8", self._stream.errors or "strict")
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._eager or self._pending_bytes >= self.BUFFER_BYTES:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            if self._fd is None:
+                self._stream.flush()
+                return
+            view = memoryview(b"".join(self._pending))
+            self._pending, self._pending_bytes = [], 0
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            raise _failure(exc) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _ClosedStream:
+    """stdout when the command was started with it closed (``>&-``): Python's print would drop
+    the output silently and exit 0."""
+
+    def write(self, text: str) -> int:
+        raise OutputFailed("writing to stdout failed: stdout is closed")
+
+    def flush(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def guarded_stdout() -> Iterator[None]:
+    """While the block runs, stdout's failures are OutputFailed / ReaderLeft; what is left in
+    its buffer is flushed (and so checked) before the block ends."""
+    real = sys.stdout
+    if isinstance(real, (_GuardedStream, _ClosedStream)):
+        yield
+        return
+    guarded = _ClosedStream() if real is None else _GuardedStream(real)
+    sys.stdout = guarded
+    try:
+        yield
+        guarded.flush()
+    finally:
+        sys.stdout = real
+
+
+def say_error(line: str) -> None:
+    """``line`` on stderr on a line of its own: a progress line left open (``[4/8] N=1280 …``
+    waiting for its result) is ended first."""
+    progress.end_open_line()
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr)
+
+
+def failed(line: str, code: int) -> int:
+    """Say ``line`` (:func:`say_error`) and return the exit ``code``."""
+    say_error(line)
+    return code
