@@ -123,7 +123,7 @@ def test_window_mask_without_a_size_names_the_flag(run_cli: RunCli, db_path: Pat
     result = run_cli("sweep", *FAST_SWEEP, "--mask", "window")
     assert result.code == 2
     assert result.err_lines == [
-        "error: mask 'window' needs --window W (each query sees the W most recent keys)"
+        "error: --mask window needs --window W (each query sees the W most recent keys)"
     ]
     assert "None" not in result.err
     assert not db_path.exists()

@@ -19,7 +19,7 @@ def test_a_ladder_window_without_mask_window_is_refused(
     result = run_cli("ladder", "--db", db, "--backend", "reference", "--window", window)
     assert result.code == 2 and not result.out
     assert result.err.strip() == (
-        f"error: window: {window} is not allowed; a window size needs mask 'window'"
+        f"error: --window {window}: a window size needs --mask window; give that mask or no size"
     )
     assert not db.exists()
 
@@ -30,7 +30,7 @@ def test_a_ladder_window_with_mask_window_is_checked_as_a_window(
     db = tmp_path / "ladder.db"
     argv = ["ladder", "--db", db, "--backend", "reference", "--mask", "window"]
     result = run_cli(*argv, "--window", "-1")
-    assert result.code == 2 and "window: -1 is not allowed" in result.err
+    assert result.code == 2 and "--window -1: expected at least 1" in result.err
     assert len(result.err.splitlines()) == 1 and not db.exists()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # isort: split
 # First: a Ctrl-C while the rest below imports is a quiet exit 130, not a traceback.
-from workbench.cli_signals import Terminated, stop_signals
+from workbench.cli_signals import Terminated, ignore_stop_signals, stop_signals
 
 # isort: split
 import argparse
@@ -1227,7 +1227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry_point() -> NoReturn:
-    sys.exit(main())
+    code = main()
+    ignore_stop_signals()  # Python's shutdown restores SIGINT's default: a late Ctrl-C killed it
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -72,4 +72,18 @@ def stop_signals(*, sigterm: bool = True) -> Iterator[None]:
         yield
     finally:
         for number, handler in previous.items():
-            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+            if fired and _started_as_the_command():
+                # The command is ending on a signal: a second one must not kill it while it
+                # stores the run cancelled and prints why (the process died of it, exit -2).
+                signal.signal(number, signal.SIG_IGN)
+            else:
+                signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
+def ignore_stop_signals() -> None:
+    """Ignore Ctrl-C and SIGTERM from here on: the command has finished and only exits. Python's
+    shutdown resets a handler it set back to the default, so a signal in that last moment killed
+    a process whose work was done (exit -2); an ignored signal it leaves ignored."""
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
