@@ -28,6 +28,7 @@ from workbench.backends import Backend, get_backend
 from workbench.backends.interleave import Outcome, interleaved_point
 from workbench.backends.isolated import IsolatedBackend, group_in_engine
 from workbench.config import AXIS_LABELS, ConfigError, KernelConfig, Problem, SweepSpec
+from workbench.disk_room import too_little_room
 from workbench.events import (
     Event,
     GroupStarted,
@@ -49,7 +50,7 @@ from workbench.jobs.base import (
     timing_for,
 )
 from workbench.machine import host_info
-from workbench.store import Store
+from workbench.store import Store, StoreError, StoreLocked
 from workbench.stories import GroupStory, JobStory
 from workbench.timing import TimingSettings
 
@@ -165,6 +166,10 @@ def run_group(
     return _measure_group(plan, store, backends, timings, group_id, run_ids, cancel)
 
 
+class _GroupStopped(Exception):
+    """A point could not be stored: every active run ends failed with the reason."""
+
+
 def _measure_group(
     plan: GroupPlan,
     store: Store,
@@ -207,11 +212,19 @@ def _measure_group(
         store.finish_run(run_ids[i], status[i], errors[i])
         return RunFinished(run_ids[i], status[i], errors[i])
 
+    def stop_all(reason: str) -> None:
+        for i in sorted(active):
+            status[i], errors[i] = "failed", f"{reason} (the points before it are kept)"
+
     try:
         for n in lengths:
             if cancel is not None and cancel():
                 for i in sorted(active):
                     status[i] = "cancelled"
+                break
+            full = too_little_room(store.path)
+            if full is not None:  # stop while the store can still say why (issue 51 item 8)
+                stop_all(f"stopped before {AXIS_LABELS[specs[0].axis]}={n}: {full}")
                 break
             members = [i for i in sorted(active) if n in specs[i].seq_lens]
             if not members:
@@ -230,7 +243,13 @@ def _measure_group(
                     status[i], errors[i] = "failed", outcome
                     yield finish(i)
                     continue
-                point = store.add_point(run_ids[i], outcome, seq_len=n)
+                try:
+                    point = store.add_point(run_ids[i], outcome, seq_len=n)
+                except StoreLocked:
+                    raise
+                except StoreError as exc:  # a full disk: the point is lost, the runs end with why
+                    stop_all(f"stopped at {AXIS_LABELS[specs[0].axis]}={n}: {exc}")
+                    raise _GroupStopped from exc
                 done[i] += 1
                 elapsed = time.perf_counter() - started
                 yield PointFinished(run_ids[i], done[i] - 1, len(specs[i].seq_lens), point, elapsed)
@@ -242,6 +261,8 @@ def _measure_group(
                         f"against float64 exceeds {outcome.accuracy.tolerance:g}"
                     )
                     yield finish(i)
+    except _GroupStopped:
+        pass
     except (KeyboardInterrupt, GeneratorExit):
         for i in sorted(active):
             status[i], errors[i] = "cancelled", "stopped before the group finished"
