@@ -255,6 +255,10 @@ def test_open_another_database_from_the_menu(
     assert window.history.model.rowCount() == 1
     assert window.history.model.index(0, COL_LABEL).data() == "from the other file"
     assert str(other) in window.windowTitle()
+    # The dialog's button says Open, not Save (issue 52): nothing is overwritten.
+    [(title, buttons)] = [(t, x) for k, t, x in dialogs.shown if k == "file"]
+    assert title == "Open or create a run database"
+    assert "Open" in buttons.split(" | ") and "Save" not in buttons, buttons
 
 
 def test_a_damaged_database_is_set_aside_with_a_message(

@@ -20,6 +20,7 @@ from workbench.store import Store, StoreError, data_dir_db_path, default_db_path
 # This store writes from the GUI thread (relabel, delete): a short busy timeout, since the
 # store's retries with backoff already wait out a writer's brief commit.
 GUI_BUSY_TIMEOUT_S = 0.25
+DB_FILTER = "Run databases (*.db);;All files (*)"
 
 
 class DatabaseSession:
@@ -110,17 +111,16 @@ class DatabaseSession:
             self._warn("Database", notice)
 
     def choose(self) -> None:
-        """File › Open database…: pick a file, existing or new."""
+        """File › Open database…: pick a file, existing or new (its button says Open: a save
+        dialog's "Save" read as if the file would be overwritten)."""
         start = str(self.store.path if self.store is not None else default_db_path())
-        path, _ = QFileDialog.getSaveFileName(
-            self.window,
-            "Open or create a run database",
-            start,
-            "Run databases (*.db);;All files (*)",
-            options=QFileDialog.Option.DontConfirmOverwrite,
-        )
-        if path:
-            self.open(path)
+        dialog = QFileDialog(self.window, "Open or create a run database", start, DB_FILTER)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
+        dialog.setFileMode(QFileDialog.FileMode.AnyFile)  # a new name starts a new database
+        dialog.setLabelText(QFileDialog.DialogLabel.Accept, "Open")
+        dialog.selectFile(start)
+        if dialog.exec() == QFileDialog.DialogCode.Accepted and dialog.selectedFiles():
+            self.open(dialog.selectedFiles()[0])
 
     def choose_import(self) -> Any:
         """File › Import runs…: pick another run database and copy its runs in."""
