@@ -56,6 +56,7 @@ from workbench.config import (
 )
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
+from workbench.store_open import has_side_files, real_db_path
 from workbench.timing import facts_from_stored_samples
 
 APP_NAME = "fmha-workbench"
@@ -422,7 +423,7 @@ class Store:
         busy_timeout_s: float | None = None,
         read_only: bool = False,
     ):
-        self.path = Path(path) if path is not None else default_db_path()
+        self.path = real_db_path(Path(path) if path is not None else default_db_path())
         self.notice: str | None = None
         self.read_only = read_only
         self._busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
@@ -485,8 +486,7 @@ class Store:
         file open (no -wal/-shm beside it): a read-only WAL connection would leave -wal/-shm
         files it cannot remove. Where ``mode=ro`` cannot open (a WAL file in a folder this
         user cannot write), ``immutable`` too: nobody can be writing it there."""
-        sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
-        if brief and not any(side.exists() for side in sides):
+        if brief and not has_side_files(self.path):
             return self._connect(read_only=True, immutable=True)
         conn = self._connect(read_only=True)
         try:
