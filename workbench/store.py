@@ -56,7 +56,7 @@ from workbench.config import (
 )
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
-from workbench.store_open import has_side_files, real_db_path
+from workbench.store_open import defer_upgrade, has_side_files, real_db_path
 from workbench.timing import facts_from_stored_samples
 
 APP_NAME = "fmha-workbench"
@@ -411,9 +411,9 @@ class Store:
     """The run database. ``notice`` carries anything the user should be told about opening it.
 
     ``read_only=True`` (the CLI's reading commands) never creates, moves, migrates or changes
-    the file: it is opened with SQLite's ``mode=ro`` (``immutable`` where even that needs a
-    -shm file it cannot create, as in a read-only folder), an older schema is migrated in a
-    copy in memory, and a run whose process is gone is shown failed without being stored so.
+    the file: opened ``mode=ro`` (``immutable`` where even that needs a -shm it cannot create),
+    an older schema migrated in a copy in memory, a dead process's run shown failed, not stored
+    so. ``upgrade=False`` (the window) opens an older schema so too, ``upgrade_from`` set.
     """
 
     def __init__(
@@ -422,10 +422,11 @@ class Store:
         *,
         busy_timeout_s: float | None = None,
         read_only: bool = False,
+        upgrade: bool = True,
     ):
         self.path = real_db_path(Path(path) if path is not None else default_db_path())
         self.notice: str | None = None
-        self.read_only = read_only
+        self.read_only, self.upgrade, self.upgrade_from = read_only, upgrade, None
         self._busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
         try:
             header = self._check_file()
@@ -472,9 +473,7 @@ class Store:
 
     def _connect(self, *, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
         if read_only:
-            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
-            if immutable:
-                uri += "&immutable=1"
+            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro" + "&immutable=1" * immutable
             conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
         else:
             conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s)
@@ -514,8 +513,7 @@ class Store:
 
     def _inspect(self, conn: sqlite3.Connection) -> tuple[set[str], int]:
         """The file's own tables and its schema version; DatabaseError when it is damaged."""
-        ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-        if ok != "ok":
+        if (ok := conn.execute("PRAGMA quick_check").fetchone()[0]) != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {ok}")
         tables = {
             row[0]
@@ -541,6 +539,8 @@ class Store:
                     raise
                 return self._damaged(header, exc)
             self._refuse_foreign(tables, version)
+        if tables and version < SCHEMA_VERSION and not (self.read_only or self.upgrade):
+            defer_upgrade(self, version, SCHEMA_VERSION)  # read as it is, written to on request
         if version > SCHEMA_VERSION:
             conn = self._connect_read_only() if self.read_only else self._connect_query_only()
             _check_readable(conn, self.path)

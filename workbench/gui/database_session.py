@@ -15,7 +15,13 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from workbench.store import Store, StoreError, data_dir_db_path, default_db_path
+from workbench.store import (
+    SCHEMA_VERSION,
+    Store,
+    StoreError,
+    data_dir_db_path,
+    default_db_path,
+)
 
 # This store writes from the GUI thread (relabel, delete): a short busy timeout, since the
 # store's retries with backoff already wait out a writer's brief commit.
@@ -62,7 +68,8 @@ class DatabaseSession:
                 self._on_changed(None, path)
             return False
         try:
-            store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S)
+            # Opening never rewrites a file: an older schema is upgraded when first written to.
+            store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False)
         except (StoreError, OSError) as exc:
             message = f"Cannot open the run database {path}:\n{exc}"
             if show_errors:
@@ -77,9 +84,40 @@ class DatabaseSession:
         if old is not None:
             old.close()
         self._on_changed(store, store.path)
-        if store.notice:
+        if store.upgrade_from is not None:
+            self._status(store.notice or "")  # nothing is wrong: said, not asked about
+        elif store.notice:
             self._notice_later(store.notice)
         return True
+
+    def ensure_writable(self, why: str) -> bool:
+        """Before a write (``why``: "run the sweep"): upgrade an older schema opened as it is,
+        saying so; False (said) when the database cannot be upgraded."""
+        store = self.store
+        if store is None or store.upgrade_from is None:
+            return store is not None and not store.read_only
+        try:
+            upgraded = Store(store.path, busy_timeout_s=GUI_BUSY_TIMEOUT_S)
+        except (StoreError, OSError) as exc:
+            self._warn("Database", f"Cannot upgrade {store.path} to {why}:\n{exc}")
+            return False
+        store.close()
+        self.store = upgraded
+        self._on_changed(upgraded, upgraded.path)
+        self._status(
+            f"Upgraded {upgraded.path} from schema {store.upgrade_from} to "
+            f"{SCHEMA_VERSION} to {why}"
+        )
+        return not upgraded.read_only
+
+    def upgrade(self) -> None:
+        """File › Upgrade database: upgrade an older schema now."""
+        if self._busy():
+            return
+        if self.store is None or self.store.upgrade_from is None:
+            self._status("The open database needs no upgrade")
+            return
+        self.ensure_writable("write to it")
 
     def close(self) -> None:
         if self.store is not None:
@@ -140,6 +178,8 @@ class DatabaseSession:
 
         if self.store is None or self._busy():
             self._warn("Import", "Open a database, and wait for the running job, to import.")
+            return None
+        if not self.ensure_writable("import runs into it"):
             return None
         try:
             result = import_runs(self.store, path)

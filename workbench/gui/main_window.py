@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
             file_menu, "&Open database…", self.database.choose, QKeySequence.StandardKey.Open
         )
         self.import_action = self._action(file_menu, "&Import runs…", self.database.choose_import)
+        self.upgrade_action = self._action(file_menu, "&Upgrade database", self.database.upgrade)
         self.export_csv_action = self._action(
             file_menu, "Export &CSV…", self._on_export_csv, "Ctrl+E"
         )
@@ -192,10 +193,11 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(str(path))  # Qt appends " — FMHA Workbench", the display name
         if store is None:
             reason = "No run database is open (File › Open database…)"
-        elif store.read_only:
+        elif store.read_only and store.upgrade_from is None:
             reason = store.notice or "The database is open read-only"
         else:
-            reason = ""
+            reason = ""  # an older schema is upgraded when a run starts
+        self.upgrade_action.setEnabled(store is not None and store.upgrade_from is not None)
         self.controls.set_can_run(not reason, reason)
         self.ladder.set_can_run(not reason, reason)
 
