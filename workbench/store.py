@@ -30,7 +30,6 @@ import io
 import json
 import os
 import sqlite3
-import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +43,7 @@ import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
+from workbench import store_open
 from workbench.bandwidth import point_gbs, read_fraction_pct
 from workbench.config import (
     AXES,
@@ -56,7 +56,6 @@ from workbench.config import (
 )
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import SQLITE_MAGIC, UnsafeTarget, write_bytes_safely
-from workbench.store_open import defer_upgrade, has_side_files, real_db_path
 from workbench.timing import facts_from_stored_samples
 
 APP_NAME = "fmha-workbench"
@@ -424,7 +423,7 @@ class Store:
         read_only: bool = False,
         upgrade: bool = True,
     ):
-        self.path = real_db_path(Path(path) if path is not None else default_db_path())
+        self.path = store_open.real_db_path(Path(path) if path is not None else default_db_path())
         self.notice: str | None = None
         self.read_only, self.upgrade, self.upgrade_from = read_only, upgrade, None
         self._busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
@@ -456,19 +455,17 @@ class Store:
             if self.read_only:
                 raise StoreError(f"no run database at {self.path}") from None
             return None
-        if stat.S_ISDIR(info.st_mode):
-            raise StoreError(f"cannot open {self.path}: it is a folder, not a database file")
-        if not stat.S_ISREG(info.st_mode):
-            raise StoreError(
-                f"cannot open {self.path}: it is not a regular file (a device, a pipe or a "
-                "socket), so it cannot be a run database"
-            )
+        if problem := store_open.not_a_file(self.path, info):
+            raise StoreError(problem)
         with open(self.path, "rb") as handle:
             header = handle.read(100)
         if header and not header.startswith(SQLITE_MAGIC):
             raise StoreError(
                 f"{self.path} is not a run database (not an SQLite file); nothing was changed"
             )
+        # A writer refused up front: SQLite would leave a -wal and -shm it cannot remove.
+        if not self.read_only and (place := store_open.read_only_place(self.path)):
+            raise StoreError(f"cannot write to {self.path}: {place}; nothing was changed")
         return header
 
     def _connect(self, *, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
@@ -485,7 +482,7 @@ class Store:
         file open (no -wal/-shm beside it): a read-only WAL connection would leave -wal/-shm
         files it cannot remove. Where ``mode=ro`` cannot open (a WAL file in a folder this
         user cannot write), ``immutable`` too: nobody can be writing it there."""
-        if brief and not has_side_files(self.path):
+        if brief and not store_open.has_side_files(self.path):
             return self._connect(read_only=True, immutable=True)
         conn = self._connect(read_only=True)
         try:
@@ -540,7 +537,7 @@ class Store:
                 return self._damaged(header, exc)
             self._refuse_foreign(tables, version)
         if tables and version < SCHEMA_VERSION and not (self.read_only or self.upgrade):
-            defer_upgrade(self, version, SCHEMA_VERSION)  # read as it is, written to on request
+            store_open.defer_upgrade(self, version, SCHEMA_VERSION)  # upgraded when written
         if version > SCHEMA_VERSION:
             conn = self._connect_read_only() if self.read_only else self._connect_query_only()
             _check_readable(conn, self.path)

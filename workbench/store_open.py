@@ -4,6 +4,7 @@ older schema or a read-only place without writing to the file (issue #51)."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +29,31 @@ def defer_upgrade(store: Any, version: int, current: int) -> None:
         f"written to it until a sweep, an import or File › Upgrade database upgrades it to "
         f"schema {current}."
     )
+
+
+def read_only_place(path: Path) -> str | None:
+    """Why nothing may write the existing file ``path`` (read-only media, a read-only file or
+    folder: SQLite's -wal, -shm and journal lie beside it), or None (also when it is absent)."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on read-only media"
+    except OSError:
+        return None  # no file yet: a writer creates it (or says why it cannot)
+    if not os.access(path, os.W_OK):
+        return "the file is read-only"
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder {path.parent} is read-only"
+    return None
+
+
+def not_a_file(path: Path, info: os.stat_result) -> str | None:
+    """Why ``path`` (``info`` its stat) cannot be a run database file: a folder, a device, a
+    pipe or a socket; None for a regular file."""
+    if stat.S_ISDIR(info.st_mode):
+        return f"cannot open {path}: it is a folder, not a database file"
+    if not stat.S_ISREG(info.st_mode):
+        return (
+            f"cannot open {path}: it is not a regular file (a device, a pipe or a socket), so "
+            "it cannot be a run database"
+        )
+    return None

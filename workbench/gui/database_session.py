@@ -22,6 +22,7 @@ from workbench.store import (
     data_dir_db_path,
     default_db_path,
 )
+from workbench.store_open import read_only_place, real_db_path
 
 # This store writes from the GUI thread (relabel, delete): a short busy timeout, since the
 # store's retries with backoff already wait out a writer's brief commit.
@@ -68,8 +69,7 @@ class DatabaseSession:
                 self._on_changed(None, path)
             return False
         try:
-            # Opening never rewrites a file: an older schema is upgraded when first written to.
-            store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False)
+            store = self._open_store(path)
         except (StoreError, OSError) as exc:
             message = f"Cannot open the run database {path}:\n{exc}"
             if show_errors:
@@ -89,6 +89,21 @@ class DatabaseSession:
         elif store.notice:
             self._notice_later(store.notice)
         return True
+
+    @staticmethod
+    def _open_store(path: Path) -> Store:
+        """The window's store on ``path``; in a read-only place (media, folder or file) opened
+        read-only, its notice saying so: SQLite would fail on the first write, or to open."""
+        place = read_only_place(real_db_path(path))
+        if place is None:
+            # Opening never rewrites a file: an older schema is upgraded when first written to.
+            return Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False)
+        store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, read_only=True)
+        store.notice = (
+            f"{store.path} is open read-only: {place}. Running, importing, relabelling and "
+            "deleting are off."
+        )
+        return store
 
     def ensure_writable(self, why: str) -> bool:
         """Before a write (``why``: "run the sweep"): upgrade an older schema opened as it is,

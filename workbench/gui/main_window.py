@@ -190,7 +190,9 @@ class MainWindow(QMainWindow):
         self.heatmap.set_run(None)
         self.ladder.set_store(store)
         self._on_selection(self.history.selected_ids())
-        self.setWindowTitle(str(path))  # Qt appends " — FMHA Workbench", the display name
+        # Qt appends " — FMHA Workbench", the display name.
+        read_only = store is not None and store.read_only and store.upgrade_from is None
+        self.setWindowTitle(f"{path} (read-only)" if read_only else str(path))
         if store is None:
             reason = "No run database is open (File › Open database…)"
         elif store.read_only and store.upgrade_from is None:

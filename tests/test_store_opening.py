@@ -1,10 +1,12 @@
-"""Issue #51 item 9 (the store's side): ``--db`` through a symlink reads what a writer that
-still has the real file open has committed, as ``--db`` on the real path does."""
+"""How the store opens a file (issue #51): ``--db`` through a symlink reads what a writer that
+still has the real file open has committed (item 9), and a writer refuses a read-only file
+before SQLite leaves a -wal and -shm beside it (item 5)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +14,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from workbench.store import Store
+
+
+def _immutable(path: Path, on: bool) -> None:
+    """chattr +i / -i: root ignores file modes, not the immutable flag."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed: no read-only file root cannot write")
+    made = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"this file system has no immutable flag: {made.stderr!r}")
+
 
 H200_DB = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200.db"
 
@@ -63,3 +77,20 @@ def test_a_symlinked_db_lists_what_a_writer_with_the_real_file_open_committed(
     with Store(link) as store:  # a writer through the link sees them too, and keeps the link
         assert store.count_runs() == 16
     assert link.is_symlink() and not Path(f"{link}-wal").exists()
+
+
+def test_sweep_into_a_read_only_file_says_so_and_leaves_nothing_beside_it(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    Store(db).close()
+    _immutable(db, True)
+    try:
+        done = run_cli("--db", db, "sweep", "--seq-lens", "16", "--heads", "1")
+    finally:
+        _immutable(db, False)
+    assert done.code == 2  # refused at opening, as any --db that cannot take runs
+    assert done.err.strip() == (
+        f"error: cannot write to {db}: the file is read-only; nothing was changed"
+    ), done.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
