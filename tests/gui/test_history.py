@@ -15,6 +15,7 @@ from gui_helpers import (
     StallMeter,
     assert_within,
     clone_runs,
+    export_and_wait,
     row_rect_center,
     run_and_wait,
     seed_run,
@@ -201,6 +202,7 @@ def test_export_csv_of_selected_runs(
     target.parent.mkdir()
     dialogs.save_path = str(target)
     qtbot.mouseClick(window.history.export_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.history.csv_job.is_running())
     written = target.with_suffix(".csv")
     assert written.exists()
     with written.open(newline="") as handle:
@@ -217,7 +219,7 @@ def test_export_csv_of_selected_runs(
     # Nothing selected: every run; Cancel in the dialog: nothing written.
     window.history.table.clearSelection()
     dialogs.save_path = str(tmp_path / "all.csv")
-    window.export_csv_action.trigger()
+    export_and_wait(qtbot, window)
     with (tmp_path / "all.csv").open(newline="") as handle:
         assert {int(r["run_id"]) for r in csv.DictReader(handle)} == {first, second}
     dialogs.save_path = ""

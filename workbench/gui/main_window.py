@@ -380,6 +380,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop background work, save settings and close the store (idempotent)."""
         self.jobs.stop()
+        self.history.csv_job.stop()
         self.explain.shutdown()
         if self._probe is not None:
             self._probe.blockSignals(True)
