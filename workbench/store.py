@@ -67,6 +67,9 @@ INTERRUPTED_ERROR = (
 # Backoff between attempts: 0.05 s doubling, about 3 s in all; each attempt also waits up to
 # busy_timeout_s inside SQLite, so with the default 2 s a held lock is given up after about 17 s.
 LOCK_RETRIES = 6
+# The window opens a store in a worker thread while a lock is waited out, then uses it in its
+# own (one thread at a time): workbench.gui.lock_wait.
+ANY_THREAD: dict[str, Any] = {"check_same_thread": False}
 BUSY_TIMEOUT_S = 2.0
 # How long the last write of a run (its end, and a point measured when the lock was lost) keeps
 # trying: a run left 'running' would lose the reason it ended.
@@ -471,9 +474,9 @@ class Store:
     def _connect(self, *, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
         if read_only:
             uri = f"file:{quote(str(self.path.absolute()))}?mode=ro" + "&immutable=1" * immutable
-            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, **ANY_THREAD)
         else:
-            conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s)
+            conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s, **ANY_THREAD)
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -551,7 +554,7 @@ class Store:
             if version == SCHEMA_VERSION:
                 return sqlite_utils.Database(self._connect_read_only())
             # An empty file or an older schema: read a migrated copy, leave the file alone.
-            memory = sqlite3.connect(":memory:")
+            memory = sqlite3.connect(":memory:", **ANY_THREAD)
             if header:
                 source = self._connect_read_only()
                 source.backup(memory)

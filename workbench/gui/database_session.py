@@ -15,6 +15,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
+from workbench.gui.lock_wait import install_lock_waits, wait_off_thread
 from workbench.store import (
     SCHEMA_VERSION,
     Store,
@@ -90,14 +91,22 @@ class DatabaseSession:
             self._notice_later(store.notice)
         return True
 
-    @staticmethod
-    def _open_store(path: Path) -> Store:
-        """The window's store on ``path``; in a read-only place (media, folder or file) opened
-        read-only, its notice saying so: SQLite would fail on the first write, or to open."""
+    def _open_store(self, path: Path) -> Store:
+        """The window's store on ``path``, opened off the GUI thread (another writer's lock is
+        waited out with the window answering); in a read-only place (media, folder or file)
+        opened read-only, its notice saying so: SQLite would fail on the first write, or to
+        open."""
         place = read_only_place(real_db_path(path))
+        waiting_for = f"another program to release its lock on {path}"
         if place is None:
             # Opening never rewrites a file: an older schema is upgraded when first written to.
-            return Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False)
+            store = wait_off_thread(
+                self._status,
+                waiting_for,
+                lambda: Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False),
+            )
+            install_lock_waits(store, self._status)
+            return store
         store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, read_only=True)
         store.notice = (
             f"{store.path} is open read-only: {place}. Running, importing, relabelling and "
@@ -112,7 +121,12 @@ class DatabaseSession:
         if store is None or store.upgrade_from is None:
             return store is not None and not store.read_only
         try:
-            upgraded = Store(store.path, busy_timeout_s=GUI_BUSY_TIMEOUT_S)
+            upgraded = wait_off_thread(
+                self._status,
+                f"another program to release its lock on {store.path}",
+                lambda: Store(store.path, busy_timeout_s=GUI_BUSY_TIMEOUT_S),
+            )
+            install_lock_waits(upgraded, self._status)
         except (StoreError, OSError) as exc:
             self._warn("Database", f"Cannot upgrade {store.path} to {why}:\n{exc}")
             return False
