@@ -92,19 +92,23 @@ class DatabaseSession:
         return True
 
     def _open_store(self, path: Path) -> Store:
-        """The window's store on ``path``, opened off the GUI thread (another writer's lock is
-        waited out with the window answering); in a read-only place (media, folder or file)
-        opened read-only, its notice saying so: SQLite would fail on the first write, or to
-        open."""
+        """The window's store on ``path``, opened off the GUI thread once the window is up
+        (another writer's lock is waited out with the window answering; while it is being
+        built, in place: a nested event loop then would run what waits for the built window);
+        in a read-only place (media, folder or file) opened read-only, its notice saying so:
+        SQLite would fail on the first write, or to open."""
         place = read_only_place(real_db_path(path))
         waiting_for = f"another program to release its lock on {path}"
         if place is None:
-            # Opening never rewrites a file: an older schema is upgraded when first written to.
-            store = wait_off_thread(
-                self._status,
-                waiting_for,
-                lambda: Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False),
-            )
+
+            def open_store() -> Store:
+                # Opening never rewrites a file: an older schema is upgraded when written to.
+                return Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False)
+
+            if self.window.isVisible():
+                store = wait_off_thread(self._status, waiting_for, open_store)
+            else:
+                store = open_store()
             install_lock_waits(store, self._status)
             return store
         store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, read_only=True)
