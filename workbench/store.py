@@ -30,7 +30,6 @@ import io
 import json
 import os
 import sqlite3
-import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -44,7 +43,7 @@ import numpy as np
 import sqlite_utils
 
 from kernels.knobs import TUNABLE
-from workbench import damage
+from workbench import damage, store_open
 from workbench.bandwidth import point_gbs, read_fraction_pct
 from workbench.config import (
     AXES,
@@ -70,6 +69,9 @@ INTERRUPTED_ERROR = (
 # Backoff between attempts: 0.05 s doubling, about 3 s in all; each attempt also waits up to
 # busy_timeout_s inside SQLite, so with the default 2 s a held lock is given up after about 17 s.
 LOCK_RETRIES = 6
+# The window opens a store in a worker thread while a lock is waited out, then uses it in its
+# own (one thread at a time): workbench.gui.lock_wait.
+ANY_THREAD: dict[str, Any] = {"check_same_thread": False}
 BUSY_TIMEOUT_S = 2.0
 # How long the last write of a run (its end, and a point measured when the lock was lost) keeps
 # trying: a run left 'running' would lose the reason it ended.
@@ -417,9 +419,9 @@ class Store:
     """The run database. ``notice`` carries anything the user should be told about opening it.
 
     ``read_only=True`` (the CLI's reading commands) never creates, moves, migrates or changes
-    the file: it is opened with SQLite's ``mode=ro`` (``immutable`` where even that needs a
-    -shm file it cannot create, as in a read-only folder), an older schema is migrated in a
-    copy in memory, and a run whose process is gone is shown failed without being stored so.
+    the file: opened ``mode=ro`` (``immutable`` where even that needs a -shm it cannot create),
+    an older schema migrated in a copy in memory, a dead process's run shown failed, not stored
+    so. ``upgrade=False`` (the window) opens an older schema so too, ``upgrade_from`` set.
     """
 
     def __init__(
@@ -428,10 +430,11 @@ class Store:
         *,
         busy_timeout_s: float | None = None,
         read_only: bool = False,
+        upgrade: bool = True,
     ):
-        self.path = Path(path) if path is not None else default_db_path()
+        self.path = store_open.real_db_path(Path(path) if path is not None else default_db_path())
         self.notice: str | None = None
-        self.read_only = read_only
+        self.read_only, self.upgrade, self.upgrade_from = read_only, upgrade, None
         self._busy_timeout_s = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
         try:
             header = self._check_file()
@@ -461,29 +464,25 @@ class Store:
             if self.read_only:
                 raise StoreError(f"no run database at {self.path}") from None
             return None
-        if stat.S_ISDIR(info.st_mode):
-            raise StoreError(f"cannot open {self.path}: it is a folder, not a database file")
-        if not stat.S_ISREG(info.st_mode):
-            raise StoreError(
-                f"cannot open {self.path}: it is not a regular file (a device, a pipe or a "
-                "socket), so it cannot be a run database"
-            )
+        if problem := store_open.not_a_file(self.path, info):
+            raise StoreError(problem)
         with open(self.path, "rb") as handle:
             header = handle.read(100)
         if header and not header.startswith(SQLITE_MAGIC):
             raise StoreError(
                 f"{self.path} is not a run database (not an SQLite file); nothing was changed"
             )
+        # A writer refused up front: SQLite would leave a -wal and -shm it cannot remove.
+        if not self.read_only and (place := store_open.read_only_place(self.path)):
+            raise StoreError(f"cannot write to {self.path}: {place}; nothing was changed")
         return header
 
     def _connect(self, *, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
         if read_only:
-            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
-            if immutable:
-                uri += "&immutable=1"
-            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s)
+            uri = f"file:{quote(str(self.path.absolute()))}?mode=ro" + "&immutable=1" * immutable
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, **ANY_THREAD)
         else:
-            conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s)
+            conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s, **ANY_THREAD)
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -492,8 +491,7 @@ class Store:
         file open (no -wal/-shm beside it): a read-only WAL connection would leave -wal/-shm
         files it cannot remove. Where ``mode=ro`` cannot open (a WAL file in a folder this
         user cannot write), ``immutable`` too: nobody can be writing it there."""
-        sides = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
-        if brief and not any(side.exists() for side in sides):
+        if brief and not store_open.has_side_files(self.path):
             return self._connect(read_only=True, immutable=True)
         conn = self._connect(read_only=True)
         try:
@@ -521,8 +519,7 @@ class Store:
 
     def _inspect(self, conn: sqlite3.Connection) -> tuple[set[str], int]:
         """The file's own tables and its schema version; DatabaseError when it is damaged."""
-        ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-        if ok != "ok":
+        if (ok := conn.execute("PRAGMA quick_check").fetchone()[0]) != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {ok}")
         tables = {
             row[0]
@@ -548,6 +545,8 @@ class Store:
                     raise
                 return self._damaged(header, exc)
             self._refuse_foreign(tables, version)
+        if tables and version < SCHEMA_VERSION and not (self.read_only or self.upgrade):
+            store_open.defer_upgrade(self, version, SCHEMA_VERSION)  # upgraded when written
         if version > SCHEMA_VERSION:
             conn = self._connect_read_only() if self.read_only else self._connect_query_only()
             _check_readable(conn, self.path)
@@ -561,7 +560,7 @@ class Store:
             if version == SCHEMA_VERSION:
                 return sqlite_utils.Database(self._connect_read_only())
             # An empty file or an older schema: read a migrated copy, leave the file alone.
-            memory = sqlite3.connect(":memory:")
+            memory = sqlite3.connect(":memory:", **ANY_THREAD)
             if header:
                 source = self._connect_read_only()
                 source.backup(memory)

@@ -71,7 +71,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 if _QT_PROBLEM is None:
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QPushButton
 
     from workbench.timing import TimingSettings
 
@@ -117,6 +117,17 @@ if _QT_PROBLEM is None:
             record.shown.append(("text", title, label))
             return record.text_answer
 
+        def exec_file_dialog(dialog: QFileDialog) -> int:
+            """A file dialog shown with exec() (File › Open database…): its buttons' texts are
+            recorded, and save_path is what the user typed and accepted ("" is Cancel)."""
+            buttons = [b.text() for b in dialog.findChildren(QPushButton) if b.text()]
+            record.shown.append(("file", dialog.windowTitle(), " | ".join(buttons)))
+            if not record.save_path:
+                return QFileDialog.DialogCode.Rejected
+            dialog.selectFile(record.save_path)
+            return QFileDialog.DialogCode.Accepted
+
+        monkeypatch.setattr(QFileDialog, "exec", exec_file_dialog)
         monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(get_save))
         monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(get_save))
         monkeypatch.setattr(QInputDialog, "getText", staticmethod(get_text))

@@ -241,3 +241,9 @@ def row_rect_center(table: Any, row: int, col: int = 1) -> Any:
     index = table.model().index(row, col)
     table.scrollTo(index)
     return table.visualRect(index).center()
+
+
+def export_and_wait(qtbot: Any, window: Any, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """File › Export CSV…, then wait, as the user does, until its progress dialog has gone."""
+    window.export_csv_action.trigger()
+    qtbot.waitUntil(lambda: not window.history.csv_job.is_running(), timeout=timeout_ms)

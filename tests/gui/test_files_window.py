@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gui_helpers import seed_run
+from gui_helpers import export_and_wait, seed_run
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
@@ -31,32 +31,32 @@ def window(qtbot: Any, make_window: Any, db_path: Path) -> Any:
 
 
 def test_a_csv_export_asks_before_replacing_the_file_it_added_csv_to(
-    window: Any, dialogs: Any, tmp_path: Path
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
 ) -> None:
     existing = tmp_path / "report.csv"
     existing.write_text("my own report\n")
     dialogs.save_path = str(tmp_path / "report")  # the window adds .csv
     dialogs.question_answer = NO
-    window.export_csv_action.trigger()
+    export_and_wait(qtbot, window)
     assert existing.read_text() == "my own report\n"
     [asked] = [text for kind, _, text in dialogs.shown if kind == "question"]
     assert str(existing) in asked and "Replace" in asked
 
     dialogs.question_answer = YES
-    window.export_csv_action.trigger()
+    export_and_wait(qtbot, window)
     rows = list(csv.DictReader(existing.open(encoding="utf-8", newline="")))
     assert [r["label"] for r in rows] == ["'" + FORMULA] * 2  # and neutralised, as at the CLI
     assert all(float(r["latency_ms"]) > 0 for r in rows)
 
 
 def test_a_csv_export_to_a_new_name_or_the_exact_name_does_not_ask(
-    window: Any, dialogs: Any, tmp_path: Path
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
 ) -> None:
     dialogs.save_path = str(tmp_path / "fresh")
-    window.export_csv_action.trigger()
+    export_and_wait(qtbot, window)
     assert (tmp_path / "fresh.csv").exists()
     dialogs.save_path = str(tmp_path / "fresh.csv")  # the dialog itself confirmed this name
-    window.export_csv_action.trigger()
+    export_and_wait(qtbot, window)
     assert "question" not in dialogs.kinds()
 
 

@@ -15,6 +15,7 @@ from gui_helpers import (
     StallMeter,
     assert_within,
     clone_runs,
+    export_and_wait,
     row_rect_center,
     run_and_wait,
     seed_run,
@@ -201,6 +202,7 @@ def test_export_csv_of_selected_runs(
     target.parent.mkdir()
     dialogs.save_path = str(target)
     qtbot.mouseClick(window.history.export_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.history.csv_job.is_running())
     written = target.with_suffix(".csv")
     assert written.exists()
     with written.open(newline="") as handle:
@@ -217,7 +219,7 @@ def test_export_csv_of_selected_runs(
     # Nothing selected: every run; Cancel in the dialog: nothing written.
     window.history.table.clearSelection()
     dialogs.save_path = str(tmp_path / "all.csv")
-    window.export_csv_action.trigger()
+    export_and_wait(qtbot, window)
     with (tmp_path / "all.csv").open(newline="") as handle:
         assert {int(r["run_id"]) for r in csv.DictReader(handle)} == {first, second}
     dialogs.save_path = ""
@@ -255,6 +257,10 @@ def test_open_another_database_from_the_menu(
     assert window.history.model.rowCount() == 1
     assert window.history.model.index(0, COL_LABEL).data() == "from the other file"
     assert str(other) in window.windowTitle()
+    # The dialog's button says Open, not Save (issue 52): nothing is overwritten.
+    [(title, buttons)] = [(t, x) for k, t, x in dialogs.shown if k == "file"]
+    assert title == "Open or create a run database"
+    assert "Open" in buttons.split(" | ") and "Save" not in buttons, buttons
 
 
 def test_a_damaged_database_is_set_aside_with_a_message(

@@ -18,6 +18,8 @@ __all__ = ["BLAS_THREAD_VARIABLES", "configure_application", "display_problem", 
 
 ORGANIZATION = "fmha-workbench"
 APPLICATION = "fmha-workbench"
+# The signals that end the window as its Quit does (the CLI stores `cancelled` for them too).
+QUIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def display_problem() -> str | None:
@@ -66,12 +68,15 @@ def main(db_path: str | None = None) -> int:
     window = MainWindow(Path(db_path) if db_path else None)
     window.show()
 
-    # Ctrl+C in the terminal: close properly (settings saved, a running sweep kept as cancelled).
-    def on_sigint(signum: int, frame: object) -> None:
+    # Ctrl+C in the terminal, `kill` (SIGTERM) or a closed terminal (SIGHUP): close properly
+    # (settings saved, a running sweep stored as cancelled), as the command line does.
+    def on_signal(signum: int, frame: object) -> None:
         window.shutdown()
         app.quit()
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {number: signal.signal(number, on_signal) for number in QUIT_SIGNALS}
+    # A session manager's logout quits the application without closing the window first.
+    app.aboutToQuit.connect(window.shutdown)
     waker = _Waker()
     wake = QTimer()
     wake.timeout.connect(waker.tick)
@@ -80,4 +85,5 @@ def main(db_path: str | None = None) -> int:
         return int(app.exec())
     finally:
         wake.stop()
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)

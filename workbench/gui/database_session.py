@@ -15,11 +15,20 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from workbench.store import Store, StoreError, data_dir_db_path, default_db_path
+from workbench.gui.lock_wait import install_lock_waits, wait_off_thread
+from workbench.store import (
+    SCHEMA_VERSION,
+    Store,
+    StoreError,
+    data_dir_db_path,
+    default_db_path,
+)
+from workbench.store_open import read_only_place, real_db_path
 
 # This store writes from the GUI thread (relabel, delete): a short busy timeout, since the
 # store's retries with backoff already wait out a writer's brief commit.
 GUI_BUSY_TIMEOUT_S = 0.25
+DB_FILTER = "Run databases (*.db);;All files (*)"
 
 
 class DatabaseSession:
@@ -61,7 +70,7 @@ class DatabaseSession:
                 self._on_changed(None, path)
             return False
         try:
-            store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S)
+            store = self._open_store(path)
         except (StoreError, OSError) as exc:
             message = f"Cannot open the run database {path}:\n{exc}"
             if show_errors:
@@ -76,9 +85,72 @@ class DatabaseSession:
         if old is not None:
             old.close()
         self._on_changed(store, store.path)
-        if store.notice:
+        if store.upgrade_from is not None:
+            self._status(store.notice or "")  # nothing is wrong: said, not asked about
+        elif store.notice:
             self._notice_later(store.notice)
         return True
+
+    def _open_store(self, path: Path) -> Store:
+        """The window's store on ``path``, opened off the GUI thread once the window is up
+        (another writer's lock is waited out with the window answering; while it is being
+        built, in place: a nested event loop then would run what waits for the built window);
+        in a read-only place (media, folder or file) opened read-only, its notice saying so:
+        SQLite would fail on the first write, or to open."""
+        place = read_only_place(real_db_path(path))
+        waiting_for = f"another program to release its lock on {path}"
+        if place is None:
+
+            def open_store() -> Store:
+                # Opening never rewrites a file: an older schema is upgraded when written to.
+                return Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, upgrade=False)
+
+            if self.window.isVisible():
+                store = wait_off_thread(self._status, waiting_for, open_store)
+            else:
+                store = open_store()
+            install_lock_waits(store, self._status)
+            return store
+        store = Store(path, busy_timeout_s=GUI_BUSY_TIMEOUT_S, read_only=True)
+        store.notice = (
+            f"{store.path} is open read-only: {place}. Running, importing, relabelling and "
+            "deleting are off."
+        )
+        return store
+
+    def ensure_writable(self, why: str) -> bool:
+        """Before a write (``why``: "run the sweep"): upgrade an older schema opened as it is,
+        saying so; False (said) when the database cannot be upgraded."""
+        store = self.store
+        if store is None or store.upgrade_from is None:
+            return store is not None and not store.read_only
+        try:
+            upgraded = wait_off_thread(
+                self._status,
+                f"another program to release its lock on {store.path}",
+                lambda: Store(store.path, busy_timeout_s=GUI_BUSY_TIMEOUT_S),
+            )
+            install_lock_waits(upgraded, self._status)
+        except (StoreError, OSError) as exc:
+            self._warn("Database", f"Cannot upgrade {store.path} to {why}:\n{exc}")
+            return False
+        store.close()
+        self.store = upgraded
+        self._on_changed(upgraded, upgraded.path)
+        self._status(
+            f"Upgraded {upgraded.path} from schema {store.upgrade_from} to "
+            f"{SCHEMA_VERSION} to {why}"
+        )
+        return not upgraded.read_only
+
+    def upgrade(self) -> None:
+        """File › Upgrade database: upgrade an older schema now."""
+        if self._busy():
+            return
+        if self.store is None or self.store.upgrade_from is None:
+            self._status("The open database needs no upgrade")
+            return
+        self.ensure_writable("write to it")
 
     def close(self) -> None:
         if self.store is not None:
@@ -110,17 +182,16 @@ class DatabaseSession:
             self._warn("Database", notice)
 
     def choose(self) -> None:
-        """File › Open database…: pick a file, existing or new."""
+        """File › Open database…: pick a file, existing or new (its button says Open: a save
+        dialog's "Save" read as if the file would be overwritten)."""
         start = str(self.store.path if self.store is not None else default_db_path())
-        path, _ = QFileDialog.getSaveFileName(
-            self.window,
-            "Open or create a run database",
-            start,
-            "Run databases (*.db);;All files (*)",
-            options=QFileDialog.Option.DontConfirmOverwrite,
-        )
-        if path:
-            self.open(path)
+        dialog = QFileDialog(self.window, "Open or create a run database", start, DB_FILTER)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
+        dialog.setFileMode(QFileDialog.FileMode.AnyFile)  # a new name starts a new database
+        dialog.setLabelText(QFileDialog.DialogLabel.Accept, "Open")
+        dialog.selectFile(start)
+        if dialog.exec() == QFileDialog.DialogCode.Accepted and dialog.selectedFiles():
+            self.open(dialog.selectedFiles()[0])
 
     def choose_import(self) -> Any:
         """File › Import runs…: pick another run database and copy its runs in."""
@@ -140,6 +211,8 @@ class DatabaseSession:
 
         if self.store is None or self._busy():
             self._warn("Import", "Open a database, and wait for the running job, to import.")
+            return None
+        if not self.ensure_writable("import runs into it"):
             return None
         try:
             result = import_runs(self.store, path)

@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 
 from workbench.compare import compiled_of
 from workbench.gui.colors import run_color
+from workbench.gui.csv_export_job import CsvExportJob
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.resources import COMPILED_BACKENDS, CompiledResources
 from workbench.tuned import tuned_labels, tuned_lines
@@ -352,6 +353,7 @@ class HistoryPanel(QWidget):
         self.model = RunsModel(store, self)
         self.model.storeFailed.connect(self._on_store_failed)
         self.last_export: Path | None = None
+        self.csv_job = CsvExportJob(self)
         self.export_dir = ""  # where the export dialog opens; the window remembers it
 
         self.filter = QLineEdit()
@@ -640,16 +642,9 @@ class HistoryPanel(QWidget):
         what = f"{len(ids)} selected run{'s' if len(ids) != 1 else ''}" if ids else "all runs"
         start = Path(self.export_dir or Path.home()) / "fmha-runs.csv"
         target = ask_csv_path(self, f"Export {what} to CSV", start)
-        if target is None:
+        if target is None or not self.csv_job.start(target, ids, what):  # a job: never frozen
             return None
-        try:
-            rows = self.store.export_csv(target, ids or None)
-        except Exception as exc:
-            self._on_store_failed(str(exc))
-            return None
-        self.last_export = target
         self.export_dir = str(target.parent)
-        self.message.emit(f"Exported {rows} point{'s' if rows != 1 else ''} of {what} to {target}")
         return target
 
     def _on_export_clicked(self) -> None:

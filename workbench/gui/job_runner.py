@@ -94,9 +94,11 @@ class JobRunner(QObject):
         if self.is_running():
             return None
         self.window.controls.clear_errors()
-        store = self.window.store
-        if store is None or store.read_only:
+        if self.window.store is None:
             self.window.warn(title, "No writable run database is open (File › Open database…).")
+            return None
+        if not self.window.database.ensure_writable(f"run the {title.lower()}"):
+            self.window.warn(title, self.window.store.notice or "The database is read-only.")
             return None
         try:
             return build()

@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
             file_menu, "&Open database…", self.database.choose, QKeySequence.StandardKey.Open
         )
         self.import_action = self._action(file_menu, "&Import runs…", self.database.choose_import)
+        self.upgrade_action = self._action(file_menu, "&Upgrade database", self.database.upgrade)
         self.export_csv_action = self._action(
             file_menu, "Export &CSV…", self._on_export_csv, "Ctrl+E"
         )
@@ -189,13 +190,16 @@ class MainWindow(QMainWindow):
         self.heatmap.set_run(None)
         self.ladder.set_store(store)
         self._on_selection(self.history.selected_ids())
-        self.setWindowTitle(str(path))  # Qt appends " — FMHA Workbench", the display name
+        # Qt appends " — FMHA Workbench", the display name.
+        read_only = store is not None and store.read_only and store.upgrade_from is None
+        self.setWindowTitle(f"{path} (read-only)" if read_only else str(path))
         if store is None:
             reason = "No run database is open (File › Open database…)"
-        elif store.read_only:
+        elif store.read_only and store.upgrade_from is None:
             reason = store.notice or "The database is open read-only"
         else:
-            reason = ""
+            reason = ""  # an older schema is upgraded when a run starts
+        self.upgrade_action.setEnabled(store is not None and store.upgrade_from is not None)
         self.controls.set_can_run(not reason, reason)
         self.ladder.set_can_run(not reason, reason)
 
@@ -376,6 +380,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop background work, save settings and close the store (idempotent)."""
         self.jobs.stop()
+        self.history.csv_job.stop()
         self.explain.shutdown()
         if self._probe is not None:
             self._probe.blockSignals(True)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QTabWidget
 
     from workbench.gui.controls import ControlsPanel
+    from workbench.gui.database_session import DatabaseSession
     from workbench.gui.history import HistoryPanel
     from workbench.gui.ladder import LadderPanel
     from workbench.store import Store
@@ -41,6 +42,7 @@ class JobWindow(WindowMessages, Protocol):
     run_action: QAction
     run_ladder_action: QAction
     cancel_action: QAction
+    database: DatabaseSession
 
     @property
     def store(self) -> Store | None: ...

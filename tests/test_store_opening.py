@@ -1,0 +1,96 @@
+"""How the store opens a file (issue #51): ``--db`` through a symlink reads what a writer that
+still has the real file open has committed (item 9), and a writer refuses a read-only file
+before SQLite leaves a -wal and -shm beside it (item 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workbench.store import Store
+
+
+def _immutable(path: Path, on: bool) -> None:
+    """chattr +i / -i: root ignores file modes, not the immutable flag."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed: no read-only file root cannot write")
+    made = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"this file system has no immutable flag: {made.stderr!r}")
+
+
+H200_DB = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200.db"
+
+# A second process imports 16 runs into the real file and keeps it open, its commits still in
+# the -wal (no checkpoint), until told to go.
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from workbench.importer import import_runs
+    from workbench.store import Store
+
+    store = Store(sys.argv[1])
+    store.db.conn.execute("PRAGMA wal_autocheckpoint = 0")
+    import_runs(store, sys.argv[2])
+    print("ready", flush=True)
+    sys.stdin.readline()
+    store.close()
+    """
+)
+
+
+def test_a_symlinked_db_lists_what_a_writer_with_the_real_file_open_committed(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    real = tmp_path / "real" / "r.db"
+    real.parent.mkdir()
+    Store(real).close()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(real), str(H200_DB)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        assert Path(f"{real}-wal").stat().st_size > 0  # the runs are in the -wal only
+        by_real = run_cli("--db", real, "runs", "--json")
+        by_link = run_cli("--db", link, "runs", "--json")
+    finally:
+        writer.communicate("go\n", timeout=30)
+    assert by_real.code == 0 and by_link.code == 0, by_link.err
+    assert len(json.loads(by_real.out)) == 16
+    assert len(json.loads(by_link.out)) == 16
+    with Store(link) as store:  # a writer through the link sees them too, and keeps the link
+        assert store.count_runs() == 16
+    assert link.is_symlink() and not Path(f"{link}-wal").exists()
+
+
+def test_sweep_into_a_read_only_file_says_so_and_leaves_nothing_beside_it(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    Store(db).close()
+    _immutable(db, True)
+    try:
+        done = run_cli("--db", db, "sweep", "--seq-lens", "16", "--heads", "1")
+    finally:
+        _immutable(db, False)
+    assert done.code == 2  # refused at opening, as any --db that cannot take runs
+    assert done.err.strip() == (
+        f"error: cannot write to {db}: the file is read-only; nothing was changed"
+    ), done.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
