@@ -87,7 +87,10 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads}) for GQA")
     if head_dim not in HEAD_DIMS:
-        raise ValueError(f"head dim must be one of {HEAD_DIMS}, got {head_dim}")
+        raise ValueError(
+            f"head dim must be a multiple of 8 from {HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, "
+            f"got {head_dim}"
+        )
     return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib)
 
 
