@@ -31,8 +31,9 @@ default_problems=(
   "B8-k8k|--batch 8 --head-dim 128 --q-len 1 --k-lens 8k"
   "B32-k4k|--batch 32 --head-dim 128 --q-len 1 --k-lens 4k"
   "B1-k128k|--batch 1 --head-dim 128 --q-len 1 --k-lens 128k"
-  "B64-k1k|--batch 64 --head-dim 128 --q-len 1 --k-lens 1k"
   "B4-q4-k16k-D64|--batch 4 --head-dim 64 --q-len 4 --k-lens 16k"
+  "B64-k1k|--batch 64 --head-dim 128 --q-len 1 --k-lens 1k"
+  "D96-prefill|--batch 2 --head-dim 96 --seq-lens 4k --mask causal"
 )
 problems=("${default_problems[@]}")
 if [[ -n ${PROBLEMS:-} ]]; then IFS=';' read -r -a problems <<< "$PROBLEMS"; fi
