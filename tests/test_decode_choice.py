@@ -142,3 +142,13 @@ def test_the_workbench_leaves_the_decode_form_to_the_tuner_unless_a_preset_sets_
         KernelConfig(**{knobs.TUNER.name: True, "pack_gqa": True, "kv_splits": None})
     )
     assert preset["pack_gqa"] is True and preset["kv_splits"] is None
+
+
+def test_decode_classes_that_split_differently_are_tuned_apart() -> None:
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    from kernels.cutile.tuner import decode_key
+
+    # B=1 and B=8 at 8 KV heads, 8k keys: the model splits 16 and 2 ways apart.
+    assert decode_key(1, 8, 4) != decode_key(8, 8, 4)
+    assert decode_key(5, 8, 4) == decode_key(8, 8, 4)  # a power-of-two bucket of slices
+    assert decode_key(8, 8, 4) != decode_key(8, 8, 64)

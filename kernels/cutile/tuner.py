@@ -64,7 +64,8 @@ def problem_key(
 def decode_key(batch: int, kv_heads: int, rows: int) -> str:
     """What a decode-bound problem's cache key adds: the grid's slices (batch × KV heads, in
     power-of-two buckets) and the packed rows, which set the split count that wins."""
-    return f"|decode s{n_bucket(batch * kv_heads)} r{rows}"
+    slices = batch * kv_heads
+    return f"|decode s{1 << max(slices - 1, 0).bit_length()} r{rows}"
 
 
 def _read_cache(path: Path) -> dict[str, Any]:
