@@ -769,8 +769,8 @@ class ProblemAxis:
         return self.short.get(value, str(value))
 
 
-# cuTile tiles are powers of two; the cuTile kernel is tuned and tested from 64 up (the CPU
-# reference also runs 32).
-HEAD_DIM = ProblemAxis("head_dim", (32, 64, 128, 256), {CUTILE: (64, 128, 256)})
+# Every multiple of 8 from 32 to 256 (a 16-byte row): the cuTile kernel pads the others to a
+# power-of-two tile (kernels.head_dims), so every backend's list is this one.
+HEAD_DIM = ProblemAxis("head_dim", tuple(range(32, 257, 8)))
 DTYPE = ProblemAxis("dtype", ("float16", "bfloat16"), short={"float16": "fp16", "bfloat16": "bf16"})
 DTYPE_ITEMSIZE = {"float16": 2, "bfloat16": 2}

@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from kernels.head_dims import tile_head_dim
 from kernels.knobs import KNOBS, TUNABLE, check_launch, launch_violations
 from kernels.schedule import TILE_KNOBS, tile_shape
 
@@ -189,6 +190,7 @@ def search_space(arch: str, head_dim: int = 128, mask: str | None = None) -> lis
     is capped at 128x64 to keep register use sane, Hopper adding 128-row tiles over 8 worker
     warps (``_D256_EXTRA``); for head_dim 64, Hopper adds wider tiles (``_D64_EXTRA``).
     """
+    head_dim = tile_head_dim(head_dim)  # a padded head dim tunes as its tile's width
     table = SEARCH_SPACES.get(arch)
     if table is None:
         table = _SM120 if arch.startswith("sm_12") else _SM80

@@ -63,7 +63,7 @@ SWEEP_BAD = [
     ("kv_heads", ["--kv-heads", "0"]),
     ("kv_heads", ["--heads", "2", "--kv-heads", "4"]),
     ("kv-heads", ["--kv-heads", "x"]),
-    ("head_dim", ["--head-dim", "48"]),
+    ("head_dim", ["--head-dim", "44"]),
     ("head_dim", ["--head-dim", "0"]),
     ("head-dim", ["--head-dim", "sixty"]),
     ("dtype", ["--dtype", "float32"]),

@@ -93,6 +93,19 @@ PERSISTENT_128 = dict(
             kv_splits=16,
             pack_gqa=True,
         ),
+        # Head dims that pad to a power-of-two tile (every K/V load checked): Phi-3's 96 in
+        # the decode form with 16 splits, StableLM's 80 in the persistent grid.
+        dict(
+            mask="none",
+            q_len=1,
+            k_len=32768,
+            tile_n=128,
+            head_dim=96,
+            kv_splits=16,
+            pack_gqa=True,
+            dtype="bfloat16",
+        ),
+        dict(PERSISTENT_128, head_dim=80, q_len=1000),
         # Speculative decode, bottom-right causal, ragged keys, LSE, 4 splits, D 64.
         dict(
             mask="causal",
@@ -131,6 +144,8 @@ PERSISTENT_128 = dict(
         "causal-persistent-128x128-ww8-lse-map",
         "causal-persistent-64x64-bf16-d64",
         "decode-packed-split16-bf16",
+        "decode-packed-split16-bf16-d96-padded",
+        "none-persistent-128x128-ww8-d80-padded",
         "decode-packed-causal-ragged-split4-lse-d64",
         "decode-packed-onesplit-nosplit-loop-exact-lse",
     ],

@@ -61,6 +61,7 @@ BlockOptions = constant_group(
     K_LATENCY=int,
     V_LATENCY=int,
     POLY_COLS=int,  # score columns per block whose exp2 is a polynomial (unmasked blocks)
+    D_PADDED=bool,  # TILE_D is the head dim padded to a power of two: every K/V load checked
 )
 
 
@@ -172,7 +173,7 @@ def softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
     b, hk, j = where
     m_i, l_i, acc = state
     rows_ip, cols_tile, k_len, window, qk_scale_log2 = edge
-    MASK, FAST_MATH, _, V_LATENCY, POLY_COLS = OPTS
+    MASK, FAST_MATH, _, V_LATENCY, POLY_COLS, D_PADDED = OPTS
     TILE_D = acc.shape[1]
     TILE_N = cols_tile.shape[1]
     if masked:
@@ -196,7 +197,8 @@ def softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS):
     l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
     acc = acc * alpha  # [TILE_M, TILE_D]
 
-    if CHECKED:
+    # A padded head dim's columns past the array's come in as zeros only through a checked load.
+    if CHECKED or D_PADDED:
         v = ct.load(
             V,
             index=(b, hk, j, 0),
@@ -220,7 +222,7 @@ def block_step(q, K, V, where, state, edge, CHECKED, masked, OPTS):
     """One online-softmax step over key block ``where[2]``: scores, then the update."""
     _, cols_tile, _, _, _ = edge
     K_LATENCY = OPTS[2]
-    qk = scores(q, K, where, CHECKED, K_LATENCY, cols_tile.shape[1])
+    qk = scores(q, K, where, CHECKED or OPTS[5], K_LATENCY, cols_tile.shape[1])
     return softmax_update(qk, V, where, state, edge, CHECKED, masked, OPTS)
 
 

@@ -76,7 +76,7 @@ def fmha_decode_kernel(
 ):
     """One (row block, batch·head, split) per CTA."""
     TILE_M, TILE_N, TILE_D = TILE
-    MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
+    MASK, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
     K_SPLIT, WITH_LSE, STORE_TMA, SPLIT, WITH_MAP = SWITCHES
     rb = ct.bid(0)
     bh = ct.bid(1)
@@ -130,7 +130,7 @@ def fmha_decode_kernel(
     acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)
-    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)  # masked blocks: no polynomial
+    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # masked: no polynomial
     opts_unmasked = OPTS
 
     if K_SPLIT:

@@ -86,7 +86,7 @@ def fmha_fwd_persistent_kernel(
     (bench/results/experiments/h200-explore-persistent-pairs.md).
     """
     TILE_M, TILE_N, TILE_D = TILE
-    _, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
+    _, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
     K_SPLIT, WITH_LSE, WITH_MAP, STORE_TMA, Q_HALVES, EVEN_K, Q_PREFETCH, PAIRED_K = SWITCHES
     n_heads = Q.shape[1]
     k_len = K.shape[2]
@@ -97,7 +97,7 @@ def fmha_fwd_persistent_kernel(
     even_k_blocks = k_len // TILE_N
     n_k_blocks = ct.cdiv(k_len, TILE_N)
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
-    opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0)  # the ragged block: no polynomial
+    opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # the ragged block: no polynomial
     opts_unmasked = OPTS
 
     q = load_q(Q, tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, Q_HALVES)
@@ -187,7 +187,7 @@ def fmha_fwd_causal_persistent_kernel(
     bench/results/experiments/h200-explore-causal-persistent.md.
     """
     TILE_M, TILE_N, TILE_D = TILE
-    _, FAST_MATH, K_LATENCY, _, _ = OPTS
+    _, FAST_MATH, K_LATENCY, _, _, D_PADDED = OPTS
     WITH_LSE, WITH_MAP, STORE_TMA, Q_HALVES = SWITCHES
     n_heads = Q.shape[1]
     k_len = K.shape[2]
@@ -218,7 +218,7 @@ def fmha_fwd_causal_persistent_kernel(
         if WITH_MAP:
             ct.store(Order, (bh, qb), i * n_programs + pid)
         for j in range(0, diag + 1):
-            qk = scores(q, K, (b, hk, j), False, K_LATENCY, TILE_N)
+            qk = scores(q, K, (b, hk, j), D_PADDED, K_LATENCY, TILE_N)
             if j == diag:  # the diagonal: the same triangle in every tile
                 qk = ct.where(cols_tile <= rows_local, qk, NEG_INF)
             state = softmax_update(qk, V, (b, hk, j), state, edge, False, False, OPTS)

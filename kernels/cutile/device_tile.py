@@ -53,7 +53,7 @@ def fmha_fwd_kernel(
     """Attention for every mask, one CTA per tile; the program id picks the tile, in plain or
     heavy-first order (``remap_group``)."""
     TILE_M, TILE_N, TILE_D = TILE
-    MASK, FAST_MATH, K_LATENCY, V_LATENCY, _ = OPTS
+    MASK, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
     K_SPLIT, WITH_LSE, WITH_MAP, PIPELINE, STORE_TMA = SWITCHES
     n_heads = Q.shape[1]
     q_len = Q.shape[2]
@@ -125,7 +125,7 @@ def fmha_fwd_kernel(
     acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
-    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0)  # masked blocks: no polynomial
+    opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # masked: no polynomial
     opts_unmasked = OPTS
 
     if WITH_MAP:
@@ -139,9 +139,9 @@ def fmha_fwd_kernel(
             # tensor cores have work while the exp2s run (FlashAttention-3's intra-warpgroup
             # overlap, written out by hand; costs one more [TILE_M, TILE_N] score tile).
             if full_hi > full_lo:
-                qk = scores(q, K, (b, hk, full_lo), False, K_LATENCY, TILE_N)
+                qk = scores(q, K, (b, hk, full_lo), D_PADDED, K_LATENCY, TILE_N)
                 for j in range(full_lo, full_hi - 1):
-                    qk_next = scores(q, K, (b, hk, j + 1), False, K_LATENCY, TILE_N)
+                    qk_next = scores(q, K, (b, hk, j + 1), D_PADDED, K_LATENCY, TILE_N)
                     state = softmax_update(
                         qk, V, (b, hk, j), state, edge, False, False, opts_unmasked
                     )

@@ -27,6 +27,9 @@ import cuda.tile as ct
 import numpy as np
 
 from kernels import knobs as registry
+from kernels.cutile.combine_shape import (
+    combine_tile,
+)
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.device import Members
 from kernels.cutile.device_decode import fmha_decode_combine_kernel, fmha_decode_kernel
@@ -35,6 +38,7 @@ from kernels.cutile.device_persistent import (
     fmha_fwd_persistent_kernel,
 )
 from kernels.cutile.device_tile import fmha_fwd_kernel
+from kernels.head_dims import pads_head_dim, tile_head_dim
 from kernels.schedule import (
     auto_kv_splits,
     blocks_per_split,
@@ -70,13 +74,6 @@ _KERNELS = {
 # ~150 KB of shared memory: one CTA an SM; auto at 2 a SM was 4-20 % slower on the H200,
 # docs/experiments.md).
 DECODE_CTAS_PER_SM = 1
-# The combine's tile: at most this many rows and head-dim columns, and [splits, rows, columns]
-# of float32 within this many elements (the head dim goes in column blocks over grid axis 2).
-# On the H200 (tileiras 13.4) every combine of 64 or 128 columns that ran met a misaligned
-# address and every one of 8-32 columns ran right (bench/results/experiments/h200-decode-*).
-COMBINE_ROWS = 16
-COMBINE_COLUMNS = 32
-COMBINE_ELEMENTS = 4096
 # CTAs of the combine an SM holds at once, by whether it writes the LSE. Without a hint tileiras
 # gave its 256 threads 255 registers, one CTA an SM: at q_len 16 (1,024 CTAs at B=8) the combine
 # ran in 8 waves and cost ~10 µs on the H200 where one wave costs ~3. At 4 it takes 64 registers
@@ -401,7 +398,11 @@ def plan(
     then = None
     if layout is not None and layout.splits > 1:
         tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.head_dim)
-        combine_grid = (-(-layout.rows // tile_r), p.batch * layout.heads, p.head_dim // tile_dc)
+        combine_grid = (
+            -(-layout.rows // tile_r),
+            p.batch * layout.heads,
+            -(-p.head_dim // tile_dc),
+        )
         combine_sources = {
             **sources,
             "TILE_S": lambda: tile_s,
@@ -411,21 +412,6 @@ def plan(
         }
         then = LaunchPlan(COMBINE, combine_grid, _values(COMBINE, combine_sources))
     return LaunchPlan(form, grid, _values(form, sources), then)
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def combine_tile(splits: int, rows: int, head_dim: int) -> tuple[int, int, int]:
-    """The combine kernel's (splits padded, rows, head-dim columns) per CTA: every split in one
-    load, at most :data:`COMBINE_ROWS` rows, at most :data:`COMBINE_COLUMNS` columns, and
-    fewer to keep the tile near :data:`COMBINE_ELEMENTS` (at least 8: a 16-byte row of the
-    16-bit output)."""
-    tile_s = _pow2(splits)
-    tile_r = min(_pow2(rows), COMBINE_ROWS)
-    tile_dc = min(head_dim, COMBINE_COLUMNS, max(8, COMBINE_ELEMENTS // (tile_s * tile_r)))
-    return tile_s, tile_r, tile_dc
 
 
 def _values(form: str, sources: dict[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -536,7 +522,8 @@ def _sources(
             for knob in registry.KNOBS.values()
             if knob.constant and knob.launch
         },
-        "TILE_D": lambda: p.head_dim,
+        "TILE_D": lambda: tile_head_dim(p.head_dim),
+        "D_PADDED": lambda: pads_head_dim(p.head_dim),
         "MASK": lambda: MASK_CODES[mask],
         "WITH_LSE": lambda: bool(with_lse),
         "WITH_MAP": lambda: bool(with_map),

@@ -34,6 +34,7 @@ from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import check_arch
 from kernels.cutile.forms import Problem
 from kernels.cutile.launches import PreparedLaunch, launcher
+from kernels.decode_choice import front_door_knobs
 from kernels.schedule import MASK_MODES
 
 # The kernel's tiles and worker-warp counts (tileiras 13.4: 4 and 8), from the registry.
@@ -86,7 +87,10 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads}) for GQA")
     if head_dim not in HEAD_DIMS:
-        raise ValueError(f"head dim must be one of {HEAD_DIMS}, got {head_dim}")
+        raise ValueError(
+            f"head dim must be a multiple of 8 from {HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, "
+            f"got {head_dim}"
+        )
     return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib)
 
 
@@ -160,7 +164,10 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     ``input_pos=0``, ``window=None``, ``return_lse=False``, ``out=None``, ``stream=None``,
     ``layout="bhnd"``, and the launch knobs of :class:`LaunchConfig` (the registry,
     :data:`kernels.knobs.KNOBS`, has each one's default, values and meaning); see
-    :func:`prepare`.
+    :func:`prepare`. On a problem bound by reading K and V (few query rows per KV head, a long
+    key range: :func:`kernels.decode_choice.decode_bound`) the knobs left out take the decode
+    presets' values (packed heads, auto key splits, 32 KB key blocks) unless the call gives
+    the split count or the packing itself.
 
     ``layout``: ``"bhnd"`` takes q, k, v (and gives ``out``) as (B, H, N, D); ``"bnhd"`` as
     (B, N, H, D), the layout a model's projections produce. Either way the arrays may be
@@ -344,6 +351,8 @@ def _request(
         out = None if out is None else _in_layout(out, layout)
     p = check_inputs(q, k, v)
     check_mask(mask, input_pos, window)
+    # A problem bound by reading K and V runs the decode form unless the caller chose a form.
+    knobs = front_door_knobs(knobs, p.group, p.q_len, p.k_len, p.head_dim, mask)
     config = LaunchConfig.of(knobs)
     if scale is None:
         scale = forms.default_scale(p.head_dim)

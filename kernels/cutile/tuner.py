@@ -17,7 +17,7 @@ from typing import Any
 import cuda.tile as ct
 
 from kernels.cutile import forms
-from kernels.cutile.arrays import default_stream, device_id, empty, synchronize
+from kernels.cutile.arrays import default_stream, device_id, empty, sm_count, synchronize
 from kernels.cutile.diagnostics import (
     CompilerFailedError,
     friendly_errors,
@@ -27,6 +27,7 @@ from kernels.cutile.diagnostics import (
 from kernels.cutile.forms import Problem, grid_form
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
 from kernels.cutile.launches import Allocator, launch_of, launcher
+from kernels.decode_choice import DECODE_SEARCHED, decode_bound, decode_candidates
 from kernels.knobs import FIXED_IN_TUNING, KNOBS, TUNABLE, applies
 from kernels.measure import (
     GRAPH_REPLAYS,
@@ -58,6 +59,13 @@ def problem_key(
     arch: str, dtype: str, head_dim: int, mask: str, group: int, q_len: int, k_len: int
 ) -> str:
     return f"{arch}|{dtype}|d{head_dim}|{mask}|g{group}|n{n_bucket(max(q_len, k_len))}"
+
+
+def decode_key(batch: int, kv_heads: int, rows: int) -> str:
+    """What a decode-bound problem's cache key adds: the grid's slices (batch × KV heads, in
+    power-of-two buckets) and the packed rows, which set the split count that wins."""
+    slices = batch * kv_heads
+    return f"|decode s{1 << max(slices - 1, 0).bit_length()} r{rows}"
 
 
 def _read_cache(path: Path) -> dict[str, Any]:
@@ -169,7 +177,22 @@ def autotune(
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
     path = Path(cache_path) if cache_path is not None else default_cache_path()
     fixed = _fixed_in_tuning(fixed_knobs)
-    candidates = configs or search_space(arch, p.head_dim, mask)
+    # Bound by reading K and V, with the decode form left to the tuner: search the decode
+    # presets' config and its neighbours, not the prefill table (issue #52).
+    decode = (
+        configs is None
+        and not any(name in fixed_knobs for name in DECODE_SEARCHED)
+        and decode_bound(p.group, p.q_len, p.k_len, mask)
+    )
+    if decode:
+        key += decode_key(p.batch, p.kv_heads, p.group * p.q_len)
+        fixed = {name: value for name, value in fixed.items() if name not in DECODE_SEARCHED}
+        slots = sm_count(device_id(q, p.lib) or 0, p.lib) * forms.DECODE_CTAS_PER_SM
+        candidates = decode_candidates(
+            p.batch, p.kv_heads, p.group, p.q_len, p.k_len, p.head_dim, slots
+        )
+    else:
+        candidates = configs or search_space(arch, p.head_dim, mask)
     # A winner only stands for the space it won in: a new release's space (or the caller's
     # own list) is searched again rather than answered from a stale cache entry.
     space_id = space_digest(candidates)
@@ -216,6 +239,22 @@ def autotune(
         return cfg.hints()
 
     t0 = time.perf_counter()
+    if decode:
+        # cuTile's search would time the split kernel without its combine: every candidate
+        # goes straight to the second stage, which times the whole call (the decode preset's
+        # config among them, so the pick is never slower than the preset's by this timing).
+        with friendly_errors(), ct.compiler_timeout(compile_timeout_s):
+            best_config, sustained = _sustained_pick(
+                space, p, (q, k, v, scratch), scale=scale, mask=mask,
+                input_pos=int(input_pos), window=window,
+            )  # fmt: skip
+        best_us = min(sustained.values())
+        chosen = dataclasses.asdict(best_config)
+        tuning = _tuning_record(
+            p, arch, space_id, len(space), t0, best_us, None, best_config, sustained, []
+        )
+        tuning["decode"] = True
+        return _store(path, key, chosen, tuning)
     with friendly_errors(), ct.compiler_timeout(compile_timeout_s):
         try:
             result = ct.tune.exhaustive_search(
@@ -249,17 +288,38 @@ def autotune(
                 input_pos=int(input_pos), window=window,
             )  # fmt: skip
     chosen = dataclasses.asdict(best_config)  # complete kwargs, defaults filled in
-    tuning = {
-        "mean_us": result.best.mean_us,
-        "error_margin_us": result.best.error_margin_us,
-        "search_best": {kk: getattr(result.best.config, kk) for kk in TUNED_KEYS},
+    failed = [
+        [{kk: getattr(c, kk) for kk in TUNED_KEYS}, e.__name__, m.splitlines()[0] if m else ""]
+        for c, e, m in result.failures
+    ]
+    tuning = _tuning_record(
+        p, arch, space_id, len(space), t0, result.best.mean_us, result.best.error_margin_us,
+        result.best.config, sustained, failed,
+    )  # fmt: skip
+    return _store(path, key, chosen, tuning)
+
+
+def _tuning_record(
+    p: Problem,
+    arch: str,
+    space_id: str,
+    tried: int,
+    t0: float,
+    mean_us: float,
+    error_margin_us: float | None,
+    search_best: LaunchConfig,
+    sustained: dict[str, float],
+    failed: list[Any],
+) -> dict[str, Any]:
+    """How a winner was chosen, as the cache stores it beside the config."""
+    return {
+        "mean_us": mean_us,
+        "error_margin_us": error_margin_us,
+        "search_best": {kk: getattr(search_best, kk) for kk in TUNED_KEYS},
         "sustained_us": sustained,
-        "tried": len(space),
+        "tried": tried,
         "space": space_id,
-        "failed": [
-            [{kk: getattr(c, kk) for kk in TUNED_KEYS}, e.__name__, m.splitlines()[0] if m else ""]
-            for c, e, m in result.failures
-        ],
+        "failed": failed,
         "seconds": round(time.perf_counter() - t0, 1),
         "measured_arch": arch in MEASURED_ARCHS,
         "cuda_tile": getattr(ct, "__version__", None),
@@ -273,6 +333,10 @@ def autotune(
         },
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+
+
+def _store(path: Path, key: str, chosen: dict[str, Any], tuning: dict[str, Any]) -> dict[str, Any]:
+    """Remember a winner under ``key`` and return it as :func:`autotune` does."""
     data = _read_cache(path)
     data[key] = {"config": chosen, "tuning": tuning}
     with contextlib.suppress(OSError):  # a read-only home must not fail a good tuning result
@@ -364,8 +428,9 @@ def _sustained_pick(
                 samples[i].append(us)
     medians = [statistics.median(s) for s in samples]
     best = min(range(len(runs)), key=lambda i: medians[i])
+    shown = (*TUNED_KEYS, *DECODE_SEARCHED)
     table = {
-        json.dumps({kk: getattr(c, kk) for kk in TUNED_KEYS}, sort_keys=True): round(us, 2)
+        json.dumps({kk: getattr(c, kk) for kk in shown}, sort_keys=True): round(us, 2)
         for c, us in zip(finalists, medians, strict=True)
     }
     return finalists[best], table

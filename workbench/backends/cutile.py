@@ -24,6 +24,7 @@ from kernels.cutile.arrays import (
     to_kernel_dtype,
 )
 from kernels.cutile.diagnostics import assess
+from kernels.decode_choice import DECODE_SEARCHED
 from kernels.schedule import Schedule
 from workbench.backends.base import Availability, OpenPoint, PointResult
 from workbench.backends.cupy_base import CupyBackend
@@ -48,8 +49,13 @@ def launch_knobs(config: KernelConfig) -> dict[str, Any]:
 
 def tuning_fixed(config: KernelConfig) -> dict[str, Any]:
     """The launch knobs the tuner keeps as the config has them (the ones it does not search,
-    :data:`kernels.knobs.FIXED_IN_TUNING`)."""
-    return {name: getattr(config, name) for name in knobs.FIXED_IN_TUNING}
+    :data:`kernels.knobs.FIXED_IN_TUNING`); the decode ones only where the config sets them
+    (a preset), so that on a decode-bound problem the tuner searches the decode form."""
+    fixed = {name: getattr(config, name) for name in knobs.FIXED_IN_TUNING}
+    for name in DECODE_SEARCHED:
+        if fixed[name] == knobs.KNOBS[name].default:
+            del fixed[name]
+    return fixed
 
 
 def _kernel_module() -> Any:
