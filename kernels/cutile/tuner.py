@@ -280,7 +280,7 @@ def autotune(
     ranked = sorted(result.successes, key=lambda m: m.mean_us)
     finalists = sustained_finalists([m.config for m in ranked])
     best_config = result.best.config
-    sustained: dict[str, float] = {}
+    sustained = {}  # typed by the decode branch above
     if len(finalists) > 1 and result.best.mean_us >= SUSTAINED_MIN_US:
         with friendly_errors():
             best_config, sustained = _sustained_pick(
