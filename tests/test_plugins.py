@@ -314,3 +314,72 @@ def test_the_torch_example_is_listed_unavailable_without_torch_and_runs_with_it(
         assert swept.returncode == 0, swept.stderr
         (run,) = json.loads(swept.stdout)["runs"]
         assert all(p["rel_err"] < 1e-2 for p in run["points"])
+
+
+RULED = """
+from workbench.backends import Capabilities, Knob, Rule, declare
+
+def attention(q, k, v, *, problem, config, knobs):
+    return q
+
+BACKENDS = (
+    declare(
+        "ruled",
+        "a plugin with a rule",
+        attention,
+        capabilities=Capabilities(masks=("none", "window")),
+        knobs=(Knob("chunk", int, 32, (32, 64, 128), "--plugin-knob chunk", "Chunk", "rows"),),
+        rules=(
+            Rule(
+                "chunk", ("mask",), lambda v, m: m == "window" and v["chunk"] > 64,
+                lambda v, m: "a window takes chunks of 64 rows or fewer", "a window",
+            ),
+        ),
+    ),
+)
+"""
+
+
+def test_a_plugins_rules_and_capabilities_refuse_in_the_words_typed_before_anything_is_written(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    path = plugin_file(tmp_path, RULED)
+    db = tmp_path / "runs.db"
+    sweep = ["--plugin", path, "--plugin", path, "sweep", "--db", db, "--backend", "ruled", *SMALL]
+    ruled = run_cli(*sweep, "--mask", "window", "--window", "16", "--plugin-knob", "chunk=128")
+    assert ruled.code == 2
+    assert ruled.err_lines == [
+        "error: --plugin-knob chunk=128: a window takes chunks of 64 rows or fewer"
+    ]
+    causal = run_cli(*sweep, "--mask", "causal")
+    assert causal.code == 2
+    assert causal.err_lines == ["error: --mask causal: ruled takes none, window"]
+    assert not db.exists()
+
+
+def test_an_edited_plugin_file_is_imported_afresh_in_the_same_engine_child(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Copy the example, run it, change one line, run again from the same process: the engine
+    child (the same one) runs the new code, and each run stores the hash of what it ran."""
+    from workbench.backends.isolated import shared_engine
+
+    mine = tmp_path / "my_softcap.py"
+    mine.write_text(NUMPY_EXAMPLE.read_text())
+    db = tmp_path / "runs.db"
+    sweep = ["--plugin", mine, "sweep", "--db", db, "--backend", "numpy-softcap", *SMALL, "--json"]
+    first = run_cli(*sweep)
+    assert first.code == 0, first.err
+    child = shared_engine().pid
+    line = "scores = capped((q[:, :, rows] @ keys_t) * scale, knobs)"
+    assert line in mine.read_text()
+    mine.write_text(mine.read_text().replace(line, line.replace("* scale", "* scale * 3")))
+    second = run_cli(*sweep)
+    assert second.code in (0, 1), second.err
+    assert shared_engine().pid == child
+    (before,) = json.loads(first.out)["runs"]
+    (after,) = json.loads(second.out)["runs"]
+    assert before["machine"]["plugin_sha256"] != after["machine"]["plugin_sha256"]
+    assert after["machine"]["plugin_sha256"] == hashlib.sha256(mine.read_bytes()).hexdigest()
+    assert all(p["rel_err"] < 1e-2 for p in before["points"])
+    assert all(p["rel_err"] > 1e-2 for p in after["points"])  # the edit's wrong scale shows

@@ -110,26 +110,28 @@ class BackendDeclaration:
         return {knob.name: knob.default for knob in self.knobs}
 
 
-def knob_violation(declaration: BackendDeclaration, values: Mapping[str, Any], mask: str) -> str:
+def knob_violation(
+    declaration: BackendDeclaration, values: Mapping[str, Any], mask: str
+) -> knobs.Violation | None:
     """The first of ``declaration``'s own knob values (its defaults, under ``values``) that its
-    knobs or rules refuse, as ``name=value: why``; empty when none is."""
+    knobs or rules refuse under ``mask``; None when none is."""
     own = {knob.name: knob for knob in declaration.knobs}
     merged = {**declaration.knob_defaults(), **values}
     for name, value in merged.items():
         knob = own.get(name)
         if knob is None:
             known = ", ".join(own) or "none"
-            return f"{name}: {declaration.name} has no such knob (its knobs: {known})"
+            return knobs.Violation(name, value, f"{declaration.name} has no such knob ({known})")
         if value not in knob.values:
-            return f"{name}={value!r}: {knob.expected()}"
+            return knobs.Violation(name, value, knob.expected())
     for rule in declaration.rules:
         if rule.requires:
             broken = merged[rule.field] != own[rule.field].default and not rule.test(merged, mask)
         else:
             broken = rule.test(merged, mask)
         if broken:
-            return f"{rule.field}={merged[rule.field]!r}: {rule.why(merged, mask)}"
-    return ""
+            return knobs.Violation(rule.field, merged[rule.field], rule.why(merged, mask))
+    return None
 
 
 def validate(declaration: Any, where: str, taken: frozenset[str] = frozenset()) -> None:
@@ -176,6 +178,12 @@ def validate(declaration: Any, where: str, taken: frozenset[str] = frozenset()) 
                 f"{knob.name}: default {knob.default!r} is not one of its values "
                 f"({knob.values_text()})",
             )
+        if knob.name in knobs.KNOBS or knob.name in ("mask", "window"):
+            raise DeclarationError(
+                where, f"{label}.name", f"{knob.name!r} is the workbench's own; name it apart"
+            )
+        if knob.name in names:
+            raise DeclarationError(where, f"{label}.name", f"{knob.name!r} declared twice")
         names.add(knob.name)
     for index, rule in enumerate(declaration.rules):
         for read in (rule.field, *rule.reads):

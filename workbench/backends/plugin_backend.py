@@ -150,10 +150,9 @@ class PluginBackend(Backend):
             raise ConfigError("q_len", problem.q_len, f"{who} runs q_len = k_len only")
         if config.bnhd_inputs and "bnhd" not in caps.layouts:
             raise ConfigError("bnhd_inputs", True, f"{who} takes (B, H, N, D) inputs only")
-        why = knob_violation(self.declaration_view(), self.knob_values, config.mask)
-        if why:
-            name = why.split("=")[0].split(":")[0]
-            raise ConfigError("plugin_knob", self.knob_values.get(name), why)
+        refused = knob_violation(self.declaration_view(), self.knob_values, config.mask)
+        if refused is not None:  # named as the command line sets it
+            raise ConfigError(f"--plugin-knob {refused.field}", refused.value, refused.reason)
 
     def declaration_view(self) -> BackendDeclaration:
         p = self.plugin

@@ -73,8 +73,11 @@ def apply_command_line(argv: Sequence[str]) -> list[str]:
     loaded: list[BackendDeclaration] = []
     resolved = []
     for path in paths or plugin_paths():
+        absolute = str(Path(path).expanduser().resolve())
+        if absolute in resolved:  # the same file twice is one plugin
+            continue
         loaded += file_declarations(path, builtin | {d.name for d in loaded})
-        resolved.append(str(Path(path).expanduser().resolve()))
+        resolved.append(absolute)
     knob_values = dict(parse_knob(text, loaded) for text in settings)
     os.environ[ENV_PLUGINS] = os.pathsep.join(resolved)
     if settings:
