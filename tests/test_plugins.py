@@ -193,6 +193,11 @@ def test_a_plugin_file_that_cannot_load_is_one_line_and_the_built_ins_still_run(
 def test_a_missing_plugin_file_and_a_bad_knob_value_name_what_was_typed(
     run_cli: Callable[..., Any], tmp_path: Path
 ) -> None:
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    blocked = run_cli("--plugin", fifo, "backends")
+    assert blocked.code == 2
+    assert blocked.err_lines == [f"error: {fifo}: --plugin: not a regular file"]
     missing = run_cli("--plugin", tmp_path / "nope.py", "backends")
     assert missing.code == 2 and missing.err_lines == [
         f"error: {tmp_path / 'nope.py'}: --plugin: no such file"

@@ -11,7 +11,7 @@ computes in the supervised engine child.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernels import knobs
@@ -53,15 +53,6 @@ class Capabilities:
     head_dims: tuple[int, ...] | None = None
     decode: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "layouts": list(self.layouts),
-            "dtypes": list(self.dtypes),
-            "masks": list(self.masks),
-            "head_dims": None if self.head_dims is None else list(self.head_dims),
-            "decode": self.decode,
-        }
-
 
 @dataclass(frozen=True)
 class PluginSource:
@@ -101,7 +92,6 @@ class BackendDeclaration:
     probe: Callable[[], Availability] | None = None
     notes: str = ""
     source: PluginSource | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def make(self) -> Backend:
         return self.factory()

@@ -81,6 +81,8 @@ def file_declarations(
         if not init.is_file():
             raise DeclarationError(path_text, PLUGIN_FLAG, "a folder without __init__.py")
         path = init
+    if not path.is_file():  # a FIFO or a device would block or never end the read
+        raise DeclarationError(path_text, PLUGIN_FLAG, "not a regular file")
     if path.suffix != ".py":
         raise DeclarationError(path_text, PLUGIN_FLAG, "expected a Python file (.py)")
     try:
