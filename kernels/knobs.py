@@ -339,6 +339,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in _KNOBS}
 # column order holds for old knobs and every new knob appends.
 MASK_FIELDS_AFTER = "remap"
 EXPOSED: tuple[Knob, ...] = tuple(k for k in _KNOBS if k.exposed)
+# The switch a form shows first: it decides the tiles the other knobs set.
+FORM_FIRST = "autotune"
 # The kernel's LaunchConfig: its fields, in order, and their defaults.
 LAUNCH: dict[str, Any] = {k.name: k.default for k in _KNOBS if k.launch}
 # What the tuner's search space sets; the other launch knobs are the caller's (fixed in tuning).

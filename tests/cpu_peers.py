@@ -82,8 +82,8 @@ def register(monkeypatch: Any) -> None:
     import workbench.backends as backends
 
     for cls in (SecondReference, UnavailablePeer, Flaky, SmallOnly, FlashLike, BrokenOpen):
-        monkeypatch.setitem(backends._REGISTRY, cls.name, f"{__name__}:{cls.__name__}")
-    monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
+        declared = backends.BackendDeclaration(cls.name, cls.description, cls, in_engine=False)
+        monkeypatch.setitem(backends._REGISTRY, cls.name, declared)
     monkeypatch.setattr(Flaky, "gone", None)
 
 

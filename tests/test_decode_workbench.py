@@ -6,6 +6,7 @@ peers' decode notes, and the decode ladder."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sqlite3
@@ -109,11 +110,13 @@ def test_a_hand_stated_decode_sweep_on_cutiles_tile_form_says_how_to_run_its_dec
     run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import workbench.backends as backends
+    from tests.cpu_peers import CutileStandIn
 
-    monkeypatch.setitem(backends._REGISTRY, "cutile", "tests.cpu_peers:CutileStandIn")
     # The stand-in computes here, not in the GPU engine's child (which would import the real one).
-    gpu = tuple(name for name in backends.GPU_BACKENDS if name != "cutile")
-    monkeypatch.setattr(backends, "GPU_BACKENDS", type(backends.GPU_BACKENDS)(gpu))
+    stand_in = dataclasses.replace(
+        backends._REGISTRY["cutile"], factory=CutileStandIn, in_engine=False
+    )
+    monkeypatch.setitem(backends._REGISTRY, "cutile", stand_in)
     note = "note: cuTile runs this decode sweep on its prefill tile form"
     small = [*SMALL, "--head-dim", "64"]  # a head dim the cuTile kernel takes
     plain = run_cli("sweep", *small, "--backend", "cutile", "--k-lens", "256")

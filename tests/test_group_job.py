@@ -33,9 +33,9 @@ class GoneBackend(ReferenceBackend):
 
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(backends._REGISTRY, "reference-b", f"{__name__}:SecondReference")
-    monkeypatch.setitem(backends._REGISTRY, "gone", f"{__name__}:GoneBackend")
-    monkeypatch.setattr(backends, "BACKEND_NAMES", tuple(backends._REGISTRY))
+    for cls in (SecondReference, GoneBackend):
+        declared = backends.BackendDeclaration(cls.name, cls.description, cls, in_engine=False)
+        monkeypatch.setitem(backends._REGISTRY, cls.name, declared)
 
 
 def spec(**kwargs: Any) -> SweepSpec:

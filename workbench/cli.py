@@ -27,6 +27,7 @@ from kernels import knobs, schedule
 from kernels.schedule import BlockKind, cdiv
 from workbench import blockmap_text, field_words
 from workbench.backends.base import BackendError, decode_form, schedule_for
+from workbench.backends.plugin_cli import knob_table, parse_with_plugins, print_plugin_knobs
 from workbench.cli_args import (
     UsageError,
     build_parser,
@@ -1108,7 +1109,7 @@ def knobs_table(arch: str | None) -> dict[str, Any]:
         for rule in knobs.ARCH_RULES
         if arch in rule.archs
     ]
-    return {"arch": arch, "knobs": rows, "not_offered": refused}
+    return {"arch": arch, "knobs": rows, "not_offered": refused, "plugin_knobs": knob_table()}
 
 
 def cmd_knobs(args: argparse.Namespace) -> int:
@@ -1136,6 +1137,7 @@ def cmd_knobs(args: argparse.Namespace) -> int:
     for refused in table["not_offered"]:
         values = knobs.KNOBS[refused["knob"]].values_text(refused["values"])
         print(f"{refused['knob']} {values}: {refused['reason']}")
+    print_plugin_knobs(table["plugin_knobs"])
     return EXIT_OK
 
 
@@ -1206,7 +1208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     typed = list(sys.argv[1:] if argv is None else argv)
     try:
         with guarded_stdout():  # a failed write to stdout is one line and exit 1
-            args = build_parser().parse_args(_join_text_values(typed))
+            args = parse_with_plugins(build_parser(), _join_text_values(typed))
             command = args.command or "gui"
             # SIGTERM stops a command like Ctrl-C; the window's Qt loop has its own way to end.
             with stop_signals(sigterm=command != "gui"):

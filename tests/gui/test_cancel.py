@@ -4,6 +4,7 @@ restarts), and the run is stored cancelled with the points that finished."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -76,7 +77,8 @@ def test_cancel_restarts_the_engine_child_of_a_gpu_style_backend(
     import workbench.backends as backends
     from workbench.backends import isolated
 
-    monkeypatch.setattr(backends, "GPU_BACKENDS", backends.GPU_BACKENDS | {"reference"})
+    in_engine = dataclasses.replace(backends._REGISTRY["reference"], in_engine=True)
+    monkeypatch.setitem(backends._REGISTRY, "reference", in_engine)
     monkeypatch.setattr(isolated, "_engine", None)
     try:
         window = make_window(timing=TIMING)

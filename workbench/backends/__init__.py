@@ -1,6 +1,8 @@
 """Backends behind one interface, looked up by name.
 
-Each entry is imported lazily, so asking what is available never loads CuPy or torch into a
+Every backend is a declaration (:mod:`workbench.backends.declaration`); what is listed, probed,
+narrowed and isolated is read from it (:mod:`workbench.backends.catalog`). Backend modules load
+CuPy or torch only when they compute, so asking what is available never loads them into a
 process that does not need them, and a broken GPU stack only makes its own entries unavailable.
 """
 
@@ -11,40 +13,60 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from kernels import knobs
+from kernels.knobs import Knob, Rule
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
 from workbench.backends.catalog import (
     _REGISTRY,
-    BACKEND_NAMES,
-    GPU_BACKENDS,
     UnknownBackend,
+    backend_names,
+    declaration_of,
+    declarations,
     load_backend,
+    runs_in_engine,
 )
+from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.isolated import IsolatedBackend
+from workbench.backends.plugin_backend import declare
 
 __all__ = [
-    "BACKEND_NAMES",
-    "GPU_BACKENDS",
     "_REGISTRY",
     "Availability",
     "Backend",
+    "BackendDeclaration",
     "BackendError",
+    "Capabilities",
+    "Knob",
     "PointResult",
+    "Rule",
     "UnknownBackend",
+    "backend_names",
     "backend_notes",
     "backend_statuses",
+    "declaration_of",
+    "declarations",
+    "declare",
     "get_backend",
     "gpu_arch",
     "knob_capability",
     "machine_summary",
     "offered_values",
+    "runs_in_engine",
 ]
+
+
+def __getattr__(attribute: str) -> object:
+    # BACKEND_NAMES and GPU_BACKENDS are read from the declarations each time (plugins too).
+    from workbench.backends import catalog
+
+    return getattr(catalog, attribute)
 
 
 def knob_capability(name: str) -> str | None:
     """The registry capability (:data:`kernels.knobs.CUTILE`) whose narrower knob values and
     architecture rules backend ``name`` follows; None for the backends that run every value the
     config takes (the CPU reference) or ignore the kernel's knobs (the peers)."""
-    return knobs.CUTILE if name == "cutile" else None
+    found = declarations().get(name)
+    return found.knob_capability if found is not None else None
 
 
 def check_offered(config: Any, backends: Sequence[str], arch: str | None) -> None:
@@ -67,18 +89,16 @@ def offered_values(
     the head dim. ``tuned``: the tuner sets the tunable knobs
     (:func:`kernels.knobs.tuned`), so those are not narrowed."""
     capability = knob_capability(name)
-    if capability is None:
-        return {}
-    from workbench.backends.cutile import KERNEL_HEAD_DIMS
-
     narrowed: dict[str, tuple[Any, ...]] = {}
-    for knob in knobs.EXPOSED:
+    for knob in knobs.EXPOSED if capability is not None else ():
         if tuned and knob.tunable:
             continue
         values = knobs.offered(knob.name, capability=capability, arch=arch)
         if values != knob.values:
             narrowed[knob.name] = values
-    narrowed["head_dim"] = KERNEL_HEAD_DIMS
+    found = declarations().get(name)
+    if found is not None and found.capabilities.head_dims is not None:
+        narrowed["head_dim"] = found.capabilities.head_dims
     return narrowed
 
 
@@ -96,7 +116,7 @@ def get_backend(name: str, *, isolated: bool = True) -> Backend:
     """The backend called ``name``; GPU backends come wrapped in the crash-isolating engine
     unless ``isolated`` is false (inside the engine child, or in GPU tests)."""
     backend = load_backend(name)
-    if isolated and name in GPU_BACKENDS:
+    if isolated and runs_in_engine(name):
         return IsolatedBackend(backend)
     return backend
 
@@ -104,26 +124,23 @@ def get_backend(name: str, *, isolated: bool = True) -> Backend:
 def backend_statuses() -> dict[str, Availability]:
     """Every backend's availability; never raises."""
     statuses = {}
-    for name in BACKEND_NAMES:
+    for name, declaration in declarations().items():
         try:
-            statuses[name] = get_backend(name).availability()
+            probe = declaration.probe or get_backend(name).availability
+            statuses[name] = probe()
         except Exception as exc:  # a broken optional stack must not take the app down
             statuses[name] = Availability(False, f"{name} failed to load: {exc}")
+    from workbench.backends.plugins import broken_entry_points
+
+    for name, why in broken_entry_points.items():  # listed, so the user sees why it is absent
+        statuses.setdefault(name, Availability(False, why))
     return statuses
 
 
 def backend_notes() -> dict[str, str]:
     """Each backend's notes (what it cannot do in decode, say), where it has any; read from
-    the class, so a backend that cannot load here still says them."""
-    notes = {}
-    for name in BACKEND_NAMES:
-        try:
-            text = load_backend(name).notes
-        except Exception:  # a broken optional stack must not take the listing down
-            continue
-        if text:
-            notes[name] = text
-    return notes
+    the declaration, so a backend that cannot load here still says them."""
+    return {name: d.notes for name, d in declarations().items() if d.notes}
 
 
 def machine_summary(statuses: dict[str, Availability] | None = None) -> str:

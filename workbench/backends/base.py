@@ -174,6 +174,20 @@ class Backend(ABC):
         """Fill the prepared launch's output buffer with NaN (when it reuses one), so that the
         checked launch proves it wrote every element."""
 
+    def check_accuracy(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        out: Any,
+        problem: Problem,
+        config: KernelConfig,
+        rng: np.random.Generator,
+    ) -> AccuracyReport:
+        """The checked launch's output against float64 attention on a sample (a plugin that
+        changes the scores on purpose checks against its own transform of them)."""
+        return check_output(q, k, v, out, problem, config, rng)
+
     def sampler(self, launch: Callable[[], Any], settings: TimingSettings) -> Sampler:
         """How this backend's launches are timed (see :mod:`workbench.timing`)."""
         return CpuSampler(launch, between=self.between_samples(settings))
@@ -218,8 +232,9 @@ class Backend(ABC):
             checked_out = launch()
             self.synchronize()
             q, k, v = (self.host_view(x) for x in inputs)
-            accuracy = check_output(q, k, v, self.host_view(checked_out), problem, config, rng)
-            del checked_out
+            out = self.host_view(checked_out)
+            accuracy = self.check_accuracy(q, k, v, out, problem, config, rng)
+            del checked_out, out
             for _ in range(settings.warmup):
                 launch()
             self.synchronize()

@@ -28,6 +28,7 @@ from kernels.decode_choice import DECODE_SEARCHED
 from kernels.schedule import Schedule
 from workbench.backends.base import Availability, OpenPoint, PointResult
 from workbench.backends.cupy_base import CupyBackend
+from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.gpu import cupy_device, device_inputs
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 from workbench.machine import cuda_home_problem
@@ -265,3 +266,14 @@ class CutileBackend(CupyBackend):
         if self._tuning is not None:
             result.extra["autotune"] = self._tuning
         return result
+
+
+DECLARATIONS = (
+    BackendDeclaration(
+        name=CutileBackend.name,
+        label=CutileBackend.description,
+        factory=CutileBackend,
+        capabilities=Capabilities(layouts=("bhnd", "bnhd"), head_dims=KERNEL_HEAD_DIMS),
+        knob_capability=knobs.CUTILE,
+    ),
+)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workbench.backends.base import Availability
+from workbench.backends.declaration import BackendDeclaration
 from workbench.backends.gpu import torch_device
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
@@ -96,3 +97,13 @@ def fa4_mask_options(problem: Problem, config: KernelConfig) -> dict[str, Any]:
         assert config.window is not None
         return {"causal": True, "window_size": (config.window - 1, 0)}
     return {"causal": False}
+
+
+DECLARATIONS = (
+    BackendDeclaration(
+        name=FlashAttention4Backend.name,
+        label=FlashAttention4Backend.description,
+        factory=FlashAttention4Backend,
+        notes=FlashAttention4Backend.notes,
+    ),
+)

@@ -8,19 +8,22 @@ running; anything else ends the child and the run is marked failed with the chil
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
 from workbench.backends.base import Availability, Backend, BackendError, PointResult
-from workbench.backends.catalog import UnknownBackend, load_backend
+from workbench.backends.catalog import UnknownBackend, builtin_names, forget_plugins, load_backend
 from workbench.backends.interleave import interleaved_point
+from workbench.backends.plugin_env import DIGESTS, plugin_environment
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.engine import Engine, EngineFailure
 from workbench.timing import TimingSettings
 
 _engine: Engine | None = None
 _child_backends: dict[str, Backend] = {}
+_followed: dict[str, str] | None = None  # the plugin settings this child last took
 
 
 def shared_engine() -> Engine:
@@ -31,15 +34,31 @@ def shared_engine() -> Engine:
     return _engine
 
 
+def _follow_plugins(environment: dict[str, str] | None) -> None:
+    """In the engine child: take the parent's plugins (files, knob values, the files' hashes)
+    where they changed since the last call, so an edited or added plugin is imported afresh."""
+    global _followed
+    if environment is None or environment == _followed:
+        return
+    _followed = environment
+    os.environ.update({k: v for k, v in environment.items() if k != DIGESTS})
+    forget_plugins()
+    for name in set(_child_backends) - set(builtin_names()):
+        del _child_backends[name]
+
+
 def _in_child(name: str) -> Backend:
     if name not in _child_backends:
         _child_backends[name] = load_backend(name)
     return _child_backends[name]
 
 
-def child_call(name: str, method: str, *args: Any) -> Any:
-    """Run ``backend.method(*args)`` in the engine child; expected refusals come back as data."""
+def child_call(name: str, method: str, *args: Any, plugins: dict[str, str] | None = None) -> Any:
+    """Run ``backend.method(*args)`` in the engine child with the parent's ``plugins``
+    (:func:`~workbench.backends.plugin_env.plugin_environment`); expected refusals come back
+    as data."""
     try:
+        _follow_plugins(plugins)
         return ("ok", getattr(_in_child(name), method)(*args))
     except (ConfigError, BackendError, UnknownBackend) as exc:
         return ("refused", exc)
@@ -58,7 +77,11 @@ class IsolatedBackend(Backend):
 
     def _call(self, method: str, *args: Any) -> Any:
         kind, value = self.engine.call(
-            "workbench.backends.isolated:child_call", self.name, method, *args
+            "workbench.backends.isolated:child_call",
+            self.name,
+            method,
+            *args,
+            plugins=plugin_environment(),
         )
         if kind == "refused":
             raise value
@@ -95,11 +118,13 @@ def child_group_point(
     configs: list[KernelConfig],
     timings: list[TimingSettings],
     seed: np.random.SeedSequence,
+    plugins: dict[str, str] | None = None,
 ) -> tuple[list[Any], bool]:
     """In the engine child: one length of a group, interleaved
     (:mod:`workbench.backends.interleave`). Also says whether a fault that may have poisoned
     this CUDA context happened."""
     faults: list[BaseException] = []
+    _follow_plugins(plugins)
     backends = [_in_child(name) for name in names]
     outcomes = interleaved_point(backends, problems, configs, timings, seed, faults)
     return outcomes, bool(faults)
@@ -122,7 +147,7 @@ def group_in_engine(
     try:
         outcomes, faulted = engine.call(
             "workbench.backends.isolated:child_group_point",
-            names, problems, configs, timings, seed,
+            names, problems, configs, timings, seed, plugin_environment(),
         )  # fmt: skip
     except EngineFailure as exc:
         return [f"EngineFailure: {exc}"] * len(backends)

@@ -14,6 +14,7 @@ import numpy as np
 
 from workbench.backends.base import Availability
 from workbench.backends.cupy_base import CupyBackend
+from workbench.backends.declaration import BackendDeclaration
 from workbench.backends.gpu import (
     cupy_device,
     device_inputs,
@@ -100,3 +101,12 @@ class NaiveCupyBackend(CupyBackend):
             return out.astype(out_dtype)
 
         return launch
+
+
+DECLARATIONS = (
+    BackendDeclaration(
+        name=NaiveCupyBackend.name,
+        label=NaiveCupyBackend.description,
+        factory=NaiveCupyBackend,
+    ),
+)

@@ -19,6 +19,7 @@ from workbench.backends.base import (
     round_to_dtype,
     schedule_for,
 )
+from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.config import KernelConfig, Problem
 from workbench.noise import MIN_TURNS
 from workbench.timing import TimingSettings, TimingStats
@@ -89,3 +90,14 @@ class ReferenceBackend(Backend):
             # Which split read which key blocks: the block map tab and `show` draw the splits.
             result.extra.update(split_facts(schedule))
         return result
+
+
+DECLARATIONS = (
+    BackendDeclaration(
+        name=ReferenceBackend.name,
+        label=ReferenceBackend.description,
+        factory=ReferenceBackend,
+        capabilities=Capabilities(layouts=("bhnd",)),
+        in_engine=False,  # NumPy on the CPU cannot poison a CUDA context: it runs where called
+    ),
+)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from workbench.backends.base import Availability
+from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.gpu import torch_device
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
@@ -134,3 +135,15 @@ def sdpa_causal_form(
             "lower-right mask) or q_len 1",
         )
     return "lower_right"
+
+
+DECLARATIONS = tuple(
+    BackendDeclaration(
+        name=cls.name,
+        label=f"torch SDPA {cls.description}",
+        factory=cls,
+        capabilities=Capabilities(masks=("none", "causal")),
+        notes=cls.notes,
+    )
+    for cls in (TorchFlashBackend, TorchCudnnBackend)
+)

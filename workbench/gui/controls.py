@@ -223,7 +223,7 @@ class ControlsPanel(QWidget):
         flag_column.setContentsMargins(0, 0, 0, 0)
         partners = {k.pair for k in knobs.EXPOSED if k.pair}
         # Autotune heads the switches: it decides the tiles above, and was below the fold.
-        for knob in sorted(knobs.EXPOSED, key=lambda k: k.name != "autotune"):
+        for knob in sorted(knobs.EXPOSED, key=lambda k: k.name != knobs.FORM_FIRST):
             if knob.name in partners:
                 continue
             widget = self._knob_widget(knob)

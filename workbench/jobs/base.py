@@ -102,9 +102,9 @@ def computes_in_process(backend: str) -> bool:
     """Does a job on this backend compute in the calling process? The GPU backends compute in
     the supervised engine's child (:mod:`workbench.backends.isolated`); the others (the NumPy
     reference) where they are called."""
-    import workbench.backends as backends
+    from workbench.backends import runs_in_engine
 
-    return backend not in backends.GPU_BACKENDS
+    return not runs_in_engine(backend)
 
 
 @dataclass(frozen=True)

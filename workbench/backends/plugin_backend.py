@@ -1,0 +1,255 @@
+"""A user's attention callable as a backend: what :func:`declare` makes of a plugin.
+
+The callable takes the workbench's inputs and problem and returns the output, or (output,
+log-sum-exp): ``attention(q, k, v, *, problem, config, knobs) -> out | (out, lse)``, with q, k,
+v in (batch, heads, seq, head_dim) and ``knobs`` the plugin's own knob values. A plugin with
+setup to do before the timed launches gives ``prepare(q, k, v, *, problem, config, knobs)``
+returning a no-argument launch instead. Inputs are host NumPy float32 arrays holding
+values of the problem's dtype (``inputs="numpy"``) or CPU torch tensors of them
+(``inputs="torch"``). The output is checked against float64 attention at every point;
+``reference_scores(scores, knobs)`` transforms the float64 scores first where the plugin
+changes them on purpose (a soft cap).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels import knobs as knob_registry
+from kernels.reference import masked_softmax_product
+from kernels.schedule import visible_block
+from workbench.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
+from workbench.backends.base import Availability, Backend, OpenPoint, PointResult, round_to_dtype
+from workbench.backends.declaration import (
+    BackendDeclaration,
+    Capabilities,
+    PluginSource,
+    knob_violation,
+)
+from workbench.backends.plugin_env import knob_settings
+from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.timing import TimingSettings, TimingStats
+
+INPUT_KINDS = ("numpy", "torch")
+
+
+@dataclass(frozen=True)
+class PluginCallable:
+    """The factory of a plugin's backend: its callable and what the loader learnt of it."""
+
+    name: str
+    label: str
+    attention: Callable[..., Any] | None
+    prepare: Callable[..., Callable[[], Any]] | None
+    reference_scores: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray] | None
+    inputs: str
+    capabilities: Capabilities
+    knobs: tuple[knob_registry.Knob, ...]
+    rules: tuple[knob_registry.Rule, ...]
+    probe: Callable[[], Availability] | None
+    source: PluginSource | None = None
+
+    def __call__(self) -> PluginBackend:
+        return PluginBackend(self)
+
+
+def declare(
+    name: str,
+    label: str,
+    attention: Callable[..., Any] | None = None,
+    *,
+    prepare: Callable[..., Callable[[], Any]] | None = None,
+    capabilities: Capabilities | None = None,
+    knobs: tuple[knob_registry.Knob, ...] = (),
+    rules: tuple[knob_registry.Rule, ...] = (),
+    reference_scores: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray] | None = None,
+    inputs: str = "numpy",
+    probe: Callable[[], Availability] | None = None,
+    notes: str = "",
+) -> BackendDeclaration:
+    """A plugin's backend declaration (see the module's text for the callable's form)."""
+    caps = capabilities if capabilities is not None else Capabilities()
+    factory = PluginCallable(
+        name, label, attention, prepare, reference_scores, inputs, caps, tuple(knobs),
+        tuple(rules), probe,
+    )  # fmt: skip
+    return BackendDeclaration(
+        name=name,
+        label=label,
+        factory=factory,
+        capabilities=caps,
+        knobs=tuple(knobs),
+        rules=tuple(rules),
+        probe=probe,
+        notes=notes,
+    )
+
+
+def with_source(declaration: BackendDeclaration, source: PluginSource) -> BackendDeclaration:
+    """``declaration`` as loaded from ``source`` (its backend then says so in each run)."""
+    factory = declaration.factory
+    if isinstance(factory, PluginCallable):
+        factory = dataclasses.replace(factory, source=source)
+    return dataclasses.replace(declaration, factory=factory, source=source)
+
+
+def plugin_errors(factory: PluginCallable) -> list[tuple[str, str]]:
+    """(field, reason) of what is wrong with a plugin's callable part."""
+    errors = []
+    if (factory.attention is None) == (factory.prepare is None):
+        errors.append(("attention", "give exactly one of attention= and prepare="))
+    elif not callable(factory.attention or factory.prepare):
+        errors.append(("attention", "not callable"))
+    if factory.inputs not in INPUT_KINDS:
+        errors.append(("inputs", f"{factory.inputs!r}: expected one of {', '.join(INPUT_KINDS)}"))
+    if factory.reference_scores is not None and not callable(factory.reference_scores):
+        errors.append(("reference_scores", "not callable"))
+    return errors
+
+
+class PluginBackend(Backend):
+    """A plugin's callable behind the backend interface; it runs in the engine child."""
+
+    def __init__(self, plugin: PluginCallable) -> None:
+        self.plugin = plugin
+        self.name = plugin.name  # type: ignore[misc]
+        self.description = plugin.label  # type: ignore[misc]
+        own = {k.name for k in plugin.knobs}
+        given = {k: v for k, v in knob_settings().items() if k in own}
+        self.knob_values = {**{k.name: k.default for k in plugin.knobs}, **given}
+        self._lse: Any = None
+
+    def availability(self) -> Availability:
+        if self.plugin.probe is not None:
+            return self.plugin.probe()
+        where = self.plugin.source.path if self.plugin.source else "a plugin"
+        return Availability(True, f"plugin {self.plugin.label} from {where}")
+
+    def default_timing(self) -> TimingSettings:
+        return TimingSettings(warmup=1, min_samples=3, min_time_s=0.0, max_time_s=20.0)
+
+    def machine_info(self) -> dict[str, Any]:
+        source = self.plugin.source.to_dict() if self.plugin.source else {}
+        return {**source, "plugin_knobs": dict(self.knob_values)}
+
+    def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        super().check_supported(problem, config)
+        caps, who = self.plugin.capabilities, self.name
+        if problem.dtype not in caps.dtypes:
+            raise ConfigError("dtype", problem.dtype, f"{who} takes {', '.join(caps.dtypes)}")
+        if config.mask not in caps.masks:
+            raise ConfigError("mask", config.mask, f"{who} takes {', '.join(caps.masks)}")
+        if caps.head_dims is not None and problem.head_dim not in caps.head_dims:
+            raise ConfigError("head_dim", problem.head_dim, f"{who} takes {caps.head_dims}")
+        if not caps.decode and problem.q_len != problem.k_len:
+            raise ConfigError("q_len", problem.q_len, f"{who} runs q_len = k_len only")
+        if config.bnhd_inputs and "bnhd" not in caps.layouts:
+            raise ConfigError("bnhd_inputs", True, f"{who} takes (B, H, N, D) inputs only")
+        refused = knob_violation(self.declaration_view(), self.knob_values, config.mask)
+        if refused is not None:  # named as the command line sets it
+            raise ConfigError(f"--plugin-knob {refused.field}", refused.value, refused.reason)
+
+    def declaration_view(self) -> BackendDeclaration:
+        p = self.plugin
+        return BackendDeclaration(p.name, p.label, p, p.capabilities, p.knobs, p.rules)
+
+    def upload(self, arrays: tuple[np.ndarray, ...], problem: Problem) -> tuple[Any, ...]:
+        rounded = tuple(round_to_dtype(a, problem.dtype) for a in arrays)
+        if self.plugin.inputs == "torch":
+            import torch
+
+            return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in rounded)
+        return rounded
+
+    def host_view(self, tensor: Any) -> Any:
+        if self.plugin.inputs == "torch" and hasattr(tensor, "detach"):
+            return tensor.detach().cpu().float().numpy()
+        return tensor
+
+    def prepare(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> Callable[[], Any]:
+        q, k, v = inputs
+        given = {"problem": problem, "config": config, "knobs": dict(self.knob_values)}
+        plugin = self.plugin
+        if plugin.prepare is not None:
+            call = plugin.prepare(q, k, v, **given)
+        else:
+            assert plugin.attention is not None
+            attention = plugin.attention
+
+            def call() -> Any:
+                return attention(q, k, v, **given)
+
+        def launch() -> Any:
+            result = call()
+            if isinstance(result, tuple):  # (output, log-sum-exp)
+                result, self._lse = result[0], result[1]
+            return result
+
+        return launch
+
+    def check_accuracy(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        out: Any,
+        problem: Problem,
+        config: KernelConfig,
+        rng: np.random.Generator,
+    ) -> AccuracyReport:
+        transform = self.plugin.reference_scores
+        if transform is None:
+            return check_output(q, k, v, out, problem, config, rng)
+        return check_transformed(q, k, v, out, problem, config, rng, transform, self.knob_values)
+
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        result = super().close_point(opened, timing)
+        # The map is the tile schedule's visibility, not the plugin's report of its blocks.
+        result.extra.update(
+            block_map_source="schedule",
+            plugin_knobs=dict(self.knob_values),
+            returned_lse=self._lse is not None,
+        )
+        return result
+
+
+def check_transformed(
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    problem: Problem,
+    config: KernelConfig,
+    rng: np.random.Generator,
+    transform: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray],
+    knob_values: Mapping[str, Any],
+) -> AccuracyReport:
+    """:func:`workbench.accuracy.check_output` with the float64 scores passed through the
+    plugin's ``transform`` before the mask and softmax (a soft cap)."""
+    scale = 1.0 / np.sqrt(problem.head_dim)
+    slices, rows = sample_indices(problem, rng)
+    group = q.shape[1] // k.shape[1]
+    diff_sq = ref_sq = max_abs = 0.0
+    for b, h in slices:
+        qf = np.asarray(q[b, h, rows], dtype=np.float64)
+        kf = np.asarray(k[b, h // group], dtype=np.float64)
+        vf = np.asarray(v[b, h // group], dtype=np.float64)
+        scores = transform((qf @ kf.T) * scale, knob_values)
+        seen = visible_block(rows, range(k.shape[2]), config.mask, problem.input_pos, config.window)
+        ref = masked_softmax_product(scores, seen, vf)
+        diff = np.asarray(out[b, h, rows], dtype=np.float64) - ref
+        diff_sq += float(np.sum(diff * diff))
+        ref_sq += float(np.sum(ref * ref))
+        max_abs = max(max_abs, float(np.max(np.abs(diff))) if diff.size else 0.0)
+    if not np.isfinite(diff_sq):
+        max_abs = rel = float("nan")
+    else:
+        rel = float(np.sqrt(diff_sq / ref_sq)) if ref_sq > 0 else float(np.sqrt(diff_sq))
+    return AccuracyReport(max_abs, rel, len(rows) * len(slices), TOLERANCE[problem.dtype])

@@ -1,0 +1,37 @@
+"""Where the plugins of this process and its children are named: the environment, which every
+child the workbench starts (the engine child that runs a plugin) inherits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+ENV_PLUGINS = "FMHA_WORKBENCH_PLUGINS"  # plugin files, os.pathsep-separated, absolute
+ENV_KNOBS = "FMHA_WORKBENCH_PLUGIN_KNOBS"  # JSON {knob: value} from --plugin-knob
+DIGESTS = "digests"  # not in the environment: the files' hashes, in plugin_environment()
+
+
+def plugin_paths() -> list[str]:
+    return [p for p in os.environ.get(ENV_PLUGINS, "").split(os.pathsep) if p]
+
+
+def knob_settings() -> dict[str, Any]:
+    """The plugin knob values the command line set (``--plugin-knob``)."""
+    text = os.environ.get(ENV_KNOBS, "")
+    return dict(json.loads(text)) if text else {}
+
+
+def plugin_environment() -> dict[str, str]:
+    """This process's plugin settings and each file's SHA-256 now, as the engine child follows
+    them (:mod:`workbench.backends.isolated`): an edited file is imported afresh there."""
+    digests = []
+    for path in plugin_paths():
+        try:
+            digests.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
+        except OSError:
+            digests.append("unreadable")
+    settings = {name: os.environ.get(name, "") for name in (ENV_PLUGINS, ENV_KNOBS)}
+    return {**settings, DIGESTS: ",".join(digests)}
