@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench.cli_args import build_parser  # noqa: E402
+from workbench.cli.parser import build_parser  # noqa: E402
 
 TARGET = ROOT / "docs" / "cli.md"
 HEADER = (
