@@ -112,7 +112,8 @@ class _ClosedStream:
 @contextlib.contextmanager
 def guarded_stdout() -> Iterator[None]:
     """While the block runs, stdout's failures are OutputFailed / ReaderLeft; what is left in
-    its buffer is flushed (and so checked) before the block ends."""
+    its buffer is flushed (and so checked) before the block ends, also when it ends by
+    SystemExit (argparse's ``--help``: piped, its text was dropped and nothing printed)."""
     real = sys.stdout
     if isinstance(real, (_GuardedStream, _ClosedStream)):
         yield
@@ -122,6 +123,9 @@ def guarded_stdout() -> Iterator[None]:
     try:
         yield
         guarded.flush()
+    except SystemExit:
+        guarded.flush()
+        raise
     finally:
         sys.stdout = real
 
