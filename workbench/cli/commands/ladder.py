@@ -8,11 +8,12 @@ from typing import Any, cast
 
 from workbench.cli.common_flags import add_db, add_json
 from workbench.cli.database import db_of, open_db
+from workbench.cli.ladder_args import ladder_job
 from workbench.cli.output import emit_json, follow, table
 from workbench.cli.report_text import LADDER_RATIOS_NOTE
 from workbench.cli.timing_flags import add_timing, planned_timings
-from workbench.cli.values import UsageError, whole
-from workbench.config import DTYPES, K_LEN_AXIS, Problem, parse_seq_lens
+from workbench.cli.values import whole
+from workbench.config import DTYPES
 from workbench.sizes import size_arg
 
 NAME = "ladder"
@@ -55,44 +56,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.compare import noise_rule
-    from workbench.jobs import LadderJob, ladder_defaults
-    from workbench.ladder import format_ladder_table, ladder_table, load_ladder
+    from workbench.ladder import format_ladder_table, ladder_table
 
-    ladder = load_ladder(args.steps, mask=args.mask, window=args.window, preset=args.preset)
-    decode = ladder.axis == K_LEN_AXIS
-    defaults = ladder_defaults(args.backend, decode=decode)
-
-    def given(name: str) -> Any:  # 0 is a value (refused by Problem), not "use the default"
-        value = getattr(args, name)
-        return defaults.get(name) if value is None else value
-
-    if decode and args.seq_lens is not None:
-        raise UsageError("the decode ladder sweeps k_len: give its lengths with --k-lens")
-    if not decode and (args.k_lens is not None or args.q_len is not None):
-        raise UsageError("--k-lens and --q-len are for a decode ladder (--preset decode)")
-    q_len = cast(int, (args.q_len if args.q_len is not None else ladder.q_len) if decode else 1024)
-    problem = Problem(
-        batch=given("batch"),
-        heads=given("heads"),
-        kv_heads=given("kv_heads"),
-        head_dim=given("head_dim"),
-        dtype=args.dtype,
-        q_len=q_len,
-        k_len=q_len,
-    )
-    lengths = args.k_lens if decode else args.seq_lens
-    job = LadderJob(
-        ladder,
-        problem,
-        parse_seq_lens(
-            defaults["seq_lens"] if lengths is None else lengths,
-            field="k_lens" if decode else "seq_lens",
-        ),
-        args.backend,
-        args.label,
-        args.seed,
-        axis=ladder.axis,
-    )
+    job = ladder_job(args)
     plan = job.preflight()
     timing = planned_timings(args, plan)
     with open_db(db_of(args)) as store:
