@@ -1,16 +1,17 @@
 """What ``resources`` compiles for, from its flags: the problem (a prefill N or a decode
-shape), the architectures; and ``resources --runs``, which stores what stored points compiled
-to."""
+shape), the one kernel config, the architectures; and ``resources --runs``, which stores what
+stored points compiled to."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from kernels import knobs
 from workbench.cli.database import db_of, db_path, open_db
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.values import UsageError
-from workbench.config import Problem
+from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 
 
 def resource_archs(text: str | None) -> list[str]:
@@ -78,3 +79,24 @@ def resources_problem(args: argparse.Namespace) -> Problem:
         q_len=q_len,
         k_len=k_len,
     )
+
+
+def resources_config(args: argparse.Namespace, problem: Problem) -> KernelConfig:
+    """The one cuTile kernel ``resources`` compiles: its knobs as typed, each a value the kernel
+    takes at ``problem``'s head dim (the tuner's choice is refused: it has no one kernel)."""
+    config = KernelConfig(
+        mask=args.mask,
+        window=args.window,
+        **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
+    )
+    kernel_dims = knobs.HEAD_DIM.values_for(knobs.CUTILE)
+    if problem.head_dim not in kernel_dims:
+        raise ConfigError("head_dim", problem.head_dim, f"the cuTile kernel takes {kernel_dims}")
+    refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
+    if config.tuned:
+        raise UsageError(
+            f"{knobs.TUNER.flag}: the tuner picks the tiles per length, so there is no one "
+            "kernel to "
+            "compile; give the tiles instead"
+        )
+    return config

@@ -13,9 +13,14 @@ from workbench.cli.database import db_of
 from workbench.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from workbench.cli.knob_flags import add_knob_flag
 from workbench.cli.output import emit_json
-from workbench.cli.resources_args import fill_stored_resources, resource_archs, resources_problem
+from workbench.cli.resources_args import (
+    fill_stored_resources,
+    resource_archs,
+    resources_config,
+    resources_problem,
+)
 from workbench.cli.values import UsageError, run_ids, whole
-from workbench.config import DTYPES, HEAD_DIMS, ConfigError, KernelConfig, refuse_first
+from workbench.config import DTYPES, HEAD_DIMS
 from workbench.sizes import size_arg
 
 NAME = "resources"
@@ -70,21 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--db: only with --runs (a config alone is compiled, not stored)")
 
     problem = resources_problem(args)
-    config = KernelConfig(
-        mask=args.mask,
-        window=args.window,
-        **{knob.name: getattr(args, knob.name) for knob in knobs.EXPOSED},
-    )
-    kernel_dims = knobs.HEAD_DIM.values_for(knobs.CUTILE)
-    if problem.head_dim not in kernel_dims:
-        raise ConfigError("head_dim", problem.head_dim, f"the cuTile kernel takes {kernel_dims}")
-    refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
-    if config.tuned:
-        raise UsageError(
-            f"{knobs.TUNER.flag}: the tuner picks the tiles per length, so there is no one "
-            "kernel to "
-            "compile; give the tiles instead"
-        )
+    config = resources_config(args, problem)
     archs = resource_archs(args.arch)
     why = missing_tools()
     if why:
