@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from kernels.schedule import Schedule
-from workbench.cli import build_parser, main
+from workbench.cli import main
+from workbench.cli.parser import build_parser
 from workbench.store import Store, export_columns
 
 RunCli = Callable[..., Any]
@@ -491,7 +492,7 @@ def test_a_knob_whose_help_mentions_a_percentage_still_prints_help(monkeypatch, 
     import dataclasses
 
     from kernels import knobs
-    from workbench.cli_args import build_parser
+    from workbench.cli.parser import build_parser
 
     knob = knobs.KNOBS["store_tma"]
     monkeypatch.setitem(

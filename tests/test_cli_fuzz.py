@@ -25,7 +25,8 @@ import pytest
 from tests import cpu_peers
 from tests.test_files_and_databases import listing
 from workbench.cli import main
-from workbench.cli_args import at_least_zero, build_parser, finite, run_id, whole
+from workbench.cli.parser import build_parser
+from workbench.cli.values import at_least_zero, finite, run_id, whole
 
 FAST = ["--heads", "1", "--head-dim", "32", "--warmup", "0", "--samples", "1", "--min-time", "0"]
 # What each command needs to be valid apart from the fuzzed value (that comes last, so it wins).

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.cli_args import build_parser
+from workbench.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gen_cli_reference.py"

@@ -32,10 +32,10 @@ FAST = ["--warmup", "0", "--samples", "1", "--min-time", "0"]
 def names_field(line: str, field: str) -> bool:
     """Does the message name the field (as --option, option or field_name, or as the flag
     that sets it: --cluster-ctas for num_ctas)?"""
-    from workbench.cli import _FIELD_FLAGS
+    from workbench.field_words import FIELD_FLAGS
 
     flat = line.lower().replace("_", "-")
-    flag = KNOBS[field].flag if field in KNOBS else _FIELD_FLAGS.get(field)
+    flag = KNOBS[field].flag if field in KNOBS else FIELD_FLAGS.get(field)
     return field.lower().replace("_", "-") in flat or (flag is not None and flag in line)
 
 

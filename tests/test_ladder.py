@@ -98,7 +98,8 @@ def test_ladder_cli_prints_the_table_and_exports_the_group(tmp_path, capsys, fas
 
 
 def test_gpu_timing_flags_reach_the_settings_and_nan_times_are_refused(tmp_path, capsys):
-    from workbench.cli import build_parser, timing_from_args
+    from workbench.cli.parser import build_parser
+    from workbench.cli.timing_flags import timing_from_args
 
     args = build_parser().parse_args(
         ["sweep", "--no-graph", "--flush-l2", "--min-time", "0.1", "--rounds", "6"]

@@ -19,7 +19,8 @@ from workbench.config import ConfigError, KernelConfig, Problem
 
 fmha = pytest.importorskip("kernels.cutile_fmha", reason="cuda-tile is not installed")
 from workbench.backends.cutile import CutileBackend, launch_knobs  # noqa: E402  (after the skip)
-from workbench.cli import build_parser, spec_from_args  # noqa: E402
+from workbench.cli.parser import build_parser  # noqa: E402
+from workbench.cli.problem_flags import spec_from_args  # noqa: E402
 
 ARCHS = [None, "sm_80", "sm_90", "sm_100", "sm_103", "sm_120", "sm_121"]
 # The settings a knob's value may need to be set at all: the polynomial the K-loop split (and a

@@ -79,9 +79,9 @@ def label_of(field: str) -> str | None:
 
 def _typed(value: Any) -> str:
     """A value as it was typed: a list as its comma list, text without Python's quotes."""
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
+    text = ",".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
+    # A newline or tab typed into a value stays on the error's one line, escaped.
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _switch_advice(field: str, value: Any, flag: str) -> str:

@@ -1,11 +1,12 @@
 """Ctrl-C and SIGTERM at the command line: each stops a command once, cleanly.
 
-Imported first by :mod:`workbench.cli`, this module makes a Ctrl-C that lands while the rest
-of the command line is still importing (its first ~0.15 s) a quiet exit 130 instead of a
-``KeyboardInterrupt`` traceback. While a command runs, the first Ctrl-C (KeyboardInterrupt)
-or SIGTERM (:class:`Terminated`) stops it; a second one, back to back, is ignored while the
-first is being handled, so it cannot cut short the write that stores the run cancelled (the
-run was left "running") or escape the handler (the process died of the signal, exit -2).
+Imported first by :mod:`workbench.cli` (the package's ``__init__``), this module makes a Ctrl-C
+that lands while the rest of the command line is still importing (its first ~0.15 s) a quiet
+exit 130 instead of a ``KeyboardInterrupt`` traceback. While a command runs, the first Ctrl-C
+(KeyboardInterrupt) or SIGTERM (:class:`Terminated`) stops it; a second one, back to back, is
+ignored while the first is being handled, so it cannot cut short the write that stores the run
+cancelled (the run was left "running") or escape the handler (the process died of the signal,
+exit -2).
 """
 
 from __future__ import annotations

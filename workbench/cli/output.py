@@ -1,5 +1,6 @@
-"""The command line's own output: stdout writes that fail in one line, and error lines that
-never land on the end of an unfinished progress line.
+"""The command line's own output: stdout writes that fail in one line, error lines that never
+land on the end of an unfinished progress line, and what commands print (tables, JSON, a job's
+progress).
 
 A full disk behind ``> file``, ``/dev/full`` or a closed terminal makes a write to stdout fail;
 :func:`guarded_stdout` turns that into :class:`OutputFailed` (the CLI's exit 1 with one line),
@@ -10,12 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
 from workbench import progress
+from workbench.cli.exit_codes import EXIT_FAILED, EXIT_OK
+from workbench.events import JobStarted, RunFinished
+from workbench.progress import ProgressPrinter
 
 
 class OutputFailed(Exception):
@@ -106,7 +112,8 @@ class _ClosedStream:
 @contextlib.contextmanager
 def guarded_stdout() -> Iterator[None]:
     """While the block runs, stdout's failures are OutputFailed / ReaderLeft; what is left in
-    its buffer is flushed (and so checked) before the block ends."""
+    its buffer is flushed (and so checked) before the block ends, also when it ends by
+    SystemExit (argparse's ``--help``: piped, its text was dropped and nothing printed)."""
     real = sys.stdout
     if isinstance(real, (_GuardedStream, _ClosedStream)):
         yield
@@ -116,6 +123,9 @@ def guarded_stdout() -> Iterator[None]:
     try:
         yield
         guarded.flush()
+    except SystemExit:
+        guarded.flush()
+        raise
     finally:
         sys.stdout = real
 
@@ -132,3 +142,59 @@ def failed(line: str, code: int) -> int:
     """Say ``line`` (:func:`say_error`) and return the exit ``code``."""
     say_error(line)
     return code
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` with control characters escaped (ESC, BEL, NUL in a label must not drive the
+    terminal); newlines kept where asked (a stored error's trace)."""
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        return char if keep_newlines and char == "\n" else repr(char)[1:-1]
+
+    return _CONTROL.sub(escape, str(text))
+
+
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def follow(job: Any, events: Any) -> tuple[int, int | None, list[int]]:
+    """Print a job's events on stderr as they come. Returns the exit code (1 if a run did not
+    complete), the job's group id (None for a sweep) and its run ids."""
+    printer = ProgressPrinter(job.story)
+    code, group_id, run_ids = EXIT_OK, None, []
+    try:
+        for event in events:
+            printer(event)
+            if isinstance(event, JobStarted):
+                group_id = event.group_id
+            elif isinstance(event, RunFinished):
+                run_ids.append(event.run_id)
+                if event.status != "complete":
+                    code = EXIT_FAILED
+    finally:
+        # Ctrl-C between two events lands here, not in the job: close it while the store is
+        # open, so its runs are stored cancelled (left to the garbage collector, they were
+        # closed after the store and stayed "running", with a traceback).
+        events.close()
+    return code, group_id, run_ids

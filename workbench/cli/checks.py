@@ -1,5 +1,5 @@
 """Checks of the command line's input that need the store or the file system, said in one line
-naming what the user typed (:class:`~workbench.cli_args.UsageError`, exit 2)."""
+naming what the user typed (:class:`~workbench.cli.values.UsageError`, exit 2)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import errno
 import sqlite3
 from pathlib import Path
 
-from workbench.cli_args import UsageError
+from workbench.cli.values import UsageError
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.store import Store, StoreError, StoreWriteFailed
 

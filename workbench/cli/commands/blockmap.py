@@ -1,0 +1,61 @@
+"""``fmha-workbench blockmap``: which q×k blocks a configuration computes, masks and skips
+(and, in the decode form, which split reads each), drawn by :mod:`workbench.blockmap_text`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kernels import knobs, schedule
+from kernels.schedule import MASK_MODES
+from workbench import blockmap_text
+from workbench.backends.base import decode_form
+from workbench.cli.blockmap_layout import blockmap_layout, map_data
+from workbench.cli.common_flags import add_json
+from workbench.cli.exit_codes import EXIT_OK
+from workbench.cli.knob_flags import add_knob_flag
+from workbench.cli.output import emit_json
+from workbench.cli.values import whole
+from workbench.sizes import size_arg
+
+NAME = "blockmap"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(NAME, help="which q×k blocks a configuration computes, masks, skips")
+    p.add_argument("--q-len", type=size_arg, required=True, help="query length (rows)")
+    p.add_argument("--k-len", type=size_arg, help="default: q-len + input-pos")
+    for name in schedule.TILE_KNOBS:
+        add_knob_flag(p, knobs.KNOBS[name])
+    p.add_argument("--mask", default="none", help=f"one of {', '.join(MASK_MODES)}")
+    p.add_argument("--input-pos", type=size_arg, default=0, help="causal offset of the queries")
+    p.add_argument("--window", type=size_arg, help="sliding-window size (with --mask window)")
+    for name in schedule.DECODE_KNOBS:
+        add_knob_flag(p, knobs.KNOBS[name])
+    p.add_argument(
+        "--heads", type=whole, default=1, help="query heads (with --pack-gqa: rows per KV head)"
+    )
+    p.add_argument("--kv-heads", type=whole, help="key/value heads (default: --heads)")
+    p.add_argument("--batch", type=whole, default=1, help="batch (auto splits read the grid)")
+    add_json(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem, config, layout = blockmap_layout(args)
+    split = decode_form(config)
+    if args.json:
+        emit_json(map_data(problem, config, layout, split))
+        return EXIT_OK
+    counts = layout.counts()
+    grid = layout.block_map
+    print(
+        f"{grid.shape[0]}×{grid.shape[1]} blocks: {counts['computed']} computed, "
+        f"{counts['masked']} masked, {counts['skipped']} skipped "
+        f"({100 * counts['skipped'] / grid.size:.1f} % skipped)"
+    )
+    if split:
+        ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in layout.split_ranges)
+        print(f"{layout.n_splits} split(s) of the key range, key blocks {ranges}")
+    for line in blockmap_text.draw(layout, split):
+        print(line)
+    return EXIT_OK
