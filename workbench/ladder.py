@@ -26,7 +26,7 @@ import math
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -58,6 +58,13 @@ class Ladder:
 
 # The kind of the group a ladder is stored as (its runs, one per step).
 GROUP_KIND = "ladder"
+
+
+def is_ladder_group(group: Mapping[str, Any]) -> bool:
+    """Was ``group`` (a stored group, as Store.group returns it) stored by a ladder?"""
+    return group.get("kind") == GROUP_KIND
+
+
 DEFAULT_PRESET = "ladder.json"
 PRESETS = ("ladder.json", "ladder-sm120.json", "ladder-blackwell.json")
 # Every built-in ladder by the name `ladder --preset` and the window take: each architecture's

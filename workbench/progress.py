@@ -18,10 +18,8 @@ from typing import Any
 from workbench.config import AXIS_LABELS
 from workbench.events import (
     CANCELLED,
-    GroupStarted,
     JobFinished,
     JobStarted,
-    LadderStarted,
     PointFinished,
     PointStarted,
     RunFinished,
@@ -288,12 +286,8 @@ class ProgressModel:
         self._time_left = TimeLeft(event.lengths, event.works, event.min_samples)
         self._last_s = self._clock()
         self.group_id, self.run_ids = event.group_id, tuple(event.run_ids)
-        if isinstance(event, GroupStarted):
-            return self.group_line()
-        if isinstance(event, LadderStarted):
-            self.steps = tuple(event.steps)
-            return f"Ladder #{event.group_id}: {len(self.steps)} steps"
-        return None
+        self.steps = self.story.steps_of(event)
+        return self.story.started_note(self, event)
 
     def _run_finished(self, event: RunFinished) -> str | None:
         self.ended[event.run_id] = (event.status, event.error or "")
@@ -346,14 +340,14 @@ class ProgressPrinter:
 
     def __call__(self, event: Any) -> None:
         self.model.update(event)
+        story = self.model.story
         if isinstance(event, JobStarted):
             self._x = AXIS_LABELS.get(event.axis, "N")
-        if isinstance(event, GroupStarted):
-            self._backend_of = dict(zip(event.run_ids, event.backends))
-            runs = ", ".join(f"{b} #{r}" for b, r in zip(event.backends, event.run_ids))
-            self.say(f"group {event.group_id}: {runs}; {event.total} point(s), timed interleaved")
-        elif isinstance(event, LadderStarted):
-            self.say(f"ladder group {event.group_id}: {len(event.steps)} steps")
+            if story.times_backends_together:
+                self._backend_of = dict(zip(event.run_ids, event.backends))
+            line = story.started_line(event)
+            if line is not None:
+                self.say(line)
         elif isinstance(event, Skipped):
             self.say(f"note: {event.backend} skips {self._x}={event.seq_len}: {event.reason}")
         elif isinstance(event, StepStarted):
@@ -372,7 +366,7 @@ class ProgressPrinter:
         elif isinstance(event, RunFinished):
             tail = f": {first_line(event.error)}" if event.error else ""
             self.say(f"run {event.run_id} {event.status}{tail}")
-        elif isinstance(event, JobFinished) and self.model.story.announces_its_end:
+        elif isinstance(event, JobFinished) and story.announces_its_end:
             outcome = self.model.outcome()
             if outcome is not None:
                 self.say(outcome.line)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from workbench.events import CANCELLED, COMPLETE, FAILED, RunFinished
+from workbench.events import CANCELLED, COMPLETE, FAILED, JobStarted, LadderStarted, RunFinished
 
 
 def first_line(text: str | None) -> str:
@@ -39,10 +39,30 @@ class JobStory:
     selects_its_runs: ClassVar[bool] = False  # the window selects all its runs as it starts
     follows_its_group: ClassVar[bool] = False  # the window's Ladder tab follows its group live
     announces_its_end: ClassVar[bool] = True  # the command line prints its outcome line
+    # Its backends are timed together at each length: the command line prints a line per
+    # length with every backend's result, not a line per point.
+    times_backends_together: ClassVar[bool] = False
 
     @property
     def title(self) -> str:
         return self.noun.capitalize()
+
+    def steps_of(self, event: JobStarted) -> tuple[str, ...]:
+        """The names of the steps it runs, in order, from its started event (() if none)."""
+        return ()
+
+    def started_note(self, model: Any, event: JobStarted) -> str | None:
+        """A status note as it starts (its runs or group stored)."""
+        return None
+
+    def started_line(self, event: JobStarted) -> str | None:
+        """The command line's line as it starts, or None (its runs' own lines say it)."""
+        return None
+
+    def refusal(self, exc: Exception) -> str | None:
+        """A dialog's text for a refusal the form cannot mark on a field (the job as set cannot
+        run, whatever the input), or None: the form marks the field ``exc`` names."""
+        return None
 
     def prefix(self, model: Any) -> str:
         """What starts each progress line (which step or group it is in)."""
@@ -85,8 +105,17 @@ class GroupStory(JobStory):
     failure_title = "Group run failed"
     selects_its_runs = True
 
+    times_backends_together = True
+
     def prefix(self, model: Any) -> str:
         return f"Group #{model.group_id} · " if model.group_id is not None else ""
+
+    def started_note(self, model: Any, event: JobStarted) -> str | None:
+        return str(model.group_line())
+
+    def started_line(self, event: JobStarted) -> str | None:
+        runs = ", ".join(f"{b} #{r}" for b, r in zip(event.backends, event.run_ids))
+        return f"group {event.group_id}: {runs}; {event.total} point(s), timed interleaved"
 
     def skip_note(self, model: Any) -> str | None:
         return model.group_line()
@@ -115,6 +144,21 @@ class LadderStory(JobStory):
     noun = "ladder"
     failure_title = "Ladder step failed"
     follows_its_group = True
+
+    def steps_of(self, event: JobStarted) -> tuple[str, ...]:
+        return event.steps if isinstance(event, LadderStarted) else ()
+
+    def started_note(self, model: Any, event: JobStarted) -> str | None:
+        return f"Ladder #{event.group_id}: {len(self.steps_of(event))} steps"
+
+    def started_line(self, event: JobStarted) -> str | None:
+        return f"ladder group {event.group_id}: {len(self.steps_of(event))} steps"
+
+    def refusal(self, exc: Exception) -> str | None:
+        # A step's own knob (workbench.jobs.LadderStepError, a layer above) is no form field.
+        if getattr(exc, "refuses_a_step", False):
+            return f"The ladder cannot run as set:\n\n{exc}"
+        return None
 
     def prefix(self, model: Any) -> str:
         if model.step is None:

@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
 from workbench.compare import compiled_of
 from workbench.gui.colors import run_color
 from workbench.gui.csv_export_job import CsvExportJob
-from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.ladder import is_ladder_group
 from workbench.resources import COMPILED_BACKENDS, CompiledResources
 from workbench.tuned import tuned_labels, tuned_lines
 
@@ -566,10 +566,10 @@ class HistoryPanel(QWidget):
         if run.group_id is None:
             return None
         try:
-            kind = self.store.group(run.group_id).get("kind")
+            group = self.store.group(run.group_id)
         except Exception:  # a group deleted meanwhile, or a store error: no ladder to open
             return None
-        return run.group_id if kind == LADDER_GROUP_KIND else None
+        return run.group_id if is_ladder_group(group) else None
 
     def selected_group(self) -> int | None:
         """The group every selected run belongs to, or None (no selection, no group, mixed)."""

@@ -198,10 +198,10 @@ class JobRunner(QObject):
 
     @Slot(object)
     def _on_rejected(self, exc: ConfigError) -> None:
-        from workbench.jobs import LadderStepError
-
-        if isinstance(exc, LadderStepError):
-            self.window.warn("Ladder", f"The ladder cannot run as set:\n\n{exc}")
+        model = self.progress_model
+        text = model.story.refusal(exc) if model is not None else None
+        if model is not None and text is not None:
+            self.window.warn(model.story.title, text)
             self.window.show_status(str(exc))
         else:
             self._mark(exc)

@@ -2,8 +2,11 @@
 
 A job is a frozen, picklable description of work (so it can be sent to a child process) with:
 
-- ``kind`` (``"sweep"``, ``"group"``, ``"ladder"``: what its JobStarted event and its stored
-  group say) and ``backends``, the names it computes on;
+- ``kind`` (``"sweep"``, ``"group"``, ``"ladder"``: a name for people and logs; no front end
+  switches on it) and ``backends``, the names it computes on;
+- ``story`` (:mod:`workbench.stories`): everything a front end asks of it, its title, progress
+  text, notes, failure wording and what the window selects and follows; a new kind of job is a
+  new class with its own story;
 - ``planned_lengths()``: the sequence length of every point it means to measure, in order,
   before anything is checked (what a progress bar shows until the job starts);
 - ``preflight()``: every check that can be made before anything is written; a bad input raises

@@ -60,6 +60,8 @@ class LadderStepError(ConfigError):
     """A ladder step's own knob (from the preset, not the input) that the backend or the
     problem refuses: the ladder cannot run as set, whatever the input."""
 
+    refuses_a_step: ClassVar[bool] = True  # what LadderStory.refusal asks
+
 
 @dataclass(frozen=True)
 class LadderJob(Job):
