@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from workbench.run_database import foreign_reason, tables_and_columns
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
+from workbench.store.schema import foreign_reason, tables_and_columns
 
 
 class ImportRefused(StoreError):
@@ -57,7 +57,7 @@ def _open_source(path: Path) -> sqlite3.Connection:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise ImportRefused(f"cannot import {path}: {exc}") from exc
-    # The store's own rule (workbench.run_database): a look-alike of version 0 is refused too.
+    # The store's own rule (workbench.store.schema): a look-alike of version 0 is refused too.
     reason = foreign_reason(tables, version, columns_known=True)
     if reason is not None or not tables:
         conn.close()
