@@ -41,8 +41,8 @@ def finite_or_none(value: float) -> float | None:
 
 
 class Store(OpenedStore):
-    """The run database: what :class:`~workbench.store.opening.OpenedStore` opened, with its
-    writes, reads and export."""
+    """The run database: what :class:`~workbench.store.opening.OpenedStore` opened (its
+    ``read_only`` and ``upgrade`` modes are told there), with its writes, reads and export."""
 
     # writing ---------------------------------------------------------------------------------
 
