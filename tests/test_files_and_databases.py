@@ -435,7 +435,7 @@ conn.execute("COMMIT")
 def test_a_lock_taken_mid_sweep_stores_the_run_failed_with_the_reason(
     run_cli: RunCli, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import workbench.store as store_module
+    import workbench.store.locking as store_module
     from workbench.backends.reference import ReferenceBackend
 
     monkeypatch.setattr(store_module, "LOCK_RETRIES", 1)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import sqlite_utils
 
-from workbench import store as store_module
 from workbench.backends.base import PointResult
 from workbench.config import KernelConfig, Problem, SweepSpec
 from workbench.store import SCHEMA_VERSION, RunNotFound, Store, StoreError
+from workbench.store import schema as store_module
 
 
 def small_spec(label: str = "", **config: object) -> SweepSpec:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from workbench.config import Problem
 
@@ -58,6 +58,33 @@ def read_fraction_pct(kv_gbs: float | None, machine: Mapping[str, Any]) -> float
     if kv_gbs is None or not isinstance(ceiling, (int, float)) or ceiling <= 0:
         return None
     return 100.0 * kv_gbs / float(ceiling)
+
+
+class StoredPoint(Protocol):
+    """What :func:`point_bandwidth` reads of a point (a ``workbench.store.PointRecord``)."""
+
+    @property
+    def latency_ms(self) -> float: ...
+
+
+class StoredRun(Protocol):
+    """What :func:`point_bandwidth` reads of a run (a ``workbench.store.RunRecord``)."""
+
+    @property
+    def machine(self) -> dict[str, Any]: ...
+
+    def point_problem(self, point: Any) -> Problem: ...
+
+
+def point_bandwidth(run: StoredRun, point: StoredPoint) -> dict[str, float | None]:
+    """GB/s of K+V and of Q+O at a stored ``point`` of ``run``, and K+V in % of the run's
+    machine's measured read bandwidth (None where it was not measured)."""
+    kv_gbs, qo_gbs = point_gbs(run.point_problem(point), point.latency_ms)
+    return {
+        "kv_gbs": kv_gbs,
+        "qo_gbs": qo_gbs,
+        "kv_read_pct": read_fraction_pct(kv_gbs, run.machine),
+    }
 
 
 @dataclass(frozen=True)

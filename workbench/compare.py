@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.bandwidth import point_bandwidth
 from workbench.noise import ratio_noise_pct
 from workbench.roofline import (
     Ceilings,
@@ -264,7 +265,7 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
         for r in runs:
             p = points[r.id].get(n)
             cell = compare_cell(p, base_point) if p and r.id != base else None
-            bandwidth = r.bandwidth(p) if p else {}
+            bandwidth = point_bandwidth(r, p) if p else {}
             entry["runs"][str(r.id)] = {
                 "latency_ms": p.latency_ms if p else None,
                 "tflops": p.tflops if p else None,

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from workbench.run_database import foreign_reason, tables_and_columns
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
+from workbench.store.files import real_db_path
+from workbench.store.schema import foreign_reason, tables_and_columns
 
 
 class ImportRefused(StoreError):
@@ -47,17 +48,19 @@ def _open_source(path: Path) -> sqlite3.Connection:
     with path.open("rb") as handle:
         if handle.read(16) != b"SQLite format 3\x00":
             raise ImportRefused(f"cannot import {path}: not a run database (not an SQLite file)")
+    # A writer's -wal lies beside the file a symlink names, not beside the link.
+    real = real_db_path(path)
     # Immutable when no writer has a journal open (nothing unflushed to miss): a read-only
     # connection to a WAL database would otherwise leave -wal and -shm files beside it.
-    immutable = "&immutable=1" if not path.with_name(path.name + "-wal").exists() else ""
+    immutable = "&immutable=1" if not real.with_name(real.name + "-wal").exists() else ""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True)
+        conn = sqlite3.connect(f"file:{real}?mode=ro{immutable}", uri=True)
         conn.row_factory = sqlite3.Row
         tables = tables_and_columns(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise ImportRefused(f"cannot import {path}: {exc}") from exc
-    # The store's own rule (workbench.run_database): a look-alike of version 0 is refused too.
+    # The store's own rule (workbench.store.schema): a look-alike of version 0 is refused too.
     reason = foreign_reason(tables, version, columns_known=True)
     if reason is not None or not tables:
         conn.close()

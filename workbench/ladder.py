@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench.bandwidth import point_bandwidth
 from workbench.config import AXES, K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, KernelConfig
 from workbench.resources import CompiledResources
 
@@ -246,7 +247,7 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
             cells[str(n)] = {
                 "latency_ms": point.latency_ms,
                 "tflops": point.tflops,
-                "kv_gbs": run.bandwidth(point)["kv_gbs"],
+                "kv_gbs": point_bandwidth(run, point)["kv_gbs"],
                 "vs_previous": prev.latency_ms / point.latency_ms if prev else None,
                 "vs_baseline": first.latency_ms / point.latency_ms if first else None,
                 # Compare's rule: a ratio counts only beyond its two points' own noise.

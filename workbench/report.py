@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernels import knobs
-from workbench.bandwidth import READ_BANDWIDTH_KEY, read_line, read_line_text
+from workbench.bandwidth import READ_BANDWIDTH_KEY, point_bandwidth, read_line, read_line_text
 from workbench.config import K_LEN_AXIS
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.resources import CompiledResources
@@ -61,7 +61,7 @@ class GroupReport:
 
     def bandwidth(self, backend: str, point: PointRecord | None) -> dict[str, float | None]:
         run = next(r for r in self.runs if r.backend == backend)
-        return run.bandwidth(point) if point else {}
+        return point_bandwidth(run, point) if point else {}
 
 
 def read_group(store: Store, group_id: int) -> GroupReport:

@@ -26,10 +26,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QMenu, QMessageBox
 from readouts import legend_names
 
-from workbench import store as store_module
 from workbench.gui.colors import run_color
 from workbench.gui.history import COL_LABEL, COL_STATUS, RunsModel
 from workbench.store import Store, export_columns
+from workbench.store import locking as store_module
 
 pytestmark = pytest.mark.gui
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernels import knobs, schedule
+from workbench.bandwidth import point_bandwidth
 from workbench.cli.output import fmt
 from workbench.compare import compiled_of, point_pct, run_ceilings
 from workbench.config import AXIS_LABELS
@@ -20,7 +21,7 @@ def point_table(
 ) -> tuple[list[str], list[list[str]], Any]:
     """The header and rows of ``run``'s points, and the run's roofline ceilings (None where
     this machine has none)."""
-    bandwidths = [run.bandwidth(p) for p in points]
+    bandwidths = [point_bandwidth(run, p) for p in points]
     rows = [
         [
             str(p.seq_len),

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.bandwidth import read_line, read_line_text
+from workbench.bandwidth import point_bandwidth, read_line, read_line_text
 from workbench.compare import (
     Cell,
     compare_table,
@@ -397,7 +397,7 @@ class ComparePanel(QWidget):
         return item
 
     def _kv_gbs(self, run: Any) -> dict[int, float | None]:
-        return {p.seq_len: run.bandwidth(p)["kv_gbs"] for p in self._points.get(run.id, [])}
+        return {p.seq_len: point_bandwidth(run, p)["kv_gbs"] for p in self._points.get(run.id, [])}
 
     def _latency_item(self, cell: Cell | None, run_id: int, n: int) -> QTableWidgetItem:
         if cell is None:

@@ -23,7 +23,7 @@ from workbench.store import (
     data_dir_db_path,
     default_db_path,
 )
-from workbench.store_open import read_only_place, real_db_path
+from workbench.store.files import read_only_place, real_db_path
 
 # This store writes from the GUI thread (relabel, delete): a short busy timeout, since the
 # store's retries with backoff already wait out a writer's brief commit.

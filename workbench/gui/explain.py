@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QLabel
 
 from workbench.backends.base import decode_form
+from workbench.bandwidth import point_bandwidth
 from workbench.compare import compiled_of, point_pct, roofline_points, run_ceilings
 from workbench.config import AXIS_LABELS, K_LEN_AXIS, ConfigError
 from workbench.gui.compiled_badge import CompiledBadge
@@ -89,7 +90,11 @@ class Explainers(QObject):
                 if found
             },
             axis=run.axis,
-            kv_gbs={p.seq_len: run.bandwidth(p)["kv_gbs"] for p in points},
+            kv_gbs={
+                p.seq_len: gbs
+                for p in points
+                if (gbs := point_bandwidth(run, p)["kv_gbs"]) is not None
+            },
             read_ms=plain_read_ms(run, points),
         )
 

@@ -28,7 +28,6 @@ from workbench.backends import Backend, get_backend
 from workbench.backends.interleave import Outcome, interleaved_point
 from workbench.backends.isolated import IsolatedBackend, group_in_engine
 from workbench.config import AXIS_LABELS, ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.disk_room import too_little_room
 from workbench.events import (
     Event,
     GroupStarted,
@@ -51,6 +50,7 @@ from workbench.jobs.base import (
 )
 from workbench.machine import host_info
 from workbench.store import Store, StoreError, StoreLocked
+from workbench.store.disk_room import too_little_room
 from workbench.stories import GroupStory, JobStory
 from workbench.timing import TimingSettings
 

@@ -19,7 +19,6 @@ import numpy as np
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError, PointResult
 from workbench.config import AXIS_LABELS, ConfigError, SweepSpec
-from workbench.disk_room import too_little_room
 from workbench.events import (
     Event,
     PointFinished,
@@ -43,6 +42,7 @@ from workbench.jobs.base import (
 from workbench.machine import host_info
 from workbench.resources import ResourceService, point_resources
 from workbench.store import Store, StoreError, StoreLocked, StoreWriteFailed
+from workbench.store.disk_room import too_little_room
 from workbench.stories import JobStory, SweepStory, first_line
 from workbench.timing import TimingSettings
 
