@@ -17,10 +17,9 @@ import numpy as np
 from kernels import knobs, schedule
 from kernels.cutile.arrays import (
     contiguous,
-    empty_like,
     fill,
     lib_of,
-    strided_empty_like,
+    output_like,
     to_kernel_dtype,
 )
 from kernels.cutile.diagnostics import assess
@@ -162,9 +161,7 @@ class CutileBackend(CupyBackend):
             # reads in place through strided views; the output comes back in that layout.
             q, k, v = (contiguous(x.swapaxes(1, 2)) for x in (q, k, v))
             kwargs["layout"] = "bnhd"
-            self._out = strided_empty_like(q)
-        else:
-            self._out = empty_like(q)
+        self._out = output_like(q, problem.value_dim)  # q's layout, Dv wide
         out = self._out
 
         def as_bhnd(result: Any) -> Any:  # what the accuracy check compares
