@@ -5,6 +5,7 @@ the peers that run one head dim refuse it naming the flag."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -130,3 +131,49 @@ def test_compare_warns_that_runs_at_different_dv_solve_different_problems(run_cl
     compared = run_cli("compare", "1", "2")
     assert compared.code == 0, compared.err
     assert "different problems (value_dim: #1 128, #2 192)" in compared.out + compared.err
+
+
+def test_a_plugin_refuses_dv_through_the_cli_and_writes_nothing(
+    run_cli, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from workbench.backends import catalog
+    from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS
+
+    monkeypatch.setenv(ENV_PLUGINS, "")
+    monkeypatch.setenv(ENV_KNOBS, "")
+    catalog.forget_plugins()
+    example = Path(__file__).resolve().parents[1] / "examples" / "numpy_softcap.py"
+    db = tmp_path / "plugin.db"
+    try:
+        bad = run_cli(
+            "--plugin", example, "sweep", "--db", db, "--backend", "numpy-softcap",
+            "--head-dim", "192", "--head-dim-v", "128", "--seq-lens", "64",
+        )  # fmt: skip
+    finally:
+        catalog.forget_plugins()
+    assert bad.code == 2 and len(bad.err_lines) == 1, bad.err
+    assert bad.err.startswith("error: --head-dim-v 128: numpy-softcap runs V at the query/key")
+    assert not db.exists()
+
+
+def test_a_decode_sweep_packs_and_splits_at_192_over_128_on_the_cpu(run_cli, tmp_path) -> None:
+    done = run_cli(
+        "sweep", "--q-len", "1", "--k-lens", "256,512", "--head-dim", "192", "--head-dim-v",
+        "128", "--heads", "8", "--kv-heads", "2", "--pack-gqa", "--kv-splits", "2",
+        "--mask", "causal", "--json",
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    run = json.loads(done.out)["runs"][0]
+    assert run["status"] == "complete" and run["axis"] == "k_len"
+    assert all(point["rel_err"] < 1e-3 for point in run["points"])
+    # K+V bytes per point: B·Hkv·k_len·(D + Dv)·2 over the latency.
+    csv_path = tmp_path / "points.csv"
+    assert run_cli("export", "--csv", csv_path).code == 0
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [int(row["k_len"]) for row in rows] == [256, 512]
+    for row in rows:
+        kv_bytes = 1 * 2 * int(row["k_len"]) * (192 + 128) * 2
+        seconds = float(row["latency_ms"]) * 1e-3
+        assert float(row["kv_gbs"]) == pytest.approx(kv_bytes / seconds / 1e9)
