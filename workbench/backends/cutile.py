@@ -115,10 +115,9 @@ class CutileBackend(CupyBackend):
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
-        if problem.head_dim not in KERNEL_HEAD_DIMS:
-            raise ConfigError(
-                "head_dim", problem.head_dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}"
-            )
+        for field, dim in (("head_dim", problem.head_dim), ("head_dim_v", problem.value_dim)):
+            if dim not in KERNEL_HEAD_DIMS:  # V's head dim comes from the kernel's list too
+                raise ConfigError(field, dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}")
         # The kernel's own value sets (the registry's narrower ones); with autotune the tuner
         # sets the tunable knobs, so the config's are not checked.
         refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
