@@ -22,8 +22,11 @@ def _check_inputs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
             f"q, k and v must be 4-D (batch, heads, seq, head_dim); got ranks "
             f"{q.ndim}, {k.ndim}, {v.ndim}"
         )
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape; got {k.shape} and {v.shape}")
+    if k.shape[:3] != v.shape[:3]:
+        # v's head dim (Dv) may differ from q's and k's (MLA: D 192, Dv 128).
+        raise ValueError(
+            f"k and v must agree on batch, heads and keys (dims 0-2); got {k.shape} and {v.shape}"
+        )
     if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         raise ValueError(
             f"q {q.shape} and k {k.shape} must agree on batch (dim 0) and head_dim (dim 3)"
@@ -48,7 +51,8 @@ def flash_attention(
     pack_gqa: bool = False,
     kv_splits: int = 1,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Attention output (B, H, Nq, D) for q (B, H, Nq, D) and k, v (B, Hkv, Nk, D).
+    """Attention output (B, H, Nq, Dv) for q (B, H, Nq, D), k (B, Hkv, Nk, D) and
+    v (B, Hkv, Nk, Dv); Dv may differ from D.
 
     ``accumulate`` is the arithmetic precision (float32 as on the GPU, or float64 for a
     reference). With ``return_block_map`` the (q-blocks, k-blocks) map of
@@ -85,7 +89,7 @@ def walk_schedule(
     _check_inputs(q, k, v)
     acc_dtype = np.dtype(accumulate)
     batch, heads, q_len, head_dim = q.shape
-    kv_heads, k_len = k.shape[1], k.shape[2]
+    kv_heads, k_len, value_dim = k.shape[1], k.shape[2], v.shape[3]
     group = heads // kv_heads
     # Only packed rows depend on the group; a tile-form schedule keeps group 1.
     if (schedule.q_len, schedule.k_len) != (q_len, k_len) or (
@@ -110,7 +114,7 @@ def walk_schedule(
         # GQA: query head h reads kv head h // group.
         kf = np.repeat(k.astype(acc_dtype, copy=False), group, axis=1)
         vf = np.repeat(v.astype(acc_dtype, copy=False), group, axis=1)
-    out = np.zeros(qf.shape, dtype=acc_dtype)
+    out = np.zeros((*qf.shape[:-1], value_dim), dtype=acc_dtype)
     visited = np.zeros((schedule.n_q_blocks, schedule.n_k_blocks), dtype=np.int8)
 
     for qb in range(schedule.n_q_blocks):
@@ -123,7 +127,7 @@ def walk_schedule(
             shape = (*q_tile.shape[:-1], 1)
             m = np.full(shape, -np.inf, dtype=acc_dtype)
             l_sum = np.zeros(shape, dtype=acc_dtype)
-            u = np.zeros(q_tile.shape, dtype=acc_dtype)
+            u = np.zeros((*shape[:-1], value_dim), dtype=acc_dtype)
             for kb in sorted([*unmasked, *masked]):
                 c0, c1 = kb * tile_n, min((kb + 1) * tile_n, k_len)
                 scores = q_tile @ kf[:, :, c0:c1, :].swapaxes(-1, -2)
@@ -148,7 +152,7 @@ def walk_schedule(
         else:
             out[:, :, r0:r1, :] = combine_splits(np.stack(parts_out), np.stack(parts_lse))[0]
 
-    out = out.reshape(batch, heads, q_len, head_dim)
+    out = out.reshape(batch, heads, q_len, value_dim)
     if return_block_map:
         return out, visited
     return out

@@ -402,14 +402,11 @@ class Schedule:
             "skipped": int((grid == BlockKind.SKIPPED).sum()),
         }
 
-    def flops_useful(self, head_dim: int) -> int:
+    def flops_useful(self, head_dim: int, head_dim_v: int | None = None) -> int:
         """FLOPs on visible (row, key) pairs only, for one (batch, head) slice (times B·H for
-        the problem)."""
-        return (
-            4
-            * head_dim
-            * visible_pairs(self.q_len, self.k_len, self.mask, self.input_pos, self.window)
-        )
+        the problem): 2·D for Q·Kᵀ and 2·Dv for P·V per pair (Dv = ``head_dim_v``, or D)."""
+        pairs = visible_pairs(self.q_len, self.k_len, self.mask, self.input_pos, self.window)
+        return 2 * (head_dim + (head_dim if head_dim_v is None else head_dim_v)) * pairs
 
 
 def causal_grid_aligned(q_len: int, k_len: int, tile_m: int, tile_n: int, input_pos: int) -> bool:

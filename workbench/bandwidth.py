@@ -1,7 +1,7 @@
 """Memory-bound reporting: bytes moved per second at each point, and this machine's own ceiling.
 
 Decode attention is bound by reading K and V, so a point's TFLOP/s says little; its GB/s of K+V
-(each byte of K and V read once: 2·B·Hkv·k_len·D·itemsize over the median latency) and of Q+O
+(each byte of K and V read once: B·Hkv·k_len·(D + Dv)·itemsize over the median latency) and of Q+O
 (Q read and O written once) say how close it runs to the memory system. The fraction is taken of
 *this machine's measured* streaming-read bandwidth, not a datasheet figure:
 :func:`measure_read_bandwidth` times a kernel that reads a large buffer once (2 GiB, far beyond

@@ -144,7 +144,7 @@ def compare_table(
 
 
 # What makes two runs different problems (the kernel knobs are what a comparison is about).
-PROBLEM_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "dtype", "input_pos")
+PROBLEM_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "value_dim", "dtype", "input_pos")
 MASK_FIELDS = ("mask", "window")
 
 

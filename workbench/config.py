@@ -97,7 +97,9 @@ def _check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
 
 @dataclass(frozen=True)
 class Problem:
-    """One attention problem: q (B, H, q_len, D), k and v (B, kv_heads, k_len, D)."""
+    """One attention problem: q and k (B, H or kv_heads, q_len or k_len, D), v (B, kv_heads,
+    k_len, Dv) and the output (B, H, q_len, Dv); Dv = head_dim_v, the same as D unless set
+    (DeepSeek's MLA prefill has D 192 and Dv 128)."""
 
     batch: int = 1
     heads: int = 8
@@ -107,6 +109,7 @@ class Problem:
     head_dim: int = 64
     dtype: str = "float16"
     input_pos: int = 0  # causal offset; k_len - q_len is chunked prefill
+    head_dim_v: int | None = None  # None means the same as head_dim
 
     def __post_init__(self) -> None:
         if self.kv_heads is None:
@@ -125,11 +128,16 @@ class Problem:
         _check_int("q_len", self.q_len, 1, MAX_SEQ_LEN)
         _check_int("k_len", self.k_len, 1, MAX_SEQ_LEN)
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
+        if self.head_dim_v is not None:
+            _check_choice("head_dim_v", self.head_dim_v, HEAD_DIMS)
+            if self.head_dim_v == self.head_dim:  # one spelling of Dv = D, so equal problems are ==
+                object.__setattr__(self, "head_dim_v", None)
         _check_choice("dtype", self.dtype, DTYPES)
         # Each tensor is indexed on its own: q and o by the query heads, k and v by the KV
         # heads (a GQA decode's 128k keys at batch 8 fit; counting them at the query heads did not).
         kv_heads = self.kv_heads if self.kv_heads is not None else self.heads
-        largest = self.batch * self.head_dim * max(self.heads * self.q_len, kv_heads * self.k_len)
+        width = max(self.head_dim, self.value_dim)
+        largest = self.batch * width * max(self.heads * self.q_len, kv_heads * self.k_len)
         if largest > MAX_ELEMENTS:
             raise ConfigError(
                 "batch",
@@ -138,6 +146,16 @@ class Problem:
                 "over 2^31 - 1 (int32 indexing); use fewer heads, a smaller batch or shorter "
                 "sequences",
             )
+
+    @property
+    def value_dim(self) -> int:
+        """Dv: the width of V and of the output (head_dim unless head_dim_v sets another)."""
+        return self.head_dim if self.head_dim_v is None else self.head_dim_v
+
+    @property
+    def split_head_dims(self) -> bool:
+        """Do V and the output have a head dim of their own (Dv != D)?"""
+        return self.value_dim != self.head_dim
 
     @property
     def group_size(self) -> int:
@@ -174,7 +192,8 @@ class Problem:
             offset = f" q_len {self.q_len}"
         else:
             offset = f" pos+{self.input_pos}" if self.input_pos else ""
-        return f"B{self.batch} {heads} D{self.head_dim} {self.dtype}{offset}"
+        dims = f"D{self.head_dim}" + (f"/{self.value_dim}" if self.split_head_dims else "")
+        return f"B{self.batch} {heads} {dims} {self.dtype}{offset}"
 
     def with_seq_len(self, seq_len: int) -> Problem:
         """The same shape at sequence length ``seq_len``: q_len = N, k_len = N + input_pos."""
@@ -197,13 +216,16 @@ class Problem:
         return self.with_k_len(value) if axis == K_LEN_AXIS else self.with_seq_len(value)
 
     def kv_bytes(self) -> int:
-        """Bytes of K and V, each read once: what a memory-bound decode must move."""
+        """Bytes of K (D wide) and V (Dv wide), each read once: what a memory-bound decode must
+        move."""
         assert self.kv_heads is not None
-        return 2 * self.batch * self.kv_heads * self.k_len * self.head_dim * self.itemsize
+        width = self.head_dim + self.value_dim
+        return self.batch * self.kv_heads * self.k_len * width * self.itemsize
 
     def qo_bytes(self) -> int:
-        """Bytes of Q read and O written, once each."""
-        return 2 * self.batch * self.heads * self.q_len * self.head_dim * self.itemsize
+        """Bytes of Q (D wide) read and O (Dv wide) written, once each."""
+        width = self.head_dim + self.value_dim
+        return self.batch * self.heads * self.q_len * width * self.itemsize
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -31,6 +31,7 @@ __all__ = [
     "is_contiguous",
     "layout_problem",
     "lib_of",
+    "output_like",
     "pick_lib",
     "random_qkv",
     "reshaped",
@@ -118,6 +119,19 @@ def strided_empty_like(arr: Any) -> Any:
 
         with cupy.cuda.Device(arr.device.id):
             return cupy.empty_like(arr)  # order="K" keeps the strides
+
+
+def output_like(q: Any, value_dim: int) -> Any:
+    """An uninitialised output for ``q`` (B, H, N, D) that is ``value_dim`` wide: q's dtype,
+    device and memory layout (a (B, N, H, Dv) buffer under the view where q is one such)."""
+    if int(q.shape[-1]) == value_dim:
+        return strided_empty_like(q)
+    lib = lib_of(q)
+    batch, heads, rows = (int(x) for x in q.shape[:3])
+    strides = strides_of(q, lib)
+    if strides[1] < strides[2]:  # heads inside rows: a (B, N, H, D) buffer seen as (B, H, N, D)
+        return empty(lib, (batch, rows, heads, value_dim), dtype_name(q), q).swapaxes(1, 2)
+    return empty(lib, (batch, heads, rows, value_dim), dtype_name(q), q)
 
 
 def copy_into(dst: Any, src: Any, stream: Any) -> None:

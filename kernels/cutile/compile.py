@@ -73,6 +73,7 @@ def offline_plan(
     *,
     dtype: str = "float16",
     head_dim: int = 128,
+    head_dim_v: int | None = None,
     q_len: int = 4096,
     k_len: int | None = None,
     heads: int = 32,
@@ -90,7 +91,7 @@ def offline_plan(
     kv_heads = kv_heads or heads
     check_mask(mask, input_pos, 1 if mask == "window" else None)
     config = LaunchConfig.of(knobs)
-    p = Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype)
+    p = Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, head_dim_v=head_dim_v)
     launch = forms.plan(
         p,
         config,
@@ -109,6 +110,7 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     """Compile the kernel for ``arch`` without a GPU (tileiras only) and return the cubin.
 
     Takes the keyword arguments of :func:`offline_plan`: the problem (``dtype``, ``head_dim``,
+    ``head_dim_v`` (V's and the output's; None: head_dim),
     ``q_len``, ``k_len``, ``heads``, ``kv_heads``, ``batch``, ``mask``, ``input_pos``,
     ``with_lse``, ``with_map``, ``sm_count``) and the fields of :class:`LaunchConfig`. The
     signature mirrors what the JIT derives from the real launch's arrays, so registers and

@@ -53,6 +53,9 @@ def constant_group(**members: type) -> Any:
 
 # The tile of the attention kernels: query rows, keys per block, head dim.
 TileShape = constant_group(TILE_M=int, TILE_N=int, TILE_D=int)
+# V's, the accumulator's and the output's head dim (a power of two, Dv padded as TILE_D pads D):
+# its own group, so a TILE's three items still read as (rows, keys, head dim) where they are used.
+ValueTile = constant_group(TILE_DV=int)
 # What every block step compiles in (softmax_update's OPTS); a kernel passes a copy with
 # POLY_COLS 0 to the steps that apply the mask (the polynomial needs finite scores).
 BlockOptions = constant_group(
@@ -61,7 +64,7 @@ BlockOptions = constant_group(
     K_LATENCY=int,
     V_LATENCY=int,
     POLY_COLS=int,  # score columns per block whose exp2 is a polynomial (unmasked blocks)
-    D_PADDED=bool,  # TILE_D is the head dim padded to a power of two: every K/V load checked
+    D_PADDED=bool,  # TILE_D or TILE_DV pads a head dim to a power of two: every K/V load checked
 )
 
 

@@ -29,6 +29,7 @@ from kernels.cutile.device import (
     NEG_INF,
     BlockOptions,
     TileShape,
+    ValueTile,
     block_step,
     constant_group,
     epilogue,
@@ -58,10 +59,10 @@ CombineSwitches = constant_group(WITH_LSE=bool, STORE_TMA=bool)
 def fmha_decode_kernel(
     Q,  # [B, HQ, R, D]: HQ = Hkv and R = group·q_len when packed, else H and q_len
     K,  # [B, Hkv, k_len, D]
-    V,  # [B, Hkv, k_len, D]
-    Out,  # [B, HQ, R, D] (written only with one split)
+    V,  # [B, Hkv, k_len, Dv]
+    Out,  # [B, HQ, R, Dv] (written only with one split)
     Lse,  # [B, HQ, R] float32 (dummy [1, 1, 1] unless WITH_LSE)
-    OutParts,  # [B·HQ, splits, R, D] float32, each split's output (dummy with one split)
+    OutParts,  # [B·HQ, splits, R, Dv] float32, each split's output (dummy with one split)
     LseParts,  # [B·HQ, splits, R] float32, each split's log2-sum-exp (dummy with one split)
     BlockMap,  # [B·HQ, row blocks, k blocks] int32: 1 unmasked, 2 masked (dummy unless WITH_MAP)
     Order,  # [B·HQ, row blocks, k blocks] int32: the split that read each block (likewise)
@@ -71,11 +72,13 @@ def fmha_decode_kernel(
     kv_group: int,  # Q's heads per KV head (1 when packed: Q's heads are the KV heads)
     split_blocks: int,  # key blocks per split
     TILE: TileShape,
+    VALUE_TILE: ValueTile,
     OPTS: BlockOptions,  # MASK 0 none or 1 causal
     SWITCHES: DecodeSwitches,
 ):
     """One (row block, batch·head, split) per CTA."""
     TILE_M, TILE_N, TILE_D = TILE
+    (TILE_DV,) = VALUE_TILE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
     K_SPLIT, WITH_LSE, STORE_TMA, SPLIT, WITH_MAP = SWITCHES
     rb = ct.bid(0)
@@ -127,7 +130,7 @@ def fmha_decode_kernel(
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
     m_i = ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32)
     l_i = ct.zeros((TILE_M, 1), dtype=ct.float32)
-    acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
+    acc = ct.zeros((TILE_M, TILE_DV), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)
     opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # masked: no polynomial
@@ -158,7 +161,7 @@ def fmha_decode_kernel(
     if SPLIT:
         m_i, l_i, acc = state
         l_safe = ct.where(l_i == 0.0, 1.0, l_i)  # a split that saw no key: acc 0, output 0
-        part = (acc / l_safe).reshape((1, 1, TILE_M, TILE_D))
+        part = (acc / l_safe).reshape((1, 1, TILE_M, TILE_DV))
         ct.store(OutParts, index=(bh, s, rb, 0), tile=part, allow_tma=STORE_TMA)
         lse2 = m_i + ct.log2(l_safe)  # base 2; -inf where the split saw no key
         ct.store(LseParts, index=(bh, s, rb), tile=lse2.reshape((1, 1, TILE_M)))
@@ -168,7 +171,7 @@ def fmha_decode_kernel(
 
 @kernel
 def fmha_decode_combine_kernel(
-    OutParts,  # [B·HQ, splits, R, D] float32
+    OutParts,  # [B·HQ, splits, R, Dv] float32
     LseParts,  # [B·HQ, splits, R] float32, base 2
     Out,  # [B, HQ, R, D]
     Lse,  # [B, HQ, R] float32, natural log (dummy [1, 1, 1] unless WITH_LSE)

@@ -15,6 +15,7 @@ from kernels.cutile.device import (
     NEG_INF,
     BlockOptions,
     TileShape,
+    ValueTile,
     block_step,
     constant_group,
     epilogue,
@@ -50,14 +51,15 @@ CausalPersistentSwitches = constant_group(
 def fmha_fwd_persistent_kernel(
     Q,  # [B, H, q_len, D]
     K,  # [B, Hkv, k_len, D]
-    V,  # [B, Hkv, k_len, D]
-    Out,  # [B, H, q_len, D]
+    V,  # [B, Hkv, k_len, Dv]
+    Out,  # [B, H, q_len, Dv]
     Lse,  # [B, H, q_len] float32 (dummy [1, 1, 1] unless WITH_LSE)
     BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
     Order,  # [B*H, n_q_blocks] int32: the tile's place in the grid-stride order (WITH_MAP)
     qk_scale_log2: float,
     group: int,
     TILE: TileShape,
+    VALUE_TILE: ValueTile,
     OPTS: BlockOptions,  # its MASK is not read: this kernel runs no mask
     SWITCHES: PersistentSwitches,
 ):
@@ -86,6 +88,7 @@ def fmha_fwd_persistent_kernel(
     (bench/results/experiments/h200-explore-persistent-pairs.md).
     """
     TILE_M, TILE_N, TILE_D = TILE
+    (TILE_DV,) = VALUE_TILE
     _, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
     K_SPLIT, WITH_LSE, WITH_MAP, STORE_TMA, Q_HALVES, EVEN_K, Q_PREFETCH, PAIRED_K = SWITCHES
     n_heads = Q.shape[1]
@@ -116,7 +119,7 @@ def fmha_fwd_persistent_kernel(
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
             ct.zeros((TILE_M, 1), dtype=ct.float32),
-            ct.zeros((TILE_M, TILE_D), dtype=ct.float32),
+            ct.zeros((TILE_M, TILE_DV), dtype=ct.float32),
         )
         edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)  # no window: no mask
         if WITH_MAP:
@@ -155,8 +158,8 @@ def fmha_fwd_persistent_kernel(
 def fmha_fwd_causal_persistent_kernel(
     Q,  # [B, H, q_len, D]
     K,  # [B, Hkv, k_len, D]
-    V,  # [B, Hkv, k_len, D]
-    Out,  # [B, H, q_len, D]
+    V,  # [B, Hkv, k_len, Dv]
+    Out,  # [B, H, q_len, Dv]
     Lse,  # [B, H, q_len] float32 (dummy [1, 1, 1] unless WITH_LSE)
     BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
     Order,  # [B*H, n_q_blocks] int32: lap * programs + program that ran the tile (WITH_MAP)
@@ -165,6 +168,7 @@ def fmha_fwd_causal_persistent_kernel(
     input_pos: int,  # a whole number of key blocks (checked on the host)
     group: int,
     TILE: TileShape,  # TILE_N == TILE_M (checked on the host)
+    VALUE_TILE: ValueTile,
     OPTS: BlockOptions,  # its MASK is not read: the kernel masks the diagonal itself
     SWITCHES: CausalPersistentSwitches,
 ):
@@ -187,6 +191,7 @@ def fmha_fwd_causal_persistent_kernel(
     bench/results/experiments/h200-explore-causal-persistent.md.
     """
     TILE_M, TILE_N, TILE_D = TILE
+    (TILE_DV,) = VALUE_TILE
     _, FAST_MATH, K_LATENCY, _, _, D_PADDED = OPTS
     WITH_LSE, WITH_MAP, STORE_TMA, Q_HALVES = SWITCHES
     n_heads = Q.shape[1]
@@ -212,7 +217,7 @@ def fmha_fwd_causal_persistent_kernel(
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
             ct.zeros((TILE_M, 1), dtype=ct.float32),
-            ct.zeros((TILE_M, TILE_D), dtype=ct.float32),
+            ct.zeros((TILE_M, TILE_DV), dtype=ct.float32),
         )
         edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)  # no window: causal only
         if WITH_MAP:

@@ -13,6 +13,7 @@ from kernels.cutile.device import (
     NEG_INF,
     BlockOptions,
     TileShape,
+    ValueTile,
     block_step,
     constant_group,
     epilogue,
@@ -36,8 +37,8 @@ TileSwitches = constant_group(
 def fmha_fwd_kernel(
     Q,  # [B, H, q_len, D]
     K,  # [B, Hkv, k_len, D]
-    V,  # [B, Hkv, k_len, D]
-    Out,  # [B, H, q_len, D]
+    V,  # [B, Hkv, k_len, Dv]
+    Out,  # [B, H, q_len, Dv]
     Lse,  # [B, H, q_len] float32 (dummy [1, 1, 1] unless WITH_LSE)
     BlockMap,  # [B*H, n_q_blocks, n_k_blocks] int32 (dummy unless WITH_MAP)
     Order,  # [B*H, n_q_blocks] int32: program id per (batch·head, q-block) (dummy unless WITH_MAP)
@@ -47,12 +48,14 @@ def fmha_fwd_kernel(
     group: int,  # query heads per kv head (GQA)
     remap_group: int,  # 0: plain order; > 0: heavy-first order, this many batch·heads per group
     TILE: TileShape,
+    VALUE_TILE: ValueTile,
     OPTS: BlockOptions,
     SWITCHES: TileSwitches,
 ):
     """Attention for every mask, one CTA per tile; the program id picks the tile, in plain or
     heavy-first order (``remap_group``)."""
     TILE_M, TILE_N, TILE_D = TILE
+    (TILE_DV,) = VALUE_TILE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
     K_SPLIT, WITH_LSE, WITH_MAP, PIPELINE, STORE_TMA = SWITCHES
     n_heads = Q.shape[1]
@@ -122,7 +125,7 @@ def fmha_fwd_kernel(
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
     m_i = ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32)
     l_i = ct.zeros((TILE_M, 1), dtype=ct.float32)
-    acc = ct.zeros((TILE_M, TILE_D), dtype=ct.float32)
+    acc = ct.zeros((TILE_M, TILE_DV), dtype=ct.float32)
     state = (m_i, l_i, acc)
     edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
     opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # masked: no polynomial

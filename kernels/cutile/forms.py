@@ -27,9 +27,7 @@ import cuda.tile as ct
 import numpy as np
 
 from kernels import knobs as registry
-from kernels.cutile.combine_shape import (
-    combine_tile,
-)
+from kernels.cutile.combine_shape import combine_tile
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.device import Members
 from kernels.cutile.device_decode import fmha_decode_combine_kernel, fmha_decode_kernel
@@ -38,6 +36,7 @@ from kernels.cutile.device_persistent import (
     fmha_fwd_persistent_kernel,
 )
 from kernels.cutile.device_tile import fmha_fwd_kernel
+from kernels.cutile.problem import Problem as Problem  # where the kernels' callers find it
 from kernels.head_dims import pads_head_dim, tile_head_dim
 from kernels.schedule import (
     auto_kv_splits,
@@ -189,25 +188,6 @@ def kernel_for(config: LaunchConfig, form: str = "tile", *, with_lse: bool = Fal
 # --------------------------------------------------------------------------------------------
 # Where the values come from
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    """The shapes and dtype of one attention problem (``lib``: the inputs' array library,
-    None for an offline compile)."""
-
-    batch: int
-    heads: int
-    kv_heads: int
-    q_len: int
-    k_len: int
-    head_dim: int
-    dtype: str
-    lib: str | None = None
-
-    @property
-    def group(self) -> int:
-        return self.heads // self.kv_heads
 
 
 @dataclass(frozen=True)
@@ -397,11 +377,11 @@ def plan(
     )  # fmt: skip
     then = None
     if layout is not None and layout.splits > 1:
-        tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.head_dim)
+        tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.value_dim)
         combine_grid = (
             -(-layout.rows // tile_r),
             p.batch * layout.heads,
-            -(-p.head_dim // tile_dc),
+            -(-p.value_dim // tile_dc),
         )
         combine_sources = {
             **sources,
@@ -463,11 +443,12 @@ def _sources(
     n_q_blocks = -(-p.q_len // config.tile_m)
     n_k_blocks = -(-p.k_len // config.tile_n)
     batch_heads = p.batch * p.heads
-    qo_shape = (p.batch, p.heads, p.q_len, p.head_dim)
-    kv_shape = (p.batch, p.kv_heads, p.k_len, p.head_dim)
+    q_shape, o_shape = ((p.batch, p.heads, p.q_len, d) for d in (p.head_dim, p.value_dim))
+    k_shape, v_shape = ((p.batch, p.kv_heads, p.k_len, d) for d in (p.head_dim, p.value_dim))
 
     def l2_group() -> int:
-        return l2_group_size(batch_heads, p.k_len, p.head_dim, ITEMSIZE[p.dtype], p.group)
+        width = (p.head_dim + p.value_dim) // 2  # K's and V's bytes per key, halved
+        return l2_group_size(batch_heads, p.k_len, width, ITEMSIZE[p.dtype], p.group)
 
     def remap_group() -> int:
         # Remapping balances causal/window work; without a mask it would only scatter the
@@ -497,10 +478,10 @@ def _sources(
 
     return {
         # arrays
-        "Q": lambda: ArraySpec(p.dtype, qo_shape),
-        "K": lambda: ArraySpec(p.dtype, kv_shape),
-        "V": lambda: ArraySpec(p.dtype, kv_shape),
-        "Out": lambda: ArraySpec(p.dtype, qo_shape),
+        "Q": lambda: ArraySpec(p.dtype, q_shape),
+        "K": lambda: ArraySpec(p.dtype, k_shape),
+        "V": lambda: ArraySpec(p.dtype, v_shape),
+        "Out": lambda: ArraySpec(p.dtype, o_shape),
         "Lse": lambda: ArraySpec("float32", (p.batch, p.heads, p.q_len) if with_lse else (1, 1, 1)),
         "BlockMap": lambda: ArraySpec(
             "int32", block_map_shape(batch_heads, n_q_blocks, n_k_blocks) if with_map else (1, 1, 1)
@@ -523,7 +504,9 @@ def _sources(
             if knob.constant and knob.launch
         },
         "TILE_D": lambda: tile_head_dim(p.head_dim),
-        "D_PADDED": lambda: pads_head_dim(p.head_dim),
+        "TILE_DV": lambda: tile_head_dim(p.value_dim),
+        # One switch checks both K's and V's loads: either's columns past the array's are zeros.
+        "D_PADDED": lambda: pads_head_dim(p.head_dim) or pads_head_dim(p.value_dim),
         "MASK": lambda: MASK_CODES[mask],
         "WITH_LSE": lambda: bool(with_lse),
         "WITH_MAP": lambda: bool(with_map),
@@ -552,9 +535,9 @@ def _decode_sources(
     blocks = block_map_shape(p.batch * layout.heads, layout.row_blocks, -(-p.k_len // tile_n))
     return {
         "Q": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
-        "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
+        "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.value_dim)),
         "Lse": lambda: ArraySpec("float32", rows_shape if with_lse else (1, 1, 1)),
-        "OutParts": lambda: ArraySpec("float32", (*parts, p.head_dim) if split else (1, 1, 1, 1)),
+        "OutParts": lambda: ArraySpec("float32", (*parts, p.value_dim) if split else (1, 1, 1, 1)),
         "LseParts": lambda: ArraySpec("float32", parts if split else (1, 1, 1)),
         "BlockMap": lambda: ArraySpec("int32", blocks if with_map else (1, 1, 1)),
         "Order": lambda: ArraySpec("int32", blocks if with_map else (1, 1, 1)),

@@ -26,7 +26,7 @@ from kernels.cutile.arrays import (
     empty,
     layout_problem,
     lib_of,
-    strided_empty_like,
+    output_like,
     strides_of,
 )
 from kernels.cutile.config import LAUNCH_KNOBS as LAUNCH_KNOBS  # re-exported
@@ -75,23 +75,27 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
     if not (device_id(q, lib) == device_id(k, lib) == device_id(v, lib)):
         raise ValueError("q, k and v must be on the same device")
     batch, heads, q_len, head_dim = (int(x) for x in q.shape)
-    if tuple(k.shape) != tuple(v.shape):
+    # v's head dim (Dv) may differ from q's and k's (DeepSeek's MLA: D 192, Dv 128).
+    if tuple(k.shape[:3]) != tuple(v.shape[:3]):
         raise ValueError(
-            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+            f"k and v must agree on batch, heads and keys, got {tuple(k.shape)} and "
+            f"{tuple(v.shape)}"
         )
     kb, kv_heads, k_len, kd = (int(x) for x in k.shape)
+    value_dim = int(v.shape[3])
     if kb != batch:
         raise ValueError(f"k/v batch {kb} differs from q batch {batch}")
     if kd != head_dim:
-        raise ValueError(f"k/v head dim {kd} differs from q head dim {head_dim}")
+        raise ValueError(f"k head dim {kd} differs from q head dim {head_dim}")
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads}) for GQA")
-    if head_dim not in HEAD_DIMS:
-        raise ValueError(
-            f"head dim must be a multiple of 8 from {HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, "
-            f"got {head_dim}"
-        )
-    return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib)
+    for what, dim in (("head dim", head_dim), ("v head dim", value_dim)):
+        if dim not in HEAD_DIMS:
+            raise ValueError(
+                f"{what} must be a multiple of 8 from {HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, got {dim}"
+            )
+    split = value_dim if value_dim != head_dim else None
+    return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib, split)
 
 
 def check_mask(mask: str, input_pos: int, window: int | None) -> None:
@@ -174,7 +178,9 @@ def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
     strided views (a (B, N, H, D) buffer transposed to (B, H, N, D) is read in place): the
     head-dim stride must be 1 and the others whole multiples of 16 bytes.
 
-    k and v may have fewer heads than q (GQA, ``H % Hkv == 0``). ``mask``: ``"none"``,
+    k and v may have fewer heads than q (GQA, ``H % Hkv == 0``); v's head dim Dv may differ from
+    q's and k's D (both from the registry's list; MLA prefill: 192 and 128), and ``out`` is then
+    Dv wide. ``mask``: ``"none"``,
     ``"causal"`` (row i sees key j iff ``j <= i + input_pos``) or ``"window"`` (causal and
     ``j > i + input_pos - window``). Returns ``out`` in the input dtype, or ``(out, lse)`` with
     ``return_lse``: the natural-log LSE in float32, shape (B, H, q_len).
@@ -297,7 +303,7 @@ class KeptCall:
             q, k, v = (x.swapaxes(1, 2) for x in (q, k, v))
             out = None if out is None else out.swapaxes(1, 2)
         if out is None:
-            out = strided_empty_like(q)  # a (B, N, H, D) q gets a (B, N, H, D) out
+            out = output_like(q, p.value_dim)  # a (B, N, H, D) q gets a (B, N, H, Dv) out
         lse = empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if self.return_lse else None
         arrays = {"Q": q, "K": k, "V": v, "Out": out, "Lse": lse}
         if self.prepared is None:  # no query or no key: nothing to plan
@@ -377,10 +383,12 @@ def _outputs(request: _Request, return_lse: bool) -> tuple[Any, Any]:
     p, q, out = request.problem, request.q, request.out
     assert p.lib is not None  # a launch's problem: its arrays set lib
     if out is None:
-        out = strided_empty_like(q)  # a (B, N, H, D) q gets a (B, N, H, D) out
+        out = output_like(q, p.value_dim)  # a (B, N, H, D) q gets a (B, N, H, Dv) out
     else:
-        if lib_of(out) != p.lib or tuple(out.shape) != tuple(q.shape):
-            raise ValueError(f"out must be a {p.lib} array of shape {request.shown_shape}")
+        want = (*tuple(q.shape)[:3], p.value_dim)  # q's rows, Dv wide
+        if lib_of(out) != p.lib or tuple(out.shape) != want:
+            shown = (*request.shown_shape[:3], p.value_dim)
+            raise ValueError(f"out must be a {p.lib} array of shape {shown}")
         if dtype_name(out) != p.dtype:
             raise ValueError(f"out must have dtype {p.dtype}, got {dtype_name(out)}")
         problem = layout_problem(out, p.lib)

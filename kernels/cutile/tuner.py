@@ -175,6 +175,8 @@ def autotune(
     check_mask(mask, input_pos, window)
     arch = gpu_arch(device_id(q, p.lib) or 0)
     key = problem_key(arch, p.dtype, p.head_dim, mask, p.group, p.q_len, p.k_len)
+    if p.value_dim != p.head_dim:  # V's own width: another kernel, another winner
+        key = key.replace(f"|d{p.head_dim}|", f"|d{p.head_dim}v{p.value_dim}|")
     path = Path(cache_path) if cache_path is not None else default_cache_path()
     fixed = _fixed_in_tuning(fixed_knobs)
     # Bound by reading K and V, with the decode form left to the tuner: search the decode
@@ -223,7 +225,8 @@ def autotune(
     if scale is None:
         scale = forms.default_scale(p.head_dim)
     stream = stream if stream is not None else default_stream(p.lib)
-    scratch = empty(p.lib, tuple(q.shape), p.dtype, q)  # the tuner writes here, not to a result
+    # The tuner writes here, not to a result (Dv wide, as the output is).
+    scratch = empty(p.lib, (*tuple(q.shape)[:3], p.value_dim), p.dtype, q)
     allocate = Allocator(p.lib, q)  # one set of stand-in arrays for every config
     if p.q_len == 0 or p.k_len == 0:
         raise ValueError("autotune needs q_len >= 1 and k_len >= 1")

@@ -19,7 +19,7 @@ import numpy as np
 from kernels import schedule
 from kernels.schedule import BlockKind, Schedule
 from workbench.accuracy import AccuracyReport, check_output
-from workbench.config import KernelConfig, Problem
+from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.errors import BackendError as BackendError  # re-exported: where backends raise it
 from workbench.timing import (
     CpuSampler,
@@ -64,18 +64,32 @@ class PointResult:
 
 
 def problem_flops(problem: Problem, config: KernelConfig) -> int:
-    """4·B·H·Nq·Nk·D, halved for causal; for a window, 4·B·H·D per visible (row, key) pair.
+    """2·B·H·Nq·Nk·(D + Dv) (Q·Kᵀ and P·V; 4·B·H·Nq·Nk·D where Dv = D), halved for causal;
+    for a window, 2·B·H·(D + Dv) per visible (row, key) pair.
 
     Causal uses the conventional half so figures compare with published ones; the exact count of
     visible pairs differs from half by (Nq + 1) / (2·Nq), under 0.1 % at N ≥ 1024.
     """
-    dense = 4 * problem.batch * problem.heads * problem.q_len * problem.k_len * problem.head_dim
+    widths = problem.head_dim + problem.value_dim
+    dense = 2 * problem.batch * problem.heads * problem.q_len * problem.k_len * widths
     if config.mask == "none":
         return dense
     if config.mask == "causal":
         return dense // 2
     window = schedule.tile_schedule(config.knob_values(), problem, "window", config.window)
-    return window.flops_useful(problem.head_dim) * problem.batch * problem.heads
+    flops = window.flops_useful(problem.head_dim, problem.value_dim)
+    return flops * problem.batch * problem.heads
+
+
+def refuse_split_head_dims(problem: Problem, who: str) -> None:
+    """Refuse Dv != D for a backend ``who`` that runs V at the query/key head dim only."""
+    if problem.split_head_dims:
+        raise ConfigError(
+            "head_dim_v",
+            problem.value_dim,
+            f"{who} runs V at the query/key head dim ({problem.head_dim}) only; leave it out "
+            "or use the cutile, reference or naive backend",
+        )
 
 
 def decode_form(config: KernelConfig) -> bool:
@@ -101,7 +115,7 @@ def host_inputs(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray,
     shapes = [
         (problem.batch, problem.heads, problem.q_len, problem.head_dim),
         (problem.batch, problem.kv_heads, problem.k_len, problem.head_dim),
-        (problem.batch, problem.kv_heads, problem.k_len, problem.head_dim),
+        (problem.batch, problem.kv_heads, problem.k_len, problem.value_dim),
     ]
     return tuple(
         round_to_dtype(rng.standard_normal(s, dtype=np.float32), problem.dtype) for s in shapes

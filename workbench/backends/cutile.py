@@ -17,10 +17,9 @@ import numpy as np
 from kernels import knobs, schedule
 from kernels.cutile.arrays import (
     contiguous,
-    empty_like,
     fill,
     lib_of,
-    strided_empty_like,
+    output_like,
     to_kernel_dtype,
 )
 from kernels.cutile.diagnostics import assess
@@ -116,10 +115,9 @@ class CutileBackend(CupyBackend):
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
-        if problem.head_dim not in KERNEL_HEAD_DIMS:
-            raise ConfigError(
-                "head_dim", problem.head_dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}"
-            )
+        for field, dim in (("head_dim", problem.head_dim), ("head_dim_v", problem.value_dim)):
+            if dim not in KERNEL_HEAD_DIMS:  # V's head dim comes from the kernel's list too
+                raise ConfigError(field, dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}")
         # The kernel's own value sets (the registry's narrower ones); with autotune the tuner
         # sets the tunable knobs, so the config's are not checked.
         refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
@@ -162,9 +160,7 @@ class CutileBackend(CupyBackend):
             # reads in place through strided views; the output comes back in that layout.
             q, k, v = (contiguous(x.swapaxes(1, 2)) for x in (q, k, v))
             kwargs["layout"] = "bnhd"
-            self._out = strided_empty_like(q)
-        else:
-            self._out = empty_like(q)
+        self._out = output_like(q, problem.value_dim)  # q's layout, Dv wide
         out = self._out
 
         def as_bhnd(result: Any) -> Any:  # what the accuracy check compares

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workbench.backends.base import Availability
+from workbench.backends.base import Availability, refuse_split_head_dims
 from workbench.backends.declaration import BackendDeclaration
 from workbench.backends.gpu import torch_device
 from workbench.backends.torch_base import TorchBackend
@@ -57,6 +57,7 @@ class FlashAttention4Backend(TorchBackend):
         return Availability(True, f"FlashAttention-4 on {status.reason}")
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        refuse_split_head_dims(problem, self.name)  # FA4 on Hopper has one head dim
         fa4_check(problem, config)
         super().check_supported(problem, config)
 

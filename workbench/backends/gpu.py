@@ -179,7 +179,7 @@ def device_inputs(problem: Any, rng: Any) -> tuple[Any, Any, Any]:
     shapes = [
         (problem.batch, problem.heads, problem.q_len, problem.head_dim),
         (problem.batch, kv, problem.k_len, problem.head_dim),
-        (problem.batch, kv, problem.k_len, problem.head_dim),
+        (problem.batch, kv, problem.k_len, problem.value_dim),
     ]
     out = []
     for shape in shapes:

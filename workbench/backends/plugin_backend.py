@@ -24,7 +24,14 @@ from kernels import knobs as knob_registry
 from kernels.reference import masked_softmax_product
 from kernels.schedule import visible_block
 from workbench.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
-from workbench.backends.base import Availability, Backend, OpenPoint, PointResult, round_to_dtype
+from workbench.backends.base import (
+    Availability,
+    Backend,
+    OpenPoint,
+    PointResult,
+    refuse_split_head_dims,
+    round_to_dtype,
+)
 from workbench.backends.declaration import (
     BackendDeclaration,
     Capabilities,
@@ -144,6 +151,8 @@ class PluginBackend(Backend):
             raise ConfigError("dtype", problem.dtype, f"{who} takes {', '.join(caps.dtypes)}")
         if config.mask not in caps.masks:
             raise ConfigError("mask", config.mask, f"{who} takes {', '.join(caps.masks)}")
+        # A plugin's declaration has no value head dim: it is given q, k and v of one D.
+        refuse_split_head_dims(problem, who)
         if caps.head_dims is not None and problem.head_dim not in caps.head_dims:
             raise ConfigError("head_dim", problem.head_dim, f"{who} takes {caps.head_dims}")
         if not caps.decode and problem.q_len != problem.k_len:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from workbench.backends.base import Availability
+from workbench.backends.base import Availability, refuse_split_head_dims
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.gpu import torch_device
 from workbench.backends.torch_base import TorchBackend
@@ -53,6 +53,8 @@ class TorchSdpaBackend(TorchBackend):
     lower_right: ClassVar[bool]
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
+        # FA2 needs one head dim; torch's cuDNN path is not known to take another for V here.
+        refuse_split_head_dims(problem, self.name)
         sdpa_causal_form(problem, config, self.name, lower_right=self.lower_right)
         super().check_supported(problem, config)
 

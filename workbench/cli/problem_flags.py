@@ -29,7 +29,14 @@ from workbench.problem_presets import preset_knobs, problem_preset, problem_pres
 from workbench.sizes import size_arg
 
 # The problem flags' defaults where neither the flag nor a preset sets them.
-PROBLEM_DEFAULTS = {"batch": 1, "heads": 8, "kv_heads": None, "head_dim": 64, "dtype": "float16"}
+PROBLEM_DEFAULTS = {
+    "batch": 1,
+    "heads": 8,
+    "kv_heads": None,
+    "head_dim": 64,
+    "head_dim_v": None,
+    "dtype": "float16",
+}
 SEQ_LENS_DEFAULT = "128,256,512"
 
 
@@ -62,6 +69,12 @@ def add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> N
     g.add_argument("--heads", type=whole, help="query heads (default 8)")
     g.add_argument("--kv-heads", type=whole, help="key/value heads for GQA (default: --heads)")
     g.add_argument("--head-dim", type=whole, help=f"one of {HEAD_DIMS} (default 64)")
+    g.add_argument(
+        "--head-dim-v",
+        type=whole,
+        help="V's and the output's head dim, from the "
+        "same list (default: --head-dim; MLA prefill is --head-dim 192 --head-dim-v 128)",
+    )
     g.add_argument("--dtype", help=f"one of {', '.join(DTYPES)} (default float16)")
     g.add_argument(
         "--input-pos",
