@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
+        width = max([12, *(len(name) for name in statuses)])  # a plugin's name can be longer
         for name, status in statuses.items():
-            print(f"{name:12} {'yes' if status.available else 'no ':3}  {status.reason}")
+            print(f"{name:{width}} {'yes' if status.available else 'no ':3}  {status.reason}")
             if notes.get(name):
-                print(f"{'':12}      note: {notes[name]}")
+                print(f"{'':{width}}      note: {notes[name]}")
     return EXIT_OK
