@@ -311,8 +311,10 @@ def test_a_decode_groups_readme_table_has_its_own_markers(
 def test_the_bandwidth_measurement_with_a_fake_gpu(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workbench import bandwidth, cli
+    from workbench import bandwidth
     from workbench.backends import gpu
+    from workbench.cli.commands import bandwidth as bandwidth_command
+    from workbench.cli.commands import machine as machine_command
 
     path = tmp_path / "machine.json"
     monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(path))
@@ -327,7 +329,8 @@ def test_the_bandwidth_measurement_with_a_fake_gpu(
     )
     assert reads == [1] and measured.gbs == pytest.approx(4.0) and measured.samples == 3
 
-    monkeypatch.setattr(cli, "_local_gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(bandwidth_command, "local_gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(machine_command, "local_gpu_name", lambda: "Fake GPU")
     asked: list[int] = []
 
     def fake_gpu(name: str, size: int = bandwidth.STREAM_BYTES) -> bandwidth.ReadBandwidth:
@@ -373,11 +376,14 @@ def test_the_bandwidth_measurement_with_a_fake_gpu(
 def test_the_read_by_size_sits_beside_the_stored_figure_and_keeps_nothing(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workbench import bandwidth, cli
+    from workbench import bandwidth
+    from workbench.cli.commands import bandwidth as bandwidth_command
+    from workbench.cli.commands import machine as machine_command
 
     path = tmp_path / "machine.json"
     monkeypatch.setenv("FMHA_WORKBENCH_MACHINE", str(path))
-    monkeypatch.setattr(cli, "_local_gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(bandwidth_command, "local_gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(machine_command, "local_gpu_name", lambda: "Fake GPU")
     stored = bandwidth.measure_read_bandwidth(
         "Fake GPU", lambda: None, 4_000_000_000, lambda launch: [1.0], lib="cupy"
     )

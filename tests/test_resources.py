@@ -171,7 +171,7 @@ def test_the_resources_command_refuses_bad_input_in_one_line(run_cli: Any) -> No
     bad = run_cli("resources", "--arch", "sm_42")
     assert bad.code == 2 and len(bad.err_lines) == 1 and "sm_42" in bad.err
     dim = run_cli("resources", "--head-dim", "36")
-    assert dim.code == 2 and len(dim.err_lines) == 1 and "--head-dim: 36" in dim.err
+    assert dim.code == 2 and len(dim.err_lines) == 1 and "--head-dim 36:" in dim.err
     tuned = run_cli("resources", "--autotune")
     assert tuned.code == 2 and "tuner picks the tiles" in tuned.err
     tile = run_cli("resources", "--tile-m", "48")

@@ -25,7 +25,13 @@ class Searched(Exception):
 @pytest.fixture
 def h200(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     problem = types.SimpleNamespace(
-        lib="torch", dtype="float16", head_dim=128, group=1, q_len=4096, k_len=4096
+        lib="torch",
+        dtype="float16",
+        head_dim=128,
+        value_dim=128,
+        group=1,
+        q_len=4096,
+        k_len=4096,
     )
     monkeypatch.setattr(tuner, "check_inputs", lambda q, k, v: problem)
     monkeypatch.setattr(tuner, "gpu_arch", lambda device=0: "sm_90")

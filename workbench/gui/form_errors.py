@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QLayout, QWidget
 from kernels import knobs
 
 # The head the core puts before its message: a field name (``seq_lens``) or a flag (``--tile-m``).
-_CORE_HEAD = re.compile(r"^\s*(--)?[A-Za-z_][\w-]*\s*:\s*")
+_CORE_HEAD = re.compile(r"^\s*(--)?[A-Za-z_][\w-]*\s*(:\s*|=)")  # "field: …" or "field='x': …"
 # A field name the way only code writes it (two words or more joined by "_").
 _SNAKE_NAME = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
 
