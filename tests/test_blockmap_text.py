@@ -19,7 +19,8 @@ def _map_lines(out: str) -> tuple[int, list[str]]:
     """The group size b (1 when the note is absent) and the map's rows."""
     lines = out.splitlines()
     note = [line for line in lines if line.startswith("each cell is ")]
-    b = int(re.match(r"each cell is (\d+)×\1 blocks", note[0]).group(1)) if note else 1
+    found = re.match(r"each cell is (\d+)×(\d+) blocks", note[0]) if note else None
+    b = int(found.group(2)) if found else 1  # keys a cell groups (rows too, where there are b)
     start = (
         lines.index(note[0]) + 1
         if note
@@ -40,7 +41,7 @@ def test_a_decode_split_map_at_32k_is_drawn_downsampled(
     result = run_cli("blockmap", *DECODE, "--k-len", "32k", "--kv-splits", "16")
     assert result.code == 0, result.err
     b, rows = _map_lines(result.out)
-    assert b == 3 and "each cell is 3×3 blocks (the split that reads most of them" in result.out
+    assert b == 3 and "each cell is 1×3 blocks (the split that reads most of them" in result.out
     (row,) = rows
     assert len(row) == 86  # 256 key blocks in groups of 3
     # Every split shows, in order, each over its share of the row.

@@ -73,7 +73,8 @@ def draw(layout: Schedule, split: bool, columns: int | None = None) -> list[str]
         rule = (
             "the split that reads most of them" if split else "'m' where any is masked"
         ) + ", '.' where all are skipped"
-        lines.append(f"each cell is {b}×{b} blocks ({rule})")
+        tall, wide = min(b, grid.shape[0]), min(b, grid.shape[1])  # a one-row map groups keys only
+        lines.append(f"each cell is {tall}×{wide} blocks ({rule})")
     if split:
         for row in split_cells(layout.split_map, layout.n_splits, b):
             lines.append("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))

@@ -15,6 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
 from workbench.store.files import real_db_path
@@ -54,7 +55,9 @@ def _open_source(path: Path) -> sqlite3.Connection:
     # connection to a WAL database would otherwise leave -wal and -shm files beside it.
     immutable = "&immutable=1" if not real.with_name(real.name + "-wal").exists() else ""
     try:
-        conn = sqlite3.connect(f"file:{real}?mode=ro{immutable}", uri=True)
+        # Quoted: a "?", "#" or "%" in the path is part of the name, not of the URI.
+        address = f"file:{quote(str(real.absolute()))}?mode=ro{immutable}"
+        conn = sqlite3.connect(address, uri=True)
         conn.row_factory = sqlite3.Row
         tables = tables_and_columns(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
