@@ -221,9 +221,9 @@ import os
 from workbench.backends import declare
 
 def attention(q, k, v, *, problem, config, knobs):
-    with open(os.environ["PLUGIN_PID_FILE"], "a") as f:
+    with open(PID_FILE, "a") as f:
         f.write(f"{os.getpid()}\\n")
-    if os.environ.get("PLUGIN_FAILS") == "abort":
+    if HOW == "abort":
         os.abort()
     raise RuntimeError("my kernel broke at row 7")
 
@@ -242,10 +242,10 @@ def test_a_plugin_that_raises_or_aborts_ends_its_run_with_a_stored_reason_in_the
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = plugin_file(tmp_path, FAILING)
     pids = tmp_path / "pids"
-    monkeypatch.setenv("PLUGIN_PID_FILE", str(pids))
-    monkeypatch.setenv("PLUGIN_FAILS", how)
+    # Written into the file, not the environment: an engine child started by an earlier test
+    # in this worker keeps the environment it was started with.
+    path = plugin_file(tmp_path, f"PID_FILE = {str(pids)!r}\nHOW = {how!r}\n" + FAILING)
     db = tmp_path / "runs.db"
     result = run_cli("--plugin", path, "sweep", "--db", db, "--backend", "fails", *SMALL)
     assert result.code == 1, result.err
