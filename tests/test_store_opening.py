@@ -5,17 +5,15 @@ before SQLite leaves a -wal and -shm beside it (item 5)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.wal_writer import writer_holding
 from workbench.store import Store
 
 
@@ -28,26 +26,6 @@ def _immutable(path: Path, on: bool) -> None:
         pytest.skip(f"this file system has no immutable flag: {made.stderr!r}")
 
 
-H200_DB = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200.db"
-
-# A second process imports 16 runs into the real file and keeps it open, its commits still in
-# the -wal (no checkpoint), until told to go.
-WRITER = textwrap.dedent(
-    """
-    import sys
-    from workbench.importer import import_runs
-    from workbench.store import Store
-
-    store = Store(sys.argv[1])
-    store.db.conn.execute("PRAGMA wal_autocheckpoint = 0")
-    import_runs(store, sys.argv[2])
-    print("ready", flush=True)
-    sys.stdin.readline()
-    store.close()
-    """
-)
-
-
 def test_a_symlinked_db_lists_what_a_writer_with_the_real_file_open_committed(
     run_cli: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -56,21 +34,9 @@ def test_a_symlinked_db_lists_what_a_writer_with_the_real_file_open_committed(
     Store(real).close()
     link = tmp_path / "link.db"
     link.symlink_to(real)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(real), str(H200_DB)],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
-        assert Path(f"{real}-wal").stat().st_size > 0  # the runs are in the -wal only
+    with writer_holding(real):
         by_real = run_cli("--db", real, "runs", "--json")
         by_link = run_cli("--db", link, "runs", "--json")
-    finally:
-        writer.communicate("go\n", timeout=30)
     assert by_real.code == 0 and by_link.code == 0, by_link.err
     assert len(json.loads(by_real.out)) == 16
     assert len(json.loads(by_link.out)) == 16
