@@ -288,7 +288,12 @@ def test_a_report_of_decode_groups_of_different_problems_names_each_rows_problem
 def test_a_decode_groups_readme_table_has_its_own_markers(
     run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from workbench.report import DECODE_README_BEGIN, DECODE_README_END, README_BEGIN, README_END
+    from workbench.readme_tables import (
+        DECODE_README_BEGIN,
+        DECODE_README_END,
+        README_BEGIN,
+        README_END,
+    )
 
     cpu_peers.register(monkeypatch)
     sweep = ["sweep", *SMALL, "--backends", f"reference,{cpu_peers.NAME}"]

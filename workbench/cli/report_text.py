@@ -21,7 +21,8 @@ LADDER_RATIOS_NOTE = (
 
 def update_readme(args: argparse.Namespace, report: dict[str, Any]) -> int:
     """``report --readme FILE``: the generated table between FILE's markers replaced."""
-    from workbench.report import markdown, readme_markers, replace_readme_section
+    from workbench.readme_tables import readme_markers, replace_readme_section
+    from workbench.report import markdown
     from workbench.safe_write import UnsafeTarget, check_target, write_bytes_safely
 
     try:
