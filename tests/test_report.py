@@ -138,3 +138,21 @@ def test_groups_of_different_problems_say_each_rows_head_dim_and_dtype(
     with Store(db_path) as store:
         single = markdown(build_report(store, [2]))
     assert "| problem |" not in single and "Method: bfloat16 B=1 H=1 D=64;" in single
+
+
+def test_a_group_at_a_value_head_dim_of_its_own_reports_both_dims(
+    run_cli, fast_args, db_path: Path
+) -> None:
+    seed = int(np.random.SeedSequence().entropy % 2**31)
+    print(f"group seed {seed}")
+    done = run_cli(
+        "sweep", *fast_args, "--seq-lens", "16,32", "--backends", f"reference,{cpu_peers.NAME}",
+        "--head-dim", "192", "--head-dim-v", "128", "--seed", str(seed),
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    result = run_cli("report", "--group", "1", "--markdown")
+    assert result.code == 0, result.err
+    method = next(line for line in result.out.splitlines() if "TFLOP/s =" in line)
+    # The shape says both dims, and the FLOP count the one that counts D and Dv apart.
+    assert "D=192/128" in method
+    assert "TFLOP/s = 2·B·H·Nq·Nk·(D+Dv)" in method

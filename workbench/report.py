@@ -258,7 +258,7 @@ def short_problem(problem: Any, more: tuple[str, ...] = ()) -> str:
     )
     words = [f"B={problem.batch}", f"H={heads}"]
     if "head_dim" in more:
-        words.append(f"D={problem.head_dim}")
+        words.append(dims_word(problem))
     if "dtype" in more:
         words.append(knobs.DTYPE.word(problem.dtype))
     return " ".join(words)
@@ -270,7 +270,7 @@ def _shape_words(problems: list[Any]) -> str:
     p = problems[0]
     varying = varying_fields(problems)
     if len({short_problem(q, varying) for q in problems}) == 1:
-        return f"{p.dtype} {short_problem(p)} D={p.head_dim}"
+        return f"{p.dtype} {short_problem(p)} {dims_word(p)}"
     said = [
         "B",
         "H",
@@ -280,13 +280,22 @@ def _shape_words(problems: list[Any]) -> str:
     words = [p.dtype] if "dtype" not in varying else []
     words.append(", ".join(said[:-1]) + f" and {said[-1]} as each row says")
     if "head_dim" not in varying:
-        words.append(f"D={p.head_dim}")
+        words.append(dims_word(p))
     return " ".join(words)
+
+
+def dims_word(problem: Any) -> str:
+    """``D=128``, or ``D=192/128`` where V and the output have a head dim of their own."""
+    value_dim = getattr(problem, "value_dim", problem.head_dim)
+    return f"D={problem.head_dim}" + (f"/{value_dim}" if value_dim != problem.head_dim else "")
 
 
 def varying_fields(problems: list[Any]) -> tuple[str, ...]:
     """Which of head dim and dtype differ between ``problems`` (what a row must then say)."""
-    return tuple(f for f in ("head_dim", "dtype") if len({getattr(p, f) for p in problems}) > 1)
+    head_dims = {(p.head_dim, getattr(p, "value_dim", p.head_dim)) for p in problems}
+    return (("head_dim",) if len(head_dims) > 1 else ()) + (
+        ("dtype",) if len({p.dtype for p in problems}) > 1 else ()
+    )
 
 
 def method_line(groups: list[GroupReport]) -> str:
@@ -311,12 +320,22 @@ def method_line(groups: list[GroupReport]) -> str:
     lo, hi = min(samples), max(samples)
     counted = f"{lo}" if lo == hi else f"{lo}–{hi}"
     if all(g.axis == K_LEN_AXIS for g in groups):
-        measure = "GB/s = bytes of K and V (2·B·Hkv·k_len·D·itemsize, each read once) / median time"
+        kv = (
+            "B·Hkv·k_len·(D+Dv)"
+            if any(r.problem.split_head_dims for r in runs)
+            else "2·B·Hkv·k_len·D"
+        )
+        measure = f"GB/s = bytes of K and V ({kv}·itemsize, each read once) / median time"
         read = machine.get(READ_BANDWIDTH_KEY)
         if read:
             measure += f"; % of the {read:g} GB/s this machine's streaming read measured"
     else:
-        measure = "TFLOP/s = 4·B·H·Nq·Nk·D / median time (halved for causal)"
+        flops = (
+            "2·B·H·Nq·Nk·(D+Dv)"
+            if any(r.problem.split_head_dims for r in runs)
+            else "4·B·H·Nq·Nk·D"
+        )
+        measure = f"TFLOP/s = {flops} / median time (halved for causal)"
     return (
         f"{shape}; {measure}; groups "
         f"{', '.join(str(g.group_id) for g in groups)}: every "
