@@ -173,6 +173,7 @@ def test_a_decode_sweep_packs_and_splits_at_192_over_128_on_the_cpu(run_cli, tmp
     assert run_cli("export", "--csv", csv_path).code == 0
     rows = list(csv.DictReader(csv_path.open()))
     assert [int(row["k_len"]) for row in rows] == [256, 512]
+    assert {(row["head_dim"], row["head_dim_v"]) for row in rows} == {("192", "128")}
     for row in rows:
         kv_bytes = 1 * 2 * int(row["k_len"]) * (192 + 128) * 2
         seconds = float(row["latency_ms"]) * 1e-3

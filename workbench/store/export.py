@@ -80,6 +80,7 @@ def point_rows(
                     point.latency_ms,
                     ceilings,
                 ),
+                "head_dim_v": run.problem.value_dim,
             }
 
 
@@ -126,10 +127,11 @@ def export_columns() -> list[str]:
     # compiled_*: what the point's launch compiled to on the run's GPU (cuTile runs), else empty.
     # intensity_flop_per_byte: counted FLOPs over q, k, v and the output's bytes; the bound and
     # its % only where the database holds measured ceilings of the run's GPU.
+    # head_dim_v: V's and the output's head dim (head_dim unless the run set another), last.
     compiled_cols = [f"compiled_{name}" for name in COMPILED_COLUMNS]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
-        *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS,
+        *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS, "head_dim_v",
     ]  # fmt: skip
 
 
