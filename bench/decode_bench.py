@@ -42,8 +42,8 @@ DECODE_CONFIGS = ROOT / "bench" / "configs" / "decode"
 # Our variants: name -> launch knobs (the tile form first: what the issue measured against).
 VARIANTS: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "variants.json").read_text())
 # Explored once (docs/experiments.md): tiles, load latencies, CTAs per SM, the SM slots auto
-# fills (``_slots``: forms.DECODE_CTAS_PER_SM for that variant), the combine's CTAs an SM
-# (``_combine_occupancy``: both of forms.COMBINE_OCCUPANCY's, null for none), and the split
+# fills (``_slots``: plan.DECODE_CTAS_PER_SM for that variant), the combine's CTAs an SM
+# (``_combine_occupancy``: both of plan.COMBINE_OCCUPANCY's, null for none), and the split
 # kernel alone (``_first_only``: no combine, output incomplete, so not checked: its cost).
 EXPLORE: dict[str, dict[str, Any]] = json.loads((DECODE_CONFIGS / "explore.json").read_text())
 PEERS = ("sdpa-cudnn", "sdpa-flash")
@@ -63,7 +63,7 @@ def first_launch_only(q, k, v, mask: str, input_pos: int, knobs: dict[str, Any])
         p, arrays, config, launches.Allocator(p.lib, q), scale=1 / math.sqrt(q.shape[-1]),
         mask=mask, input_pos=input_pos, window=None,
     )  # fmt: skip
-    kern = forms.kernel_for(config, form)
+    kern = forms.kernel_variant(form, **config.hints())
     return lambda: ct.launch(torch.cuda.current_stream(), grid, kern, args)
 
 
@@ -124,7 +124,7 @@ def run_problem(
     import torch
     import triton.testing
 
-    from kernels.cutile import forms, launch
+    from kernels.cutile import forms, launch, plan
 
     name, batch, heads, kv_heads, q_len, k_len, causal = problem
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -148,17 +148,17 @@ def run_problem(
     for variant in variants:
         spec = {**VARIANTS, **EXPLORE}[variant]
         knobs = {kk: vv for kk, vv in spec.items() if not kk.startswith("_")}
-        slots, combine_occupancy = forms.DECODE_CTAS_PER_SM, forms.COMBINE_OCCUPANCY
-        forms.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
+        slots, combine_occupancy = plan.DECODE_CTAS_PER_SM, plan.COMBINE_OCCUPANCY
+        plan.DECODE_CTAS_PER_SM = spec.get("_slots", slots)
         if "_combine_occupancy" in spec:  # one hint for both combines (with and without LSE)
-            forms.COMBINE_OCCUPANCY = dict.fromkeys((False, True), spec["_combine_occupancy"])
+            plan.COMBINE_OCCUPANCY = dict.fromkeys((False, True), spec["_combine_occupancy"])
         try:
             p = forms.Problem(batch, heads, kv_heads, q_len, k_len, head_dim, "bfloat16")
-            plan = forms.plan(
+            call = forms.plan(
                 p, launch.LaunchConfig.of(knobs), scale=0.1, mask=mask, input_pos=input_pos,
                 window=None, with_lse=False, with_map=False, sm_count=lambda: sm,
             )  # fmt: skip
-            row[variant] = {"form": plan.form, "grid": list(plan.grid)}
+            row[variant] = {"form": call.form, "grid": list(call.grid)}
             if spec.get("_first_only"):
                 fns[variant] = [
                     first_launch_only(a, b, c, mask, input_pos, knobs) for a, b, c in sets
@@ -176,7 +176,7 @@ def run_problem(
             row[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             continue
         finally:
-            forms.DECODE_CTAS_PER_SM, forms.COMBINE_OCCUPANCY = slots, combine_occupancy
+            plan.DECODE_CTAS_PER_SM, plan.COMBINE_OCCUPANCY = slots, combine_occupancy
         fns[variant] = runs
     for peer in PEERS:
         runs, how = [], ""

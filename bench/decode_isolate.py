@@ -27,15 +27,15 @@ CASES: list[list[Any]] = json.loads(
 CHILD = r"""
 import json, math, sys
 import torch
-from kernels.cutile import forms, launch
+from kernels.cutile import forms, launch, plan as launch_plan
 case, columns = json.loads(sys.argv[1]), int(sys.argv[2])
 b, h, hk, ql, kl, ip, mask, knobs = case
 if columns:
-    shipped = forms.combine_tile
+    shipped = launch_plan.combine_tile
     def cut(splits, rows, hd):
         s, r, d = shipped(splits, rows, hd)
         return s, 16 if rows >= 16 else r, min(columns, hd)
-    forms.combine_tile = cut
+    launch_plan.combine_tile = cut
 g = torch.Generator(device="cuda").manual_seed(1)
 q = torch.randn((b, h, ql, 128), generator=g, device="cuda", dtype=torch.bfloat16)
 k = torch.randn((b, hk, kl, 128), generator=g, device="cuda", dtype=torch.bfloat16)

@@ -59,8 +59,10 @@ from kernels.cutile.launch import (
     LaunchConfig,
     attention,
     clear_launch_cache,
+    launch_plan,
     prepare,
 )
+from kernels.cutile.plan import LaunchPlan, plan_launch
 from kernels.cutile.selftest import probe
 from kernels.cutile.tuner import (
     FIXED_KNOBS,
@@ -116,6 +118,7 @@ __all__ = [
     "FmhaError",
     "GpuBlockMap",
     "LaunchConfig",
+    "LaunchPlan",
     "NoGpuError",
     "ProbeResult",
     "UnsupportedArchError",
@@ -135,7 +138,9 @@ __all__ = [
     "grid_kernel",
     "kernel_variant",
     "l2_group_size",
+    "launch_plan",
     "n_bucket",
+    "plan_launch",
     "prepare",
     "probe",
     "problem_key",

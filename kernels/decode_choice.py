@@ -8,7 +8,8 @@ while the decode form (packed heads with the key range split) reads it once per 
 the whole GPU. The decode presets' knobs (``workbench/presets/decode.json``) matched cuDNN on
 the H100 (issue #52); the front door now starts from them, and the tuner searches a few
 neighbours of the split count the kernel's model picks (:func:`kernels.schedule.
-auto_kv_splits`) instead of the prefill table.
+auto_kv_splits`, through :func:`kernels.decode_layout.decode_layout`) instead of the
+prefill table.
 
 Knobs are named through the schedule's tuples (the registry's rule: a knob's name stays in a
 few files). Pure Python: no cuda.tile, so the CPU tests and the workbench ask the same questions.
@@ -19,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kernels.decode_layout import decode_layout
 from kernels.knobs import KNOBS, KV_SPLIT_COUNTS, LAUNCH, TUNABLE, launch_violations
-from kernels.schedule import DECODE_KNOBS, TILE_KNOBS, auto_kv_splits, cdiv, decode_tile_m
+from kernels.schedule import DECODE_KNOBS, TILE_KNOBS
 
 # The knobs that choose the decode form (split count, packed heads): the tuner searches them
 # unless the caller gives one.
@@ -97,12 +99,19 @@ def decode_candidates(
     side of the model's), half-size key blocks, and deeper load latencies. Each entry sets every
     tunable knob and the decode ones; ``sm_slots`` is the CTA slots the launch fills."""
     keys = decode_tile_n(head_dim)
-    rows = group * q_len
-    tile_rows = KNOBS[_ROWS].default if rows <= 64 else 128
-    tiles = batch * kv_heads * cdiv(rows, decode_tile_m(tile_rows, rows))
-    model = auto_kv_splits(tiles, cdiv(k_len, keys), sm_slots)
+    tile_rows = KNOBS[_ROWS].default if group * q_len <= 64 else 128
     base = {name: KNOBS[name].default for name in TUNABLE}
     base.update({_ROWS: tile_rows, **decode_defaults(head_dim)})
+    # The split count auto resolves to on this GPU (the launch plan resolves it the same way).
+    model = decode_layout(
+        base,
+        batch=batch,
+        heads=kv_heads * group,
+        kv_heads=kv_heads,
+        q_len=q_len,
+        k_len=k_len,
+        sm_slots=lambda: sm_slots,
+    ).splits
     out = [base]
 
     def add(changes: dict[str, Any]) -> None:

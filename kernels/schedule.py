@@ -6,270 +6,47 @@ how the causal persistent grid assigns its tiles, and the useful FLOP count.
 The NumPy reference walks this schedule and the cuTile kernel computes the same bounds on the
 device, so the block map drawn by the workbench is the kernel's real work.
 
-Masking semantics (0-based query row ``i``, key ``j``):
-
-* ``none``   -- every key is visible.
-* ``causal`` -- ``j <= i + input_pos``. ``input_pos = k_len - q_len`` is chunked prefill: the
-  queries are the last ``q_len`` tokens of a ``k_len``-token sequence.
-* ``window`` -- causal, and also ``j > i + input_pos - window`` (the last ``window`` keys).
-
-Only query rows ``< q_len`` count: rows of a ragged last q-block are padding whose output is never
-stored. Keys ``>= k_len`` are padding, so the ragged last k-block always needs a mask.
+The loop bounds and masks of one tile are :mod:`kernels.block_ranges`, the decode form's packed
+rows and split key range :mod:`kernels.decode_layout` (both re-exported here for their callers);
+the last section says which schedule a config runs on a problem.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
 
-MASK_MODES = ("none", "causal", "window")
-
-
-class BlockKind(IntEnum):
-    """What the kernel does with one (q-block, k-block) pair."""
-
-    SKIPPED = 0  # never loaded: no visible key for any query row of the block
-    COMPUTED = 1  # computed without a mask: every (row, key) pair is visible
-    MASKED = 2  # computed with a mask: causal diagonal, window edge or ragged key edge
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-@dataclass(frozen=True)
-class KRange:
-    """Half-open ranges of k-block indices that one q-block visits.
-
-    ``[lo, hi)`` is every visited block; ``[full_lo, full_hi)`` is the unmasked middle. The masked
-    blocks are ``[lo, full_lo)`` (window edge) and ``[full_hi, hi)`` (diagonal and ragged edge).
-    When no block is unmasked, ``full_lo == full_hi`` and it is placed so that both masked ranges
-    together still cover ``[lo, hi)`` exactly.
-    """
-
-    lo: int
-    hi: int
-    full_lo: int
-    full_hi: int
-
-    @property
-    def visited(self) -> int:
-        return max(self.hi - self.lo, 0)
-
-    @property
-    def unmasked(self) -> int:
-        return self.full_hi - self.full_lo
-
-    @property
-    def masked(self) -> int:
-        return self.visited - self.unmasked
-
-
-def k_block_range(
-    q_block: int,
-    *,
-    q_len: int,
-    k_len: int,
-    tile_m: int,
-    tile_n: int,
-    mask: str = "none",
-    input_pos: int = 0,
-    window: int | None = None,
-) -> KRange:
-    """The k-blocks that query block ``q_block`` visits, split into masked and unmasked.
-
-    This is the loop-bound arithmetic of the kernel, written once in plain integers so the
-    kernel, the reference and the tests agree by construction.
-    """
-    first_row = q_block * tile_m
-    last_row = min(first_row + tile_m, q_len) - 1  # padding rows of a ragged block do not count
-    return rows_k_block_range(
-        first_row, last_row, k_len=k_len, tile_n=tile_n, mask=mask, input_pos=input_pos,
-        window=window,
-    )  # fmt: skip
-
-
-def packed_row_span(first: int, last: int, q_len: int) -> tuple[int, int]:
-    """The query positions ``i`` of packed rows ``first … last`` (row ``r`` of a packed tile
-    is query position ``r % q_len`` of head ``r // q_len`` of its KV head's group): one
-    contiguous run when the rows stay inside one head, else every position (conservative, as
-    the kernel computes it: the rows of several heads together see the union of their keys)."""
-    if last - first + 1 >= q_len or first // q_len != last // q_len:
-        return 0, q_len - 1
-    return first % q_len, last % q_len
-
-
-def rows_k_block_range(
-    first_row: int,
-    last_row: int,
-    *,
-    k_len: int,
-    tile_n: int,
-    mask: str = "none",
-    input_pos: int = 0,
-    window: int | None = None,
-) -> KRange:
-    """:func:`k_block_range` for query positions ``first_row … last_row`` (the kernel's loop
-    bounds for a tile whose rows see the keys of those positions)."""
-    n_k_blocks = cdiv(k_len, tile_n)
-    even_k_blocks = k_len // tile_n  # blocks with no padded key
-
-    # The keys any row of the block can see form one contiguous interval [see_lo, see_hi].
-    if mask == "none":
-        see_hi_first = see_hi_last = k_len - 1
-        see_lo_first = see_lo_last = 0
-    else:
-        see_hi_first = first_row + input_pos
-        see_hi_last = last_row + input_pos
-        if mask == "window":
-            assert window is not None and window >= 1
-            see_lo_first = first_row + input_pos - window + 1
-            see_lo_last = last_row + input_pos - window + 1
-        else:
-            see_lo_first = see_lo_last = 0
-    see_lo = max(see_lo_first, 0)
-    see_hi = min(see_hi_last, k_len - 1)
-    if see_hi < see_lo:
-        return KRange(0, 0, 0, 0)
-    lo = see_lo // tile_n
-    hi = see_hi // tile_n + 1
-
-    # A block needs no mask when every row sees all of its keys and it has no padded key.
-    full_lo = max(cdiv(max(see_lo_last, 0), tile_n), lo)
-    full_hi = min((see_hi_first + 1) // tile_n, even_k_blocks, hi) if see_hi_first >= 0 else lo
-    if full_hi <= full_lo:
-        full_lo = full_hi = max(min(full_lo, hi), lo)
-    assert 0 <= lo <= full_lo <= full_hi <= hi <= n_k_blocks
-    return KRange(lo, hi, full_lo, full_hi)
-
-
-def block_map(
-    q_len: int,
-    k_len: int,
-    tile_m: int,
-    tile_n: int,
-    mask: str = "none",
-    input_pos: int = 0,
-    window: int | None = None,
-) -> np.ndarray:
-    """``int8`` array (q-blocks, k-blocks) of :class:`BlockKind` codes."""
-    return Schedule(q_len, k_len, tile_m, tile_n, mask, input_pos, window).block_map
-
-
-def visible_block(
-    rows: Sequence[int] | np.ndarray,
-    keys: Sequence[int] | np.ndarray,
-    mask: str = "none",
-    input_pos: int = 0,
-    window: int | None = None,
-) -> np.ndarray:
-    """Boolean (len(rows), len(keys)) matrix: may query row i see key j, for one tile or any
-    chosen rows and keys (a ``range`` is fine)."""
-    r = np.asarray(rows, dtype=np.int64)[:, None]
-    c = np.asarray(keys, dtype=np.int64)[None, :]
-    seen = np.ones((r.shape[0], c.shape[1]), dtype=bool)
-    if mask in ("causal", "window"):
-        seen &= c <= r + input_pos
-    if mask == "window":
-        assert window is not None
-        seen &= c > r + input_pos - window
-    return seen
-
-
-def visible(
-    q_len: int, k_len: int, mask: str = "none", input_pos: int = 0, window: int | None = None
-) -> np.ndarray:
-    """Boolean (q_len, k_len) matrix of the whole problem. For tests and small maps only."""
-    return visible_block(range(q_len), range(k_len), mask, input_pos, window)
-
-
-def visible_pairs(
-    q_len: int, k_len: int, mask: str = "none", input_pos: int = 0, window: int | None = None
-) -> int:
-    """Number of visible (row, key) pairs, counted per row in O(q_len) without the matrix."""
-    if mask == "none":
-        return q_len * k_len
-    rows = np.arange(q_len, dtype=np.int64)
-    hi = np.minimum(rows + input_pos, k_len - 1)
-    lo = np.zeros_like(rows)
-    if mask == "window":
-        assert window is not None
-        lo = np.maximum(rows + input_pos - window + 1, 0)
-    return int(np.clip(hi - lo + 1, 0, None).sum())
-
-
-# --------------------------------------------------------------------------------------------
-# Decode: the query heads of a KV head packed as rows, the key range split across CTAs
-# --------------------------------------------------------------------------------------------
-
-KV_SPLITS_MAX = 128
-# No split when the grid already fills 80 % of the SMs or the key range is only a few blocks (a
-# split then costs its combine and saves nothing).
-FULL_GRID = 0.8
-FEW_KEY_BLOCKS = 4
-# What a CTA of the split kernel costs besides its key blocks (Q, filling the load pipeline,
-# writing its part), in key blocks: the split kernel alone read 16 blocks a CTA in 34.3 µs at
-# k_len 32k and 64 in 121.5 µs at 128k on the H200, so ~2.5 blocks' time does not scale.
-CTA_COST_BLOCKS = 2
-# The decode form's tile is at least this many rows (the MMA's smallest M on the tensor cores).
-DECODE_MIN_ROWS = 16
-
-
-def decode_tile_m(tile_m: int, rows: int) -> int:
-    """Rows per tile of the decode form: the ``tile_m`` knob, or the power of two (at least
-    16) that holds the ``rows`` of one tile's heads where there are fewer (q_len 1 with a group
-    of 4 runs 16-row tiles, not 64)."""
-    need = max(DECODE_MIN_ROWS, 1 << max(rows - 1, 0).bit_length())
-    return min(tile_m, need)
-
-
-def blocks_per_split(n_k_blocks: int, kv_splits: int) -> int:
-    """Key blocks each split reads: the key range in ``kv_splits`` equal runs, the last shorter."""
-    return max(cdiv(n_k_blocks, max(kv_splits, 1)), 1)
-
-
-def effective_splits(n_k_blocks: int, kv_splits: int) -> int:
-    """The splits that run: ``kv_splits``, fewer where the runs of :func:`blocks_per_split`
-    cover the key blocks in fewer (128 splits of 4 blocks run as 4)."""
-    return max(cdiv(n_k_blocks, blocks_per_split(n_k_blocks, kv_splits)), 1)
-
-
-def split_ranges(n_k_blocks: int, kv_splits: int) -> list[tuple[int, int]]:
-    """Half-open key-block range ``[lo, hi)`` of each split that runs, in order."""
-    per = blocks_per_split(n_k_blocks, kv_splits)
-    return [
-        (s * per, min((s + 1) * per, n_k_blocks))
-        for s in range(effective_splits(n_k_blocks, kv_splits))
-    ]
-
-
-def auto_kv_splits(
-    tiles: int, n_k_blocks: int, sm_slots: int, max_splits: int = KV_SPLITS_MAX
-) -> int:
-    """How many splits "auto" takes for ``tiles`` CTAs of one split (batch × heads of a tile ×
-    row blocks) over ``n_k_blocks`` key blocks on ``sm_slots`` CTA slots (SMs × CTAs per SM).
-
-    No split when the grid already fills the GPU or the key range is only a few blocks; else
-    the count whose busiest CTA slot takes the least time: whole waves × (blocks per split +
-    :data:`CTA_COST_BLOCKS`), the fewest splits among equals. FlashAttention's wave-efficiency
-    rule took 15 splits of 18 blocks for 8 tiles of 256 blocks on 132 slots, where 16 splits of
-    16 fit the same wave (docs/experiments.md).
-    """
-    if tiles >= FULL_GRID * sm_slots or n_k_blocks <= FEW_KEY_BLOCKS:
-        return 1
-    top = max(min(max_splits, sm_slots, n_k_blocks), 1)
-
-    def busiest_slot(n: int) -> int:
-        waves = cdiv(tiles * effective_splits(n_k_blocks, n), sm_slots)
-        return waves * (blocks_per_split(n_k_blocks, n) + CTA_COST_BLOCKS)
-
-    return min(range(1, top + 1), key=lambda n: (busiest_slot(n), n))
+from kernels.block_ranges import (  # noqa: F401  (re-exported: the schedule's public names)
+    MASK_MODES,
+    BlockKind,
+    KRange,
+    k_block_range,
+    packed_row_span,
+    rows_k_block_range,
+    visible,
+    visible_block,
+    visible_pairs,
+)
+from kernels.decode_layout import (  # noqa: F401  (re-exported)
+    CTA_COST_BLOCKS,
+    DECODE_MIN_ROWS,
+    FEW_KEY_BLOCKS,
+    FULL_GRID,
+    KV_SPLITS_MAX,
+    DecodeLayout,
+    auto_kv_splits,
+    blocks_per_split,
+    cdiv,
+    decode_layout,
+    decode_tile_m,
+    effective_splits,
+    split_ranges,
+)
 
 
 def split_map_of(block_map: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
@@ -409,6 +186,19 @@ class Schedule:
         return 2 * (head_dim + (head_dim if head_dim_v is None else head_dim_v)) * pairs
 
 
+def block_map(
+    q_len: int,
+    k_len: int,
+    tile_m: int,
+    tile_n: int,
+    mask: str = "none",
+    input_pos: int = 0,
+    window: int | None = None,
+) -> np.ndarray:
+    """``int8`` array (q-blocks, k-blocks) of :class:`BlockKind` codes."""
+    return Schedule(q_len, k_len, tile_m, tile_n, mask, input_pos, window).block_map
+
+
 def causal_grid_aligned(q_len: int, k_len: int, tile_m: int, tile_n: int, input_pos: int) -> bool:
     """Whether every causal q-block is whole key blocks and then one diagonal block.
 
@@ -533,25 +323,16 @@ def decode_form(values: Mapping[str, Any]) -> bool:
     return bool(values.get("pack_gqa")) or values.get("kv_splits", 1) != 1
 
 
-def _decode_rows(values: Mapping[str, Any], problem: ProblemShape) -> tuple[int, int]:
-    """(heads, rows) of one decode slice: the KV heads with their group's rows packed, else the
-    query heads."""
-    if values.get("pack_gqa"):
-        return problem.kv_heads or problem.heads, problem.group_size * problem.q_len
-    return problem.heads, problem.q_len
-
-
-def requested_kv_splits(
+def layout_of(
     values: Mapping[str, Any], problem: ProblemShape, sm_slots: int = NOMINAL_SM_SLOTS
-) -> int:
-    """The splits of the key range a config asks for on ``problem`` (auto: the busiest-slot
-    heuristic over the grid, ``sm_slots`` and the key blocks, as the cuTile launcher picks)."""
-    if values.get("kv_splits", 1) is not None:
-        return values.get("kv_splits", 1)
-    heads, rows = _decode_rows(values, problem)
-    tile_m = decode_tile_m(values["tile_m"], rows)
-    tiles = problem.batch * heads * cdiv(rows, tile_m)
-    return auto_kv_splits(tiles, cdiv(problem.k_len, values["tile_n"]), sm_slots)
+) -> DecodeLayout:
+    """The decode layout of ``problem`` under the knob ``values``
+    (:func:`kernels.decode_layout.decode_layout`, auto splits filling ``sm_slots``)."""
+    return decode_layout(
+        values, batch=problem.batch, heads=problem.heads,
+        kv_heads=problem.kv_heads or problem.heads, q_len=problem.q_len, k_len=problem.k_len,
+        sm_slots=lambda: sm_slots,
+    )  # fmt: skip
 
 
 def tile_schedule(
@@ -575,12 +356,11 @@ def schedule_of(
     in the decode form one (batch, KV head) slice with its packed rows and its splits."""
     if not decode_form(values):
         return tile_schedule(values, problem, mask, window)
-    _, rows = _decode_rows(values, problem)
+    layout = layout_of(values, problem, sm_slots)
     return Schedule(
-        problem.q_len, problem.k_len, decode_tile_m(values["tile_m"], rows), values["tile_n"],
-        mask, problem.input_pos, window, group=problem.group_size,
-        pack_gqa=bool(values.get("pack_gqa")),
-        kv_splits=requested_kv_splits(values, problem, sm_slots),
+        problem.q_len, problem.k_len, layout.tile_m, values["tile_n"], mask, problem.input_pos,
+        window, group=problem.group_size, pack_gqa=bool(values.get("pack_gqa")),
+        kv_splits=layout.splits,
     )  # fmt: skip
 
 
@@ -597,12 +377,6 @@ def split_layout(schedule: Schedule) -> dict[str, Any]:
         "pack_gqa": schedule.pack_gqa,
         "split_ranges": [list(r) for r in schedule.split_ranges],
     }
-
-
-def resolved_splits(schedule: Schedule) -> dict[str, int]:
-    """The split knob a launch of one slice must take to run ``schedule``'s splits (auto
-    resolved: a launch of fewer tiles would pick another count)."""
-    return {"kv_splits": schedule.kv_splits}
 
 
 def split_facts(schedule: Schedule) -> dict[str, Any]:

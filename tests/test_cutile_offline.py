@@ -293,7 +293,7 @@ def test_validation_runs_before_compiling() -> None:
         F.compile_cubin(mask="none", k_unroll=2)
 
 
-def planned(config: F.LaunchConfig, mask: str, k_len: int, **problem: int) -> forms.LaunchPlan:
+def planned(config: F.LaunchConfig, mask: str, k_len: int, **problem: int) -> forms.KernelCall:
     """The plan of a launch of ``config``: the values it gives its kernel (``value(name)``)."""
     q_len = problem.pop("q_len", k_len)
     p = forms.Problem(1, 4, 2, q_len, k_len, 128, "float16")

@@ -17,7 +17,7 @@ from kernels.decode_choice import (
     decode_tile_n,
     front_door_knobs,
 )
-from kernels.schedule import NOMINAL_SM_SLOTS, requested_kv_splits, schedule_of
+from kernels.schedule import NOMINAL_SM_SLOTS, layout_of, schedule_of
 
 PRESETS = Path(__file__).resolve().parents[1] / "workbench" / "presets" / "decode.json"
 
@@ -54,7 +54,7 @@ def test_a_plain_call_on_a_decode_shape_packs_heads_and_splits_by_the_model(
     assert sched.pack_gqa and sched.rows == 4
     if batch == 1:
         # 8 tiles on 132 SMs: the model splits the 256 key blocks.
-        assert requested_kv_splits(values, shape, NOMINAL_SM_SLOTS) > 1
+        assert layout_of(values, shape, NOMINAL_SM_SLOTS).splits > 1
 
 
 def test_the_b1_32k_decode_runs_a_grid_that_covers_the_gpu() -> None:
@@ -126,7 +126,7 @@ def test_the_tuners_decode_space_is_small_valid_and_seeded_by_the_model(
         full = {**knobs.defaults(), **config}
         assert not knobs.launch_violations({n: full[n] for n in knobs.LAUNCH}, "none"), config
     counts = [c["kv_splits"] for c in space if c["kv_splits"] is not None]
-    model = requested_kv_splits(space[0], Shape(batch, 32, 8, 1, k_len), slots)
+    model = layout_of(space[0], Shape(batch, 32, 8, 1, k_len), slots).splits
     for count in counts:  # the explicit counts are the model's neighbours
         assert count != model and ((count <= 2 * model and 2 * count >= model) or model == 1)
     assert len({json.dumps(c, sort_keys=True) for c in space}) == len(space)

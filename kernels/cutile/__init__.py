@@ -2,9 +2,11 @@
 
 - ``device``, ``device_tile``, ``device_persistent``, ``device_decode``: the ``@ct.kernel`` code
   (needs cuda.tile).
-- ``forms``: the kernel forms, each kernel's parameter declaration (its own signature) and the
-  one place that says where each parameter's value comes from.
-- ``config``: ``LaunchConfig``, one field per launch knob (below forms and launch).
+- ``config``: ``LaunchConfig``, one typed field per launch knob (below plan, forms and launch).
+- ``plan``: ``plan_launch``, the one function that turns a validated config and a problem into a
+  ``LaunchPlan`` with every auto value resolved (no cuda.tile import).
+- ``forms``: the kernel forms, each kernel's parameter declaration (its own signature) and each
+  parameter's value, read from the plan (``kernel_calls``).
 - ``launch``: input checks, ``prepare`` and ``attention`` (which keeps each call's checks and
   plan for the next one like it).
 - ``launches``: a problem's launches planned once, the arrays a caller does not pass, and the
@@ -17,6 +19,7 @@
 - ``diagnostics``: errors, whether this machine can run the kernel (``assess``), the tileiras
   version (no cuda.tile import).
 
-This package file imports nothing, so ``kernels.cutile.arrays`` and ``kernels.cutile.diagnostics``
-load on a machine without cuda.tile. ``kernels.cutile_fmha`` re-exports the public names.
+This package file imports nothing, so ``kernels.cutile.arrays``, ``kernels.cutile.diagnostics``
+and ``kernels.cutile.plan`` load on a machine without cuda.tile. ``kernels.cutile_fmha``
+re-exports the public names.
 """

@@ -22,12 +22,12 @@ from kernels.cutile.arrays import (
     fill,
     pick_lib,
     random_qkv,
-    sm_count,
     to_numpy,
     zeros,
 )
+from kernels.cutile.diagnostics import check_arch
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
-from kernels.cutile.launches import launcher
+from kernels.cutile.launches import PreparedLaunch, device_plan
 
 
 @dataclass(frozen=True)
@@ -82,33 +82,30 @@ def gpu_block_map(
     kv_heads = kv_heads or heads
     q, k, v = random_qkv(batch, heads, kv_heads, q_len, k_len, head_dim, dtype, lib=lib, seed=seed)
     p = check_inputs(q, k, v)
-    n_k_blocks = -(-k_len // keys)
-    if schedule.decode_form(config.values()):
-        layout = forms.decode_layout(p, config, lambda: sm_count(device_id(q, lib) or 0, lib))
-        slices, n_q_blocks = batch * layout.heads, layout.row_blocks
-        # Both maps per (slice, row block, key block): the code, and the split that read it.
-        order_shape: tuple[int, ...] = forms.block_map_shape(slices, n_q_blocks, n_k_blocks)
-    else:
-        slices, n_q_blocks = batch * heads, -(-q_len // rows)
-        order_shape = forms.order_shape(slices, n_q_blocks)
+    check_arch(device_id(q, lib) or 0)
+    plan = device_plan(
+        p, config, q, scale=None, mask=mask, input_pos=int(input_pos), window=window,
+        with_lse=False, with_map=True,
+    )  # fmt: skip
+    decode = plan.form == "decode"
+    slices, n_q_blocks, n_k_blocks = batch * plan.heads, plan.n_q_blocks, plan.n_k_blocks
+    # The decode form's maps per (slice, row block, key block): the code, and the split that
+    # read it; the other forms' order per (slice, q-block).
+    order_shape: tuple[int, ...] = (
+        forms.block_map_shape(slices, n_q_blocks, n_k_blocks)
+        if decode
+        else forms.order_shape(slices, n_q_blocks)
+    )
     # Padded (forms.padded): one compile per kernel config, not per problem size.
     bmap = zeros(lib, forms.block_map_shape(slices, n_q_blocks, n_k_blocks), "int32", q)
     order = fill(empty(lib, order_shape, "int32", q), -1)
     out = empty(lib, tuple(q.shape), dtype, q)
-    launcher(
-        p,
-        {"Q": q, "K": k, "V": v, "Out": out, "BlockMap": bmap, "Order": order},
-        config,
-        scale=forms.default_scale(head_dim),
-        mask=mask,
-        input_pos=int(input_pos),
-        window=window,
-        stream=None,
-    )()
+    arrays = {"Q": q, "K": k, "V": v, "Out": out, "BlockMap": bmap, "Order": order}
+    PreparedLaunch(p, plan, q).runner(arrays, None)()
     per_head = to_numpy(bmap, lib)[:slices, :n_q_blocks, :n_k_blocks]
     if not (per_head == per_head[0]).all():
         raise AssertionError("instrumented kernel visited different blocks for different heads")
-    if len(order_shape) == 3:
+    if decode:
         splits = to_numpy(order, lib)[:slices, :n_q_blocks, :n_k_blocks]
         if not (splits == splits[0]).all():
             raise AssertionError("instrumented kernel split different heads differently")

@@ -1,9 +1,10 @@
 """Offline compilation (no GPU needed): catch compile errors, read registers and spills.
 
-The signature handed to ``export_kernel`` comes from the same :func:`kernels.cutile.forms.plan`
-as a real launch's arguments, parameter by parameter in the kernel's declared order: arrays
-become the constraints the JIT would derive from contiguous, aligned arrays of the planned
-shapes, runtime scalars their int32/float32 type, constants their values.
+The signature handed to ``export_kernel`` comes from the same launch plan and kernel calls
+(:func:`kernels.cutile.forms.plan`) as a real launch's arguments, parameter by parameter in the
+kernel's declared order: arrays become the constraints the JIT would derive from contiguous,
+aligned arrays of the planned shapes, runtime scalars their int32/float32 type, constants their
+values.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import cuda.tile as ct
 from kernels.cutile import forms
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import friendly_errors
-from kernels.cutile.forms import ArraySpec, LaunchPlan, Problem
+from kernels.cutile.forms import ArraySpec, KernelCall, Problem
 from kernels.cutile.launch import check_mask
 
 # The SM count the offline compile assumes for the persistent forms' grid: the H200's. Only
@@ -53,7 +54,7 @@ def array_constraint(spec: ArraySpec) -> Any:
     )
 
 
-def signature_parameters(launch: LaunchPlan) -> list[Any]:
+def signature_parameters(launch: KernelCall) -> list[Any]:
     """The kernel signature's parameters for ``launch``, one per declared kernel parameter."""
     from cuda.tile.compilation import ScalarConstraint
 
@@ -85,8 +86,9 @@ def offline_plan(
     with_map: bool = False,
     sm_count: int = OFFLINE_SM_COUNT,
     **knobs: Any,
-) -> tuple[LaunchPlan, LaunchConfig]:
-    """The plan of the launch :func:`compile_cubin` compiles, and its config."""
+) -> tuple[KernelCall, LaunchConfig]:
+    """The kernel call of the launch :func:`compile_cubin` compiles (its plan's, by
+    :func:`kernels.cutile.forms.plan`), and its config."""
     k_len = q_len if k_len is None else k_len
     kv_heads = kv_heads or heads
     check_mask(mask, input_pos, 1 if mask == "window" else None)
@@ -95,7 +97,7 @@ def offline_plan(
     launch = forms.plan(
         p,
         config,
-        scale=forms.default_scale(head_dim),
+        scale=None,
         mask=mask,
         input_pos=input_pos,
         window=1 if mask == "window" else None,
@@ -119,7 +121,7 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     """
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
-    launch, config = offline_plan(**problem_and_knobs)
+    launch, _ = offline_plan(**problem_and_knobs)
     if combine:
         if launch.then is None:
             raise ValueError(f"a {launch.form} launch of this problem has no combine kernel")
@@ -128,7 +130,7 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     buf = io.BytesIO()
     with friendly_errors():
         export_kernel(
-            forms.kernel_for(config, launch.form, with_lse=bool(launch.value("WITH_LSE"))),
+            forms.kernel_for(launch),
             [sig],
             buf,
             gpu_code=arch,

@@ -1,22 +1,23 @@
-"""The kernel forms, the parameters each kernel declares, and where each value comes from.
+"""The kernel forms, the parameters each kernel declares, and each parameter's value from the
+launch plan.
 
-Each kernel's own Python signature is its parameter declaration (read through
-``__wrapped__``, see :func:`kernels.cutile.device.kernel`). :func:`plan` asks :func:`_sources`
-for exactly the names a kernel declares, in its order; the launch (``kernels.cutile.launch``),
-the tuner and the offline compile (``kernels.cutile.compile``) all build their argument tuple
-or signature from that plan. A new parameter is therefore a change to the kernel's signature
-plus one entry in :func:`_sources`, and a parameter with no source fails at the first plan; a
-constant that is a knob's value as it is (``Knob.constant`` in :mod:`kernels.knobs`) needs no
-entry: it comes from the registry. Compile-time constants travel grouped, as tuple parameters
-declared with :func:`kernels.cutile.device.constant_group`: :func:`_sources` still answers one
-name per item, and :func:`_values` builds each tuple from its items' values.
+Each kernel's own Python signature is its parameter declaration (read through ``__wrapped__``,
+see :func:`kernels.cutile.device.kernel`). :func:`kernel_calls` gives every parameter a form's
+kernel declares its value, read from a :class:`kernels.cutile.plan.LaunchPlan` (where every
+auto value is already resolved) and the problem's shapes, by name (:func:`_named_values`); the
+launch (:mod:`kernels.cutile.launches`), the tuner and the offline compile
+(:mod:`kernels.cutile.compile`) all build their argument tuple or signature from those calls. A
+new parameter is a change to the kernel's signature plus its value in :func:`_named_values`
+(and a plan field where it comes from the knobs), and a parameter with no value fails at the
+first call planned. Compile-time constants travel grouped, as tuple parameters declared with
+:func:`kernels.cutile.device.constant_group`: a value is still named by its item, and
+:func:`_values` builds each tuple from its items' values.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 import threading
 import typing
 from collections.abc import Callable, Mapping
@@ -26,8 +27,7 @@ from typing import Any
 import cuda.tile as ct
 import numpy as np
 
-from kernels import knobs as registry
-from kernels.cutile.combine_shape import combine_tile
+from kernels.cutile.combine_shape import combine_tile as combine_tile  # re-exported
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.device import Members
 from kernels.cutile.device_decode import fmha_decode_combine_kernel, fmha_decode_kernel
@@ -36,22 +36,21 @@ from kernels.cutile.device_persistent import (
     fmha_fwd_persistent_kernel,
 )
 from kernels.cutile.device_tile import fmha_fwd_kernel
-from kernels.cutile.problem import Problem as Problem  # where the kernels' callers find it
-from kernels.head_dims import pads_head_dim, tile_head_dim
-from kernels.schedule import (
-    auto_kv_splits,
-    blocks_per_split,
-    causal_tile_assignment,
-    decode_tile_m,
-    effective_splits,
+from kernels.cutile.plan import (  # noqa: F401  (re-exported: where the kernels' callers look)
+    COMBINE_OCCUPANCY,
+    DECODE_CTAS_PER_SM,
+    L2_GROUP_BYTES,
+    LaunchPlan,
+    decode_ctas_per_sm,
+    default_scale,
+    l2_group_size,
+    plan_launch,
 )
+from kernels.cutile.problem import Problem as Problem  # where the kernels' callers find it
+from kernels.schedule import causal_tile_assignment
 
 LOG2E = 1.4426950408889634
 MASK_CODES = {"none": 0, "causal": 1, "window": 2}
-# Budget for the K/V of one remap group, below the H200's 60 MB L2 (two partitions).
-L2_GROUP_BYTES = 24 * 1024 * 1024
-# Bytes per element of the input dtypes (both are 16-bit).
-ITEMSIZE = {"float16": 2, "bfloat16": 2}
 # The JIT specialises on whether each array dimension divides by 16; the host-made arrays (the
 # block map, the launch order, the causal tile table) are padded to multiples of it so that one
 # compile serves every problem size.
@@ -68,17 +67,6 @@ _KERNELS = {
     "decode": fmha_decode_kernel,
     COMBINE: fmha_decode_combine_kernel,
 }
-# The SM slots the "auto" split count fills: CTAs per SM of the decode kernel, times the
-# occupancy hint where one is given (without one tileiras gives its tile 255 registers and
-# ~150 KB of shared memory: one CTA an SM; auto at 2 a SM was 4-20 % slower on the H200,
-# docs/experiments.md).
-DECODE_CTAS_PER_SM = 1
-# CTAs of the combine an SM holds at once, by whether it writes the LSE. Without a hint tileiras
-# gave its 256 threads 255 registers, one CTA an SM: at q_len 16 (1,024 CTAs at B=8) the combine
-# ran in 8 waves and cost ~10 µs on the H200 where one wave costs ~3. At 4 it takes 64 registers
-# and spills in no form; at 8 the combines without the LSE take 22-31 registers and spill
-# nothing (0.6-1.6 µs less at q_len 16 on the H200), where those that write the LSE spill 72 B.
-COMBINE_OCCUPANCY: dict[bool, int | None] = {False: 8, True: 4}
 
 
 def grid_kernel(form: str) -> Any:
@@ -177,16 +165,13 @@ def kernel_variant(form: str = "tile", **hints: Any):
         return kern
 
 
-def kernel_for(config: LaunchConfig, form: str = "tile", *, with_lse: bool = False) -> Any:
-    """The kernel object that runs ``form`` for ``config``: its compiler hints (the combine
-    takes none from ``config``: its own occupancy, :data:`COMBINE_OCCUPANCY` by ``with_lse``)."""
-    if form == COMBINE:
-        return kernel_variant(form, occupancy=COMBINE_OCCUPANCY[with_lse])
-    return kernel_variant(form, **config.hints())
+def kernel_for(call: KernelCall) -> Any:
+    """The kernel object that runs ``call``: its form's kernel with the call's compiler hints."""
+    return kernel_variant(call.form, **call.hints)
 
 
 # --------------------------------------------------------------------------------------------
-# Where the values come from
+# Each parameter's value, from the launch plan
 # --------------------------------------------------------------------------------------------
 
 
@@ -216,18 +201,6 @@ def order_shape(batch_heads: int, n_q_blocks: int) -> tuple[int, int]:
     return padded(batch_heads), padded(n_q_blocks)
 
 
-def l2_group_size(batch_heads: int, k_len: int, head_dim: int, itemsize: int, group: int) -> int:
-    """Batch·heads per remap group: the largest power of two whose K/V fit the L2 budget.
-
-    Query heads that share a kv head (GQA) share its K/V, so they count once per ``group``.
-    """
-    kv_bytes_per_bh = max(2 * k_len * head_dim * itemsize // max(group, 1), 1)
-    g = 1
-    while g * 2 <= batch_heads and (g * 2) * kv_bytes_per_bh <= L2_GROUP_BYTES:
-        g *= 2
-    return g
-
-
 @functools.lru_cache(maxsize=64)
 def causal_tile_table(
     batch_heads: int, n_q_blocks: int, n_programs: int, group: int, diag_offset: int
@@ -250,70 +223,24 @@ def causal_tile_table(
     return table
 
 
-@dataclass(frozen=True)
-class Decode:
-    """How the decode form lays a problem out: ``heads`` of ``rows`` rows each (the KV heads
-    and group·q_len rows when packed, else the query heads and q_len), tiles of ``tile_m``
-    rows, ``splits`` splits of ``split_blocks`` key blocks each."""
-
-    heads: int
-    rows: int
-    tile_m: int
-    splits: int
-    split_blocks: int
-
-    @property
-    def row_blocks(self) -> int:
-        return -(-self.rows // self.tile_m)
-
-
 def grid_form(config: LaunchConfig) -> tuple[int, bool, int, int]:
     """The shape of a config's grid: tile height, persistent or not, CTAs per cluster, key
     blocks per iteration of the persistent loop (the tuner times the fastest of each)."""
     return (config.tile_m, config.persistent, config.num_ctas or 1, config.k_unroll)
 
 
-def decode_ctas_per_sm(values: Mapping[str, Any]) -> int:
-    """CTA slots per SM that "auto" splits fill for a launch's knob ``values``: the decode
-    CTAs an SM keeps, times the occupancy hint."""
-    return DECODE_CTAS_PER_SM * (values.get("occupancy") or 1)
-
-
-def decode_layout(
-    p: Problem, config: LaunchConfig, sm_count: Callable[[], int] | None = None
-) -> Decode:
-    """The decode form's layout of ``p``: rows per head, tile rows and the splits that run
-    (``kv_splits``; auto asks ``sm_count`` and :func:`kernels.schedule.auto_kv_splits`)."""
-    heads, rows = (p.kv_heads, p.group * p.q_len) if config.pack_gqa else (p.heads, p.q_len)
-    tile_m = decode_tile_m(config.tile_m, rows)
-    n_k_blocks = max(-(-p.k_len // config.tile_n), 1)
-    requested = config.kv_splits
-    if requested is None:
-        tiles = p.batch * heads * -(-rows // tile_m)
-        slots = (sm_count() if sm_count is not None else 1) * decode_ctas_per_sm(config.values())
-        requested = auto_kv_splits(tiles, n_k_blocks, slots)
-    splits = effective_splits(n_k_blocks, requested)
-    return Decode(heads, rows, tile_m, splits, blocks_per_split(n_k_blocks, splits))
-
-
-def resolved_splits(p: Problem, config: LaunchConfig, sm_count: Callable[[], int]) -> int:
-    """The splits of the key range a launch of ``config`` on ``p`` runs (1: none); asks
-    ``sm_count`` only for auto."""
-    if config.kv_splits == 1:
-        return 1
-    return decode_layout(p, config, sm_count).splits
-
-
 @dataclass(frozen=True)
-class LaunchPlan:
-    """One launch as its kernel declares it: the form, the grid, and a value for every
-    parameter of the form's kernel, in signature order (:class:`ArraySpec` for arrays).
-    ``then``: the launch that follows on the same stream (the decode form's combine)."""
+class KernelCall:
+    """One kernel launch as its kernel declares it: the form, the grid, the compiler hints and
+    a value for every parameter of the form's kernel, in signature order (:class:`ArraySpec`
+    for arrays). ``then``: the launch that follows on the same stream (the decode form's
+    combine)."""
 
     form: str
     grid: tuple[int, int, int]
     values: dict[str, Any]
-    then: LaunchPlan | None = None
+    hints: dict[str, Any] = field(default_factory=dict)
+    then: KernelCall | None = None
 
     def value(self, name: str) -> Any:
         """The value of the parameter ``name``, or of the grouped constant's item ``name``."""
@@ -342,78 +269,64 @@ class LaunchPlan:
         return tuple(out)
 
 
+def kernel_calls(plan: LaunchPlan, p: Problem) -> KernelCall:
+    """The launches of ``plan`` on ``p`` (the shapes of its arrays), as their kernels declare
+    them: the first, and its combine under ``then`` where the decode form splits the keys."""
+    named = _named_values(plan, p)
+    then = None
+    if plan.combine is not None:
+        c = plan.combine
+        combined = {
+            **named,
+            "TILE_S": c.tile_s,
+            "TILE_R": c.tile_r,
+            "TILE_DC": c.tile_dc,
+            "WITH_LSE": c.with_lse,  # the combine writes the LSE of every split
+        }
+        then = KernelCall(COMBINE, c.grid, _values(COMBINE, combined), {"occupancy": c.occupancy})
+    return KernelCall(plan.form, plan.grid, _values(plan.form, named), plan.hints(), then)
+
+
 def plan(
     p: Problem,
     config: LaunchConfig,
     *,
-    scale: float,
+    scale: float | None,
     mask: str,
     input_pos: int,
     window: int | None,
     with_lse: bool,
     with_map: bool,
     sm_count: Callable[[], int],
-) -> LaunchPlan:
-    """The form, grid and parameter values of one launch of ``config`` on ``p``.
-
-    ``sm_count`` is asked only by the persistent forms, whose grid is one program per SM slot,
-    and by the decode form's auto split count.
-    """
-    splits = resolved_splits(p, config, sm_count)
-    form = config.kernel_form(mask, p.q_len, p.k_len, input_pos, splits=splits)
-    n_tiles = -(-p.q_len // config.tile_m) * p.batch * p.heads
-    programs = n_tiles
-    layout = decode_layout(p, config, sm_count) if form == "decode" else None
-    if layout is not None:
-        grid = (layout.row_blocks, p.batch * layout.heads, layout.splits)
-    else:
-        if form != "tile":
-            # One program per SM slot: occupancy programs per SM when the config asks for more.
-            programs = min(n_tiles, sm_count() * (config.occupancy or 1))
-        grid = (programs, 1, 1)
-    sources = _sources(
-        p, config, form, programs, scale=scale, mask=mask, input_pos=input_pos, window=window,
-        with_lse=with_lse, with_map=with_map, layout=layout,
+) -> KernelCall:
+    """:func:`kernels.cutile.plan.plan_launch`, then :func:`kernel_calls` of that plan: the
+    form, grid and parameter values of one launch of ``config`` on ``p``."""
+    launch_plan = plan_launch(
+        config, p, mask=mask, input_pos=input_pos, window=window, scale=scale,
+        with_lse=with_lse, with_map=with_map, sm_count=sm_count,
     )  # fmt: skip
-    then = None
-    if layout is not None and layout.splits > 1:
-        tile_s, tile_r, tile_dc = combine_tile(layout.splits, layout.rows, p.value_dim)
-        combine_grid = (
-            -(-layout.rows // tile_r),
-            p.batch * layout.heads,
-            -(-p.value_dim // tile_dc),
-        )
-        combine_sources = {
-            **sources,
-            "TILE_S": lambda: tile_s,
-            "TILE_R": lambda: tile_r,
-            "TILE_DC": lambda: tile_dc,
-            "WITH_LSE": lambda: bool(with_lse),  # the combine writes the LSE of every split
-        }
-        then = LaunchPlan(COMBINE, combine_grid, _values(COMBINE, combine_sources))
-    return LaunchPlan(form, grid, _values(form, sources), then)
+    return kernel_calls(launch_plan, p)
 
 
-def _values(form: str, sources: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """A value for every parameter the form's kernel declares, from ``sources`` (a grouped
-    constant's tuple from its items' sources, in its order)."""
+def _values(form: str, named: Mapping[str, Any]) -> dict[str, Any]:
+    """A value for every parameter the form's kernel declares, from ``named`` (a grouped
+    constant's tuple from its items' values, in its order)."""
     values: dict[str, Any] = {}
     for param in declaration(form):
         if param.members:
-            values[param.name] = tuple(_value(form, item, sources) for item in param.members)
+            values[param.name] = tuple(_value(form, item, named) for item in param.members)
         else:
-            values[param.name] = _value(form, param, sources)
+            values[param.name] = _value(form, param, named)
     return values
 
 
-def _value(form: str, param: Parameter, sources: dict[str, Callable[[], Any]]) -> Any:
-    source = sources.get(param.name)
-    if source is None:
+def _value(form: str, param: Parameter, named: Mapping[str, Any]) -> Any:
+    if param.name not in named:
         raise KeyError(
             f"{python_function(form).__name__} declares {param.name!r}, which "
-            "kernels.cutile.forms._sources has no value for"
+            "kernels.cutile.forms._named_values has no value for"
         )
-    return _checked(param, source())
+    return _checked(param, named[param.name])
 
 
 def _checked(param: Parameter, value: Any) -> Any:
@@ -424,133 +337,83 @@ def _checked(param: Parameter, value: Any) -> Any:
     return value
 
 
-def _sources(
-    p: Problem,
-    config: LaunchConfig,
-    form: str,
-    programs: int,
-    *,
-    scale: float,
-    mask: str,
-    input_pos: int,
-    window: int | None,
-    with_lse: bool,
-    with_map: bool,
-    layout: Decode | None = None,
-) -> dict[str, Callable[[], Any]]:
-    """Every parameter name any kernel declares, with how to compute its value (called only
-    for the names the form's kernel declares). ``layout``: the decode form's."""
-    n_q_blocks = -(-p.q_len // config.tile_m)
-    n_k_blocks = -(-p.k_len // config.tile_n)
+def _named_values(plan: LaunchPlan, p: Problem) -> dict[str, Any]:
+    """Every parameter name the first launch's kernel may declare, with its value from
+    ``plan`` and the shapes of ``p`` (the decode form's in its packed shape)."""
     batch_heads = p.batch * p.heads
     q_shape, o_shape = ((p.batch, p.heads, p.q_len, d) for d in (p.head_dim, p.value_dim))
     k_shape, v_shape = ((p.batch, p.kv_heads, p.k_len, d) for d in (p.head_dim, p.value_dim))
-
-    def l2_group() -> int:
-        width = (p.head_dim + p.value_dim) // 2  # K's and V's bytes per key, halved
-        return l2_group_size(batch_heads, p.k_len, width, ITEMSIZE[p.dtype], p.group)
-
-    def remap_group() -> int:
-        # Remapping balances causal/window work; without a mask it would only scatter the
-        # heads that run together (the schedule keeps the plain order there too).
-        return l2_group() if config.remap and mask != "none" else 0
-
-    def tiles() -> ArraySpec:
+    maps = block_map_shape(batch_heads, plan.n_q_blocks, plan.n_k_blocks)
+    named: dict[str, Any] = {
+        # arrays
+        "Q": ArraySpec(p.dtype, q_shape),
+        "K": ArraySpec(p.dtype, k_shape),
+        "V": ArraySpec(p.dtype, v_shape),
+        "Out": ArraySpec(p.dtype, o_shape),
+        "Lse": ArraySpec("float32", (p.batch, p.heads, p.q_len) if plan.with_lse else (1, 1, 1)),
+        "BlockMap": ArraySpec("int32", maps if plan.with_map else (1, 1, 1)),
+        "Order": ArraySpec(
+            "int32", order_shape(batch_heads, plan.n_q_blocks) if plan.with_map else (1, 1)
+        ),
+        # runtime scalars
+        "qk_scale_log2": float(plan.scale * LOG2E),
+        "input_pos": int(plan.input_pos),
+        "window": int(plan.window),
+        "group": int(p.group),
+        "remap_group": int(plan.remap_group),
+        # compile-time constants
+        "TILE_M": int(plan.tile_m),
+        "TILE_N": int(plan.tile_n),
+        "TILE_D": int(plan.tile_d),
+        "TILE_DV": int(plan.tile_dv),
+        "D_PADDED": bool(plan.d_padded),
+        "MASK": MASK_CODES[plan.mask],
+        "FAST_MATH": bool(plan.fast_math),
+        "K_LATENCY": int(plan.k_latency),
+        "V_LATENCY": int(plan.v_latency),
+        "POLY_COLS": int(plan.poly_cols),
+        "K_SPLIT": bool(plan.k_split),
+        "WITH_LSE": bool(plan.with_lse),
+        "WITH_MAP": bool(plan.with_map),
+        "PIPELINE": bool(plan.pipeline),
+        "STORE_TMA": bool(plan.store_tma),
+        "Q_HALVES": bool(plan.q_halves),
+        "EVEN_K": bool(plan.even_k),
+        "Q_PREFETCH": bool(plan.q_prefetch),
+        "PAIRED_K": bool(plan.paired_k),
+    }
+    if plan.form == "causal-persistent":
         # The L2 group is the remap's, whether or not remap is on: the assignment needs one.
         table = causal_tile_table(
-            batch_heads, n_q_blocks, programs, l2_group(), input_pos // config.tile_n
-        )
-        return ArraySpec("int32", table.shape, table)
-
-    def even_k() -> bool:
-        return p.k_len % config.tile_n == 0
-
-    def q_prefetch() -> bool:
-        return even_k() and bool(config.k_split)
-
-    def paired_k() -> bool:
-        return q_prefetch() and config.k_unroll == 2 and (p.k_len // config.tile_n) % 2 == 0
-
-    def poly_cols() -> int:
-        # The causal persistent grid's single loop takes the polynomial too (see its kernel).
-        poly = config.k_split or form == "causal-persistent"
-        return int(config.poly_exp2_cols) if poly else 0
-
-    return {
-        # arrays
-        "Q": lambda: ArraySpec(p.dtype, q_shape),
-        "K": lambda: ArraySpec(p.dtype, k_shape),
-        "V": lambda: ArraySpec(p.dtype, v_shape),
-        "Out": lambda: ArraySpec(p.dtype, o_shape),
-        "Lse": lambda: ArraySpec("float32", (p.batch, p.heads, p.q_len) if with_lse else (1, 1, 1)),
-        "BlockMap": lambda: ArraySpec(
-            "int32", block_map_shape(batch_heads, n_q_blocks, n_k_blocks) if with_map else (1, 1, 1)
-        ),
-        "Order": lambda: ArraySpec(
-            "int32", order_shape(batch_heads, n_q_blocks) if with_map else (1, 1)
-        ),
-        "Tiles": tiles,
-        # runtime scalars
-        "qk_scale_log2": lambda: float(scale * LOG2E),
-        "input_pos": lambda: int(input_pos),
-        "window": lambda: int(window) if window is not None else 0,
-        "group": lambda: p.group,
-        "remap_group": remap_group,
-        # compile-time constants: the knobs' own (TILE_M, K_LATENCY, STORE_TMA, ...), then
-        # those computed from knobs and the problem (overriding a knob's where it has one)
-        **{
-            knob.constant: functools.partial(knob.kind, getattr(config, knob.name))
-            for knob in registry.KNOBS.values()
-            if knob.constant and knob.launch
-        },
-        "TILE_D": lambda: tile_head_dim(p.head_dim),
-        "TILE_DV": lambda: tile_head_dim(p.value_dim),
-        # One switch checks both K's and V's loads: either's columns past the array's are zeros.
-        "D_PADDED": lambda: pads_head_dim(p.head_dim) or pads_head_dim(p.value_dim),
-        "MASK": lambda: MASK_CODES[mask],
-        "WITH_LSE": lambda: bool(with_lse),
-        "WITH_MAP": lambda: bool(with_map),
-        "PIPELINE": lambda: bool(config.pipeline) and bool(config.k_split),
-        "POLY_COLS": poly_cols,
-        "EVEN_K": even_k,
-        "Q_PREFETCH": q_prefetch,
-        "PAIRED_K": paired_k,
-        **(
-            _decode_sources(p, layout, with_lse, with_map, config.tile_n)
-            if layout is not None
-            else {}
-        ),
-    }
+            batch_heads, plan.n_q_blocks, plan.programs, plan.l2_group,
+            plan.input_pos // plan.tile_n,
+        )  # fmt: skip
+        named["Tiles"] = ArraySpec("int32", table.shape, table)
+    if plan.form == "decode":
+        named.update(_decode_values(plan, p))
+    return named
 
 
-def _decode_sources(
-    p: Problem, layout: Decode, with_lse: bool, with_map: bool, tile_n: int
-) -> dict[str, Callable[[], Any]]:
+def _decode_values(plan: LaunchPlan, p: Problem) -> dict[str, Any]:
     """The decode form's values, where they differ from the other forms' (Q, Out and Lse in
     the packed shape: a caller's array of the problem's shape is viewed so)."""
-    split = layout.splits > 1
-    rows_shape = (p.batch, layout.heads, layout.rows)
-    parts = (p.batch * layout.heads, layout.splits, layout.rows)
+    split = plan.kv_splits > 1
+    rows_shape = (p.batch, plan.heads, plan.rows)
+    parts = (p.batch * plan.heads, plan.kv_splits, plan.rows)
     # The instrumented launch's maps, per packed (batch·head, row block, key block).
-    blocks = block_map_shape(p.batch * layout.heads, layout.row_blocks, -(-p.k_len // tile_n))
+    blocks = block_map_shape(p.batch * plan.heads, plan.n_q_blocks, plan.n_k_blocks)
     return {
-        "Q": lambda: ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
-        "Out": lambda: ArraySpec(p.dtype, (*rows_shape, p.value_dim)),
-        "Lse": lambda: ArraySpec("float32", rows_shape if with_lse else (1, 1, 1)),
-        "OutParts": lambda: ArraySpec("float32", (*parts, p.value_dim) if split else (1, 1, 1, 1)),
-        "LseParts": lambda: ArraySpec("float32", parts if split else (1, 1, 1)),
-        "BlockMap": lambda: ArraySpec("int32", blocks if with_map else (1, 1, 1)),
-        "Order": lambda: ArraySpec("int32", blocks if with_map else (1, 1, 1)),
-        "q_len": lambda: p.q_len,
-        "kv_group": lambda: p.group if layout.heads == p.heads else 1,
-        "split_blocks": lambda: layout.split_blocks,
-        "TILE_M": lambda: layout.tile_m,
-        "SPLIT": lambda: split,
+        "Q": ArraySpec(p.dtype, (*rows_shape, p.head_dim)),
+        "Out": ArraySpec(p.dtype, (*rows_shape, p.value_dim)),
+        "Lse": ArraySpec("float32", rows_shape if plan.with_lse else (1, 1, 1)),
+        "OutParts": ArraySpec("float32", (*parts, p.value_dim) if split else (1, 1, 1, 1)),
+        "LseParts": ArraySpec("float32", parts if split else (1, 1, 1)),
+        "BlockMap": ArraySpec("int32", blocks if plan.with_map else (1, 1, 1)),
+        "Order": ArraySpec("int32", blocks if plan.with_map else (1, 1, 1)),
+        "q_len": int(p.q_len),
+        "kv_group": 1 if plan.pack_gqa else int(p.group),
+        "split_blocks": int(plan.split_blocks),
+        "SPLIT": split,
         # The decode kernel writes the LSE only without splits; the combine writes it else.
-        "WITH_LSE": lambda: bool(with_lse) and not split,
+        "WITH_LSE": bool(plan.with_lse) and not split,
     }
-
-
-def default_scale(head_dim: int) -> float:
-    """1 / sqrt(head_dim), the scale a launch uses unless told otherwise."""
-    return 1.0 / math.sqrt(head_dim)

@@ -1,9 +1,12 @@
 """The validating host wrapper: ``LaunchConfig``, input checks, ``prepare`` and ``attention``.
 
-A launch goes: check the inputs and the config once, let :func:`kernels.cutile.forms.plan` pick
-the kernel form and give every parameter the form's kernel declares its value, allocate what
-the caller did not pass (:mod:`kernels.cutile.launches`), and return a launcher that only calls
-``ct.launch``. ``attention`` keeps each call's checks and plan for the next one like it.
+A launch goes: check the inputs once (:func:`check_inputs`, :func:`check_mask`), turn the knobs
+into a validated config (:func:`kernels.cutile.plan.call_config`) and the config and problem into
+the launch plan (:func:`kernels.cutile.plan.plan_launch`, through
+:func:`kernels.cutile.launches.device_plan`), then let :class:`kernels.cutile.launches.
+PreparedLaunch` give every parameter its value from the plan, allocate what the caller did not
+pass, and return a launcher that only calls ``ct.launch``. ``attention`` keeps each call's
+checks and plan for the next one like it; :func:`launch_plan` says what a call would run.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from kernels import knobs as registry
-from kernels.cutile import forms
 from kernels.cutile.arrays import (
     default_stream,
     device_id,
@@ -33,8 +35,8 @@ from kernels.cutile.config import LAUNCH_KNOBS as LAUNCH_KNOBS  # re-exported
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import check_arch
 from kernels.cutile.forms import Problem
-from kernels.cutile.launches import PreparedLaunch, launcher
-from kernels.decode_choice import front_door_knobs
+from kernels.cutile.launches import PreparedLaunch, device_plan, launcher, planned_launcher
+from kernels.cutile.plan import LaunchPlan, call_config
 from kernels.schedule import MASK_MODES
 
 # The kernel's tiles and worker-warp counts (tileiras 13.4: 4 and 8), from the registry.
@@ -130,8 +132,9 @@ def prepare(
     stream: Any = None,
     layout: str = "bhnd",
     **knobs: Any,
-) -> Callable[[], Any]:
-    """Validate and allocate once; return a zero-argument launcher for timing loops.
+) -> Launcher:
+    """Validate and allocate once; return a zero-argument launcher for timing loops (its
+    ``plan``: the launch plan it runs).
 
     ``knobs`` are the fields of :class:`LaunchConfig`, one per launch knob of the registry
     (:data:`kernels.knobs.KNOBS`, which gives each one's default; ``fmha-workbench knobs``
@@ -142,7 +145,7 @@ def prepare(
     """
     request = _request(q, k, v, scale, mask, input_pos, window, out, layout, knobs)
     out, lse = _outputs(request, return_lse)
-    run = launcher(
+    run, plan = planned_launcher(
         request.problem,
         {"Q": request.q, "K": request.k, "V": request.v, "Out": out, "Lse": lse},
         request.config,
@@ -152,13 +155,30 @@ def prepare(
         window=window,
         stream=stream,
     )
-    result = _in_layout(out, layout)
+    return Launcher(run, plan, _in_layout(out, layout), lse, return_lse)
 
-    def launch() -> Any:
-        run()
-        return (result, lse) if return_lse else result
 
-    return launch
+class Launcher:
+    """What :func:`prepare` returns: calling it launches and returns what :func:`attention`
+    would; ``plan`` is the launch plan it runs (None: no query or no key, nothing to run)."""
+
+    def __init__(
+        self, run: Callable[[], None], plan: LaunchPlan | None, result: Any, lse: Any,
+        with_lse: bool,
+    ) -> None:  # fmt: skip
+        self._run, self._result, self._lse, self._with_lse = run, result, lse, with_lse
+        self.plan = plan
+
+    def __call__(self) -> Any:
+        self._run()
+        return (self._result, self._lse) if self._with_lse else self._result
+
+
+def launch_plan(q: Any, k: Any, v: Any, **kwargs: Any) -> LaunchPlan | None:
+    """The launch plan that :func:`attention` or :func:`prepare` with these arguments runs on
+    q's device (None where there is no query or no key: nothing launches); ValueError naming
+    the first thing wrong, as they raise it."""
+    return KeptCall.first(q, k, v, kwargs).plan
 
 
 def attention(q: Any, k: Any, v: Any, **kwargs: Any) -> Any:
@@ -259,6 +279,7 @@ class KeptCall:
         self.input_pos = int(kwargs.get("input_pos", 0))
         self.return_lse = bool(kwargs.get("return_lse", False))
         self.prepared = prepared
+        self.plan: LaunchPlan | None = prepared.plan if prepared is not None else None
 
     @classmethod
     def first(cls, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> KeptCall:
@@ -283,17 +304,13 @@ class KeptCall:
         prepared = None
         if p.q_len and p.k_len:
             check_arch(device_id(request.q, p.lib) or 0)
-            prepared = PreparedLaunch(
-                p,
-                request.config,
-                request.q,
-                scale=request.scale,
-                mask=kwargs.get("mask", "none"),
-                input_pos=int(kwargs.get("input_pos", 0)),
-                window=kwargs.get("window"),
-                with_lse=bool(kwargs.get("return_lse", False)),
+            plan = device_plan(
+                p, request.config, request.q, scale=request.scale,
+                mask=kwargs.get("mask", "none"), input_pos=int(kwargs.get("input_pos", 0)),
+                window=kwargs.get("window"), with_lse=bool(kwargs.get("return_lse", False)),
                 with_map=False,
-            )
+            )  # fmt: skip
+            prepared = PreparedLaunch(p, plan, request.q)
         return cls(request, kwargs, prepared)
 
     def __call__(self, q: Any, k: Any, v: Any, out: Any, stream: Any) -> Any:
@@ -327,7 +344,7 @@ class _Request:
     out: Any
     problem: Problem
     config: LaunchConfig
-    scale: float
+    scale: float | None  # None: the plan's default (1/sqrt(D))
     shown_shape: tuple[int, ...]
 
 
@@ -358,11 +375,8 @@ def _request(
     p = check_inputs(q, k, v)
     check_mask(mask, input_pos, window)
     # A problem bound by reading K and V runs the decode form unless the caller chose a form.
-    knobs = front_door_knobs(knobs, p.group, p.q_len, p.k_len, p.head_dim, mask)
-    config = LaunchConfig.of(knobs)
-    if scale is None:
-        scale = forms.default_scale(p.head_dim)
-    if not (math.isfinite(scale) and scale > 0):
+    config = call_config(knobs, p, mask)
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
         # The running max is taken before scaling (max(qk)·s), which needs s > 0.
         raise ValueError(f"scale must be a finite positive number, got {scale}")
     return _Request(
@@ -372,7 +386,7 @@ def _request(
         out=out,
         problem=p,
         config=config,
-        scale=float(scale),
+        scale=None if scale is None else float(scale),
         shown_shape=shown_shape,
     )
 

@@ -1,9 +1,12 @@
 """Launches planned once and bound to arrays: what every call of the kernel goes through.
 
-:class:`PreparedLaunch` plans the launches of one problem and config (:func:`kernels.cutile.
-forms.plan`: the form, the grid and every parameter's value) and makes the arrays a caller does
-not pass (:class:`Allocator`); :meth:`PreparedLaunch.runner` binds a caller's arrays and returns
-the zero-argument launch. ``kernels.cutile.launch`` checks the inputs and keeps these per call;
+:func:`device_plan` plans a launch on the caller's device (:func:`kernels.cutile.plan.
+plan_launch`, asking that device's SM count only where the plan needs it);
+:class:`PreparedLaunch` turns the plan into its kernel calls (:func:`kernels.cutile.forms.
+kernel_calls`: the grid and every parameter's value), makes the arrays a caller does not pass
+(:class:`Allocator`), and :meth:`PreparedLaunch.runner` binds a caller's arrays and returns the
+zero-argument launch. Nothing here reads a config past :func:`device_plan`: only the plan.
+``kernels.cutile.launch`` checks the inputs and keeps these per call;
 the tuner and the block map build theirs here too.
 """
 
@@ -31,6 +34,7 @@ from kernels.cutile.arrays import (
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import check_arch, friendly_errors
 from kernels.cutile.forms import ArraySpec, Problem
+from kernels.cutile.plan import LaunchPlan, plan_launch
 
 # Each launch of one call: grid, argument tuple, kernel form.
 Launches = list[tuple[tuple[int, int, int], tuple[Any, ...], str]]
@@ -74,45 +78,43 @@ class _OnDevice:
     device: Any
 
 
-class PreparedLaunch:
-    """The launches of one problem and config, planned once: each launch's plan and kernel,
-    and the arrays the caller does not pass (scratch, the causal tile table on the device),
-    made on first use and kept. :meth:`runner` binds the caller's arrays."""
+def device_plan(
+    p: Problem,
+    config: LaunchConfig,
+    like: Any,
+    *,
+    scale: float | None,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    with_lse: bool,
+    with_map: bool,
+) -> LaunchPlan:
+    """:func:`kernels.cutile.plan.plan_launch` for a launch on the device ``like`` lives on."""
+    assert p.lib is not None  # a launch's problem: its arrays set lib
+    lib = p.lib
+    return plan_launch(
+        config, p, mask=mask, input_pos=input_pos, window=window, scale=scale,
+        with_lse=with_lse, with_map=with_map,
+        sm_count=lambda: sm_count(device_id(like, lib) or 0, lib),
+    )  # fmt: skip
 
-    def __init__(
-        self,
-        p: Problem,
-        config: LaunchConfig,
-        like: Any,
-        *,
-        scale: float,
-        mask: str,
-        input_pos: int,
-        window: int | None,
-        with_lse: bool,
-        with_map: bool,
-    ) -> None:
+
+class PreparedLaunch:
+    """The launches of one plan, made once: each launch's call and kernel, and the arrays the
+    caller does not pass (scratch, the causal tile table on the device), made on first use and
+    kept. :meth:`runner` binds the caller's arrays."""
+
+    def __init__(self, p: Problem, plan: LaunchPlan, like: Any) -> None:
         assert p.lib is not None  # a launch's problem: its arrays set lib
         self.lib: str = p.lib
-        launch: forms.LaunchPlan | None = forms.plan(
-            p,
-            config,
-            scale=scale,
-            mask=mask,
-            input_pos=input_pos,
-            window=window,
-            with_lse=with_lse,
-            with_map=with_map,
-            sm_count=lambda: sm_count(device_id(like, self.lib) or 0, self.lib),
-        )
-        self.plans: list[forms.LaunchPlan] = []
-        while launch is not None:
-            self.plans.append(launch)
-            launch = launch.then
-        self.kernels = [
-            forms.kernel_for(config, plan.form, with_lse=bool(plan.value("WITH_LSE")))
-            for plan in self.plans
-        ]
+        self.plan = plan
+        call: forms.KernelCall | None = forms.kernel_calls(plan, p)
+        self.plans: list[forms.KernelCall] = []
+        while call is not None:
+            self.plans.append(call)
+            call = call.then
+        self.kernels = [forms.kernel_for(call) for call in self.plans]
         self.allocate = Allocator(p.lib, like)
         # The decode form's split kernel writes partial outputs its combine reads: launches on
         # two streams at once must not share them, so each stream gets its own.
@@ -190,7 +192,7 @@ def launch_of(
     config: LaunchConfig,
     allocate: Allocator,
     *,
-    scale: float,
+    scale: float | None,
     mask: str,
     input_pos: int,
     window: int | None,
@@ -208,7 +210,7 @@ def launches_of(
     config: LaunchConfig,
     allocate: Allocator,
     *,
-    scale: float,
+    scale: float | None,
     mask: str,
     input_pos: int,
     window: int | None,
@@ -220,17 +222,11 @@ def launches_of(
     stand-in for the same parameter of both launches: the splits' partial outputs). A given
     array the plan wants in another shape of the same size is viewed in it (the decode form's
     packed Q, Out and Lse)."""
-    prepared = PreparedLaunch(
-        p,
-        config,
-        arrays["Q"],
-        scale=scale,
-        mask=mask,
-        input_pos=input_pos,
-        window=window,
-        with_lse=arrays.get("Lse") is not None,
-        with_map=arrays.get("BlockMap") is not None,
-    )
+    plan = device_plan(
+        p, config, arrays["Q"], scale=scale, mask=mask, input_pos=input_pos, window=window,
+        with_lse=arrays.get("Lse") is not None, with_map=arrays.get("BlockMap") is not None,
+    )  # fmt: skip
+    prepared = PreparedLaunch(p, plan, arrays["Q"])
     prepared.allocate = allocate
     return prepared.launches(arrays)
 
@@ -248,16 +244,34 @@ def launcher(
     arrays: dict[str, Any],
     config: LaunchConfig,
     *,
-    scale: float,
+    scale: float | None,
     mask: str,
     input_pos: int,
     window: int | None,
     stream: Any,
 ) -> Callable[[], None]:
-    """Everything but the launch itself: grid, argument tuple, kernel variant, arch check."""
+    """Everything but the launch itself: plan, argument tuple, kernel variant, arch check."""
+    return planned_launcher(
+        p, arrays, config, scale=scale, mask=mask, input_pos=input_pos, window=window,
+        stream=stream,
+    )[0]  # fmt: skip
+
+
+def planned_launcher(
+    p: Problem,
+    arrays: dict[str, Any],
+    config: LaunchConfig,
+    *,
+    scale: float | None,
+    mask: str,
+    input_pos: int,
+    window: int | None,
+    stream: Any,
+) -> tuple[Callable[[], None], LaunchPlan | None]:
+    """:func:`launcher`, and the plan it runs (None: no query or no key, no kernel runs)."""
     q, out, lse = arrays["Q"], arrays["Out"], arrays.get("Lse")
     if p.q_len == 0:
-        return lambda: None
+        return (lambda: None), None
     if p.k_len == 0:  # every row sees no key: zeros and -inf, like the reference
 
         def no_keys() -> None:
@@ -265,18 +279,11 @@ def launcher(
             if lse is not None:
                 fill(lse, -math.inf)
 
-        return no_keys
+        return no_keys, None
     assert p.lib is not None  # a launch's problem: its arrays set lib
     check_arch(device_id(q, p.lib) or 0)
-    prepared = PreparedLaunch(
-        p,
-        config,
-        q,
-        scale=scale,
-        mask=mask,
-        input_pos=input_pos,
-        window=window,
-        with_lse=lse is not None,
-        with_map=arrays.get("BlockMap") is not None,
-    )
-    return prepared.runner(arrays, stream)
+    plan = device_plan(
+        p, config, q, scale=scale, mask=mask, input_pos=input_pos, window=window,
+        with_lse=lse is not None, with_map=arrays.get("BlockMap") is not None,
+    )  # fmt: skip
+    return PreparedLaunch(p, plan, q).runner(arrays, stream), plan

@@ -27,6 +27,7 @@ from kernels.cutile.diagnostics import (
 from kernels.cutile.forms import Problem, grid_form
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
 from kernels.cutile.launches import Allocator, launch_of, launcher
+from kernels.cutile.plan import decode_ctas_per_sm
 from kernels.decode_choice import DECODE_SEARCHED, decode_bound, decode_candidates
 from kernels.knobs import FIXED_IN_TUNING, KNOBS, TUNABLE, applies
 from kernels.measure import (
@@ -189,7 +190,7 @@ def autotune(
     if decode:
         key += decode_key(p.batch, p.kv_heads, p.group * p.q_len)
         fixed = {name: value for name, value in fixed.items() if name not in DECODE_SEARCHED}
-        slots = sm_count(device_id(q, p.lib) or 0, p.lib) * forms.DECODE_CTAS_PER_SM
+        slots = sm_count(device_id(q, p.lib) or 0, p.lib) * decode_ctas_per_sm({})
         candidates = decode_candidates(
             p.batch, p.kv_heads, p.group, p.q_len, p.k_len, p.head_dim, slots
         )
@@ -222,8 +223,6 @@ def autotune(
     space = [LaunchConfig.of(_with_fixed(c, fixed, mask)) for c in candidates]
     if not space:
         raise ValueError("autotune needs at least one config")
-    if scale is None:
-        scale = forms.default_scale(p.head_dim)
     stream = stream if stream is not None else default_stream(p.lib)
     # The tuner writes here, not to a result (Dv wide, as the output is).
     scratch = empty(p.lib, (*tuple(q.shape)[:3], p.value_dim), p.dtype, q)
@@ -391,7 +390,7 @@ def _sustained_pick(
     p: Problem,
     qkv_out: tuple[Any, Any, Any, Any],
     *,
-    scale: float,
+    scale: float | None,  # None: the plan's default
     mask: str,
     input_pos: int,
     window: int | None,

@@ -261,7 +261,7 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
-def planned(c: Case, **knobs: object) -> forms.LaunchPlan:
+def planned(c: Case, **knobs: object) -> forms.KernelCall:
     """The plan of case ``c`` with its tiles and K-split and ``knobs`` (kernels.cutile.forms.plan,
     as the launch builds it): ``value(name)`` is what the kernel gets by that name."""
     config = launch.LaunchConfig(tile_m=c.tile_m, tile_n=c.tile_n, k_split=c.k_split, **knobs)

@@ -65,6 +65,11 @@ def test_each_backend_gives_the_float64_answer_on_a_ragged_gqa_problem(name, mas
     if name == "cutile":
         assert np.array_equal(result.block_map, expected)  # from the instrumented kernel
         assert result.extra["block_map_matches_schedule"]
+        # The point keeps the plan its launch ran: one CTA per 64×64 tile, no split.
+        assert result.plan is not None
+        assert (result.plan["form"], result.plan["tile_m"], result.plan["kv_splits"]) == (
+            "tile", 64, 1,
+        )  # fmt: skip
     if name == "naive":
         scores = 2 * 4 * 300 * 317 * 4
         assert result.peak_mem_bytes is not None and result.peak_mem_bytes >= scores
@@ -115,6 +120,10 @@ def test_cutile_model_inputs_and_one_shot_calls_give_the_float64_answer(
         # The decode point's map is the split kernel's own record, splits included.
         assert result.extra["block_map_source"] == "kernel"
         assert result.extra["split_map_matches_schedule"]
+        # The stored plan says what auto resolved to, and the map ran that count (4 key blocks:
+        # too few to split).
+        assert result.plan is not None and result.plan["form"] == "decode"
+        assert result.plan["kv_splits"] == result.extra["kv_splits"] == 1
 
 
 def test_naive_refuses_scores_that_cannot_fit_instead_of_crashing():

@@ -49,6 +49,8 @@ class PointResult:
     flops: int  # useful FLOPs of the whole problem (the TFLOP/s convention)
     peak_mem_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The launch plan the kernel ran (kernels.cutile.plan.LaunchPlan.to_dict), where it has one.
+    plan: dict[str, Any] | None = None
 
     @property
     def tflops(self) -> float:

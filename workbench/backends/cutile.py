@@ -1,8 +1,11 @@
 """The project's cuTile FlashAttention kernel, with every knob of the optimization stack.
 
-Inputs live in CuPy arrays (bfloat16 through ml_dtypes, which CuPy accepts). The block map of a
-point comes from the instrumented kernel, run with the same tiles and knobs as the timed one
-(the autotuned ones when autotuning), and is checked against the host schedule.
+Inputs live in CuPy arrays (bfloat16 through ml_dtypes, which CuPy accepts). Each point keeps
+the launch plan the timed launch ran (:class:`kernels.cutile.plan.LaunchPlan`: the form, the
+tiles, the split count an "auto" resolved to on this GPU, the grid). The block map of a point
+comes from the instrumented kernel, run with the same tiles and knobs as the timed one (the
+autotuned ones when autotuning, the plan's split count), and is checked against the host
+schedule.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from kernels.cutile.arrays import (
     to_kernel_dtype,
 )
 from kernels.cutile.diagnostics import assess
+from kernels.cutile.plan import LaunchPlan
 from kernels.decode_choice import DECODE_SEARCHED
 from kernels.schedule import Schedule
 from workbench.backends.base import Availability, OpenPoint, PointResult
@@ -73,6 +77,7 @@ class CutileBackend(CupyBackend):
         self._kwargs: dict[str, Any] = {}
         self._tuning: dict[str, Any] | None = None
         self._decode: Schedule | None = None  # the decode form's schedule, at its last point
+        self._plan: LaunchPlan | None = None  # what the timed launch ran, at its last point
         self._tune_s = 0.0
         self._map_s = 0.0
         self._split_map: np.ndarray | None = None  # which split read each block (decode form)
@@ -169,10 +174,12 @@ class CutileBackend(CupyBackend):
         if config.one_shot:
             # What a model's eager forward pays each call: attention() checks its inputs and
             # finds the launch it kept from the first call.
+            self._plan = fmha.launch_plan(q, k, v, out=out, **kwargs)
             return lambda: as_bhnd(fmha.attention(q, k, v, out=out, **kwargs))
         # Validate, pick the kernel variant and build the argument tuple once, so the timed
         # loop pays for the launch alone.
         launch = fmha.prepare(q, k, v, out=out, **kwargs)
+        self._plan = launch.plan
         return (lambda: as_bhnd(launch())) if config.bnhd_inputs else launch
 
     def poison_output(self) -> None:
@@ -184,30 +191,20 @@ class CutileBackend(CupyBackend):
         defaults: what the schedule of the launch reads."""
         return {**knobs.defaults(), **_knobs(self._kwargs)}
 
-    def _sm_slots(self) -> int:
-        """CTA slots "auto" splits fill, as the kernel's launcher counts them."""
-        import cupy
-
-        from kernels.cutile.forms import decode_ctas_per_sm
-
-        sms = int(cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"])
-        return sms * decode_ctas_per_sm(self._kwargs)
-
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
         """From the instrumented kernel, with the tiles and knobs that were timed. In the
         decode form the kernel also records which split read each key block; the split count
-        is the one the timed launch resolved on this GPU's SM count (the map's own launch, of
-        one slice, would pick another)."""
+        is the one the timed launch's plan resolved on this GPU's SM count (the map's own
+        launch, of one slice, would pick another)."""
         fmha = _kernel_module()
         launch = _knobs(self._kwargs)
-        launched = self._launched()
         self._decode = None
         self._split_map = None
-        if schedule.decode_form(launched):
-            self._decode = schedule.schedule_of(
-                launched, problem, config.mask, config.window, self._sm_slots()
-            )
-            launch = {**launch, **schedule.resolved_splits(self._decode)}
+        if self._plan is not None:
+            launch = {**launch, **self._plan.resolved_knobs()}
+            if self._plan.form == "decode":
+                values = {**knobs.defaults(), **launch}
+                self._decode = schedule.schedule_of(values, problem, config.mask, config.window)
         started = time.perf_counter()
         # The tile shape goes first, positionally; the other knobs by name.
         tiles = schedule.tile_shape(launch)
@@ -239,7 +236,11 @@ class CutileBackend(CupyBackend):
         # The tuner's search ran inside prepare(); it is not compilation, so compile times of
         # tuned and hand-set runs compare (the search's time is kept as tune_s).
         compile_s = max(opened.compile_s - self._tune_s, 0.0)
-        result = dataclasses.replace(super().close_point(opened, timing), compile_s=compile_s)
+        result = dataclasses.replace(
+            super().close_point(opened, timing),
+            compile_s=compile_s,
+            plan=self._plan.to_dict() if self._plan is not None else None,
+        )
         problem, config = opened.problem, opened.config
         kw = self._kwargs
         if self._decode is not None:

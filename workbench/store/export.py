@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from kernels.cutile.plan import plan_columns
 from kernels.knobs import TUNABLE
 from workbench.bandwidth import point_bandwidth
 from workbench.config import KernelConfig
@@ -62,6 +63,7 @@ def point_rows(
             data = point.to_dict()
             data.pop("run_id")
             extra = data.pop("extra") or {}
+            plan = data.pop("plan")
             launch = extra.get("launch") if tuned else None
             launched = launch if isinstance(launch, dict) else {}
             compiled = extra.get("resources")
@@ -81,6 +83,7 @@ def point_rows(
                     ceilings,
                 ),
                 "head_dim_v": run.problem.value_dim,
+                **plan_columns(plan),
             }
 
 
@@ -132,6 +135,7 @@ def export_columns() -> list[str]:
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
         *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS, "head_dim_v",
+        *plan_columns(None),
     ]  # fmt: skip
 
 

@@ -128,6 +128,7 @@ class PointRecord:
     blocks_skipped: int
     peak_mem_bytes: int | None
     extra: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None  # the launch plan it ran (kernels.cutile.plan), if any
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PointRecord:
@@ -135,9 +136,11 @@ class PointRecord:
         extra = json.loads(row.get("extra") or "{}")
         if "samples_ms" in row and "turns" not in extra:  # stored before turns were recorded
             extra = facts_from_stored_samples(extra, json.loads(row["samples_ms"] or "[]"))
-        return cls(run_id=row["run_id"], extra=extra, **values)
+        plan = json.loads(row["plan"]) if row.get("plan") else None
+        return cls(run_id=row["run_id"], extra=extra, plan=plan, **values)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"run_id": self.run_id, **{name: getattr(self, name) for name in POINT_FIELDS}}
         data["extra"] = self.extra or {}
+        data["plan"] = self.plan
         return data

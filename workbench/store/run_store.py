@@ -143,6 +143,7 @@ class Store(OpenedStore):
             "created_at": utc_now(),
             "samples_ms": json.dumps([round(s, 6) for s in timing.samples_ms]),
             "extra": json.dumps(result.extra, default=str),
+            "plan": None if result.plan is None else json.dumps(result.plan),
         }
         grid = np.ascontiguousarray(result.block_map, dtype=np.int8)
 

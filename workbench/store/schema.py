@@ -141,12 +141,21 @@ def _migration_5(db: sqlite_utils.Database) -> None:
     db.table("machine_ceilings").create_index(["gpu_name"])
 
 
+def _migration_6(db: sqlite_utils.Database) -> None:
+    """Each point's launch plan (kernels.cutile.plan.LaunchPlan as JSON): what the kernel ran,
+    every auto value resolved. Points stored before, and those of backends without one, have
+    none. A file that has the column already (a copy taken back to an older version) keeps it."""
+    if "plan" not in db.table("points").columns_dict:
+        db.table("points").add_column("plan", str)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
     _migration_4,
     _migration_5,
+    _migration_6,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
