@@ -19,6 +19,7 @@ and host copies of the tables, before cuda.tile is imported.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +143,8 @@ class PagedPlan:
     tile_n: int
     q_blocks: int
     schedule: SplitSchedule
+    seq_lens: tuple[int, ...]
+    page_size: int
 
     @property
     def tile_m(self) -> int:
@@ -191,7 +194,7 @@ def plan_paged(
         lens, tile_n, sm_slots=sm_count * ctas_per_sm, ctas_per_unit=kv_heads * q_blocks,
         max_splits=max_splits,
     )  # fmt: skip
-    return PagedPlan(rows_q, rows_g, tile_n, q_blocks, schedule)
+    return PagedPlan(rows_q, rows_g, tile_n, q_blocks, schedule, tuple(lens), page_size)
 
 
 def kernel_constants(
@@ -227,38 +230,55 @@ def paged_attention(
     v_cache: Any,
     block_table: Any,
     seq_lens_k: Any,
+    **options: Any,
+) -> tuple[Any, Any]:
+    """Attention of ``q`` against the paged cache; ``(out, lse)`` (lse None without
+    ``with_lse``). ``options``: those of :func:`prepare_paged`."""
+    run, out, lse = prepare_paged(q, k_cache, v_cache, block_table, seq_lens_k, **options)
+    run()
+    return out, lse
+
+
+def prepare_paged(
+    q: Any,
+    k_cache: Any,
+    v_cache: Any,
+    block_table: Any,
+    seq_lens_k: Any,
     *,
     plan: PagedPlan | None = None,
     scale: float | None = None,
     tile_n: int | None = None,
     with_lse: bool = True,
     occupancy: int | None = None,
-) -> tuple[Any, Any]:
-    """Attention of ``q`` against the paged cache; ``(out, lse)`` (lse None without it)."""
+) -> tuple[Callable[[], None], Any, Any]:
+    """Check, plan and allocate once: ``(run, out, lse)``, where ``run()`` launches the split
+    kernel (and the combine) into ``out`` and ``lse`` on torch's current stream, with no host
+    work (a timing loop or a CUDA graph replays it). ``plan``: :func:`plan_paged` of this
+    batch (made here without one, on the device's SM count)."""
     s = check_paged(q, k_cache, v_cache, block_table, seq_lens_k)
     import torch
 
     for name, arr in (("block_table", block_table), ("seq_lens_k", seq_lens_k)):
         if arr.device != q.device:
             raise ValueError(f"{name} must be on q's device ({q.device}), got {arr.device}")
-    q, block_table, seq_lens_k = q.contiguous(), block_table.contiguous(), seq_lens_k.contiguous()
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         if cache.stride(-1) != 1:
             raise ValueError(f"{name}'s head dim must be contiguous (stride 1)")
-
+    q, block_table, seq_lens_k = q.contiguous(), block_table.contiguous(), seq_lens_k.contiguous()
     if plan is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         plan = plan_paged(
             s.seq_lens, q_len=s.q_len, heads=s.heads, kv_heads=s.kv_heads,
             page_size=s.page_size, tile_n=tile_n, sm_count=sms,
         )  # fmt: skip
-    elif len(plan.schedule.splits) != s.batch:
-        raise ValueError(f"plan is for a batch of {len(plan.schedule.splits)}, q has {s.batch}")
+    check_plan(plan, s)
     scale = 1.0 / math.sqrt(s.head_dim) if scale is None else float(scale)
     out = torch.empty((s.batch, s.q_len, s.heads, s.head_dim_v), dtype=q.dtype, device=q.device)
     lse = torch.empty((s.batch, s.heads, s.q_len), dtype=torch.float32, device=q.device)
+    kept_lse = lse if with_lse else None
     if s.batch == 0:
-        return out, lse if with_lse else None
+        return (lambda: None), out, kept_lse
     from kernels.cutile.device_paged import fmha_paged_kernel, paged_combine_kernel
     from kernels.cutile.serving_launch import device_table, launch, variant
 
@@ -288,7 +308,8 @@ def paged_attention(
         *kernel_constants(s, plan, scale=scale, with_lse=with_lse),
     )
     grid = (hkv, len(plan.schedule.units), plan.q_blocks)
-    launch(grid, variant(fmha_paged_kernel, occupancy=occupancy), args, q)
+    kernel = variant(fmha_paged_kernel, occupancy=occupancy)
+    launches = [(grid, kernel, args)]
     if split:
         tile, lse_on = combine_constants(s, plan, with_lse=with_lse)
         n_dc = -(-s.head_dim_v // tile[3])
@@ -297,8 +318,24 @@ def paged_attention(
             lse4 if with_lse else dummy(4), tile, lse_on,
         )  # fmt: skip
         combine = variant(paged_combine_kernel, occupancy=COMBINE_OCCUPANCY[with_lse])
-        launch((hkv, s.batch, plan.q_blocks * n_dc), combine, combine_args, q)
-    return out, lse if with_lse else None
+        launches.append(((hkv, s.batch, plan.q_blocks * n_dc), combine, combine_args))
+
+    def run() -> None:
+        for grid_of, kern, kern_args in launches:
+            launch(grid_of, kern, kern_args, q)
+
+    return run, out, kept_lse
+
+
+def check_plan(plan: PagedPlan, s: PagedShape) -> None:
+    """ValueError unless ``plan`` was made for this batch: its units read exactly the key
+    blocks of these lengths (another batch's would read pages the table does not hold)."""
+    if plan.seq_lens != s.seq_lens:
+        raise ValueError("plan was made for other seq_lens_k: make it with plan_paged(seq_lens_k)")
+    if plan.page_size != s.page_size:
+        raise ValueError(f"plan is for pages of {plan.page_size}, k_cache's are {s.page_size}")
+    if (plan.rows_q, plan.rows_g, plan.q_blocks) != tile_rows(s.q_len, s.group):
+        raise ValueError(f"plan is for another q_len or group than q's ({s.q_len}, {s.group})")
 
 
 def compile_paged_cubin(

@@ -16,6 +16,7 @@ checks run first, on shapes and a host copy of cu_seqlens, before cuda.tile is i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +131,16 @@ def kernel_arguments(
 
 
 def varlen_attention(
+    q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, **options: Any
+) -> tuple[Any, Any]:
+    """Attention over packed sequences; ``(out, lse)`` (lse None without ``with_lse``).
+    ``options``: those of :func:`prepare_varlen`."""
+    run, out, lse = prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options)
+    run()
+    return out, lse
+
+
+def prepare_varlen(
     q: Any,
     k: Any,
     v: Any,
@@ -144,10 +155,11 @@ def varlen_attention(
     occupancy: int | None = 2,
     num_worker_warps: int | None = None,
     with_lse: bool = True,
-) -> tuple[Any, Any]:
-    """Attention over packed sequences; ``(out, lse)`` (lse None without ``with_lse``).
-
-    ``window`` implies causal (the window mask is bottom-right causal with a width)."""
+) -> tuple[Callable[[], None], Any, Any]:
+    """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
+    launches into ``out`` and ``lse`` on torch's current stream with no host work (a timing
+    loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
+    bottom-right causal with a width)."""
     s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
     check_tile(tile_m, tile_n)
     for name, arr in (("q", q), ("k", k), ("v", v)):
@@ -157,15 +169,19 @@ def varlen_attention(
 
     out = torch.empty((s.total_q, s.heads, s.head_dim_v), dtype=q.dtype, device=q.device)
     lse = torch.empty((s.heads, s.total_q), dtype=torch.float32, device=q.device)
+    kept_lse = lse if with_lse else None
     scale = 1.0 / math.sqrt(s.head_dim) if scale is None else float(scale)
     tiles = varlen_tiles(s.cu_q, s.cu_k, tile_m, tile_n, causal=causal or window is not None,
                          window=window)  # fmt: skip
     if s.total_q == 0:
-        return out, lse if with_lse else None
+        return (lambda: None), out, kept_lse
     if s.total_k == 0 or len(tiles) == 0:  # no query sees a key: zeros and -inf
-        out.zero_()
-        lse.fill_(-math.inf)
-        return out, lse if with_lse else None
+
+        def no_keys() -> None:
+            out.zero_()
+            lse.fill_(-math.inf)
+
+        return no_keys, out, kept_lse
     from kernels.cutile.device_varlen import fmha_varlen_kernel
     from kernels.cutile.serving_launch import device_table, launch, variant
 
@@ -184,8 +200,12 @@ def varlen_attention(
         *values.values(),
     )
     kern = variant(fmha_varlen_kernel, occupancy=occupancy, num_worker_warps=num_worker_warps)
-    launch((len(tiles), s.heads, 1), kern, args, q)
-    return out, lse if with_lse else None
+    grid = (len(tiles), s.heads, 1)
+
+    def run() -> None:
+        launch(grid, kern, args, q)
+
+    return run, out, kept_lse
 
 
 def compile_varlen_cubin(
