@@ -70,18 +70,14 @@ def rel_err(got: Any, want: Any) -> float:
 
 def decode_reference(q, k, v):
     """q (B, 1, Hq, D), k/v (B, N, Hkv, D) contiguous per sequence: fp32 attention."""
+    import torch
+
     group = q.shape[2] // k.shape[2]
     qf = q.float().transpose(1, 2)
     kf = k.float().transpose(1, 2).repeat_interleave(group, dim=1)
     vf = v.float().transpose(1, 2).repeat_interleave(group, dim=1)
-    p = torch_softmax((qf @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1]))
+    p = torch.softmax((qf @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1]), dim=-1)
     return (p @ vf).transpose(1, 2)
-
-
-def torch_softmax(s):
-    import torch
-
-    return torch.softmax(s, dim=-1)
 
 
 def paged_from(k, v, page_size: int, gen):
@@ -107,12 +103,14 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
     from kernels.cutile import launch
     from kernels.cutile.paged import plan_paged, prepare_paged
 
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    gen = torch.Generator(device="cpu").manual_seed(0)  # the page order
+    cuda_gen = torch.Generator(device="cuda").manual_seed(0)
     shape_q = (DECODE_BATCH, 1, HEADS, HEAD_DIM)
     shape_kv = (DECODE_BATCH, DECODE_KEYS, KV_HEADS, HEAD_DIM)
-    q = torch.randn(shape_q, generator=gen).to("cuda", torch.bfloat16)
-    k = torch.randn(shape_kv, generator=gen).to("cuda", torch.bfloat16)
-    v = torch.randn(shape_kv, generator=gen).to("cuda", torch.bfloat16)
+    q, k, v = (
+        torch.randn(shape, generator=cuda_gen, device="cuda", dtype=torch.bfloat16)
+        for shape in (shape_q, shape_kv, shape_kv)
+    )
     want = decode_reference(q, k, v)
     rows = []
     # Ours, contiguous: the decode form reads (B, H, N, D) views of the (B, N, H, D) tensors.
@@ -123,7 +121,8 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
     out = contiguous().transpose(1, 2)
     torch.cuda.synchronize()
     kv_bytes = 2 * k.numel() * k.element_size()
-    rows.append(_row("decode", "ours contiguous", rel_err(out, want), time_ms(contiguous, reps),
+    problem = f"decode B{DECODE_BATCH} x {DECODE_KEYS} keys"
+    rows.append(_row(problem, "ours contiguous", rel_err(out, want), time_ms(contiguous, reps),
                      kv_bytes))  # fmt: skip
     lens = torch.full((DECODE_BATCH,), DECODE_KEYS, dtype=torch.int32, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -136,7 +135,7 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
         torch.cuda.synchronize()
         pages_bytes = 2 * DECODE_BATCH * table.shape[1] * page * KV_HEADS * HEAD_DIM * 2
         name = f"ours paged P={page} (tile_n {plan.tile_n})"
-        rows.append(_row("decode", name, rel_err(out, want), time_ms(run, reps), pages_bytes))
+        rows.append(_row(problem, name, rel_err(out, want), time_ms(run, reps), pages_bytes))
     return rows
 
 
@@ -146,16 +145,14 @@ def ragged_rows(reps: int) -> list[dict[str, Any]]:
     from kernels.cutile.paged import plan_paged, prepare_paged
     from kernels.serving_schedule import one_unit_per_sequence
 
-    gen = torch.Generator(device="cpu").manual_seed(1)
+    gen = torch.Generator(device="cpu").manual_seed(1)  # the page order
+    cuda_gen = torch.Generator(device="cuda").manual_seed(1)
     page = 64
     need = [-(-n // page) for n in RAGGED]
     pages = sum(need)
-    k_cache = torch.randn((pages, page, KV_HEADS, HEAD_DIM), generator=gen).to(
-        "cuda", torch.bfloat16
-    )
-    v_cache = torch.randn((pages, page, KV_HEADS, HEAD_DIM), generator=gen).to(
-        "cuda", torch.bfloat16
-    )
+    shape = (pages, page, KV_HEADS, HEAD_DIM)
+    k_cache = torch.randn(shape, generator=cuda_gen, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.randn(shape, generator=cuda_gen, device="cuda", dtype=torch.bfloat16)
     order = torch.randperm(pages, generator=gen).to(torch.int32)
     table = torch.zeros((len(RAGGED), max(need)), dtype=torch.int32)
     at = 0
@@ -163,7 +160,8 @@ def ragged_rows(reps: int) -> list[dict[str, Any]]:
         table[b, :n] = order[at : at + n]
         at += n
     table = table.cuda()
-    q = torch.randn((len(RAGGED), 1, HEADS, HEAD_DIM), generator=gen).to("cuda", torch.bfloat16)
+    q = torch.randn((len(RAGGED), 1, HEADS, HEAD_DIM), generator=cuda_gen, device="cuda",
+                    dtype=torch.bfloat16)  # fmt: skip
     lens = torch.tensor(RAGGED, dtype=torch.int32, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     ragged = plan_paged(RAGGED, q_len=1, heads=HEADS, kv_heads=KV_HEADS, page_size=page,

@@ -48,7 +48,7 @@ def device_table(table: np.ndarray, like: Any) -> Any:
     with _LOCK:
         kept = _DEVICE_TABLES.get(key)
         if kept is None or kept[0] is not table:
-            kept = (table, torch.from_numpy(np.ascontiguousarray(table)).to(like.device))
+            kept = (table, torch.from_numpy(np.array(table, copy=True)).to(like.device))  # writable
             _DEVICE_TABLES[key] = kept
         return kept[1]
 

@@ -133,8 +133,8 @@ def paged_cache(gen, rng, seq_lens, page_size, kv_heads, head_dim, dtype, *, sha
             vb[:prefix] = keys[0][1][:prefix]
         for p in range(need[b]):
             lo, hi = p * page_size, min((p + 1) * page_size, n)
-            k_cache[table[b, p], : hi - lo] = kb[lo:hi]
-            v_cache[table[b, p], : hi - lo] = vb[lo:hi]
+            k_cache[int(table[b, p]), : hi - lo] = kb[lo:hi]
+            v_cache[int(table[b, p]), : hi - lo] = vb[lo:hi]
         keys.append((kb, vb))
     return k_cache, v_cache, torch.from_numpy(table).cuda(), keys
 
