@@ -3,7 +3,8 @@
     python3 bench/serving_speed.py [--reps 50] [--json serving.json]
 
 - **Paged decode vs our contiguous decode** on the same lengths: bf16, GQA 32/8, D 128, q_len 1,
-  B=16 × 8192 keys; the paged cache at P = 16, 64, 256 (pages shuffled), the contiguous one
+  B=16 × 8192 keys; the paged cache at P = 16, 64, 256 (pages shuffled; P 16 also in 32-key
+  blocks, P 64 also in 128-key blocks, beside the defaults), the contiguous one
   through ``kernels.cutile.launch.prepare`` (the decode form, packed GQA, auto splits). GB/s =
   K+V bytes read (whole pages) / time.
 - **Ragged paged decode**: 1 × 32k + 63 × 1k at P = 64 with the ragged splits
@@ -35,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 DECODE_BATCH, DECODE_KEYS = 16, 8192
-PAGE_SIZES = (16, 64, 256)
+# (page size, key block: None for the kernel's default, kernels.cutile.paged.default_tile_n)
+PAGED_VARIANTS = ((16, None), (16, 32), (64, None), (64, 128), (256, None))
 RAGGED = [32768] + [1024] * 63
 VARLEN_SEQS, VARLEN_MIN, VARLEN_MAX = 16, 128, 4096
 
@@ -126,10 +128,10 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
                      kv_bytes))  # fmt: skip
     lens = torch.full((DECODE_BATCH,), DECODE_KEYS, dtype=torch.int32, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for page in PAGE_SIZES:
+    for page, tile_n in PAGED_VARIANTS:
         k_cache, v_cache, table = paged_from(k, v, page, gen)
         plan = plan_paged(lens.tolist(), q_len=1, heads=HEADS, kv_heads=KV_HEADS,
-                          page_size=page, sm_count=sms)  # fmt: skip
+                          page_size=page, tile_n=tile_n, sm_count=sms)  # fmt: skip
         run, out, _ = prepare_paged(q, k_cache, v_cache, table, lens, plan=plan)
         run()
         torch.cuda.synchronize()

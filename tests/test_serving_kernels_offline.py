@@ -75,9 +75,11 @@ def test_the_paged_combine_compiles_without_spilling_at_several_ctas_an_sm(q_len
 
 
 def test_a_page_of_16_runs_in_64_key_blocks_because_16_key_steps_spill() -> None:
-    # The choice default_tile_n makes, measured: one 16-key page a step spills on sm_90, four
-    # joined into a 64-key block do not (tests/test_serving_kernels_offline.py's p16 case).
+    # The choice default_tile_n makes, measured: one 16-key page a step spills on sm_90, and
+    # so do eight pages joined into 128 keys; four joined into 64 keys do not (the p16 case).
     assert default_tile_n(16) == 64 and default_tile_n(64) == 64 and default_tile_n(256) == 128
     if cuobjdump_path() is None:
         pytest.skip("cuobjdump is not installed: spills cannot be read")
     assert read_resources(compile_paged_cubin(page_size=16, tile_n=16)).spills
+    assert read_resources(compile_paged_cubin(page_size=16, tile_n=128)).spills
+    assert not read_resources(compile_paged_cubin(page_size=16, tile_n=32)).spills
