@@ -5,7 +5,8 @@
 - **Paged decode vs our contiguous decode** on the same lengths: bf16, GQA 32/8, D 128, q_len 1,
   B=16 × 8192 keys; the paged cache at P = 16, 64, 256 (pages shuffled; P 16 also in 32-key
   blocks, P 64 also in 128-key blocks, beside the defaults), the contiguous one
-  through ``kernels.cutile.launch.prepare`` (the decode form, packed GQA, auto splits). GB/s =
+  through a plain ``kernels.cutile.launch.prepare`` (the front door's decode form: packed
+  GQA, auto splits). GB/s =
   K+V bytes read (whole pages) / time.
 - **Ragged paged decode**: 1 × 32k + 63 × 1k at P = 64 with the ragged splits
   (``kernels.serving_schedule.plan_splits``) and with one unit per sequence: what the scheduler
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 DECODE_BATCH, DECODE_KEYS = 16, 8192
-# (page size, key block: None for the kernel's default, kernels.cutile.paged.default_tile_n)
+# (page size, key block: None for the kernel's default, kernels.cutile.paged.default_block_n)
 PAGED_VARIANTS = ((16, None), (16, 32), (64, None), (64, 128), (256, None))
 RAGGED = [32768] + [1024] * 63
 VARLEN_SEQS, VARLEN_MIN, VARLEN_MAX = 16, 128, 4096
@@ -116,10 +117,8 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
     want = decode_reference(q, k, v)
     rows = []
     # Ours, contiguous: the decode form reads (B, H, N, D) views of the (B, N, H, D) tensors.
-    contiguous = launch.prepare(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), layout="bhnd",
-        tile_n=128, pack_gqa=True, kv_splits=None,
-    )  # fmt: skip
+    # A plain call on a decode shape takes the decode form (kernels.decode_choice).
+    contiguous = launch.prepare(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     out = contiguous().transpose(1, 2)
     torch.cuda.synchronize()
     kv_bytes = 2 * k.numel() * k.element_size()
@@ -128,15 +127,15 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
                      kv_bytes))  # fmt: skip
     lens = torch.full((DECODE_BATCH,), DECODE_KEYS, dtype=torch.int32, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for page, tile_n in PAGED_VARIANTS:
+    for page, block_n in PAGED_VARIANTS:
         k_cache, v_cache, table = paged_from(k, v, page, gen)
         plan = plan_paged(lens.tolist(), q_len=1, heads=HEADS, kv_heads=KV_HEADS,
-                          page_size=page, tile_n=tile_n, sm_count=sms)  # fmt: skip
+                          page_size=page, block_n=block_n, sm_count=sms)  # fmt: skip
         run, out, _ = prepare_paged(q, k_cache, v_cache, table, lens, plan=plan)
         run()
         torch.cuda.synchronize()
         pages_bytes = 2 * DECODE_BATCH * table.shape[1] * page * KV_HEADS * HEAD_DIM * 2
-        name = f"ours paged P={page} (tile_n {plan.tile_n})"
+        name = f"ours paged P={page} (block_n {plan.block_n})"
         rows.append(_row(problem, name, rel_err(out, want), time_ms(run, reps), pages_bytes))
     return rows
 
@@ -168,7 +167,7 @@ def ragged_rows(reps: int) -> list[dict[str, Any]]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     ragged = plan_paged(RAGGED, q_len=1, heads=HEADS, kv_heads=KV_HEADS, page_size=page,
                         sm_count=sms)  # fmt: skip
-    unsplit = dataclasses.replace(ragged, schedule=one_unit_per_sequence(RAGGED, ragged.tile_n))
+    unsplit = dataclasses.replace(ragged, schedule=one_unit_per_sequence(RAGGED, ragged.block_n))
     want = torch.cat([
         decode_reference(
             q[b : b + 1],

@@ -42,9 +42,9 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def key_blocks(seq_len: int, tile_n: int) -> int:
-    """Key blocks of ``tile_n`` keys a sequence of ``seq_len`` keys spans (the last partly)."""
-    return cdiv(max(seq_len, 0), tile_n)
+def key_blocks(seq_len: int, block_n: int) -> int:
+    """Key blocks of ``block_n`` keys a sequence of ``seq_len`` keys spans (the last partly)."""
+    return cdiv(max(seq_len, 0), block_n)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class SplitSchedule:
     ``first_slot[b] .. first_slot[b] + splits[b] - 1`` (a sequence's slots are adjacent, so
     the combine reads them as one slice)."""
 
-    tile_n: int
+    block_n: int
     units: tuple[WorkUnit, ...]
     splits: tuple[int, ...]
     first_slot: tuple[int, ...]
@@ -131,7 +131,7 @@ def _even_pieces(blocks: int, pieces: int) -> list[tuple[int, int]]:
 
 def plan_splits(
     seq_lens: Sequence[int],
-    tile_n: int,
+    block_n: int,
     *,
     sm_slots: int,
     ctas_per_unit: int = 1,
@@ -146,11 +146,11 @@ def plan_splits(
     about that chunk as it needs (at most ``max_splits``). A sequence with no key is one unit
     of no block (its rows get 0 and -inf).
     """
-    if tile_n <= 0:
-        raise ValueError(f"tile_n must be positive, got {tile_n}")
+    if block_n <= 0:
+        raise ValueError(f"block_n must be positive, got {block_n}")
     if sm_slots <= 0:
         raise ValueError(f"sm_slots must be positive, got {sm_slots}")
-    blocks = [key_blocks(int(n), tile_n) for n in seq_lens]
+    blocks = [key_blocks(int(n), block_n) for n in seq_lens]
     total_ctas_blocks = sum(blocks) * max(ctas_per_unit, 1)
     chunk = max(min_blocks, cdiv(total_ctas_blocks, sm_slots * WAVES), 1)
     splits = [min(max(cdiv(n, chunk), 1), max_splits) for n in blocks]
@@ -165,23 +165,23 @@ def plan_splits(
     ]
     # Longest first (a stable sort: ties keep batch order, so a sequence's units stay close).
     units.sort(key=lambda u: -u.blocks)
-    return SplitSchedule(tile_n, tuple(units), tuple(splits), tuple(first_slot))
+    return SplitSchedule(block_n, tuple(units), tuple(splits), tuple(first_slot))
 
 
-def one_unit_per_sequence(seq_lens: Sequence[int], tile_n: int) -> SplitSchedule:
+def one_unit_per_sequence(seq_lens: Sequence[int], block_n: int) -> SplitSchedule:
     """The schedule without splits (each sequence one CTA per KV head), in batch order: what
     the ragged splits are measured against."""
-    units = tuple(WorkUnit(b, 0, 0, key_blocks(int(n), tile_n)) for b, n in enumerate(seq_lens))
+    units = tuple(WorkUnit(b, 0, 0, key_blocks(int(n), block_n)) for b, n in enumerate(seq_lens))
     n = len(units)
-    return SplitSchedule(tile_n, units, (1,) * n, tuple(range(n)))
+    return SplitSchedule(block_n, units, (1,) * n, tuple(range(n)))
 
 
 @functools.lru_cache(maxsize=64)
 def _varlen_tiles(
     cu_q: tuple[int, ...],
     cu_k: tuple[int, ...],
-    tile_m: int,
-    tile_n: int,
+    block_m: int,
+    block_n: int,
     causal: bool,
     window: int | None,
 ) -> np.ndarray:
@@ -189,9 +189,9 @@ def _varlen_tiles(
     for b in range(len(cu_q) - 1):
         q0, lq = cu_q[b], cu_q[b + 1] - cu_q[b]
         k0, lk = cu_k[b], cu_k[b + 1] - cu_k[b]
-        for qb in range(cdiv(lq, tile_m)):
+        for qb in range(cdiv(lq, block_m)):
             rows.append(
-                (q0, lq, k0, lk, qb, b, _tile_work(qb, lq, lk, tile_m, tile_n, causal, window), 0)
+                (q0, lq, k0, lk, qb, b, _tile_work(qb, lq, lk, block_m, block_n, causal, window), 0)
             )
     table = np.array(rows, dtype=np.int32).reshape(len(rows), len(VARLEN_COLUMNS))
     if len(rows):
@@ -201,24 +201,24 @@ def _varlen_tiles(
 
 
 def _tile_work(
-    qb: int, lq: int, lk: int, tile_m: int, tile_n: int, causal: bool, window: int | None
+    qb: int, lq: int, lk: int, block_m: int, block_n: int, causal: bool, window: int | None
 ) -> int:
     """Key blocks the q-block ``qb`` of a sequence reads (its rows see keys up to
     ``i + lk - lq`` when causal, and above ``i + lk - lq - window`` with a window)."""
     shift = lk - lq
-    first, last = qb * tile_m, min((qb + 1) * tile_m, lq) - 1
+    first, last = qb * block_m, min((qb + 1) * block_m, lq) - 1
     hi_key = min(last + shift, lk - 1) if causal or window is not None else lk - 1
     lo_key = max(first + shift - window + 1, 0) if window is not None else 0
     if hi_key < lo_key:
         return 0
-    return hi_key // tile_n - lo_key // tile_n + 1
+    return hi_key // block_n - lo_key // block_n + 1
 
 
 def varlen_tiles(
     cu_seqlens_q: Sequence[int],
     cu_seqlens_k: Sequence[int],
-    tile_m: int,
-    tile_n: int,
+    block_m: int,
+    block_n: int,
     *,
     causal: bool,
     window: int | None = None,
@@ -228,8 +228,8 @@ def varlen_tiles(
     return _varlen_tiles(
         tuple(int(x) for x in cu_seqlens_q),
         tuple(int(x) for x in cu_seqlens_k),
-        tile_m,
-        tile_n,
+        block_m,
+        block_n,
         causal,
         window,
     )

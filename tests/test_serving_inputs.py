@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kernels.cutile.paged import check_paged, plan_paged
-from kernels.cutile.varlen import check_varlen
+from kernels.cutile.varlen import check_tile, check_varlen
 
 
 def f16(*shape: int) -> np.ndarray:
@@ -139,8 +139,15 @@ def test_bad_paged_input_is_refused_naming_the_argument(change: dict, message: s
 
 
 def test_the_paged_plan_refuses_a_key_block_it_has_no_kernel_for() -> None:
-    with pytest.raises(ValueError, match=r"^tile_n must be one of \(16, 32, 64, 128\), got 48$"):
-        plan_paged([100], q_len=1, heads=8, kv_heads=2, page_size=16, tile_n=48)
+    with pytest.raises(ValueError, match=r"^block_n must be one of \(16, 32, 64, 128\), got 48$"):
+        plan_paged([100], q_len=1, heads=8, kv_heads=2, page_size=16, block_n=48)
+
+
+def test_a_varlen_tile_the_kernel_has_no_spill_free_build_for_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^block_m must be one of \(64,\), got 128$"):
+        check_tile(128, 64)
+    with pytest.raises(ValueError, match=r"^block_n must be one of \(64, 128\), got 32$"):
+        check_tile(64, 32)
 
 
 def test_a_bad_window_is_refused() -> None:

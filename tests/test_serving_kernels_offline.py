@@ -13,7 +13,7 @@ pytest.importorskip("cuda.tile")
 
 from kernels.cubin_resources import cuobjdump_path, read_resources
 from kernels.cutile.diagnostics import tileiras_version
-from kernels.cutile.paged import compile_paged_cubin, default_tile_n
+from kernels.cutile.paged import compile_paged_cubin, default_block_n
 from kernels.cutile.varlen import compile_varlen_cubin
 
 
@@ -36,10 +36,10 @@ def check_no_spill(cubin: bytes) -> None:
         dict(causal=True),  # the default: 64×64 at occupancy 2, fp16, D 128, causal, LSE
         dict(causal=False, dtype="bfloat16", head_dim=64),
         dict(window=256, head_dim=96, dtype="bfloat16"),  # a padded head dim, window mask
-        dict(causal=True, tile_m=128, tile_n=128, occupancy=None, num_worker_warps=8),
+        dict(causal=True, block_n=128),  # 64×128, two CTAs an SM
         dict(causal=True, with_lse=False),
     ],
-    ids=["causal-d128", "none-bf16-d64", "window-bf16-d96", "causal-128x128-ww8", "no-lse"],
+    ids=["causal-d128", "none-bf16-d64", "window-bf16-d96", "causal-64x128", "no-lse"],
 )
 def test_the_varlen_kernel_compiles_without_spilling(knobs: dict) -> None:
     check_no_spill(compile_varlen_cubin(**knobs))
@@ -75,11 +75,11 @@ def test_the_paged_combine_compiles_without_spilling_at_several_ctas_an_sm(q_len
 
 
 def test_a_page_of_16_runs_in_64_key_blocks_because_16_key_steps_spill() -> None:
-    # The choice default_tile_n makes, measured: one 16-key page a step spills on sm_90, and
+    # The choice default_block_n makes, measured: one 16-key page a step spills on sm_90, and
     # so do eight pages joined into 128 keys; four joined into 64 keys do not (the p16 case).
-    assert default_tile_n(16) == 64 and default_tile_n(64) == 64 and default_tile_n(256) == 128
+    assert default_block_n(16) == 64 and default_block_n(64) == 64 and default_block_n(256) == 128
     if cuobjdump_path() is None:
         pytest.skip("cuobjdump is not installed: spills cannot be read")
-    assert read_resources(compile_paged_cubin(page_size=16, tile_n=16)).spills
-    assert read_resources(compile_paged_cubin(page_size=16, tile_n=128)).spills
-    assert not read_resources(compile_paged_cubin(page_size=16, tile_n=32)).spills
+    assert read_resources(compile_paged_cubin(page_size=16, block_n=16)).spills
+    assert read_resources(compile_paged_cubin(page_size=16, block_n=128)).spills
+    assert not read_resources(compile_paged_cubin(page_size=16, block_n=32)).spills

@@ -22,14 +22,14 @@ H100_SLOTS = 132  # SMs, one decode CTA each
 KV_HEADS = 8
 
 
-def covered(schedule, seq_lens, tile_n):
+def covered(schedule, seq_lens, block_n):
     """Each sequence's key blocks as the union of its units' ranges, checked disjoint."""
     seen = {b: [] for b in range(len(seq_lens))}
     for u in schedule.units:
         seen[u.seq].append((u.first_block, u.stop_block))
     for b, ranges in seen.items():
         ranges.sort()
-        assert ranges[0][0] == 0 and ranges[-1][1] == key_blocks(seq_lens[b], tile_n)
+        assert ranges[0][0] == 0 and ranges[-1][1] == key_blocks(seq_lens[b], block_n)
         for (_, hi), (lo, _) in itertools.pairwise(ranges):
             assert hi == lo, f"sequence {b}: units {ranges} leave a gap or overlap"
     return seen
@@ -63,9 +63,9 @@ def test_random_batches_cover_every_key_block_once(rng: np.random.Generator) -> 
     for _ in range(20):
         batch = int(rng.integers(1, 80))
         seq_lens = rng.integers(0, 40000, size=batch).tolist()
-        tile_n = int(rng.choice([16, 64, 128, 256]))
-        plan = plan_splits(seq_lens, tile_n, sm_slots=int(rng.integers(1, 300)))
-        covered(plan, seq_lens, tile_n)
+        block_n = int(rng.choice([16, 64, 128, 256]))
+        plan = plan_splits(seq_lens, block_n, sm_slots=int(rng.integers(1, 300)))
+        covered(plan, seq_lens, block_n)
         assert max(plan.splits) <= MAX_SPLITS
         assert plan.slots == sum(plan.splits) == len(plan.units)
 
@@ -77,12 +77,12 @@ def test_a_sequence_with_no_key_is_one_empty_unit() -> None:
     assert not plan.needs_combine
 
 
-@pytest.mark.parametrize("bad", [dict(tile_n=0), dict(sm_slots=0)])
+@pytest.mark.parametrize("bad", [dict(block_n=0), dict(sm_slots=0)])
 def test_plan_splits_refuses_nonsense(bad: dict) -> None:
-    args = dict(tile_n=64, sm_slots=132) | bad
+    args = dict(block_n=64, sm_slots=132) | bad
     name = next(iter(bad))
     with pytest.raises(ValueError, match=f"^{name} must be positive"):
-        plan_splits([10], args.pop("tile_n"), **args)
+        plan_splits([10], args.pop("block_n"), **args)
 
 
 def test_varlen_tiles_hold_one_row_per_q_block_with_a_query() -> None:

@@ -42,12 +42,12 @@ PAGE_SIZES = (16, 32, 64, 128, 256)
 MAX_Q_LEN = 1024
 # Rows of one tile: at least a tensor-core MMA's 16, at most 64 (a chunked prefill's tiles).
 MIN_ROWS, MAX_ROWS = 16, 64
-TILE_N_CHOICES = (16, 32, 64, 128)
+BLOCK_N_CHOICES = (16, 32, 64, 128)
 K_LATENCY, V_LATENCY = 2, 4
 # CTAs of the combine an SM holds, by whether it writes the LSE: the contiguous decode's
-# (kernels.cutile.forms.COMBINE_OCCUPANCY; without a hint tileiras takes 255 registers, one CTA
+# (kernels.cutile.forms' table; without a hint tileiras takes 255 registers, one CTA
 # an SM, and the combine runs in waves).
-COMBINE_OCCUPANCY = {False: 8, True: 4}
+COMBINE_CTAS_PER_SM = {False: 8, True: 4}
 # Hopper's SM count where the device does not say (offline plans).
 DEFAULT_SMS = 132
 
@@ -136,22 +136,22 @@ def check_paged(
 @dataclass(frozen=True)
 class PagedPlan:
     """How one batch runs: the tile's rows (``rows_q`` positions × ``rows_g`` heads), key
-    blocks of ``tile_n``, and the work units of the key splits."""
+    blocks of ``block_n``, and the work units of the key splits."""
 
     rows_q: int
     rows_g: int
-    tile_n: int
+    block_n: int
     q_blocks: int
     schedule: SplitSchedule
     seq_lens: tuple[int, ...]
     page_size: int
 
     @property
-    def tile_m(self) -> int:
+    def block_m(self) -> int:
         return self.rows_q * self.rows_g
 
 
-def default_tile_n(page_size: int) -> int:
+def default_block_n(page_size: int) -> int:
     """Key block per step: the page itself from 64 tokens up (one TMA load a block, two
     128-key blocks a page of 256), 64 keys below (four pages of 16 or two of 32 joined).
 
@@ -179,7 +179,7 @@ def plan_paged(
     heads: int,
     kv_heads: int,
     page_size: int,
-    tile_n: int | None = None,
+    block_n: int | None = None,
     sm_count: int = DEFAULT_SMS,
     ctas_per_sm: int = 1,
     split: bool = True,
@@ -188,19 +188,19 @@ def plan_paged(
     if hasattr(seq_lens, "detach"):
         seq_lens = seq_lens.detach().cpu().numpy()
     lens = [int(n) for n in np.asarray(seq_lens).reshape(-1)]
-    tile_n = default_tile_n(page_size) if tile_n is None else tile_n
-    if tile_n not in TILE_N_CHOICES:
-        raise ValueError(f"tile_n must be one of {TILE_N_CHOICES}, got {tile_n!r}")
-    if page_size < tile_n and tile_n // page_size > 8:
-        raise ValueError(f"tile_n={tile_n} joins more than 8 pages of {page_size}")
+    block_n = default_block_n(page_size) if block_n is None else block_n
+    if block_n not in BLOCK_N_CHOICES:
+        raise ValueError(f"block_n must be one of {BLOCK_N_CHOICES}, got {block_n!r}")
+    if page_size < block_n and block_n // page_size > 8:
+        raise ValueError(f"block_n={block_n} joins more than 8 pages of {page_size}")
     rows_q, rows_g, q_blocks = tile_rows(q_len, heads // kv_heads)
     # The combine holds a sequence's splits × rows × 8 columns within 4096 float32.
     max_splits = max(1, min(MAX_SPLITS, COMBINE_ELEMENTS // (rows_q * rows_g * 8))) if split else 1
     schedule = plan_splits(
-        lens, tile_n, sm_slots=sm_count * ctas_per_sm, ctas_per_unit=kv_heads * q_blocks,
+        lens, block_n, sm_slots=sm_count * ctas_per_sm, ctas_per_unit=kv_heads * q_blocks,
         max_splits=max_splits,
     )  # fmt: skip
-    return PagedPlan(rows_q, rows_g, tile_n, q_blocks, schedule, tuple(lens), page_size)
+    return PagedPlan(rows_q, rows_g, block_n, q_blocks, schedule, tuple(lens), page_size)
 
 
 def kernel_constants(
@@ -211,7 +211,7 @@ def kernel_constants(
     return (
         scale * LOG2E,
         s.q_len,
-        (plan.tile_m, plan.tile_n, tile_head_dim(s.head_dim)),
+        (plan.block_m, plan.block_n, tile_head_dim(s.head_dim)),
         (tile_head_dim(s.head_dim_v),),
         (1, fast_math, K_LATENCY, V_LATENCY, 0, d_padded),
         (plan.rows_q, plan.rows_g, s.page_size, plan.schedule.needs_combine, with_lse),
@@ -225,7 +225,7 @@ def combine_constants(s: PagedShape, plan: PagedPlan, *, with_lse: bool) -> tupl
     tile_s = _pow2(max(plan.schedule.splits))
     tile_dc = min(
         tile_head_dim(s.head_dim_v), COMBINE_COLUMNS,
-        max(8, COMBINE_ELEMENTS // (tile_s * plan.tile_m)),
+        max(8, COMBINE_ELEMENTS // (tile_s * plan.block_m)),
     )  # fmt: skip
     return ((tile_s, plan.rows_q, plan.rows_g, tile_dc), with_lse)
 
@@ -254,9 +254,9 @@ def prepare_paged(
     *,
     plan: PagedPlan | None = None,
     scale: float | None = None,
-    tile_n: int | None = None,
+    block_n: int | None = None,
     with_lse: bool = True,
-    occupancy: int | None = None,
+    ctas_per_sm: int | None = None,
 ) -> tuple[Callable[[], None], Any, Any]:
     """Check, plan and allocate once: ``(run, out, lse)``, where ``run()`` launches the split
     kernel (and the combine) into ``out`` and ``lse`` on torch's current stream, with no host
@@ -276,7 +276,7 @@ def prepare_paged(
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
         plan = plan_paged(
             s.seq_lens, q_len=s.q_len, heads=s.heads, kv_heads=s.kv_heads,
-            page_size=s.page_size, tile_n=tile_n, sm_count=sms,
+            page_size=s.page_size, block_n=block_n, sm_count=sms, ctas_per_sm=ctas_per_sm or 1,
         )  # fmt: skip
     check_plan(plan, s)
     scale = 1.0 / math.sqrt(s.head_dim) if scale is None else float(scale)
@@ -296,7 +296,7 @@ def prepare_paged(
     def dummy(rank: int) -> Any:  # one per parameter: a launch's arrays must not alias
         return torch.empty((1,) * rank, dtype=torch.float32, device=q.device)
 
-    rows = plan.q_blocks * plan.tile_m
+    rows = plan.q_blocks * plan.block_m
     slots = plan.schedule.slots
     parts = torch.empty((slots, hkv, rows, s.head_dim_v), dtype=torch.float32, device=q.device)
     lse_parts = torch.empty((slots, hkv, rows), dtype=torch.float32, device=q.device)
@@ -314,7 +314,7 @@ def prepare_paged(
         *kernel_constants(s, plan, scale=scale, with_lse=with_lse),
     )
     grid = (hkv, len(plan.schedule.units), plan.q_blocks)
-    kernel = variant(fmha_paged_kernel, occupancy=occupancy)
+    kernel = variant(fmha_paged_kernel, ctas_per_sm)
     launches = [(grid, kernel, args)]
     if split:
         tile, lse_on = combine_constants(s, plan, with_lse=with_lse)
@@ -323,7 +323,7 @@ def prepare_paged(
             parts, lse_parts, device_table(plan.schedule.sequence_table(), q), out5,
             lse4 if with_lse else dummy(4), tile, lse_on,
         )  # fmt: skip
-        combine = variant(paged_combine_kernel, occupancy=COMBINE_OCCUPANCY[with_lse])
+        combine = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM[with_lse])
         launches.append(((hkv, s.batch, plan.q_blocks * n_dc), combine, combine_args))
 
     def run() -> None:
@@ -355,10 +355,10 @@ def compile_paged_cubin(
     kv_heads: int = 8,
     q_len: int = 1,
     page_size: int = 64,
-    tile_n: int | None = None,
+    block_n: int | None = None,
     split: bool = True,
     with_lse: bool = True,
-    occupancy: int | None = None,
+    ctas_per_sm: int | None = None,
     batch: int = 64,
     num_pages: int = 4096,
 ) -> bytes:
@@ -373,9 +373,9 @@ def compile_paged_cubin(
     s = PagedShape(batch, q_len, heads, kv_heads, head_dim, dv, num_pages, page_size, dtype,
                    tuple(lens))  # fmt: skip
     plan = plan_paged(lens, q_len=q_len, heads=heads, kv_heads=kv_heads, page_size=page_size,
-                      tile_n=tile_n, split=split)  # fmt: skip
+                      block_n=block_n, split=split)  # fmt: skip
     g = heads // kv_heads
-    rows = plan.q_blocks * plan.tile_m
+    rows = plan.q_blocks * plan.block_m
     slots = plan.schedule.slots
     out5 = ArrayArg(dtype, (batch, kv_heads, q_len, g, dv))
     lse4 = ArrayArg("float32", (batch, kv_heads, g, q_len))
@@ -388,7 +388,7 @@ def compile_paged_cubin(
         tile, lse_on = combine_constants(s, plan, with_lse=with_lse)
         params = [parts, lse_parts, ArrayArg("int32", (batch, 2)), out5,
                   lse4 if with_lse else one, tile, lse_on]  # fmt: skip
-        combine_kernel = variant(paged_combine_kernel, occupancy=COMBINE_OCCUPANCY[with_lse])
+        combine_kernel = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM[with_lse])
         return compile_offline(combine_kernel, params, arch)
     split_on = plan.schedule.needs_combine
     consts = kernel_constants(s, plan, scale=1.0 / math.sqrt(head_dim), with_lse=with_lse)
@@ -407,4 +407,4 @@ def compile_paged_cubin(
         int,
         *consts[2:],
     ]
-    return compile_offline(variant(fmha_paged_kernel, occupancy=occupancy), params, arch)
+    return compile_offline(variant(fmha_paged_kernel, ctas_per_sm), params, arch)

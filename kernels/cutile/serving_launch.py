@@ -1,4 +1,4 @@
-"""What the serving kernels' host wrappers share: their kernel variants with compiler hints,
+"""What the serving kernels' host wrappers share: their kernel variants (CTAs an SM),
 host tables copied to the device once, the launch, and the offline compile (no GPU) that reads
 their registers and spills.
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 _DEVICE_TABLES: dict[tuple[int, str], tuple[np.ndarray, Any]] = {}
-_VARIANTS: dict[tuple[int, tuple[tuple[str, Any], ...]], Any] = {}
+_VARIANTS: dict[tuple[int, int | None], Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -28,14 +28,14 @@ class ArrayArg:
     shape: tuple[int, ...]
 
 
-def variant(kernel: Any, **hints: Any) -> Any:
-    """``kernel`` with these compiler hints (occupancy, num_worker_warps), made once: a
-    ``replace_hints`` per launch would recompile."""
-    hints = {k: v for k, v in hints.items() if v is not None}
-    key = (id(kernel), tuple(sorted(hints.items())))
+def variant(kernel: Any, ctas_per_sm: int | None = None) -> Any:
+    """``kernel`` compiled to fit ``ctas_per_sm`` CTAs an SM (cuTile's occupancy hint; None:
+    the compiler's choice), made once: a ``replace_hints`` per launch would recompile."""
+    key = (id(kernel), ctas_per_sm)
     with _LOCK:
         if key not in _VARIANTS:
-            _VARIANTS[key] = kernel.replace_hints(**hints) if hints else kernel
+            hinted = kernel.replace_hints(occupancy=ctas_per_sm) if ctas_per_sm else kernel
+            _VARIANTS[key] = hinted
         return _VARIANTS[key]
 
 

@@ -33,9 +33,13 @@ from kernels.head_dims import pads_head_dim, tile_head_dim
 from kernels.serving_schedule import VARLEN_COLUMNS, varlen_tiles
 
 LOG2E = 1.4426950408889634
-# 64×64 at occupancy 2: the tile form's fastest spill-free config on the H200 (docs notes §6).
+# 64×64, two CTAs an SM: the tile form's fastest spill-free config on the H200 (notes §6).
+DEFAULT_CTAS_PER_SM = 2
 DEFAULT_TILE = (64, 64)
-TILE_SIZES = (64, 128)
+# Query rows and keys per tile. 128-row tiles compile to 384 threads that spill (32-376 B a
+# thread on sm_90) unless given 8 worker warps, a hint these wrappers do not pass yet.
+BLOCK_M_SIZES = (64,)
+BLOCK_N_SIZES = (64, 128)
 # The kernel's load latency hints (TileGym's).
 K_LATENCY, V_LATENCY = 2, 4
 
@@ -100,10 +104,11 @@ def _mask_code(causal: bool, window: int | None) -> int:
     return 2 if window is not None else (1 if causal else 0)
 
 
-def check_tile(tile_m: int, tile_n: int) -> None:
-    for name, value in (("tile_m", tile_m), ("tile_n", tile_n)):
-        if value not in TILE_SIZES:
-            raise ValueError(f"{name} must be one of {TILE_SIZES}, got {value!r}")
+def check_tile(block_m: int, block_n: int) -> None:
+    for name, value, sizes in (("block_m", block_m, BLOCK_M_SIZES), ("block_n", block_n,
+                                                                  BLOCK_N_SIZES)):  # fmt: skip
+        if value not in sizes:
+            raise ValueError(f"{name} must be one of {sizes}, got {value!r}")
 
 
 def kernel_arguments(
@@ -112,8 +117,8 @@ def kernel_arguments(
     causal: bool,
     window: int | None,
     scale: float,
-    tile_m: int,
-    tile_n: int,
+    block_m: int,
+    block_n: int,
     with_lse: bool,
     fast_math: bool = True,
 ) -> dict[str, Any]:
@@ -123,7 +128,7 @@ def kernel_arguments(
         "qk_scale_log2": scale * LOG2E,
         "kv_group": s.group,
         "window": int(window or 0),
-        "TILE": (tile_m, tile_n, tile_head_dim(s.head_dim)),
+        "TILE": (block_m, block_n, tile_head_dim(s.head_dim)),
         "VALUE_TILE": (tile_head_dim(s.head_dim_v),),
         "OPTS": (_mask_code(causal, window), fast_math, K_LATENCY, V_LATENCY, 0, d_padded),
         "WITH_LSE": with_lse,
@@ -150,10 +155,9 @@ def prepare_varlen(
     causal: bool = False,
     window: int | None = None,
     scale: float | None = None,
-    tile_m: int = DEFAULT_TILE[0],
-    tile_n: int = DEFAULT_TILE[1],
-    occupancy: int | None = 2,
-    num_worker_warps: int | None = None,
+    block_m: int = DEFAULT_TILE[0],
+    block_n: int = DEFAULT_TILE[1],
+    ctas_per_sm: int | None = DEFAULT_CTAS_PER_SM,
     with_lse: bool = True,
 ) -> tuple[Callable[[], None], Any, Any]:
     """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
@@ -161,7 +165,7 @@ def prepare_varlen(
     loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
     bottom-right causal with a width)."""
     s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
-    check_tile(tile_m, tile_n)
+    check_tile(block_m, block_n)
     for name, arr in (("q", q), ("k", k), ("v", v)):
         if arr.stride(-1) != 1:
             raise ValueError(f"{name}'s head dim must be contiguous (stride 1): call .contiguous()")
@@ -171,7 +175,7 @@ def prepare_varlen(
     lse = torch.empty((s.heads, s.total_q), dtype=torch.float32, device=q.device)
     kept_lse = lse if with_lse else None
     scale = 1.0 / math.sqrt(s.head_dim) if scale is None else float(scale)
-    tiles = varlen_tiles(s.cu_q, s.cu_k, tile_m, tile_n, causal=causal or window is not None,
+    tiles = varlen_tiles(s.cu_q, s.cu_k, block_m, block_n, causal=causal or window is not None,
                          window=window)  # fmt: skip
     if s.total_q == 0:
         return (lambda: None), out, kept_lse
@@ -186,7 +190,7 @@ def prepare_varlen(
     from kernels.cutile.serving_launch import device_table, launch, variant
 
     values = kernel_arguments(
-        s, causal=causal, window=window, scale=scale, tile_m=tile_m, tile_n=tile_n,
+        s, causal=causal, window=window, scale=scale, block_m=block_m, block_n=block_n,
         with_lse=with_lse,
     )  # fmt: skip
     lse_arg = lse.unsqueeze(0) if with_lse else torch.empty((1, 1, 1), device=q.device)
@@ -199,7 +203,7 @@ def prepare_varlen(
         device_table(tiles, q),
         *values.values(),
     )
-    kern = variant(fmha_varlen_kernel, occupancy=occupancy, num_worker_warps=num_worker_warps)
+    kern = variant(fmha_varlen_kernel, ctas_per_sm)
     grid = (len(tiles), s.heads, 1)
 
     def run() -> None:
@@ -218,10 +222,9 @@ def compile_varlen_cubin(
     kv_heads: int = 8,
     causal: bool = True,
     window: int | None = None,
-    tile_m: int = DEFAULT_TILE[0],
-    tile_n: int = DEFAULT_TILE[1],
-    occupancy: int | None = 2,
-    num_worker_warps: int | None = None,
+    block_m: int = DEFAULT_TILE[0],
+    block_n: int = DEFAULT_TILE[1],
+    ctas_per_sm: int | None = DEFAULT_CTAS_PER_SM,
     with_lse: bool = True,
     total_tokens: int = 4096,
 ) -> bytes:
@@ -230,12 +233,12 @@ def compile_varlen_cubin(
     from kernels.cutile.device_varlen import fmha_varlen_kernel
     from kernels.cutile.serving_launch import ArrayArg, compile_offline, variant
 
-    check_tile(tile_m, tile_n)
+    check_tile(block_m, block_n)
     dv = head_dim_v or head_dim
     s = VarlenShape(total_tokens, total_tokens, heads, kv_heads, head_dim, dv, dtype, (0,), (0,))
     values = kernel_arguments(
-        s, causal=causal, window=window, scale=1.0 / math.sqrt(head_dim), tile_m=tile_m,
-        tile_n=tile_n, with_lse=with_lse,
+        s, causal=causal, window=window, scale=1.0 / math.sqrt(head_dim), block_m=block_m,
+        block_n=block_n, with_lse=with_lse,
     )  # fmt: skip
     arrays = [
         ArrayArg(dtype, (1, heads, total_tokens, head_dim)),
@@ -246,5 +249,5 @@ def compile_varlen_cubin(
         ArrayArg("int32", (64, len(VARLEN_COLUMNS))),
     ]
     params = [*arrays, float, int, int, *list(values.values())[3:]]
-    kern = variant(fmha_varlen_kernel, occupancy=occupancy, num_worker_warps=num_worker_warps)
+    kern = variant(fmha_varlen_kernel, ctas_per_sm)
     return compile_offline(kern, params, arch)

@@ -186,11 +186,11 @@ def test_paged_decode_matches_the_reference(seed, page_size, q_len, dtype, head_
     assert plan.schedule.needs_combine and plan.schedule.splits[0] > 1
 
 
-@pytest.mark.parametrize("tile_n", [16, 64, 128])
-def test_paged_decode_at_page_16_in_every_key_block(seed, tile_n):
+@pytest.mark.parametrize("block_n", [16, 64, 128])
+def test_paged_decode_at_page_16_in_every_key_block(seed, block_n):
     # A page a step, four pages joined, eight joined: the same result.
     check_paged(seed, seq_lens=[700, 5, 64, 1], q_len=2, heads=8, kv_heads=2, head_dim=128,
-                dtype="bfloat16", page_size=16, tile_n=tile_n)  # fmt: skip
+                dtype="bfloat16", page_size=16, block_n=block_n)  # fmt: skip
 
 
 def test_paged_without_splits_writes_the_output_itself(seed):
