@@ -225,3 +225,13 @@ def run_grid(kernel: Any, grid: tuple[int, int, int], args: tuple[Any, ...]) -> 
         for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
             _BID[0] = (x, y, z)
             function(*args)
+
+
+def launch_torch_on_cpu(grid: tuple[int, int, int], kernel: Any, args: Any, like: Any) -> None:
+    """``kernels.cutile.serving_launch.launch`` for CPU torch tensors: each tensor argument seen
+    as a NumPy view of its memory (strides and all), the grid run by :func:`run_grid`; the
+    device modules must be :func:`emulated`."""
+    import torch
+
+    views = tuple(as_array(a.numpy()) if isinstance(a, torch.Tensor) else a for a in args)
+    run_grid(kernel, grid, views)
