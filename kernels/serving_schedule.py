@@ -86,14 +86,16 @@ class SplitSchedule:
     def slot_of(self, unit: WorkUnit) -> int:
         return self.first_slot[unit.seq] + unit.split
 
+    @functools.cached_property
     def unit_table(self) -> np.ndarray:
         """The kernel's ``Units`` argument, one row per unit in launch order: sequence, slot,
-        first key block, stop key block (int32)."""
+        first key block, stop key block (int32); made once, read-only."""
         rows = [(u.seq, self.slot_of(u), u.first_block, u.stop_block) for u in self.units]
         table = np.array(rows, dtype=np.int32).reshape(len(rows), 4)
         table.flags.writeable = False
         return table
 
+    @functools.cached_property
     def sequence_table(self) -> np.ndarray:
         """The combine's ``SeqSplits`` argument: per sequence its first slot and split count."""
         table = np.array(list(zip(self.first_slot, self.splits, strict=True)), dtype=np.int32)

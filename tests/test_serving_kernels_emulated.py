@@ -91,7 +91,7 @@ def run_paged(q, k_cache, v_cache, table, seq_lens, plan, heads, kv_heads):
         as_array(v_cache.transpose(0, 2, 1, 3)),
         as_array(table),
         as_array(np.array(seq_lens, dtype=np.int32)),
-        as_array(plan.schedule.unit_table()),
+        as_array(plan.schedule.unit_table),
         out5,
         lse4 if not split else None,
         parts if split else None,
@@ -104,7 +104,7 @@ def run_paged(q, k_cache, v_cache, table, seq_lens, plan, heads, kv_heads):
         if split:
             tile, lse_on = combine_constants(s, plan, with_lse=True)
             n_dc = -(-d // tile[3])
-            table2 = as_array(plan.schedule.sequence_table())
+            table2 = as_array(plan.schedule.sequence_table)
             run_grid(device_paged.paged_combine_kernel, (kv_heads, batch, plan.q_blocks * n_dc),
                      (parts, lse_parts, table2, out5, lse4, tile, lse_on))  # fmt: skip
     return out, lse

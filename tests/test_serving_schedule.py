@@ -52,9 +52,9 @@ def test_one_long_and_many_short_requests_are_cut_into_balanced_units() -> None:
     assert unsplit.makespan(H100_SLOTS, KV_HEADS) >= 4 * span
     # Longest units first, every slot a unit's own, a sequence's slots adjacent.
     assert sizes == sorted(sizes, reverse=True)
-    table = plan.unit_table()
+    table = plan.unit_table
     assert sorted(table[:, 1].tolist()) == list(range(plan.slots))
-    seqs = plan.sequence_table()
+    seqs = plan.sequence_table
     for b, (first, n) in enumerate(seqs.tolist()):
         assert sorted(table[table[:, 0] == b, 1].tolist()) == list(range(first, first + n))
 

@@ -306,7 +306,7 @@ def prepare_paged(
         v_cache.permute(0, 2, 1, 3),
         block_table,
         seq_lens_k,
-        device_table(plan.schedule.unit_table(), q),
+        device_table(plan.schedule.unit_table, q),
         out5,
         lse4 if with_lse and not split else dummy(4),
         parts if split else dummy(4),
@@ -320,7 +320,7 @@ def prepare_paged(
         tile, lse_on = combine_constants(s, plan, with_lse=with_lse)
         n_dc = -(-s.head_dim_v // tile[3])
         combine_args = (
-            parts, lse_parts, device_table(plan.schedule.sequence_table(), q), out5,
+            parts, lse_parts, device_table(plan.schedule.sequence_table, q), out5,
             lse4 if with_lse else dummy(4), tile, lse_on,
         )  # fmt: skip
         combine = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM[with_lse])

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+# Device copies of host tables, the newest last; the oldest go past this many.
+DEVICE_TABLES_KEPT = 64
 _DEVICE_TABLES: dict[tuple[int, str], tuple[np.ndarray, Any]] = {}
 _VARIANTS: dict[tuple[int, int | None], Any] = {}
 _LOCK = threading.Lock()
@@ -41,7 +43,8 @@ def variant(kernel: Any, ctas_per_sm: int | None = None) -> Any:
 
 def device_table(table: np.ndarray, like: Any) -> Any:
     """A torch copy of the host table ``table`` on ``like``'s device, made once per table
-    (tables come from caches, so the same batch reuses its copy)."""
+    (tables come from caches, so the same batch reuses its copy; the last
+    :data:`DEVICE_TABLES_KEPT` are kept)."""
     import torch
 
     key = (id(table), str(like.device))
@@ -50,6 +53,8 @@ def device_table(table: np.ndarray, like: Any) -> Any:
         if kept is None or kept[0] is not table:
             kept = (table, torch.from_numpy(np.array(table, copy=True)).to(like.device))  # writable
             _DEVICE_TABLES[key] = kept
+            while len(_DEVICE_TABLES) > DEVICE_TABLES_KEPT:
+                del _DEVICE_TABLES[next(iter(_DEVICE_TABLES))]
         return kept[1]
 
 
