@@ -138,9 +138,13 @@ def test_bad_paged_input_is_refused_naming_the_argument(change: dict, message: s
     assert "\n" not in str(err.value)
 
 
-def test_the_paged_plan_refuses_a_key_block_it_has_no_kernel_for() -> None:
+def test_the_paged_plan_refuses_what_it_has_no_kernel_for() -> None:
     with pytest.raises(ValueError, match=r"^block_n must be one of \(16, 32, 64, 128\), got 48$"):
         plan_paged([100], q_len=1, heads=8, kv_heads=2, page_size=16, block_n=48)
+    with pytest.raises(ValueError, match=r"^page_size must be one of \(16, 32, 64, 128, 256\)"):
+        plan_paged([100], q_len=1, heads=8, kv_heads=2, page_size=24)
+    with pytest.raises(ValueError, match=r"^heads=8 is not a multiple of kv_heads=3$"):
+        plan_paged([100], q_len=1, heads=8, kv_heads=3, page_size=16)
 
 
 def test_a_varlen_tile_the_kernel_has_no_spill_free_build_for_is_refused() -> None:

@@ -191,8 +191,10 @@ def plan_paged(
     block_n = default_block_n(page_size) if block_n is None else block_n
     if block_n not in BLOCK_N_CHOICES:
         raise ValueError(f"block_n must be one of {BLOCK_N_CHOICES}, got {block_n!r}")
-    if page_size < block_n and block_n // page_size > 8:
-        raise ValueError(f"block_n={block_n} joins more than 8 pages of {page_size}")
+    if page_size not in PAGE_SIZES:
+        raise ValueError(f"page_size must be one of {PAGE_SIZES}, got {page_size!r}")
+    if kv_heads < 1 or heads < 1 or heads % kv_heads:
+        raise ValueError(f"heads={heads} is not a multiple of kv_heads={kv_heads}")
     rows_q, rows_g, q_blocks = tile_rows(q_len, heads // kv_heads)
     # The combine holds a sequence's splits × rows × 8 columns within 4096 float32.
     max_splits = max(1, min(MAX_SPLITS, COMBINE_ELEMENTS // (rows_q * rows_g * 8))) if split else 1
