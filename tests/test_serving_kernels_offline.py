@@ -63,9 +63,9 @@ def test_the_paged_kernel_compiles_without_spilling(knobs: dict) -> None:
     check_no_spill(compile_paged_cubin(**knobs))
 
 
-@pytest.mark.parametrize("q_len", [1, 16])
-def test_the_paged_combine_compiles_without_spilling_at_several_ctas_an_sm(q_len: int) -> None:
-    cubin = compile_paged_cubin(page_size=64, q_len=q_len, combine=True)
+@pytest.mark.parametrize(("q_len", "with_lse"), [(1, True), (16, True), (1, False)])
+def test_the_paged_combine_compiles_without_spilling_at_several_ctas_an_sm(q_len, with_lse):
+    cubin = compile_paged_cubin(page_size=64, q_len=q_len, combine=True, with_lse=with_lse)
     check_no_spill(cubin)
     if cuobjdump_path() is not None:
         used = read_resources(cubin)

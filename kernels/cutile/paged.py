@@ -44,10 +44,10 @@ MAX_Q_LEN = 1024
 MIN_ROWS, MAX_ROWS = 16, 64
 BLOCK_N_CHOICES = (16, 32, 64, 128)
 K_LATENCY, V_LATENCY = 2, 4
-# CTAs of the combine an SM holds, by whether it writes the LSE: the contiguous decode's
-# (kernels.cutile.forms' table; without a hint tileiras takes 255 registers, one CTA
-# an SM, and the combine runs in waves).
-COMBINE_CTAS_PER_SM = {False: 8, True: 4}
+# CTAs of the combine an SM holds: 4 (64 registers, no spill, with or without the LSE; at 8 the
+# one without it spills 64 B a thread on sm_90; without a hint tileiras takes 255 registers, one
+# CTA an SM, and the combine runs in waves, as the contiguous decode's did).
+COMBINE_CTAS_PER_SM = 4
 # Hopper's SM count where the device does not say (offline plans).
 DEFAULT_SMS = 132
 
@@ -325,7 +325,7 @@ def prepare_paged(
             parts, lse_parts, device_table(plan.schedule.sequence_table, q), out5,
             lse4 if with_lse else dummy(4), tile, lse_on,
         )  # fmt: skip
-        combine = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM[with_lse])
+        combine = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM)
         launches.append(((hkv, s.batch, plan.q_blocks * n_dc), combine, combine_args))
 
     def run() -> None:
@@ -390,7 +390,7 @@ def compile_paged_cubin(
         tile, lse_on = combine_constants(s, plan, with_lse=with_lse)
         params = [parts, lse_parts, ArrayArg("int32", (batch, 2)), out5,
                   lse4 if with_lse else one, tile, lse_on]  # fmt: skip
-        combine_kernel = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM[with_lse])
+        combine_kernel = variant(paged_combine_kernel, COMBINE_CTAS_PER_SM)
         return compile_offline(combine_kernel, params, arch)
     split_on = plan.schedule.needs_combine
     consts = kernel_constants(s, plan, scale=1.0 / math.sqrt(head_dim), with_lse=with_lse)
