@@ -63,7 +63,7 @@ def test_the_varlen_kernel_matches_the_reference(rng, mask, head_dim, heads, kv_
         *values.values(),
     )
     with emulated(device, device_varlen):
-        run_grid(device_varlen.fmha_varlen_kernel, (len(tiles), heads, 1), args)
+        run_grid(device_varlen.fmha_varlen_kernel, (heads, len(tiles), 1), args)
     for b in range(len(lq)):
         qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
         if lq[b]:

@@ -1,9 +1,9 @@
 """The varlen prefill kernel: sequences of different lengths packed end to end (FlashAttention's
-``cu_seqlens`` layout), one CTA per (sequence, q-block, head), no padding computed.
+``cu_seqlens`` layout), one CTA per (head, q-block of a sequence), no padding computed.
 
-The host passes Q, K, V, Out as (1, heads, total_tokens, D) views of the packed
-(total_tokens, heads, D) tensors (a permute, no copy) and a table of the q-blocks that hold a
-query (``kernels.serving_schedule.varlen_tiles``). Each CTA slices its sequence out of the
+The grid is (query head, tile); the host passes Q, K, V, Out as (1, heads, total_tokens, D)
+views of the packed (total_tokens, heads, D) tensors (a permute, no copy) and a table of the
+q-blocks that hold a query (``kernels.serving_schedule.varlen_tiles``). Each CTA slices its sequence out of the
 token axis (``Array.slice``): inside the slice the shared block steps of
 ``kernels.cutile.device`` run unchanged, a bounds-checked load past the sequence's last key is
 zero-padded, and a store past its last query is dropped (the next sequence is never touched).
@@ -47,12 +47,14 @@ def fmha_varlen_kernel(
     OPTS: BlockOptions,  # MASK 0 none, 1 causal, 2 causal with a window
     WITH_LSE: ct.Constant[bool],
 ):
-    """One (tile of the table, query head) per CTA."""
+    """One (query head, tile of the table) per CTA: heads fastest, so the query heads of a KV
+    head read its K and V at about the same time (from L2), and the table's longest tiles
+    start first."""
     TILE_M, TILE_N, TILE_D = TILE
     (TILE_DV,) = VALUE_TILE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
-    t = ct.bid(0)
-    h = ct.bid(1)
+    h = ct.bid(0)
+    t = ct.bid(1)
     hk = h // kv_group
     q0 = ct.gather(Tiles, (t, 0), check_bounds=False)
     lq = ct.gather(Tiles, (t, 1), check_bounds=False)

@@ -8,7 +8,7 @@ convention, torch tensors in, ``(out, lse)`` out.
 - out ``(total_q, Hq, Dv)`` in q's dtype; lse ``(Hq, total_q)`` float32, natural log, ``-inf``
   (and zeros in out) for a query that sees no key.
 
-The grid is one CTA per (q-block of a sequence, head), from a table built once per cu_seqlens
+The grid is one CTA per (head, q-block of a sequence), from a table built once per cu_seqlens
 (:func:`kernels.serving_schedule.varlen_tiles`): no CTA for a block past a sequence's end. Input
 checks run first, on shapes and a host copy of cu_seqlens, before cuda.tile is imported.
 """
@@ -204,7 +204,7 @@ def prepare_varlen(
         *values.values(),
     )
     kern = variant(fmha_varlen_kernel, ctas_per_sm)
-    grid = (len(tiles), s.heads, 1)
+    grid = (s.heads, len(tiles), 1)
 
     def run() -> None:
         launch(grid, kern, args, q)
