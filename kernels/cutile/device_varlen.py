@@ -3,8 +3,8 @@
 
 The grid is (query head, tile); the host passes Q, K, V, Out as (1, heads, total_tokens, D)
 views of the packed (total_tokens, heads, D) tensors (a permute, no copy) and a table of the
-q-blocks that hold a query (``kernels.serving_schedule.varlen_tiles``). Each CTA slices its sequence out of the
-token axis (``Array.slice``): inside the slice the shared block steps of
+q-blocks that hold a query (``kernels.serving_schedule.varlen_tiles``). Each CTA slices its
+sequence out of the token axis (``Array.slice``): inside the slice the shared block steps of
 ``kernels.cutile.device`` run unchanged, a bounds-checked load past the sequence's last key is
 zero-padded, and a store past its last query is dropped (the next sequence is never touched).
 
