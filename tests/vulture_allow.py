@@ -53,3 +53,11 @@ flash_attention
 # The window's wording of a refusal (issue 52, item 4): the form's owner shows it in place of
 # str(exc); tests/test_error_words.py checks it.
 form_message
+
+# The serving kernels' public calls (issue 54): the workbench's cuTile backend calls them; until
+# it does, tests/gpu/test_serving_kernels.py does. Their offline compiles are for the CPU test
+# of registers and spills (tests/test_serving_kernels_offline.py).
+paged_attention
+varlen_attention
+compile_paged_cubin
+compile_varlen_cubin

@@ -1,0 +1,253 @@
+"""Varlen prefill on the GPU: sequences packed end to end, FlashAttention's ``cu_seqlens``
+convention, torch tensors in, ``(out, lse)`` out.
+
+- q ``(total_q, Hq, D)``, k ``(total_k, Hkv, D)``, v ``(total_k, Hkv, Dv)``;
+  ``cu_seqlens_q``/``cu_seqlens_k`` int32 ``(B+1,)``; GQA (Hq a multiple of Hkv).
+- causal per sequence, aligned bottom-right (query ``i`` of a sequence with ``lq`` queries and
+  ``lk`` keys sees keys ``<= i + lk - lq``); ``window``: also only keys ``> i + lk - lq - window``.
+- out ``(total_q, Hq, Dv)`` in q's dtype; lse ``(Hq, total_q)`` float32, natural log, ``-inf``
+  (and zeros in out) for a query that sees no key.
+
+The grid is one CTA per (head, q-block of a sequence), from a table built once per cu_seqlens
+(:func:`kernels.serving_schedule.varlen_tiles`): no CTA for a block past a sequence's end. Input
+checks run first, on shapes and a host copy of cu_seqlens, before cuda.tile is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kernels.cutile.serving_checks import (
+    check_cu_seqlens,
+    check_head_dims,
+    check_heads,
+    check_same_dtype,
+    check_tensor,
+    check_window,
+    host_ints,
+)
+from kernels.head_dims import pads_head_dim, tile_head_dim
+from kernels.serving_schedule import VARLEN_COLUMNS, varlen_tiles
+
+LOG2E = 1.4426950408889634
+# 64×64, two CTAs an SM: the tile form's fastest spill-free config on the H200 (notes §6).
+DEFAULT_CTAS_PER_SM = 2
+DEFAULT_TILE = (64, 64)
+# Query rows and keys per tile. 128-row tiles compile to 384 threads that spill (32-376 B a
+# thread on sm_90) unless given 8 worker warps, a hint these wrappers do not pass yet.
+BLOCK_M_SIZES = (64,)
+BLOCK_N_SIZES = (64, 128)
+# The kernel's load latency hints (TileGym's).
+K_LATENCY, V_LATENCY = 2, 4
+
+
+@dataclass(frozen=True)
+class VarlenShape:
+    """What a varlen call's inputs pose, once checked."""
+
+    total_q: int
+    total_k: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    head_dim_v: int
+    dtype: str
+    cu_q: tuple[int, ...]
+    cu_k: tuple[int, ...]
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+
+def check_varlen(
+    q: Any,
+    k: Any,
+    v: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    *,
+    window: int | None = None,
+) -> VarlenShape:
+    """The shape of a varlen call; ValueError (one line, naming the argument) for bad input."""
+    total_q, heads, d = check_tensor(q, "q", "(total_q, heads, head_dim)")
+    total_k, kv_heads, dk = check_tensor(k, "k", "(total_k, kv_heads, head_dim)")
+    total_v, kv_heads_v, dv = check_tensor(v, "v", "(total_k, kv_heads, head_dim_v)")
+    dtype = check_same_dtype(q=q, k=k, v=v)
+    if total_v != total_k:
+        raise ValueError(f"v has {total_v} tokens but k has {total_k} (both are total_k)")
+    if kv_heads_v != kv_heads:
+        raise ValueError(f"v has {kv_heads_v} heads but k has {kv_heads}")
+    if dk != d:
+        raise ValueError(f"k's head dim {dk} differs from q's {d}")
+    check_heads(heads, kv_heads, "q", "k")
+    check_head_dims(d, dv, "q", "v")
+    check_window(window)
+    cu_q = host_ints(cu_seqlens_q, "cu_seqlens_q", 1)
+    cu_k = host_ints(cu_seqlens_k, "cu_seqlens_k", 1)
+    if cu_q.size != cu_k.size:
+        raise ValueError(
+            f"cu_seqlens_q has {cu_q.size} offsets but cu_seqlens_k has {cu_k.size} "
+            "(both batch + 1)"
+        )
+    check_cu_seqlens(cu_q, "cu_seqlens_q", total_q, "q")
+    check_cu_seqlens(cu_k, "cu_seqlens_k", total_k, "k")
+    return VarlenShape(
+        total_q, total_k, heads, kv_heads, d, dv, dtype, tuple(cu_q.tolist()), tuple(cu_k.tolist())
+    )
+
+
+def _mask_code(causal: bool, window: int | None) -> int:
+    return 2 if window is not None else (1 if causal else 0)
+
+
+def check_tile(block_m: int, block_n: int) -> None:
+    for name, value, sizes in (("block_m", block_m, BLOCK_M_SIZES), ("block_n", block_n,
+                                                                  BLOCK_N_SIZES)):  # fmt: skip
+        if value not in sizes:
+            raise ValueError(f"{name} must be one of {sizes}, got {value!r}")
+
+
+def kernel_arguments(
+    s: VarlenShape,
+    *,
+    causal: bool,
+    window: int | None,
+    scale: float,
+    block_m: int,
+    block_n: int,
+    with_lse: bool,
+    fast_math: bool = True,
+) -> dict[str, Any]:
+    """The scalars and constants of one launch, by parameter name (the arrays apart)."""
+    d_padded = pads_head_dim(s.head_dim) or pads_head_dim(s.head_dim_v)
+    return {
+        "qk_scale_log2": scale * LOG2E,
+        "kv_group": s.group,
+        "window": int(window or 0),
+        "TILE": (block_m, block_n, tile_head_dim(s.head_dim)),
+        "VALUE_TILE": (tile_head_dim(s.head_dim_v),),
+        "OPTS": (_mask_code(causal, window), fast_math, K_LATENCY, V_LATENCY, 0, d_padded),
+        "WITH_LSE": with_lse,
+    }
+
+
+def varlen_attention(
+    q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, **options: Any
+) -> tuple[Any, Any]:
+    """Attention over packed sequences; ``(out, lse)`` (lse None without ``with_lse``).
+    ``options``: those of :func:`prepare_varlen`."""
+    run, out, lse = prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options)
+    run()
+    return out, lse
+
+
+def prepare_varlen(
+    q: Any,
+    k: Any,
+    v: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    *,
+    causal: bool = False,
+    window: int | None = None,
+    scale: float | None = None,
+    block_m: int = DEFAULT_TILE[0],
+    block_n: int = DEFAULT_TILE[1],
+    ctas_per_sm: int | None = DEFAULT_CTAS_PER_SM,
+    with_lse: bool = True,
+) -> tuple[Callable[[], None], Any, Any]:
+    """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
+    launches into ``out`` and ``lse`` on torch's current stream with no host work (a timing
+    loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
+    bottom-right causal with a width)."""
+    s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
+    check_tile(block_m, block_n)
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        if arr.stride(-1) != 1:
+            raise ValueError(f"{name}'s head dim must be contiguous (stride 1): call .contiguous()")
+    import torch
+
+    out = torch.empty((s.total_q, s.heads, s.head_dim_v), dtype=q.dtype, device=q.device)
+    lse = torch.empty((s.heads, s.total_q), dtype=torch.float32, device=q.device)
+    kept_lse = lse if with_lse else None
+    scale = 1.0 / math.sqrt(s.head_dim) if scale is None else float(scale)
+    tiles = varlen_tiles(s.cu_q, s.cu_k, block_m, block_n, causal=causal or window is not None,
+                         window=window)  # fmt: skip
+    if s.total_q == 0:
+        return (lambda: None), out, kept_lse
+    if s.total_k == 0 or len(tiles) == 0:  # no query sees a key: zeros and -inf
+
+        def no_keys() -> None:
+            out.zero_()
+            lse.fill_(-math.inf)
+
+        return no_keys, out, kept_lse
+    from kernels.cutile.device_varlen import fmha_varlen_kernel
+    from kernels.cutile.serving_launch import device_table, launch, variant
+
+    values = kernel_arguments(
+        s, causal=causal, window=window, scale=scale, block_m=block_m, block_n=block_n,
+        with_lse=with_lse,
+    )  # fmt: skip
+    lse_arg = lse.unsqueeze(0) if with_lse else torch.empty((1, 1, 1), device=q.device)
+    args = (
+        q.permute(1, 0, 2).unsqueeze(0),
+        k.permute(1, 0, 2).unsqueeze(0),
+        v.permute(1, 0, 2).unsqueeze(0),
+        out.permute(1, 0, 2).unsqueeze(0),
+        lse_arg,
+        device_table(tiles, q),
+        *values.values(),
+    )
+    kern = variant(fmha_varlen_kernel, ctas_per_sm)
+    grid = (s.heads, len(tiles), 1)
+
+    def run() -> None:
+        launch(grid, kern, args, q)
+
+    return run, out, kept_lse
+
+
+def compile_varlen_cubin(
+    *,
+    arch: str = "sm_90",
+    dtype: str = "float16",
+    head_dim: int = 128,
+    head_dim_v: int | None = None,
+    heads: int = 32,
+    kv_heads: int = 8,
+    causal: bool = True,
+    window: int | None = None,
+    block_m: int = DEFAULT_TILE[0],
+    block_n: int = DEFAULT_TILE[1],
+    ctas_per_sm: int | None = DEFAULT_CTAS_PER_SM,
+    with_lse: bool = True,
+    total_tokens: int = 4096,
+) -> bytes:
+    """The varlen kernel's cubin for ``arch``, compiled without a GPU (tileiras only), for
+    reading its registers, spills and shared memory."""
+    from kernels.cutile.device_varlen import fmha_varlen_kernel
+    from kernels.cutile.serving_launch import ArrayArg, compile_offline, variant
+
+    check_tile(block_m, block_n)
+    dv = head_dim_v or head_dim
+    s = VarlenShape(total_tokens, total_tokens, heads, kv_heads, head_dim, dv, dtype, (0,), (0,))
+    values = kernel_arguments(
+        s, causal=causal, window=window, scale=1.0 / math.sqrt(head_dim), block_m=block_m,
+        block_n=block_n, with_lse=with_lse,
+    )  # fmt: skip
+    arrays = [
+        ArrayArg(dtype, (1, heads, total_tokens, head_dim)),
+        ArrayArg(dtype, (1, kv_heads, total_tokens, head_dim)),
+        ArrayArg(dtype, (1, kv_heads, total_tokens, dv)),
+        ArrayArg(dtype, (1, heads, total_tokens, dv)),
+        ArrayArg("float32", (1, heads, total_tokens) if with_lse else (1, 1, 1)),
+        ArrayArg("int32", (64, len(VARLEN_COLUMNS))),
+    ]
+    params = [*arrays, float, int, int, *list(values.values())[3:]]
+    kern = variant(fmha_varlen_kernel, ctas_per_sm)
+    return compile_offline(kern, params, arch)
