@@ -28,6 +28,7 @@ from workbench.gui.history import HistoryPanel
 from workbench.gui.job_runner import JobRunner
 from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel
+from workbench.gui.plugin_menu import PluginMenu
 from workbench.gui.worker import ProbeWorker, start_in_thread
 from workbench.store import Store, StoreError, default_db_path, env_db_path
 
@@ -159,6 +160,8 @@ class MainWindow(QMainWindow):
         self.export_png_action = self._action(
             file_menu, "Export plots as &PNG…", self.exports.plots_png, "Ctrl+Shift+E"
         )
+        file_menu.addSeparator()
+        self.plugin_menu = PluginMenu(self, file_menu)  # Add kernel…, and its edit-and-rerun
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         run_menu = self.menuBar().addMenu("&Run")
@@ -380,6 +383,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop background work, save settings and close the store (idempotent)."""
         self.jobs.stop()
+        self.plugin_menu.stop()
         self.history.csv_job.stop()
         self.explain.shutdown()
         if self._probe is not None:
