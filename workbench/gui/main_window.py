@@ -303,7 +303,8 @@ class MainWindow(QMainWindow):
         """Compare's name for the run (a group's runs share a label, the backend tells them
         apart); an unlabelled run adds its config."""
         name = run_name(run)
-        return name if run.label else f"{name} {run.config.summary_for(run.backend)}"
+        config = run.config.summary_for(run.backend, run.machine.get("plugin_knobs"))
+        return name if run.label else f"{name} {config}"
 
     @Slot(int)
     def open_ladder(self, group_id: int) -> None:
