@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,10 @@ BAD_PLUGINS = {
         "knobs[0].default: cap: default 7.0 is not one of its values",
     ),
     "a syntax error": ("\nimport numpy\ndef broken(:\n    pass\n", "line 3: SyntaxError"),
+    "an import that crashes": (
+        "import os\nos.abort()\n",
+        "its import ended the process (exit code -6)",
+    ),
     "an import that raises": (
         "\nimport numpy\n\nraise RuntimeError('no GPU here')\n",
         "line 4: RuntimeError: no GPU here",
@@ -168,3 +173,25 @@ def test_saving_the_plugin_reruns_the_last_sweep_beside_the_previous_run_and_a_b
     third = window.store.run(run_and_wait(qtbot, window))
     assert (third.backend, third.status) == ("numpy-softcap", "complete"), third.error
     assert third.machine["plugin_sha256"] == second.machine["plugin_sha256"]
+
+
+def test_closing_the_window_while_a_plugins_import_hangs_ends_that_import_at_once(
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
+) -> None:
+    hung = tmp_path / "hung_attn.py"
+    hung.write_text("import time\n\ntime.sleep(600)\n")
+    add_kernel(window, dialogs, hung)
+    loader = window.plugin_menu.loader
+    assert loader.busy()
+    engine = loader._worker.engine
+    qtbot.waitUntil(lambda: engine.pid is not None, timeout=LOAD_TIMEOUT_MS)
+    child = engine.pid
+    started = time.monotonic()
+    window.shutdown()
+    assert time.monotonic() - started < 10  # not the check's 120 s limit
+    assert not loader.busy()
+    with pytest.raises(ProcessLookupError):  # the importing child is gone
+        for _ in range(50):
+            os.kill(child, 0)
+            time.sleep(0.1)
+    assert dialogs.kinds().count("warning") == 0  # nothing said to a closed window

@@ -61,18 +61,27 @@ def child_check(path: str, taken: frozenset[str]) -> tuple[str, tuple[str, ...]]
     return (source.sha256 if source is not None else ""), tuple(d.name for d in found)
 
 
-def check_file(path_text: str, timeout_s: float = CHECK_TIMEOUT_S) -> PluginVersion:
-    """Import the plugin file ``path_text`` in a child of its own and check what it declares.
-    Raises a BackendError of one line (a DeclarationError naming the file and the field, or
-    the line of the file where its import failed) when it cannot be used."""
+def checking_engine(timeout_s: float = CHECK_TIMEOUT_S) -> Engine:
+    """The child a plugin file is first imported in (:meth:`Engine.kill` ends a check)."""
+    return Engine(timeout_s, name="fmha-plugin-check", label="the plugin's import")
+
+
+def check_file(path_text: str, engine: Engine | None = None) -> PluginVersion:
+    """Import the plugin file ``path_text`` in a child of its own (``engine``, else a new
+    :func:`checking_engine`) and check what it declares. Raises a BackendError of one line (a
+    DeclarationError naming the file and the field, the line of the file where its import
+    failed, or how its import ended the child) when it cannot be used."""
     if not path_text.strip():
         raise DeclarationError(PLUGIN_FLAG, "path", "expected a plugin file's path, got none")
     path = resolved(path_text)
     taken = names_taken_by_others(path)
-    engine = Engine(timeout_s, name="fmha-plugin-check", label="the plugin's import")
+    engine = engine or checking_engine()
     try:
         answer = engine.call("workbench.backends.plugin_reload:child_check", path, taken)
     except EngineFailure as exc:
+        if exc.died:
+            how = f"exit code {exc.exitcode}" if exc.exitcode is not None else "no exit code"
+            raise BackendError(f"{path}: its import ended the process ({how})") from None
         first = str(exc).splitlines()[0] if str(exc) else "it failed"
         raise BackendError(f"{path}: {first}") from None
     finally:

@@ -36,7 +36,10 @@ class _CheckWorker(QObject):
 
     def __init__(self, path: str) -> None:
         super().__init__()
+        from workbench.backends.plugin_reload import checking_engine
+
         self.path = path
+        self.engine = checking_engine()  # killed from the GUI thread when the window closes
 
     @Slot()
     def run(self) -> None:
@@ -44,7 +47,7 @@ class _CheckWorker(QObject):
         from workbench.errors import BackendError
 
         try:
-            self.checked.emit(check_file(self.path))
+            self.checked.emit(check_file(self.path, self.engine))
         except BackendError as exc:
             self.refused.emit(one_line(exc))
         except Exception as exc:  # the loader's own failure must not leave the window waiting
@@ -114,11 +117,13 @@ class PluginLoader(QObject):
             self.load(path, reload=reload)
 
     def stop(self) -> None:
-        """The window is closing: wait for a check under way (it ends within its time limit)."""
+        """The window is closing: end a check under way and wait for its thread."""
         self._waiting.clear()
         if self._worker is not None:
             self._worker.blockSignals(True)
+            self._worker.engine.kill()  # a hung import must not hold the window open
         if self._thread is not None:
+            self._thread.quit()  # its done signal, which quits it, is blocked now
             self._thread.wait()
         self._thread = self._worker = None
 
