@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gui_helpers import run_and_wait, small_problem
+from gui_helpers import run_and_wait, small_problem, tick_backends
 
 from workbench.backends import catalog
 from workbench.backends.plugin_env import ENV_KNOBS, ENV_PINS, ENV_PLUGINS
@@ -195,3 +195,27 @@ def test_closing_the_window_while_a_plugins_import_hangs_ends_that_import_at_onc
             os.kill(child, 0)
             time.sleep(0.1)
     assert dialogs.kinds().count("warning") == 0  # nothing said to a closed window
+
+
+def test_a_plugin_given_on_the_command_line_is_watched_as_one_added_from_the_menu(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    """``fmha-workbench --plugin FILE gui``: FILE's backend is in the picker, and a save of
+    FILE reruns the last sweep on it."""
+    from workbench.backends.plugin_cli import apply_command_line
+
+    mine = copy_of_example(tmp_path)
+    assert apply_command_line(["--plugin", str(mine), "gui"]) == ["gui"]
+    window = make_window()
+    qtbot.waitUntil(lambda: bool(window.backend_statuses), timeout=LOAD_TIMEOUT_MS)
+    assert window.plugin_menu.watch.paths == [str(mine)]
+    tick_backends(qtbot, window.controls, ["numpy-softcap"])
+    small_problem(qtbot, window, seq_lens="64")
+    first = window.store.run(run_and_wait(qtbot, window))
+    mine.write_text(
+        mine.read_text().replace(SOFTCAP_DEFAULT, SOFTCAP_DEFAULT.replace("0.0,", "50.0,", 1))
+    )
+    second = wait_for_runs(qtbot, window, 2)[-1]
+    assert (first.status, second.status) == ("complete", "complete"), second.error
+    assert second.machine["plugin_knobs"]["softcap"] == 50.0
+    assert second.machine["plugin_sha256"] != first.machine["plugin_sha256"]

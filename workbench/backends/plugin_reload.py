@@ -119,3 +119,16 @@ def take(version: PluginVersion) -> None:
 def loaded_version(path_text: str) -> str | None:
     """The SHA-256 of the version of ``path_text`` loaded now (None: not loaded)."""
     return pinned_digests().get(resolved(path_text))
+
+
+def pin_loaded_files() -> list[str]:
+    """Pin the plugin files this process loaded from the command line (``--plugin``) at the
+    version it loaded, so the window can watch them as it does those it adds; their paths."""
+    loaded = {
+        d.source.path: d.source.sha256
+        for d in declarations().values()
+        if d.source is not None and d.source.path in plugin_paths() and not d.source.entry_point
+    }
+    if loaded:
+        os.environ[ENV_PINS] = json.dumps({**loaded, **pinned_digests()})
+    return list(loaded)

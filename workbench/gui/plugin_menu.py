@@ -143,6 +143,20 @@ class PluginMenu(QObject):
         self.action.setStatusTip("Load a plugin file (.py) that declares a backend")
         self.action.triggered.connect(self.choose)
         menu.addAction(self.action)
+        self._watch_command_line_plugins()
+
+    def _watch_command_line_plugins(self) -> None:
+        """``fmha-workbench --plugin FILE gui``: FILE is watched as if added from the menu."""
+        from workbench.backends.plugin_reload import pin_loaded_files
+        from workbench.errors import BackendError
+
+        try:
+            paths = pin_loaded_files()
+        except BackendError as exc:  # the command line checked them; a file changed since
+            self.window.show_status(one_line(exc))
+            return
+        for path in paths:
+            self.watch.watch(path)
 
     @Slot()
     def choose(self) -> None:
