@@ -22,7 +22,7 @@ try:
     import triton.language as tl
 except ImportError as missing:  # listed as unavailable, naming the module, never a traceback
     triton = None
-    TRITON_MISSING = f"triton is not installed ({missing}): pip install triton"
+    TRITON_MISSING = f"triton is not installed ({missing}): pip install triton, on an NVIDIA GPU"
 
 if triton is not None:
 
