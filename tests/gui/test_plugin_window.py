@@ -219,3 +219,35 @@ def test_a_plugin_given_on_the_command_line_is_watched_as_one_added_from_the_men
     assert (first.status, second.status) == ("complete", "complete"), second.error
     assert second.machine["plugin_knobs"]["softcap"] == 50.0
     assert second.machine["plugin_sha256"] != first.machine["plugin_sha256"]
+
+
+def test_saving_the_plugin_after_a_group_reruns_the_whole_group_beside_the_previous_one(
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
+) -> None:
+    """A group of two plugins, one of them edited: the whole group reruns, the other plugin as
+    it was. (Not the reference beside a plugin: the window runs such a group in a job child,
+    which cannot start the engine child a plugin computes in.)"""
+    mine = copy_of_example(tmp_path)
+    other = tmp_path / "other_softcap.py"
+    other.write_text(NUMPY_EXAMPLE.read_text().replace('"numpy-softcap"', '"other-softcap"'))
+    add_kernel(window, dialogs, mine)
+    wait_for_backend(qtbot, window, "numpy-softcap")
+    add_kernel(window, dialogs, other)
+    wait_for_backend(qtbot, window, "other-softcap")
+    tick_backends(qtbot, window.controls, ["numpy-softcap", "other-softcap"])
+    small_problem(qtbot, window, seq_lens="64")
+    run_and_wait(qtbot, window)
+    before = wait_for_runs(qtbot, window, 2)
+    assert {r.backend for r in before} == {"numpy-softcap", "other-softcap"}
+    assert len({r.group_id for r in before}) == 1 and before[0].group_id is not None
+
+    capped_at_30 = SOFTCAP_DEFAULT.replace("0.0,", "30.0,", 1)
+    mine.write_text(mine.read_text().replace(SOFTCAP_DEFAULT, capped_at_30))
+    after = wait_for_runs(qtbot, window, 4)[2:]
+    assert {r.backend for r in after} == {"numpy-softcap", "other-softcap"}
+    assert len({r.group_id for r in after}) == 1 and after[0].group_id != before[0].group_id
+    assert all(r.status == "complete" for r in after), [r.error for r in after]
+    softcaps = {r.backend: r.machine["plugin_knobs"]["softcap"] for r in after}
+    assert softcaps == {"numpy-softcap": 30.0, "other-softcap": 0.0}  # only the edit changed
+    every = sorted(r.id for r in before + after)
+    qtbot.waitUntil(lambda: sorted(window.plots.run_ids()) == every)
