@@ -34,15 +34,30 @@ MAX_LABEL_CHARS = 200
 MAX_ELEMENTS = (1 << 31) - 1
 
 
-# Peer backends run the problem and its mask with their own tiling: the project kernel's tile
-# sizes, flags and hints mean nothing for them, so their runs show the mask alone.
-MASK_ONLY_BACKENDS = frozenset({"torch-flash", "torch-cudnn", "fa4", "naive"})
 MASK_FIELDS = ("mask", "window")
 NOT_APPLICABLE = "—"
-# Where a config is tuned (KernelConfig.tuned), these backends' tuner picks the tunable knobs
-# per length (each point records its launch), so the config's own values of them are only
-# nominal and are not shown as run.
-TUNED_BACKENDS = frozenset({"cutile"})
+# How each backend takes the config's knobs, as its declaration says (the backends' catalog
+# registers every declaration it loads: workbench.backends.catalog). KERNEL_KNOBS: all of
+# them; TUNED_KNOBS: all, with a tuner that picks the tunable ones per length where the config
+# is tuned (each point records its launch, the config's values are only nominal); MASK_ONLY:
+# the mask alone, because it tiles on its own (a peer; a plugin, whose own knobs its run
+# stores). A name no declaration registered (a plugin not loaded here) is MASK_ONLY.
+KERNEL_KNOBS, TUNED_KNOBS, MASK_ONLY = "kernel", "tuned", "mask"
+_knob_uses: dict[str, str] = {}
+
+
+def register_knob_use(backend: str, use: str) -> None:
+    """Say how ``backend`` takes the config's knobs (its declaration's word, from the catalog)."""
+    _knob_uses[backend] = use
+
+
+def knob_use(backend: str) -> str:
+    return _knob_uses.get(backend, MASK_ONLY)
+
+
+def own_knob_words(values: Mapping[str, Any]) -> str:
+    """A plugin's own knob values as its run stored them: ``softcap 30.0, chunk_rows 128``."""
+    return ", ".join(f"{name} {value}" for name, value in values.items())
 
 
 class ConfigError(ValueError):
@@ -284,11 +299,14 @@ class KernelConfig:
         """``none``, ``causal`` or ``window 256``."""
         return f"window {self.window}" if self.mask == "window" else self.mask
 
-    def summary_for(self, backend: str) -> str:
+    def summary_for(self, backend: str, own_knobs: Mapping[str, Any] | None = None) -> str:
         """:meth:`summary` where the backend has these knobs; the mask alone where it has not
-        (a torch-cudnn run never used 64×64 tiles or a tuner); without the tuned knobs where
-        its tuner chose them per length (an autotuned cuTile run did not run the form's 64×64)."""
-        if backend in MASK_ONLY_BACKENDS:
+        (a torch-cudnn run never used 64×64 tiles or a tuner), with ``own_knobs``, a plugin's
+        knob values, where given; without the tuned knobs where its tuner chose them per length
+        (an autotuned cuTile run did not run the form's 64×64)."""
+        if own_knobs:
+            return f"{self.mask_summary()} · {own_knob_words(own_knobs)}"
+        if knob_use(backend) == MASK_ONLY:
             return f"{self.mask_summary()} · kernel knobs {NOT_APPLICABLE}"
         if self.tuned_by(backend):
             kept = [name for name in knobs.KNOBS if name not in knobs.TUNABLE]
@@ -303,13 +321,13 @@ class KernelConfig:
 
     def tuned_by(self, backend: str) -> bool:
         """Whether ``backend``'s tuner set the tunable knobs of this config's runs."""
-        return self.tuned and backend in TUNED_BACKENDS
+        return self.tuned and knob_use(backend) == TUNED_KNOBS
 
     def fields_for(self, backend: str) -> dict[str, Any]:
         """:meth:`to_dict`, with None for each knob the backend does not have, or had chosen by
         its tuner (an empty cell in the CSV); the mask and window always apply."""
         data = self.to_dict()
-        if backend in MASK_ONLY_BACKENDS:
+        if knob_use(backend) == MASK_ONLY:
             data = {k: (v if k in MASK_FIELDS else None) for k, v in data.items()}
         elif self.tuned_by(backend):
             data = {k: (None if k in knobs.TUNABLE else v) for k, v in data.items()}

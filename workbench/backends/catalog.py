@@ -13,6 +13,7 @@ import importlib
 
 from workbench.backends.base import Backend
 from workbench.backends.declaration import BackendDeclaration
+from workbench.config import KERNEL_KNOBS, MASK_ONLY, TUNED_KNOBS, register_knob_use
 
 # Where the built-in declarations live, in display order.
 BUILTIN_MODULES = (
@@ -24,11 +25,22 @@ BUILTIN_MODULES = (
 )
 
 
+def _register(declaration: BackendDeclaration) -> None:
+    """Tell the config how this backend takes its knobs (its summaries and CSV cells follow)."""
+    if declaration.tunes:
+        use = TUNED_KNOBS
+    else:
+        use = KERNEL_KNOBS if declaration.kernel_knobs else MASK_ONLY
+    register_knob_use(declaration.name, use)
+
+
 def _builtin_declarations() -> dict[str, BackendDeclaration]:
     found: dict[str, BackendDeclaration] = {}
     for module_name in BUILTIN_MODULES:
         declared = importlib.import_module(module_name).DECLARATIONS
         found.update({d.name: d for d in declared})
+    for declaration in found.values():
+        _register(declaration)
     return found
 
 
@@ -49,6 +61,7 @@ def _load_plugins() -> None:
 
     for declaration in environment_declarations(frozenset(_REGISTRY)):
         _REGISTRY.setdefault(declaration.name, declaration)
+        _register(declaration)
 
 
 def builtin_names() -> tuple[str, ...]:

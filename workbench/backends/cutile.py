@@ -272,5 +272,7 @@ DECLARATIONS = (
         factory=CutileBackend,
         capabilities=Capabilities(layouts=("bhnd", "bnhd"), head_dims=KERNEL_HEAD_DIMS),
         knob_capability=knobs.CUTILE,
+        kernel_knobs=True,
+        tunes=True,
     ),
 )

@@ -79,8 +79,11 @@ class BackendDeclaration:
     availability without making it (None: the backend's own :meth:`availability`).
     ``knob_capability``: the knob registry capability whose narrower values and architecture
     rules it follows (the cuTile kernel's); ``knobs``/``rules``: the backend's own knobs (a
-    plugin's), in the registry's form. ``in_engine``: it computes in the supervised engine
-    child (GPU backends and every plugin). ``source``: a plugin's file and hash."""
+    plugin's), in the registry's form. ``kernel_knobs``: the registry's kernel knobs (tiles,
+    flags) mean something to it (our kernel, the reference that walks its schedule); a peer or
+    a plugin runs the mask alone with its own tiling. ``tunes``: its tuner sets the tunable
+    knobs per length when the config asks for it. ``in_engine``: it computes in the supervised
+    engine child (GPU backends and every plugin). ``source``: a plugin's file and hash."""
 
     name: str
     label: str
@@ -89,6 +92,8 @@ class BackendDeclaration:
     knobs: tuple[Knob, ...] = ()
     rules: tuple[Rule, ...] = ()
     knob_capability: str | None = None
+    kernel_knobs: bool = False
+    tunes: bool = False
     in_engine: bool = True
     probe: Callable[[], Availability] | None = None
     notes: str = ""

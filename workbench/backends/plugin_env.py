@@ -11,6 +11,9 @@ from typing import Any
 
 ENV_PLUGINS = "FMHA_WORKBENCH_PLUGINS"  # plugin files, os.pathsep-separated, absolute
 ENV_KNOBS = "FMHA_WORKBENCH_PLUGIN_KNOBS"  # JSON {knob: value} from --plugin-knob
+# JSON {path: sha256}: the version of each file the window accepted last; a later save that is
+# refused leaves that version running (workbench.backends.plugin_reload).
+ENV_PINS = "FMHA_WORKBENCH_PLUGIN_PINS"
 DIGESTS = "digests"  # not in the environment: the files' hashes, in plugin_environment()
 
 
@@ -24,14 +27,25 @@ def knob_settings() -> dict[str, Any]:
     return dict(json.loads(text)) if text else {}
 
 
+def pinned_digests() -> dict[str, str]:
+    """The accepted version (SHA-256) of each plugin file the window pinned."""
+    text = os.environ.get(ENV_PINS, "")
+    return dict(json.loads(text)) if text else {}
+
+
 def plugin_environment() -> dict[str, str]:
-    """This process's plugin settings and each file's SHA-256 now, as the engine child follows
-    them (:mod:`workbench.backends.isolated`): an edited file is imported afresh there."""
+    """This process's plugin settings and each file's SHA-256 now (its pinned version's where
+    the window pinned one), as the engine child follows them
+    (:mod:`workbench.backends.isolated`): an edited file is imported afresh there."""
     digests = []
+    pins = pinned_digests()
     for path in plugin_paths():
+        if path in pins:
+            digests.append(pins[path])
+            continue
         try:
             digests.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
         except OSError:
             digests.append("unreadable")
-    settings = {name: os.environ.get(name, "") for name in (ENV_PLUGINS, ENV_KNOBS)}
+    settings = {name: os.environ.get(name, "") for name in (ENV_PLUGINS, ENV_KNOBS, ENV_PINS)}
     return {**settings, DIGESTS: ",".join(digests)}

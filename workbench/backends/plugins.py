@@ -24,7 +24,7 @@ from typing import Any
 from workbench.backends.declaration import BackendDeclaration, DeclarationError, PluginSource
 from workbench.backends.declaration import validate as validate_declaration
 from workbench.backends.plugin_backend import PluginCallable, plugin_errors, with_source
-from workbench.backends.plugin_env import plugin_paths
+from workbench.backends.plugin_env import pinned_digests, plugin_paths
 
 ENTRY_POINT_GROUP = "fmha_workbench.backends"
 PLUGIN_FLAG = "--plugin"
@@ -47,9 +47,13 @@ def _import_error(exc: BaseException, path: Path) -> DeclarationError:
     return DeclarationError(str(path), where, _one_line(exc))
 
 
-def _import_file(path: Path, digest: str) -> ModuleType:
+def _module_name(path: Path, digest: str) -> str:
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)
-    module_name = f"fmha_workbench_plugin_{stem}_{digest[:12]}"
+    return f"fmha_workbench_plugin_{stem}_{digest[:12]}"
+
+
+def _import_file(path: Path, digest: str) -> ModuleType:
+    module_name = _module_name(path, digest)
     if module_name in sys.modules:  # the same bytes loaded already in this process
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -89,6 +93,9 @@ def file_declarations(
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
         raise DeclarationError(path_text, PLUGIN_FLAG, f"cannot read it: {exc.strerror}") from exc
+    pinned = pinned_digests().get(str(path))
+    if pinned and pinned != digest and _module_name(path, pinned) in sys.modules:
+        digest = pinned  # the window keeps the version it accepted while the file is refused
     module = _import_file(path, digest)
     return module_declarations(module, str(path), PluginSource(str(path), digest), taken)
 

@@ -98,6 +98,7 @@ DECLARATIONS = (
         label=ReferenceBackend.description,
         factory=ReferenceBackend,
         capabilities=Capabilities(layouts=("bhnd",)),
+        kernel_knobs=True,  # it walks the kernel's tile schedule
         in_engine=False,  # NumPy on the CPU cannot poison a CUDA context: it runs where called
     ),
 )

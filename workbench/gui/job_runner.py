@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from PySide6.QtCore import QObject, QThread, QTimer, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 
 from workbench import events as ev
@@ -30,6 +30,8 @@ class JobRunner(QObject):
     """Runs the form's job for ``window`` (the main window: its form, views, actions and
     messages). ``timing`` overrides the backends' timing (tests use tiny settings)."""
 
+    ended = Signal()  # a job's worker is done and the window shows how it ended
+
     def __init__(self, window: JobWindow, timing: Any = None) -> None:
         super().__init__(cast(QObject, window))  # the main window, a QWidget
         self.window = window
@@ -40,6 +42,7 @@ class JobRunner(QObject):
         # The running (or last) job's progress, fed by its events.
         self.progress_model: ProgressModel | None = None
         self.last_run_id: int | None = None
+        self.last_job: Any = None  # what an edited plugin reruns (workbench.gui.plugin_watch)
         self._worker: SweepWorker | None = None
         self._thread: QThread | None = None
         self._quit_question: str | None = None  # the title of the open "quit now?" question
@@ -77,6 +80,14 @@ class JobRunner(QObject):
             self.window.tabs.setCurrentWidget(self.window.ladder)
             self._start_worker(job)
 
+    def start_job(self, job: Any) -> bool:
+        """Start ``job`` again as it was built (an edited plugin reruns the last one); False
+        when it cannot start now (a job runs, no writable database)."""
+        checked = self._form_job("Run", lambda: job)
+        if checked is not None:
+            self._start_worker(checked)
+        return checked is not None
+
     def _ladder_job(self) -> Any:
         from workbench.jobs import ladder_job  # the core, only once a ladder is asked for
         from workbench.ladder import load_ladder
@@ -113,6 +124,7 @@ class JobRunner(QObject):
         store = self.window.store
         assert store is not None
         self.progress_model = ProgressModel.for_job(job)
+        self.last_job = job
         worker = SweepWorker(job, store.path, self.timing, in_child=self.sweep_in_child)
         worker.event.connect(self._on_event)
         worker.rejected.connect(self._on_rejected)
@@ -218,6 +230,12 @@ class JobRunner(QObject):
     # ---- the end -------------------------------------------------------------------------------
     @Slot()
     def _on_worker_done(self) -> None:
+        try:
+            self._show_ending()
+        finally:
+            self.ended.emit()
+
+    def _show_ending(self) -> None:
         if self._thread is not None:
             # done is emitted as run() returns and has already quit the thread: a short wait.
             self._thread.wait()

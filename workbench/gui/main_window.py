@@ -28,6 +28,7 @@ from workbench.gui.history import HistoryPanel
 from workbench.gui.job_runner import JobRunner
 from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel
+from workbench.gui.plugin_menu import PluginMenu
 from workbench.gui.worker import ProbeWorker, start_in_thread
 from workbench.store import Store, StoreError, default_db_path, env_db_path
 
@@ -159,6 +160,8 @@ class MainWindow(QMainWindow):
         self.export_png_action = self._action(
             file_menu, "Export plots as &PNG…", self.exports.plots_png, "Ctrl+Shift+E"
         )
+        file_menu.addSeparator()
+        self.plugin_menu = PluginMenu(self, file_menu)  # Add kernel…, and its edit-and-rerun
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         run_menu = self.menuBar().addMenu("&Run")
@@ -300,7 +303,8 @@ class MainWindow(QMainWindow):
         """Compare's name for the run (a group's runs share a label, the backend tells them
         apart); an unlabelled run adds its config."""
         name = run_name(run)
-        return name if run.label else f"{name} {run.config.summary_for(run.backend)}"
+        config = run.config.summary_for(run.backend, run.machine.get("plugin_knobs"))
+        return name if run.label else f"{name} {config}"
 
     @Slot(int)
     def open_ladder(self, group_id: int) -> None:
@@ -380,6 +384,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop background work, save settings and close the store (idempotent)."""
         self.jobs.stop()
+        self.plugin_menu.stop()
         self.history.csv_job.stop()
         self.explain.shutdown()
         if self._probe is not None:
