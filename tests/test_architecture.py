@@ -201,6 +201,19 @@ KNOB_SOURCES = ("kernels", "workbench", "bench", "scripts")
 # forms asks them instead). The test fails on a knob over the budget without an entry, on a
 # file an entry does not list, and on an entry wider than what is found, so the list shrinks.
 OVER_BUDGET: dict[str, tuple[frozenset[str], str]] = {
+    "fast_math": (
+        frozenset(
+            {
+                "kernels/knobs.py",
+                "kernels/cutile/config.py",
+                "kernels/cutile/paged.py",
+                "kernels/cutile/varlen.py",
+                "bench/sass_loop.py",
+            }
+        ),
+        "the serving kernels (paged.py, varlen.py) take it as a keyword of their own launch, "
+        "as the dense kernel's config does; they have no knob registry of their own yet",
+    ),
     "autotune": (
         frozenset(
             {
