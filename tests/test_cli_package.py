@@ -24,7 +24,6 @@ MAX_LINES = 500
 # each may shrink (and leaves the list once at MAX_LINES or below), none may grow.
 ALLOWED_OVER: dict[str, int] = {
     "kernels/knobs.py": 778,
-    "workbench/gui/controls.py": 679,
     "kernels/schedule.py": 645,
     "kernels/cutile/forms.py": 556,
 }
