@@ -60,6 +60,7 @@ SEQ_PRESETS: tuple[tuple[str, str], ...] = (
 )
 
 DEFAULT_BACKENDS = ("reference",)
+SAME_AS_D = "same as D"  # the value head dim's "not set"
 ERROR_LINES = 3  # the lines a validation message under Run has, shown or not
 
 
@@ -143,6 +144,13 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         self.head_dim.setCurrentIndex(HEAD_DIMS.index(64))
         self._head_dim_shown = self.head_dim.currentData()
         self.head_dim.currentIndexChanged.connect(self._on_head_dim_changed)
+        # 0 stands for "not set" (None in the problem), as kv_heads' 0 does.
+        dims_v = [(SAME_AS_D, 0), *((str(d), d) for d in HEAD_DIMS)]
+        self.head_dim_v = self._combo("head_dim_v", dims_v)
+        self.head_dim_v.setToolTip(
+            "Dv, the width of V and of the output; Q and K keep the head dim "
+            "(MLA prefill: head dim 192, Dv 128)"
+        )
         self.dtype = self._combo("dtype", [(d, d) for d in DTYPES])
 
         self.seq_lens = QLineEdit("256-4k")
@@ -165,6 +173,7 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         form.addRow("Heads", self.heads)
         form.addRow("KV heads", self.kv_heads)
         form.addRow("Head dim", self.head_dim)
+        form.addRow("Head dim V", self.head_dim_v)
         form.addRow("Dtype", self.dtype)
         form.addRow("Seq lengths", seq_row)
         # Decode: the lengths as key lengths at a fixed q_len, and the models' decode presets.
@@ -253,6 +262,7 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
             q_len=q_len,
             k_len=q_len if decode else seq_lens[0] + input_pos,
             head_dim=self.head_dim.currentData(),
+            head_dim_v=self.head_dim_v.currentData() or None,
             dtype=self.dtype.currentData(),
             input_pos=input_pos,
         )
@@ -301,6 +311,7 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
                 "heads": problem.heads,
                 "kv_heads": 0 if problem.kv_heads == problem.heads else problem.kv_heads,
                 "head_dim": problem.head_dim,
+                "head_dim_v": problem.head_dim_v or 0,
                 "dtype": problem.dtype,
                 "seq_lens": ",".join(str(n) for n in seq_lens),
                 "axis": axis,
