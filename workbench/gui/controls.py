@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -44,6 +44,8 @@ from workbench.config import (
     parse_seq_lens,
 )
 from workbench.gui.backend_picker import BackendPicker
+from workbench.gui.declared_knobs import FIELD_PREFIX as DECLARED_FIELD
+from workbench.gui.declared_knobs import DeclaredKnobs
 from workbench.gui.decode_fields import DecodeFields
 from workbench.gui.field_marks import INVALID_STYLE, FieldMarks
 from workbench.gui.form_values import has_value, set_widget_value, widget_value
@@ -89,6 +91,9 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         groups.setContentsMargins(0, 0, 0, 0)
         groups.addWidget(self._build_problem_group())
         groups.addWidget(self._build_kernel_group())
+        self.declared = DeclaredKnobs()  # the ticked backends' own knobs, once one declares any
+        self.declared.changed.connect(self._on_edited)
+        groups.addWidget(self.declared)
         groups.addStretch(1)
         self.form_scroll = QScrollArea()
         self.form_scroll.setObjectName("form_scroll")
@@ -193,6 +198,7 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         self.backends = BackendPicker(DEFAULT_BACKENDS)
         self.backends.changed.connect(self._on_edited)
         self.backends.changed.connect(self._offer_for_backends)
+        self.backends.changed.connect(self._show_declared)
         self._register("backends", self.backends)
         self.label = QLineEdit()
         self.label.setMaxLength(MAX_LABEL_CHARS)
@@ -290,7 +296,27 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         # A greyed-out value can still reach the form (saved settings, Load settings): refuse it
         # as the CLI does.
         check_offered(spec.config, self.backends.checked(), self._arch)
-        return job_for(spec, self.backends.checked())
+        self.declared.check(spec.config.mask)
+        job = job_for(spec, self.backends.checked())
+        self.declared.carry()
+        return job
+
+    def _show_declared(self) -> None:
+        """Rows for the knobs the ticked backends declare (a plugin's), as form fields."""
+        from workbench.backends.catalog import declarations
+
+        found = declarations()
+        if self.declared.show_declarations(
+            [found[n] for n in self.backends.checked() if n in found]
+        ):
+            for name in [n for n in self._fields if n.startswith(DECLARED_FIELD)]:
+                del self._fields[name]
+            self._fields.update(self.declared.widgets)
+            if self.declared.widgets:  # below the Kernel group: scroll the new rows into view
+                QTimer.singleShot(0, self._scroll_to_declared)
+
+    def _scroll_to_declared(self) -> None:
+        self.form_scroll.ensureWidgetVisible(self.declared)
 
     def load_run(
         self,
@@ -395,6 +421,13 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         self._quiet = True  # one refresh once every field is set, not one per field
         for name in state:
             self._kept.pop(name, None)  # the value given replaces what a greyed row kept
+        self.declared.want(
+            {
+                n.removeprefix(DECLARED_FIELD): v
+                for n, v in state.items()
+                if n.startswith(DECLARED_FIELD)
+            }
+        )
         for name, value in state.items():
             widget = self._fields.get(name)
             try:
