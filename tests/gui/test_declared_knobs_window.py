@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from gui_helpers import click_run, pick, run_and_wait, small_problem, tick_backends, type_into
-from PySide6.QtWidgets import QCheckBox, QComboBox, QSpinBox
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 
 from workbench.backends import catalog
 from workbench.backends.plugin_cli import apply_command_line
@@ -40,6 +41,8 @@ BACKENDS = (
             Knob("chunk", int, 64, (32, 64, 128), "--plugin-knob chunk", "Chunk", "rows"),
             Knob("unroll", int, 2, tuple(range(1, 9)), "--plugin-knob unroll", "Unroll", "u"),
             Knob("fused", bool, False, (False, True), "--plugin-knob fused", "Fused", "f"),
+            Knob("scale", float, 1.0, (0.25, 0.5, 0.75, 1.0, 1.25), "--plugin-knob scale",
+                 "Scale", "s"),
         ),
         rules=(
             Rule(
@@ -127,6 +130,10 @@ def test_a_value_against_the_plugins_rule_names_the_knob_and_writes_nothing(
     assert isinstance(unroll, QSpinBox) and (unroll.minimum(), unroll.maximum()) == (1, 8)
     assert unroll.value() == 2
     assert isinstance(fused, QCheckBox) and not fused.isChecked()
+    scale = widgets["--plugin-knob scale"]  # a run of quarters: a spin box that shows them
+    assert isinstance(scale, QDoubleSpinBox) and scale.value() == 1.0
+    assert (scale.minimum(), scale.maximum(), scale.singleStep()) == (0.25, 1.25, 0.25)
+    assert scale.textFromValue(0.75) == "0.75"
     assert row_label(c, fused) == "Fused" and row_label(c, unroll) == "Unroll"
 
     fused.click()
@@ -139,6 +146,17 @@ def test_a_value_against_the_plugins_rule_names_the_knob_and_writes_nothing(
     assert c.invalid_fields() == ["--plugin-knob unroll"]
     assert unroll.toolTip() == said
     assert window.store.count_runs() == 0
+
+    scale.setFocus()
+    scale.lineEdit().selectAll()
+    qtbot.keyClicks(scale.lineEdit(), "0.6")  # between the steps: not one of its values
+    scale.interpretText()
+    click_run(qtbot, window)
+    said = c.error_label.text()
+    assert said == "Scale: 0.6: expected one of 0.25, 0.5, 0.75, 1.0, 1.25", said
+    assert c.invalid_fields() == ["--plugin-knob scale"]
+    assert window.store.count_runs() == 0
+    scale.setValue(0.5)
 
     type_into(qtbot, unroll, "4")  # editing the marked knob drops the mark
     assert c.invalid_fields() == []
@@ -163,3 +181,19 @@ def test_a_value_head_dim_the_plugin_cannot_run_is_refused_on_the_head_dim_v_row
     assert c.invalid_fields() == ["head_dim_v"], said
     assert said.startswith("Head dim V: 128: numpy-softcap runs V at the query/key head dim"), said
     assert window.store.count_runs() == 0
+
+
+def test_a_plugin_knob_set_in_the_form_is_there_again_after_a_restart(
+    qtbot: Any, plugin_window: Callable[[Path], Any], settings: QSettings
+) -> None:
+    window = plugin_window(NUMPY_EXAMPLE)
+    tick_backends(qtbot, window.controls, ["numpy-softcap"])
+    pick(window.controls.declared.widgets["--plugin-knob softcap"], 20.0)
+    window.close()  # closeEvent saves the form
+    settings.sync()
+
+    again = plugin_window(NUMPY_EXAMPLE)  # the saved ticks and knob values apply after the probe
+    c = again.controls
+    qtbot.waitUntil(lambda: c.backends.checked() == ["numpy-softcap"], timeout=5000)
+    assert c.declared.widgets["--plugin-knob softcap"].currentData() == 20.0
+    assert c.declared.widgets["--plugin-knob chunk_rows"].currentData() == 128

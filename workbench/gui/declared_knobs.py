@@ -59,6 +59,19 @@ def range_step(knob: Knob) -> float | None:
     return steps[0]
 
 
+def values_words(knob: Knob) -> str:
+    """``0.25, 0.5, 0.75``: the registry's words, listed here for a float knob (the
+    registry's run-of-numbers check takes whole numbers only)."""
+    if knob.kind is float:
+        return ", ".join(knob.text(v) for v in knob.values)
+    return knob.values_text()
+
+
+def expected_words(knob: Knob) -> str:
+    """What a refusal of a value outside the knob's values says."""
+    return f"expected one of {values_words(knob)}" if knob.kind is float else knob.expected()
+
+
 def decimals_of(values: Sequence[Any]) -> int:
     """The decimals a spin box needs to show each of ``values`` as written (at least one)."""
     return max(1, *(len(f"{float(v):.10g}".partition(".")[2]) for v in values))
@@ -88,7 +101,7 @@ def knob_widget(knob: Knob, value: Any) -> QWidget:
             widget.addItem(knob.text(choice), choice)
         widget.setCurrentIndex(max(widget.findData(value), 0))
     widget.setObjectName(field_name(knob.name))
-    widget.setToolTip(f"{knob.help}; {knob.values_text()} (default {knob.text(knob.default)})")
+    widget.setToolTip(f"{knob.help}; {values_words(knob)} (default {knob.text(knob.default)})")
     return widget
 
 
@@ -167,6 +180,10 @@ class DeclaredKnobs(QGroupBox):
         """Refuse a value a ticked backend's declaration refuses under ``mask`` (outside its
         values, or against a rule) as a ConfigError naming the row's field."""
         values = self.values()
+        for name, value in values.items():  # a spin box takes values between the steps
+            knob = self._knobs[name]
+            if value not in knob.values:
+                raise ConfigError(field_name(name), value, expected_words(knob))
         for declaration in self._declarations:
             own = {k.name: values[k.name] for k in declaration.knobs if k.name in values}
             refused = knob_violation(declaration, own, mask)
