@@ -23,9 +23,6 @@ MAX_LINES = 500
 # Files over MAX_LINES today, outside the CLI, with their line counts when this list was made:
 # each may shrink (and leaves the list once at MAX_LINES or below), none may grow.
 ALLOWED_OVER: dict[str, int] = {
-    "workbench/gui/history.py": 687,
-    "workbench/gui/ladder.py": 681,
-    "workbench/gui/controls.py": 679,
 }
 
 

@@ -6,22 +6,18 @@ window hands the error back through :meth:`ControlsPanel.mark_error`, which mark
 error names. Spin-box ranges are therefore deliberately loose: a rule written twice drifts apart,
 and the core's message says what is allowed.
 
-The Kernel group has a row per knob of the registry (:data:`kernels.knobs.EXPOSED`). A row the
-registry says means nothing with the rest of the form (:func:`kernels.knobs.applies`) is greyed
-out with the registry's reason as its tooltip and shows, and runs, its default; the value set
-there comes back when the row applies again. An entry the ticked backends refuse on the GPU's
-architecture, or that a rule about that knob refuses (:func:`kernels.knobs.refusal`), is
-greyed out with the reason as tooltip.
+The Kernel group (a row per knob of the registry, and what greys one out) is
+:class:`~workbench.gui.kernel_knobs.KernelKnobs`; marking a refused field is
+:class:`~workbench.gui.field_marks.FieldMarks`. Both are parts of :class:`ControlsPanel`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFormLayout,
     QFrame,
@@ -41,7 +37,6 @@ from workbench.config import (
     DTYPES,
     HEAD_DIMS,
     MAX_LABEL_CHARS,
-    MAX_SEQ_LEN,
     SEQ_LEN_AXIS,
     KernelConfig,
     Problem,
@@ -49,18 +44,13 @@ from workbench.config import (
     parse_seq_lens,
 )
 from workbench.gui.backend_picker import BackendPicker
+from workbench.gui.declared_knobs import FIELD_PREFIX as DECLARED_FIELD
+from workbench.gui.declared_knobs import DeclaredKnobs
 from workbench.gui.decode_fields import DecodeFields
-from workbench.gui.form_errors import field_label, labelled_message
+from workbench.gui.field_marks import INVALID_STYLE, FieldMarks
 from workbench.gui.form_values import has_value, set_widget_value, widget_value
+from workbench.gui.kernel_knobs import MASK_CHOICES, KernelKnobs
 from workbench.problem_presets import head_dim_knobs
-
-# (shown text, mask value, whether the causal offset applies)
-MASK_CHOICES: tuple[tuple[str, str, bool], ...] = (
-    ("None (dense)", "none", False),
-    ("Causal", "causal", False),
-    ("Causal with offset (input_pos)", "causal-offset", True),
-    ("Sliding window", "window", True),
-)
 
 # Power-of-two ranges in the syntax parse_seq_lens accepts, so the line edit stays the one source.
 SEQ_PRESETS: tuple[tuple[str, str], ...] = (
@@ -72,16 +62,11 @@ SEQ_PRESETS: tuple[tuple[str, str], ...] = (
 )
 
 DEFAULT_BACKENDS = ("reference",)
+SAME_AS_D = "same as D"  # the value head dim's "not set"
 ERROR_LINES = 3  # the lines a validation message under Run has, shown or not
 
-# Fields the core may name that the form shows elsewhere: a length error is a seq-length error.
-_FIELD_ALIASES = {"q_len": "seq_lens", "k_len": "seq_lens", "backend": "backends"}
 
-# The red frame an invalid field gets; a dynamic property keeps the style in one place.
-_INVALID_STYLE = '*[invalid="true"] { border: 1px solid #d62728; background: #fdecea; }'
-
-
-class ControlsPanel(QWidget):
+class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
     """Problem and kernel controls. Emits ``runRequested`` / ``cancelRequested``; holds no logic."""
 
     runRequested = Signal()
@@ -90,7 +75,7 @@ class ControlsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setStyleSheet(_INVALID_STYLE)
+        self.setStyleSheet(INVALID_STYLE)
         self._fields: dict[str, QWidget] = {}
         self._tooltips: dict[str, str] = {}
         self._can_run = True  # False while e.g. the database is read-only
@@ -106,6 +91,9 @@ class ControlsPanel(QWidget):
         groups.setContentsMargins(0, 0, 0, 0)
         groups.addWidget(self._build_problem_group())
         groups.addWidget(self._build_kernel_group())
+        self.declared = DeclaredKnobs()  # the ticked backends' own knobs, once one declares any
+        self.declared.changed.connect(self._on_edited)
+        groups.addWidget(self.declared)
         groups.addStretch(1)
         self.form_scroll = QScrollArea()
         self.form_scroll.setObjectName("form_scroll")
@@ -161,6 +149,13 @@ class ControlsPanel(QWidget):
         self.head_dim.setCurrentIndex(HEAD_DIMS.index(64))
         self._head_dim_shown = self.head_dim.currentData()
         self.head_dim.currentIndexChanged.connect(self._on_head_dim_changed)
+        # 0 stands for "not set" (None in the problem), as kv_heads' 0 does.
+        dims_v = [(SAME_AS_D, 0), *((str(d), d) for d in HEAD_DIMS)]
+        self.head_dim_v = self._combo("head_dim_v", dims_v)
+        self.head_dim_v.setToolTip(
+            "Dv, the width of V and of the output; Q and K keep the head dim "
+            "(MLA prefill: head dim 192, Dv 128)"
+        )
         self.dtype = self._combo("dtype", [(d, d) for d in DTYPES])
 
         self.seq_lens = QLineEdit("256-4k")
@@ -183,6 +178,7 @@ class ControlsPanel(QWidget):
         form.addRow("Heads", self.heads)
         form.addRow("KV heads", self.kv_heads)
         form.addRow("Head dim", self.head_dim)
+        form.addRow("Head dim V", self.head_dim_v)
         form.addRow("Dtype", self.dtype)
         form.addRow("Seq lengths", seq_row)
         # Decode: the lengths as key lengths at a fixed q_len, and the models' decode presets.
@@ -195,70 +191,6 @@ class ControlsPanel(QWidget):
         form.addRow("Lengths are", self.decode)
         return group
 
-    def _knob_widget(self, knob: knobs.Knob) -> QWidget:
-        """A check box for a switch, a combo of the registry's values for a number."""
-        widget: QWidget
-        if knob.kind is bool:
-            widget = QCheckBox(knob.label)
-            widget.setChecked(knob.default)
-            widget.toggled.connect(self._on_knob_changed)
-        else:
-            widget = QComboBox()
-            for value in knob.values:
-                widget.addItem(knob.text(value), value)
-            widget.setCurrentIndex(widget.findData(knob.default))
-            widget.currentIndexChanged.connect(self._on_knob_changed)
-        rules = knobs.rules_text(knob.name)
-        widget.setToolTip(f"{knob.help}; {rules}" if rules else knob.help)
-        self._register(knob.name, widget)
-        setattr(self, knob.name, widget)
-        return widget
-
-    def _build_kernel_group(self) -> QGroupBox:
-        group = QGroupBox("Kernel")
-        form = QFormLayout(group)
-        rows: list[tuple[str, QWidget]] = []
-        flags = QWidget()
-        flag_column = QVBoxLayout(flags)
-        flag_column.setContentsMargins(0, 0, 0, 0)
-        partners = {k.pair for k in knobs.EXPOSED if k.pair}
-        # Autotune heads the switches: it decides the tiles above, and was below the fold.
-        for knob in sorted(knobs.EXPOSED, key=lambda k: k.name != knobs.FORM_FIRST):
-            if knob.name in partners:
-                continue
-            widget = self._knob_widget(knob)
-            if knob.kind is bool:
-                flag_column.addWidget(widget)
-            elif knob.pair:
-                pair = QHBoxLayout()
-                pair.setContentsMargins(0, 0, 0, 0)
-                pair.addWidget(widget, 1)
-                pair.addWidget(QLabel("×" if knob.always else "/"))
-                pair.addWidget(self._knob_widget(knobs.KNOBS[knob.pair]), 1)
-                holder = QWidget()
-                holder.setLayout(pair)
-                rows.append((knob.pair_label, holder))
-            else:
-                rows.append((knob.label, widget))
-        self._help = {k.name: self._fields[k.name].toolTip() for k in knobs.EXPOSED}
-
-        self.mask: QComboBox = self._combo("mask", [(t, v) for t, v, _ in MASK_CHOICES])  # type: ignore[assignment]
-        self.mask.currentIndexChanged.connect(self._on_mask_changed)
-        self.input_pos = self._spin("input_pos", 0, MAX_SEQ_LEN, 0)
-        self.input_pos.setToolTip("Causal offset: queries are the last tokens of a longer sequence")
-        self.window: QSpinBox = self._spin("window", 1, MAX_SEQ_LEN, 256)  # type: ignore[assignment]
-        self.window.setToolTip("Each query sees this many most recent keys")
-
-        # The tiles first, then the mask, the switches and the other numbers.
-        form.addRow(*rows[0])
-        form.addRow("Mask", self.mask)
-        form.addRow("Offset", self.input_pos)
-        form.addRow("Window", self.window)
-        form.addRow("Options", flags)
-        for label, widget in rows[1:]:
-            form.addRow(label, widget)
-        return group
-
     def _build_run_group(self) -> QGroupBox:
         group = QGroupBox("Run")
         form = QFormLayout(group)
@@ -266,6 +198,7 @@ class ControlsPanel(QWidget):
         self.backends = BackendPicker(DEFAULT_BACKENDS)
         self.backends.changed.connect(self._on_edited)
         self.backends.changed.connect(self._offer_for_backends)
+        self.backends.changed.connect(self._show_declared)
         self._register("backends", self.backends)
         self.label = QLineEdit()
         self.label.setMaxLength(MAX_LABEL_CHARS)
@@ -311,161 +244,6 @@ class ControlsPanel(QWidget):
         form.addRow(error_room)
         return group
 
-    # ---- backends -------------------------------------------------------------------------------
-    def set_backend_statuses(self, statuses: Mapping[str, Any]) -> None:
-        """Enable available backends; a disabled entry's tooltip says why it is unavailable.
-        The knob values offered follow the cuTile backend's GPU architecture."""
-        from workbench.backends import gpu_arch
-
-        self.backends.set_statuses(statuses)
-        self.set_arch(gpu_arch(statuses))
-
-    def set_arch(self, arch: str | None) -> None:
-        """Offer the knob values the cuTile kernel runs on GPU architecture ``arch``
-        (``"sm_120"``; None: every value it takes). The probe sets it from the cuTile
-        backend's GPU."""
-        self._arch = arch
-        self._refresh()
-
-    def arch(self) -> str | None:
-        return self._arch
-
-    def _ticked_capabilities(self) -> list[str | None]:
-        """The registry capabilities of the ticked backends; [None] (the config's own checks)
-        where none narrows: a capability's check runs the config's first."""
-        from workbench.backends import knob_capability
-
-        ticked = {knob_capability(b) for b in self.backends.checked()} - {None}
-        return sorted(ticked) or [None]  # type: ignore[type-var]  # the difference took None out
-
-    def _refusal(
-        self,
-        name: str,
-        value: Any,
-        values: Mapping[str, Any],
-        mask: str,
-        capabilities: Sequence[str | None],
-    ) -> str:
-        """Why a ticked backend (or the config itself) refuses ``value`` of knob ``name``, the
-        rest of the form as it is; "" where none does."""
-        for capability in capabilities:
-            refused = knobs.refusal(
-                name, value, values, mask, capability=capability, arch=self._arch
-            )
-            if refused is not None:
-                return refused.reason
-        return ""
-
-    def _offer_for_backends(self) -> None:
-        """Grey out the head dims a ticked backend cannot run (cuTile's), with the reason as
-        tooltip; the knobs follow the registry (:meth:`_refresh`)."""
-        from workbench.backends import offered_values
-
-        ticked = self.backends.checked()
-        box = self.head_dim
-        model = box.model()
-        for row in range(box.count()):
-            value = box.itemData(row)
-            refusing = [
-                name
-                for name in ticked
-                if value not in offered_values(name).get("head_dim", (value,))
-            ]
-            item = model.item(row)  # type: ignore[attr-defined]
-            item.setEnabled(not refusing)
-            allowed = (
-                ", ".join(str(v) for v in offered_values(refusing[0])["head_dim"])
-                if refusing
-                else ""
-            )
-            item.setToolTip(f"{refusing[0]} takes {allowed}" if refusing else "")
-        self._refresh()
-
-    def _knob_values(self) -> dict[str, Any]:
-        """The knob values the form shows (and runs)."""
-        values = {}
-        for knob in knobs.EXPOSED:
-            widget = self._fields[knob.name]
-            if isinstance(widget, QCheckBox):
-                values[knob.name] = widget.isChecked()
-            else:
-                values[knob.name] = widget.currentData()  # type: ignore[attr-defined]
-        return values
-
-    def _show(self, name: str, value: Any) -> None:
-        widget = self._fields[name]
-        if isinstance(widget, QCheckBox):
-            widget.setChecked(bool(value))
-        elif isinstance(widget, QComboBox):
-            index = widget.findData(value)
-            if index >= 0:
-                widget.setCurrentIndex(index)
-
-    def _refresh(self) -> None:
-        """Grey out what the registry says does not apply or is refused, saying why."""
-        if self._quiet or not hasattr(self, "backends"):
-            return
-        self._quiet = True
-        try:
-            mask, _ = self._mask_choice()
-            for _ in range(len(knobs.EXPOSED)):  # until no row changes (a row's rule reads others)
-                values = self._knob_values()
-                changed = False
-                for knob in knobs.EXPOSED:
-                    inapplicable = knobs.applies(knob.name, values, mask) is not None
-                    if inapplicable and knob.name not in self._kept:
-                        self._kept[knob.name] = values[knob.name]
-                        self._show(knob.name, knob.default)
-                        changed = True
-                    elif not inapplicable and knob.name in self._kept:
-                        self._show(knob.name, self._kept.pop(knob.name))
-                        changed = True
-                if not changed:
-                    break
-            values = self._knob_values()
-            capabilities = self._ticked_capabilities()  # once: every entry below asks
-            for knob in knobs.EXPOSED:
-                widget = self._fields[knob.name]
-                reason = knobs.applies(knob.name, values, mask)
-                if reason is not None:  # the reason first, then what the knob is
-                    widget.setEnabled(False)
-                    widget.setToolTip(f"{reason}\n\n{self._help[knob.name]}")
-                    continue
-                if isinstance(widget, QCheckBox):
-                    why = self._refusal(
-                        knob.name, not widget.isChecked(), values, mask, capabilities
-                    )
-                    widget.setEnabled(not why)
-                    widget.setToolTip(
-                        f"{why}\n\n{self._help[knob.name]}" if why else self._help[knob.name]
-                    )
-                    continue
-                widget.setEnabled(True)
-                widget.setToolTip(self._help[knob.name])
-                box: QComboBox = widget  # type: ignore[assignment]
-                model = box.model()
-                for row in range(box.count()):
-                    why = self._refusal(knob.name, box.itemData(row), values, mask, capabilities)
-                    item = model.item(row)  # type: ignore[attr-defined]
-                    item.setEnabled(not why)
-                    item.setToolTip(why)
-        finally:
-            self._quiet = False
-
-    def _on_knob_changed(self) -> None:
-        self._on_edited()
-        self._refresh()
-
-    def offered(self, field_name: str) -> list[Any]:
-        """The values of a combo field the form offers now (its enabled entries)."""
-        box: QComboBox = getattr(self, field_name)
-        model = box.model()
-        return [
-            box.itemData(row)
-            for row in range(box.count())
-            if model.item(row).isEnabled()  # type: ignore[attr-defined]
-        ]
-
     # ---- reading the form -----------------------------------------------------------------------
     def _mask_choice(self) -> tuple[str, bool]:
         value = self.mask.currentData()
@@ -490,6 +268,7 @@ class ControlsPanel(QWidget):
             q_len=q_len,
             k_len=q_len if decode else seq_lens[0] + input_pos,
             head_dim=self.head_dim.currentData(),
+            head_dim_v=self.head_dim_v.currentData() or None,
             dtype=self.dtype.currentData(),
             input_pos=input_pos,
         )
@@ -517,7 +296,27 @@ class ControlsPanel(QWidget):
         # A greyed-out value can still reach the form (saved settings, Load settings): refuse it
         # as the CLI does.
         check_offered(spec.config, self.backends.checked(), self._arch)
-        return job_for(spec, self.backends.checked())
+        self.declared.check(spec.config.mask)
+        job = job_for(spec, self.backends.checked())
+        self.declared.carry()
+        return job
+
+    def _show_declared(self) -> None:
+        """Rows for the knobs the ticked backends declare (a plugin's), as form fields."""
+        from workbench.backends.catalog import declarations
+
+        found = declarations()
+        if self.declared.show_declarations(
+            [found[n] for n in self.backends.checked() if n in found]
+        ):
+            for name in [n for n in self._fields if n.startswith(DECLARED_FIELD)]:
+                del self._fields[name]
+            self._fields.update(self.declared.widgets)
+            if self.declared.widgets:  # below the Kernel group: scroll the new rows into view
+                QTimer.singleShot(0, self._scroll_to_declared)
+
+    def _scroll_to_declared(self) -> None:
+        self.form_scroll.ensureWidgetVisible(self.declared)
 
     def load_run(
         self,
@@ -538,6 +337,7 @@ class ControlsPanel(QWidget):
                 "heads": problem.heads,
                 "kv_heads": 0 if problem.kv_heads == problem.heads else problem.kv_heads,
                 "head_dim": problem.head_dim,
+                "head_dim_v": problem.head_dim_v or 0,
                 "dtype": problem.dtype,
                 "seq_lens": ",".join(str(n) for n in seq_lens),
                 "axis": axis,
@@ -550,54 +350,6 @@ class ControlsPanel(QWidget):
                 "label": label,
             }
         )
-
-    # ---- errors ---------------------------------------------------------------------------------
-    # Fields the core may name that the form shows elsewhere: a length error is a seq-length error.
-    def field_widget(self, name: str) -> QWidget | None:
-        if name == "k_lens":
-            return self.seq_lens  # the lengths of a decode sweep are the same field
-        if name == "q_len" and self.decode.decode():
-            return self.decode.q_len  # a decode sweep's q_len is its own field
-        return self._fields.get(_FIELD_ALIASES.get(name, name))
-
-    def mark_error(self, field_name: str, message: str) -> str:
-        """Frame the named field in red, put the message, led by the field's label, in its
-        tooltip and under the form; returns that message (for the status bar)."""
-        self.clear_errors()
-        widget = self.field_widget(field_name)
-        labels = {name: field_label(self, name, w) or name for name, w in self._fields.items()}
-        message = labelled_message(field_label(self, field_name, widget), message, labels)
-        if widget is not None:
-            self._tooltips[widget.objectName()] = widget.toolTip()
-            widget.setProperty("invalid", True)
-            widget.setToolTip(message)
-            widget.style().unpolish(widget)
-            widget.style().polish(widget)
-            widget.setFocus(Qt.FocusReason.OtherFocusReason)
-        self.error_label.setText(message)
-        self.error_label.setToolTip(message)  # all of it, should it run past the reserved lines
-        self.error_label.show()
-        return message
-
-    def clear_errors(self) -> None:
-        for name, widget in self._fields.items():
-            if widget.property("invalid"):
-                widget.setProperty("invalid", False)
-                widget.setToolTip(self._tooltips.pop(name, ""))
-                widget.style().unpolish(widget)
-                widget.style().polish(widget)
-        self.error_label.clear()
-        self.error_label.setToolTip("")
-        self.error_label.hide()
-
-    def invalid_fields(self) -> list[str]:
-        return [name for name, w in self._fields.items() if w.property("invalid")]
-
-    def _on_edited(self) -> None:
-        # Editing the marked field is the user acting on the message: drop the mark.
-        if self.invalid_fields():
-            self.clear_errors()
-        self.edited.emit()
 
     def add_below_form(self, widget: QWidget) -> None:
         """Show ``widget`` under the form's groups, above Run (what the config compiles to)."""
@@ -669,6 +421,13 @@ class ControlsPanel(QWidget):
         self._quiet = True  # one refresh once every field is set, not one per field
         for name in state:
             self._kept.pop(name, None)  # the value given replaces what a greyed row kept
+        self.declared.want(
+            {
+                n.removeprefix(DECLARED_FIELD): v
+                for n, v in state.items()
+                if n.startswith(DECLARED_FIELD)
+            }
+        )
         for name, value in state.items():
             widget = self._fields.get(name)
             try:

@@ -35,6 +35,7 @@ def preset_fields(name: str) -> dict[str, Any]:
         "heads": problem.heads,
         "kv_heads": 0 if problem.kv_heads == problem.heads else problem.kv_heads,
         "head_dim": problem.head_dim,
+        "head_dim_v": problem.head_dim_v or 0,
         "dtype": problem.dtype,
         "axis": preset.axis,
         "q_len": problem.q_len,

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QLayout, QWidget
 from kernels import knobs
 
 # The head the core puts before its message: a field name (``seq_lens``) or a flag (``--tile-m``).
-_CORE_HEAD = re.compile(r"^\s*(--)?[A-Za-z_][\w-]*\s*(:\s*|=)")  # "field: …" or "field='x': …"
+# A declared knob's is its flag and name, ``--plugin-knob softcap=25.0: …``.
+_CORE_HEAD = re.compile(r"^\s*(--plugin-knob\s+)?(--)?[A-Za-z_][\w-]*\s*(:\s*|=)")
 # A field name the way only code writes it (two words or more joined by "_").
 _SNAKE_NAME = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
+)
 
 from workbench.gui.backend_picker import BackendPicker
 
@@ -13,7 +20,7 @@ _NOTHING = object()  # a widget without a value of its own
 
 def widget_value(widget: QWidget) -> Any:
     """The field's value, JSON-friendly; ``_NOTHING`` for a widget that holds none."""
-    if isinstance(widget, QSpinBox):
+    if isinstance(widget, QSpinBox | QDoubleSpinBox):
         return widget.value()
     if isinstance(widget, QComboBox):
         return widget.currentData()
@@ -34,6 +41,8 @@ def set_widget_value(widget: QWidget | None, value: Any) -> None:
     """Put ``value`` into the field; raises TypeError/ValueError for a value it cannot take."""
     if isinstance(widget, QSpinBox):
         widget.setValue(int(value))
+    elif isinstance(widget, QDoubleSpinBox):
+        widget.setValue(float(value))
     elif isinstance(widget, QComboBox):
         index = widget.findData(value)
         if index >= 0:

@@ -14,13 +14,10 @@ chart, at the length of the clicked column (or the length the map already shows)
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QResizeEvent, QShowEvent
+from PySide6.QtGui import QColor, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -31,34 +28,33 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from workbench.compare import noise_rule
 from workbench.config import MAX_LABEL_CHARS
-from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.heatmap import BlockLoader, HeatmapPanel
-from workbench.gui.history import STATUS_COLORS, format_created, problem_summary
+from workbench.gui.ladder_cells import (
+    CELL_ROLE,
+    GAIN,
+    LOSS,
+    MISSING,
+    VERDICT_ROLE,
+    cell_item,
+    compiled_item,
+    status_item,
+    step_item,
+)
+from workbench.gui.ladder_chart import LadderChart
+from workbench.gui.ladder_text import group_title, info_text
 from workbench.gui.plots import format_seq_len
 from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
-from workbench.ladder import (
-    LADDER_PRESETS,
-    NOT_RUN,
-    PENDING,
-    LadderData,
-    StepRow,
-    ladder_preset_text,
-    read_ladder,
-    speedup_verdict,
-)
-from workbench.resources import CompiledResources
+from workbench.ladder import LADDER_PRESETS, LadderData, read_ladder
 
-GAIN = FASTER  # the Compare tab's green and red, so both views read alike
-LOSS = SLOWER
-MISSING = QColor("#eeeeee")
-STATUS_TEXT_COLORS = {**STATUS_COLORS, NOT_RUN: QColor("#757575"), PENDING: QColor("#757575")}
+# The cell roles and colours tests read from here since before the cells had their module.
+__all__ = ["CELL_ROLE", "GAIN", "LOSS", "MISSING", "VERDICT_ROLE", "LadderPanel"]
+
 # The combo says what a cell is coloured against on its own: a "Colour vs" label before it and
 # a preset box wide enough for "model-inputs" widened the window's minimum past 790 px.
 BASES = (("vs previous step", "vs_previous"), ("vs baseline", "vs_baseline"))
@@ -67,28 +63,6 @@ LEGEND_COLUMNS = 3  # more, and the legend widened the chart past its pane
 MAX_TABLE_HEIGHT = 420  # px: beyond about ten steps the table scrolls
 MIN_CHART_HEIGHT = 240  # px left at least to the chart and the map when the table is fitted
 FIRST_LEN_COL = 3  # Step, Status, Compiled, then one column per sequence length
-CELL_ROLE = Qt.ItemDataRole.UserRole  # a length cell's ladder_table cell (dict) or None
-VERDICT_ROLE = Qt.ItemDataRole.UserRole + 1  # "gain", "loss", "neutral" or "missing"
-
-
-def format_ratio(ratio: float | None) -> str:
-    return f"×{ratio:.2f}" if ratio is not None and math.isfinite(ratio) else "–"
-
-
-def format_marked(cell: dict[str, Any], key: str) -> str:
-    """``×1.16`` beyond the noise, ``×1.02~`` within it (Compare's mark), ``–`` for none."""
-    ratio = cell.get(key)
-    if ratio is None or not math.isfinite(ratio):
-        return "–"
-    return f"×{ratio:.2f}{'' if cell.get(f'{key}_significant') else '~'}"
-
-
-def noise_text(cell: dict[str, Any], key: str) -> str:
-    noise = cell.get(f"{key}_noise_pct")
-    if noise is None:
-        return ""
-    within = "beyond" if cell.get(f"{key}_significant") else "within"
-    return f" ({within} the noise of ±{noise:.1f} %)"
 
 
 class LadderPanel(QWidget):
@@ -202,28 +176,9 @@ class LadderPanel(QWidget):
         self.table.setPalette(palette)
         self.table.currentCellChanged.connect(self._on_current_cell)
 
-        self.chart = pg.GraphicsLayoutWidget()
-        self.chart.setBackground("w")
-        self.chart.setObjectName("ladder_chart")
-        self.plot = pg.PlotItem()
-        self.chart.addItem(self.plot, row=0, col=0)
-        self.plot.setTitle("Speed-up against the baseline", color="#222", size="10pt")
-        self.plot.setLabel("bottom", "step (numbered as in the table)", color="#222")
-        self.plot.setLabel("left", "× baseline", color="#222")
-        self.plot.showGrid(x=False, y=True, alpha=0.25)
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setPen(pg.mkPen("#444"))
-            axis.setTextPen(pg.mkPen("#222"))
-        self.plot.setMenuEnabled(False)
-        # Below the plot: at the top it covered the best steps' points.
-        self.legend = pg.LegendItem(labelTextColor="#222", colCount=3)
-        self.chart.addItem(self.legend, row=1, col=0)
-        self.unity = pg.InfiniteLine(
-            pos=1.0, angle=0, movable=False, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine)
-        )
-        self.plot.addItem(self.unity, ignoreBounds=True)
-        self._curves: dict[int, pg.PlotDataItem] = {}
+        self.chart = LadderChart()
+        self.plot = self.chart.plot  # the views' tests read the chart's plot and legend here
+        self.legend = self.chart.legend
 
         self.heatmap = HeatmapPanel(
             loader,
@@ -285,20 +240,12 @@ class LadderPanel(QWidget):
         self.picker.blockSignals(True)
         self.picker.clear()
         for g in groups:
-            self.picker.addItem(self._group_title(g), g["id"])
+            self.picker.addItem(group_title(g), g["id"])
         index = self.picker.findData(keep) if keep is not None else -1
         self.picker.setCurrentIndex(index if index >= 0 else (0 if groups else -1))
         self.picker.setEnabled(bool(groups))
         self.picker.blockSignals(False)
         self.refresh()
-
-    @staticmethod
-    def _group_title(g: dict[str, Any]) -> str:
-        steps = len((g.get("spec") or {}).get("steps") or [])
-        of = f"/{steps}" if steps else ""
-        label = g.get("label") or "ladder"
-        created = format_created(g.get("created_at", ""))
-        return f"#{g['id']} {label} · {created} · {g['runs']}{of} steps"
 
     def group_id(self) -> int | None:
         data = self.picker.currentData()
@@ -348,7 +295,7 @@ class LadderPanel(QWidget):
         if not same_group:
             self._user_sized = False
         self._fill_table()
-        self._fill_chart()
+        self.chart.show_ladder(data)
         self._fill_info()
         self._update_buttons()
         if data is None or not same_group:
@@ -365,44 +312,7 @@ class LadderPanel(QWidget):
             self.show_step(shown, self.heatmap.current_seq_len())
 
     def _fill_info(self) -> None:
-        data = self.data
-        if data is None:
-            if self._store is None:
-                text = "No run database is open."
-            else:
-                text = (
-                    "No ladder is stored in this database yet. Set the problem, sequence lengths "
-                    "and backend in the form, then press Run ladder: the built-in ladder's steps "
-                    "(causal mask), each one change on the previous step."
-                )
-            self.info.setText(text)
-            return
-        first = next(iter(data.runs.values()), None)
-        parts = [f"<b>Ladder #{data.group['id']}</b> {data.group.get('label') or ''}".strip()]
-        if first is not None:
-            gpu = first.machine.get("gpu_name") or first.machine.get("hostname") or ""
-            where = f"{first.backend} on {gpu}" if gpu else first.backend
-            parts.append(f"{where} · {first.problem.summary()}")
-        counts: dict[str, int] = {}
-        for row in data.rows:
-            counts[row.status] = counts.get(row.status, 0) + 1
-        parts.append(
-            f"{len(data.rows)} steps: " + ", ".join(f"{n} {status}" for status, n in counts.items())
-        )
-        spec = data.group.get("spec") or {}
-        preset = ladder_preset_text(spec)
-        if preset:
-            parts.append(preset)
-        total = (spec.get("published") or {}).get("total")
-        if total:
-            parts.append(f"published on Blackwell: {total}")
-        key = self.basis.currentData()
-        against = "previous step" if key == "vs_previous" else "baseline"
-        parts.append(
-            f"cells: TFLOP/s and the speed-up against the {against}, coloured only beyond "
-            "the noise (~: within it; as in Compare)"
-        )
-        self.info.setText(" · ".join(parts))
+        self.info.setText(info_text(self.data, self._store is not None, self.basis.currentData()))
 
     def _fill_table(self) -> None:
         data = self.data
@@ -416,16 +326,18 @@ class LadderPanel(QWidget):
             return
         x = "k_len" if data.decode else "N"
         headers = ["Step", "Status", "Compiled"]
+        key = self.basis.currentData()
         headers += [f"{x} = {format_seq_len(n)}" for n in data.seq_lens]
         table.setColumnCount(len(headers))
         table.setHorizontalHeaderLabels(headers)
         table.setRowCount(len(data.rows))
         for r, step in enumerate(data.rows):
-            table.setItem(r, 0, self._step_item(step))
-            table.setItem(r, 1, self._status_item(step))
-            table.setItem(r, 2, self._compiled_item(step, data.seq_lens))
+            run = data.runs.get(step.run_id) if step.run_id is not None else None
+            table.setItem(r, 0, step_item(step, run))
+            table.setItem(r, 1, status_item(step))
+            table.setItem(r, 2, compiled_item(step, data.seq_lens))
             for c, n in enumerate(data.seq_lens):
-                table.setItem(r, FIRST_LEN_COL + c, self._cell_item(step, n))
+                table.setItem(r, FIRST_LEN_COL + c, cell_item(step, n, key, data.decode))
         header = table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         table.resizeRowsToContents()
@@ -461,136 +373,6 @@ class LadderPanel(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit_table()
-
-    def _step_item(self, step: StepRow) -> QTableWidgetItem:
-        # One line a step, so a ladder's every step is in view; the knobs are in the tooltip.
-        item = QTableWidgetItem(f"{step.number}. {step.name}")
-        tip = [step.config] if step.config else []
-        tip.append(f"run #{step.run_id}" if step.run_id is not None else "no run for this step")
-        run = self.data.runs.get(step.run_id) if self.data and step.run_id else None
-        if run is not None:
-            tip.append(problem_summary(run))
-        if step.published:
-            tip.append(f"published on Blackwell: {step.published}")
-        item.setToolTip("\n".join(tip))
-        return item
-
-    def _status_item(self, step: StepRow) -> QTableWidgetItem:
-        item = QTableWidgetItem(step.status)
-        color = STATUS_TEXT_COLORS.get(step.status)
-        if color is not None:
-            item.setForeground(QBrush(color))
-        if step.error:
-            item.setToolTip(step.error)
-        item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-        return item
-
-    def _compiled_item(self, step: StepRow, seq_lens: list[int]) -> QTableWidgetItem:
-        """What the step compiled to, once a row (its lengths share a config and head dim), so
-        a dip explains itself ("255r spill 5.5KB") and every step stays one line high."""
-        found = [
-            CompiledResources.from_dict(cell["compiled"])
-            for n in seq_lens
-            if (cell := step.cells.get(n)) and cell.get("compiled")
-        ]
-        shorts = list(dict.fromkeys(f.short() for f in found))
-        item = QTableWidgetItem(" / ".join(shorts) if shorts else "–")
-        item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-        if any(f.spills or f.error for f in found):
-            item.setForeground(QBrush(QColor("#b00020")))
-        if found:
-            item.setToolTip("\n".join(dict.fromkeys(f"compiled: {f.summary()}" for f in found)))
-        return item
-
-    def _cell_item(self, step: StepRow, n: int) -> QTableWidgetItem:
-        cell = step.cells.get(n)
-        if cell is None:
-            item = QTableWidgetItem("–")
-            item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-            item.setBackground(QBrush(MISSING))
-            item.setForeground(QBrush(QColor("#616161")))
-            why = step.status
-            if step.run_id is not None:
-                why = f"run #{step.run_id} {step.status}"
-                if step.error:
-                    why += f": {step.error.splitlines()[0]}"
-                elif step.status == "running":
-                    why += ": not measured yet"
-            item.setToolTip(f"N = {n:,}: no measurement ({why})")
-            item.setData(CELL_ROLE, None)
-            item.setData(VERDICT_ROLE, "missing")
-            return item
-        prev, base = cell.get("vs_previous"), cell.get("vs_baseline")
-        key = self.basis.currentData()
-        ratio = "base" if step.number == 1 else format_marked(cell, key)
-        # A decode ladder reads memory: its cells give GB/s of K+V.
-        decode = self.data is not None and self.data.decode and cell.get("kv_gbs") is not None
-        measure = f"{cell['kv_gbs']:.3g} GB/s" if decode else f"{cell['tflops']:.3g}"
-        compiled = cell.get("compiled")
-        found = CompiledResources.from_dict(compiled) if compiled else None
-        item = QTableWidgetItem(f"{measure}  {ratio}")
-        item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-        if found is not None and (found.spills or found.error):
-            item.setForeground(QBrush(QColor("#b00020")))
-        verdict = speedup_verdict(cell, key)
-        if verdict == "gain":
-            item.setBackground(QBrush(GAIN))
-        elif verdict == "loss":
-            item.setBackground(QBrush(LOSS))
-        item.setData(CELL_ROLE, dict(cell))
-        item.setData(VERDICT_ROLE, verdict)
-        item.setToolTip(
-            f"N = {n:,}: {cell['latency_ms']:.4g} ms, {cell['tflops']:.4g} TFLOP/s\n"
-            f"against the previous step {format_ratio(prev)}{noise_text(cell, 'vs_previous')}, "
-            f"against the baseline {format_ratio(base)}{noise_text(cell, 'vs_baseline')}\n"
-            + (f"compiled: {found.summary()}\n" if found else "")
-            + "click to see this step's block map at this length"
-        )
-        return item
-
-    def _fill_chart(self) -> None:
-        data = self.data
-        wanted = data.seq_lens if data is not None else []
-        for n in list(self._curves):
-            if n not in wanted:
-                self.plot.removeItem(self._curves.pop(n))
-        self.legend.clear()
-        self.legend.setColumnCount(min(max(len(wanted), 1), LEGEND_COLUMNS))
-        if data is None:
-            # The built-in ladder's steps on a whole-number axis (not 0.1-0.9) and × 1 in view.
-            steps = range(1, EMPTY_CHART_STEPS + 1)
-            self.plot.getAxis("bottom").setTicks([[(float(v), str(v)) for v in steps]])
-            self.plot.setXRange(0.5, EMPTY_CHART_STEPS + 0.5, padding=0)
-            self.plot.setYRange(0.0, 2.0, padding=0)
-            return
-        colormap = pg.colormap.get("viridis")
-        x = np.arange(1, len(data.rows) + 1, dtype=float)
-        for i, n in enumerate(data.seq_lens):
-            # Short to long along viridis, stopping before its pale yellow end.
-            share = 0.85 * i / max(len(data.seq_lens) - 1, 1)
-            color = colormap.map(share, mode="qcolor")
-            curve = self._curves.get(n)
-            if curve is None:
-                curve = pg.PlotDataItem(connect="finite")
-                self.plot.addItem(curve)
-                self._curves[n] = curve
-            curve.setPen(pg.mkPen(color, width=2))
-            curve.setSymbol("o")
-            curve.setSymbolSize(7)
-            curve.setSymbolBrush(color)
-            curve.setSymbolPen(pg.mkPen(color))
-            y = np.array(data.ratios(n), dtype=float)
-            if np.isfinite(y).any():
-                curve.setData(x, y)  # NaN gaps break the line (connect="finite")
-            else:
-                curve.setData([], [])  # nothing measured yet at this length
-            self.legend.addItem(curve, f"N = {format_seq_len(n)}")
-        self.plot.getAxis("bottom").setTicks([[(float(v), str(int(v))) for v in x]])
-        self.plot.setXRange(0.5, len(data.rows) + 0.5, padding=0)
-        finite = [v for n in data.seq_lens for v in data.ratios(n) if math.isfinite(v)]
-        lo, hi = (min([*finite, 1.0]), max([*finite, 1.0])) if finite else (0.5, 1.5)
-        pad = max(0.05, 0.08 * (hi - lo))
-        self.plot.setYRange(max(lo - pad, 0.0), hi + pad, padding=0)
 
     # ---- cells and steps ------------------------------------------------------------------------
     def _len_of_column(self, col: int) -> int | None:
