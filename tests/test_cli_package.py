@@ -22,8 +22,7 @@ COMMANDS_DIR = ROOT / "workbench" / "cli" / "commands"
 MAX_LINES = 500
 # Files over MAX_LINES today, outside the CLI, with their line counts when this list was made:
 # each may shrink (and leaves the list once at MAX_LINES or below), none may grow.
-ALLOWED_OVER: dict[str, int] = {
-}
+ALLOWED_OVER: dict[str, int] = {}
 
 
 def parser_commands() -> dict[str, argparse.ArgumentParser]:

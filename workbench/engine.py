@@ -24,6 +24,7 @@ request waiting on it raises EngineFailure with ``died`` set.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import math
@@ -138,8 +139,12 @@ class Engine:
         *,
         name: str = "fmha-gpu-engine",
         label: str = "the GPU engine",
+        daemon: bool = True,
     ) -> None:
         self.timeout_s = timeout_s
+        # A daemonic child may not start children: a job child that runs an engine of its own
+        # (a plugin's) is started non-daemonic, and killed at exit instead (see start()).
+        self.daemon = daemon
         self.name = name  # the child's process name
         self.label = label  # what the error messages call it
         self._context = mp.get_context("spawn")
@@ -161,9 +166,11 @@ class Engine:
         parent, child = self._context.Pipe()
         unset = ("CUDA_HOME", "CUDA_PATH") if cuda_home_problem() else ()
         process = self._context.Process(
-            target=_serve, args=(child, unset, os.getpid()), name=self.name, daemon=True
+            target=_serve, args=(child, unset, os.getpid()), name=self.name, daemon=self.daemon
         )
         process.start()
+        if not self.daemon:  # multiprocessing would wait for it at exit: end it first
+            atexit.register(self.kill)
         child.close()  # only the child holds its end: EOF here then means the child is gone
         self._process, self._conn = process, parent
 

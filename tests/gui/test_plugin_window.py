@@ -251,3 +251,20 @@ def test_saving_the_plugin_after_a_group_reruns_the_whole_group_beside_the_previ
     assert softcaps == {"numpy-softcap": 30.0, "other-softcap": 0.0}  # only the edit changed
     every = sorted(r.id for r in before + after)
     qtbot.waitUntil(lambda: sorted(window.plots.run_ids()) == every)
+
+
+def test_a_group_of_the_reference_beside_a_plugin_runs_from_the_window(
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
+) -> None:
+    """The window runs a group with the in-process reference in a job child; the plugin beside
+    it computes in an engine child of its own, which that job child must be allowed to start."""
+    mine = copy_of_example(tmp_path)
+    add_kernel(window, dialogs, mine)
+    wait_for_backend(qtbot, window, "numpy-softcap")
+    tick_backends(qtbot, window.controls, ["reference", "numpy-softcap"])
+    small_problem(qtbot, window, seq_lens="64")
+    run_and_wait(qtbot, window)
+    runs = wait_for_runs(qtbot, window, 2)
+    assert {r.backend for r in runs} == {"reference", "numpy-softcap"}
+    assert all(r.status == "complete" for r in runs), [r.error for r in runs]
+    assert len({r.group_id for r in runs}) == 1 and runs[0].group_id is not None

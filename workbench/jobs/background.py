@@ -127,7 +127,8 @@ class BackgroundJob:
         yield from self.job.run(store, timing=self.timing, cancel=self._cancel.is_set)
 
     def _in_child(self) -> Iterator[Event]:
-        engine = Engine(math.inf, name="fmha-workbench-sweep", label="the sweep")
+        # Not daemonic: a plugin's backend in this job starts an engine child of its own.
+        engine = Engine(math.inf, name="fmha-workbench-sweep", label="the sweep", daemon=False)
         self._engine = engine
         engine.start()
         self.child_pid = engine.pid
