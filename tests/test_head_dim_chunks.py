@@ -32,7 +32,7 @@ PREFILL = {
 DECODE = dict(mask="none", q_len=1, k_len=8192, kv_splits=4, pack_gqa=True, tile_n=128)
 
 
-def planned(head_dim: int, head_dim_v: int | None = None, **knobs) -> LaunchPlan:
+def planned(head_dim: int, head_dim_v: int | None = None, **knobs) -> tuple:
     call, config = compile_.offline_plan(
         batch=2, heads=32, kv_heads=8, head_dim=head_dim, head_dim_v=head_dim_v, **knobs
     )
@@ -133,3 +133,30 @@ def test_the_kernels_chunk_walk_is_the_plans_chunks(head_dim: int) -> None:
     assert [w for _, w, _ in walk] == list(chunks)
     assert [i for i, _, _ in walk] == list(range(len(chunks)))
     assert [t * w for _, w, t in walk] == list(chunk_offsets(chunks))
+
+
+def test_what_ran_names_the_chunks_where_a_head_dim_is_not_a_power_of_two() -> None:
+    from kernels.cutile.plan import plan_words
+
+    chunked, _ = planned(96, q_len=4096, **PREFILL["tile"])
+    words = plan_words(_plan_of(96, "causal", dict(tile_m=64, tile_n=64)).to_dict())
+    assert "D 64+32 / Dv 64+32 columns (chunked)" in words, words
+    assert chunked.value("TILE_D") == 96
+    padded = plan_words(_plan_of(96, "none", DECODE_KNOBS, q_len=1).to_dict())
+    assert "D 128 / Dv 128 columns (padded)" in padded, padded
+    exact = plan_words(_plan_of(128, "causal", dict(tile_m=64, tile_n=64)).to_dict())
+    assert "columns" not in exact, exact
+
+
+DECODE_KNOBS = dict(kv_splits=4, pack_gqa=True, tile_n=128)
+
+
+def _plan_of(head_dim: int, mask: str, knobs: dict, q_len: int = 4096) -> LaunchPlan:
+    from kernels.cutile.plan import plan_launch
+    from kernels.cutile.problem import Problem
+
+    p = Problem(2, 32, 8, q_len, 8192, head_dim, "bfloat16")
+    return plan_launch(
+        compile_.LaunchConfig.of(knobs), p, mask=mask, input_pos=8192 - q_len,
+        sm_count=lambda: 132,
+    )  # fmt: skip

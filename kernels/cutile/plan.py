@@ -332,13 +332,19 @@ def plan_columns(stored: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def plan_words(stored: Mapping[str, Any]) -> str:
     """A stored plan in a few words: ``decode · 16×128 tiles · 16 KV splits of 16 key blocks
-    · heads packed · grid 1×8×16 · combine grid 1×8×4``."""
+    · heads packed · grid 1×8×16 · combine grid 1×8×4``, or ``tile · 64×64 tiles · D 64+32 /
+    Dv 64+32 columns (chunked) · grid 256×1×1`` where a head dim is not a power of two."""
     words = [str(stored.get("form")), f"{stored.get('tile_m')}×{stored.get('tile_n')} tiles"]
     splits = stored.get("kv_splits") or 1
     if splits > 1:
         words.append(f"{splits} KV splits of {stored.get('split_blocks')} key blocks")
     if stored.get("pack_gqa"):
         words.append("heads packed")
+    columns = stored.get("head_columns")
+    if columns in (CHUNKED, PADDED):  # a power-of-two head dim says nothing of its columns
+        chunks = [("D", stored.get("d_chunks")), ("Dv", stored.get("dv_chunks"))]
+        said = [f"{name} {'+'.join(map(str, c))}" for name, c in chunks if c]
+        words.append(f"{' / '.join(said)} columns ({columns})")
     words.append("grid " + "×".join(str(n) for n in stored.get("grid") or ()))
     combine = stored.get("combine")
     if isinstance(combine, Mapping):
