@@ -93,8 +93,9 @@ PERSISTENT_128 = dict(
             kv_splits=16,
             pack_gqa=True,
         ),
-        # Head dims that pad to a power-of-two tile (every K/V load checked): Phi-3's 96 in
-        # the decode form with 16 splits, StableLM's 80 in the persistent grid.
+        # Head dims that are not powers of two: Phi-3's 96 in the decode form with 16 splits
+        # (a padded 128 tile, every K/V load checked), StableLM's 80 in the persistent grid
+        # (64 + 16 column chunks).
         dict(
             mask="none",
             q_len=1,
@@ -145,7 +146,7 @@ PERSISTENT_128 = dict(
         "causal-persistent-64x64-bf16-d64",
         "decode-packed-split16-bf16",
         "decode-packed-split16-bf16-d96-padded",
-        "none-persistent-128x128-ww8-d80-padded",
+        "none-persistent-128x128-ww8-d80-chunked",
         "decode-packed-causal-ragged-split4-lse-d64",
         "decode-packed-onesplit-nosplit-loop-exact-lse",
     ],

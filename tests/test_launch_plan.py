@@ -59,7 +59,11 @@ def _assert_resolved(plan: LaunchPlan) -> None:
     assert isinstance(plan.kv_splits, int) and plan.kv_splits >= 1
     assert isinstance(plan.scale, float) and plan.scale > 0
     assert plan.tile_m in (16, 32, 64, 128, 256) and plan.tile_n in knobs.KERNEL_TILES
-    assert plan.tile_d >= 16 and plan.tile_d & (plan.tile_d - 1) == 0
+    # The head dim's tile: power-of-two column chunks, largest first, that the tile sums.
+    for chunks, width in ((plan.d_chunks, plan.tile_d), (plan.dv_chunks, plan.tile_dv)):
+        assert chunks and sum(chunks) == width and list(chunks) == sorted(chunks, reverse=True)
+        assert all(c >= 16 and c & (c - 1) == 0 for c in chunks)
+        assert len(chunks) == 1 or plan.form in ("tile", "persistent", "causal-persistent")
     assert (plan.kv_splits > 1) == (plan.combine is not None)
     if plan.form != "decode":
         assert plan.kv_splits == 1 and not plan.pack_gqa
@@ -147,7 +151,9 @@ def test_the_kernel_calls_read_their_values_from_the_plan(rng: np.random.Generat
         call = forms.kernel_calls(plan, p)
         assert (call.form, call.grid, call.hints) == (plan.form, plan.grid, plan.hints())
         assert call.value("TILE_M") == plan.tile_m and call.value("TILE_N") == plan.tile_n
-        assert call.value("TILE_D") == 128 and call.value("D_PADDED") is True  # D 96 padded
+        # D 96: 64 + 32 columns in the prefill forms, one padded 128 in the decode form.
+        want = (128, True) if plan.form == "decode" else (96, False)
+        assert (call.value("TILE_D"), call.value("D_PADDED")) == want
         if plan.form == "decode":
             assert call.value("split_blocks") == plan.split_blocks
             assert call.value("SPLIT") is (plan.kv_splits > 1)

@@ -119,13 +119,18 @@ def compile_cubin(*, arch: str = "sm_90", combine: bool = False, **problem_and_k
     spills read from this cubin are those of the real launch. ``combine``: the launch's second
     kernel instead (the decode form's combine of a split key range; ValueError without one).
     """
-    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
-
     launch, _ = offline_plan(**problem_and_knobs)
     if combine:
         if launch.then is None:
             raise ValueError(f"a {launch.form} launch of this problem has no combine kernel")
         launch = launch.then
+    return compile_call(launch, arch)
+
+
+def compile_call(launch: KernelCall, arch: str = "sm_90") -> bytes:
+    """The cubin of one planned kernel call for ``arch``, without a GPU (tileiras only)."""
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
+
     sig = KernelSignature(signature_parameters(launch), CallingConvention.cutile_python_v2())
     buf = io.BytesIO()
     with friendly_errors():

@@ -16,15 +16,18 @@ from kernels.cutile.device import (
     BlockOptions,
     TileShape,
     ValueTile,
-    block_step,
     constant_group,
-    epilogue,
     kernel,
     key_offsets,
-    load_q,
-    scores,
-    softmax_update,
     tile_coords,
+)
+from kernels.cutile.device_chunks import (
+    block_step_chunks,
+    epilogue_chunks,
+    load_q_chunks,
+    scores_chunks,
+    softmax_update_chunks,
+    zero_accumulators,
 )
 
 # The persistent grid's switches, compiled in.
@@ -73,7 +76,8 @@ def fmha_fwd_persistent_kernel(
     this tile's epilogue ends
     (bench/results/experiments/h200-explore-persistent-prefetch.md). It is only
     compiled in when no key block needs the mask: with the carried Q and a masked block in
-    the same tile body tileiras 13.4 produced wrong results on the H200 (same file).
+    the same tile body tileiras 13.4 produced wrong results on the H200 (same file). D and Dv
+    run in the column chunks of ``TILE_D`` and ``TILE_DV`` (:mod:`kernels.cutile.device_chunks`).
 
     With ``Q_HALVES`` every Q tile is fetched as two column halves and joined in registers
     (:func:`load_q`):
@@ -102,8 +106,9 @@ def fmha_fwd_persistent_kernel(
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
     opts = (0, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # the ragged block: no polynomial
     opts_unmasked = OPTS
+    widths = (TILE_N, TILE_D, TILE_DV)
 
-    q = load_q(Q, tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, Q_HALVES)
+    q = load_q_chunks(Q, tile_coords(pid, n_q_blocks, n_heads), TILE_M, TILE_D, Q_HALVES)
     for t in range(pid, n_tiles, n_programs):
         bh = t // n_q_blocks
         b, h, qb = tile_coords(t, n_q_blocks, n_heads)
@@ -112,14 +117,14 @@ def fmha_fwd_persistent_kernel(
             # The next tile's Q (this one again on the last lap: in bounds, never used).
             t_next = min(t + n_programs, n_tiles - 1)
             where_next = tile_coords(t_next, n_q_blocks, n_heads)
-            q_next = load_q(Q, where_next, TILE_M, TILE_D, Q_HALVES)
+            q_next = load_q_chunks(Q, where_next, TILE_M, TILE_D, Q_HALVES)
         else:
-            q = load_q(Q, (b, h, qb), TILE_M, TILE_D, Q_HALVES)
+            q = load_q_chunks(Q, (b, h, qb), TILE_M, TILE_D, Q_HALVES)
         rows_ip = (qb * TILE_M + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
             ct.zeros((TILE_M, 1), dtype=ct.float32),
-            ct.zeros((TILE_M, TILE_DV), dtype=ct.float32),
+            zero_accumulators(TILE_M, TILE_DV),
         )
         edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)  # no window: no mask
         if WITH_MAP:
@@ -131,25 +136,29 @@ def fmha_fwd_persistent_kernel(
             for first in range(0, even_k_blocks, len(offsets)):
                 for offset in ct.static_iter(offsets):
                     j = first + offset
-                    state = block_step(
-                        q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked
+                    state = block_step_chunks(
+                        q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked, widths
                     )
                     if WITH_MAP:
                         ct.atomic_add(BlockMap, (bh, qb, j), 1)
             if not EVEN_K:  # the ragged last key block, bounds-checked and masked
-                state = block_step(q, K, V, (b, hk, even_k_blocks), state, edge, True, True, opts)
+                state = block_step_chunks(
+                    q, K, V, (b, hk, even_k_blocks), state, edge, True, True, opts, widths
+                )
                 if WITH_MAP:
                     ct.atomic_add(BlockMap, (bh, qb, even_k_blocks), 2)
         else:
             for j in range(0, n_k_blocks):
                 masked = j >= even_k_blocks
-                state = block_step(q, K, V, (b, hk, j), state, edge, True, masked, opts)
+                state = block_step_chunks(
+                    q, K, V, (b, hk, j), state, edge, True, masked, opts, widths
+                )
                 if WITH_MAP:
                     kind = 1
                     if masked:
                         kind = 2
                     ct.atomic_add(BlockMap, (bh, qb, j), kind)
-        epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
+        epilogue_chunks(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA, TILE_DV)
         if Q_PREFETCH:
             q = q_next
 
@@ -212,24 +221,26 @@ def fmha_fwd_causal_persistent_kernel(
         h = bh % n_heads
         hk = h // group
         diag = qb + diag_offset
-        q = load_q(Q, (b, h, qb), TILE_M, TILE_D, Q_HALVES)
+        q = load_q_chunks(Q, (b, h, qb), TILE_M, TILE_D, Q_HALVES)
         rows_ip = qb * TILE_M + input_pos + rows_local  # [TILE_M, 1]
         state = (
             ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32),
             ct.zeros((TILE_M, 1), dtype=ct.float32),
-            ct.zeros((TILE_M, TILE_DV), dtype=ct.float32),
+            zero_accumulators(TILE_M, TILE_DV),
         )
         edge = (rows_ip, cols_tile, k_len, 0, qk_scale_log2)  # no window: causal only
         if WITH_MAP:
             ct.store(Order, (bh, qb), i * n_programs + pid)
         for j in range(0, diag + 1):
-            qk = scores(q, K, (b, hk, j), D_PADDED, K_LATENCY, TILE_N)
+            qk = scores_chunks(q, K, (b, hk, j), D_PADDED, K_LATENCY, TILE_N, TILE_D)
             if j == diag:  # the diagonal: the same triangle in every tile
                 qk = ct.where(cols_tile <= rows_local, qk, NEG_INF)
-            state = softmax_update(qk, V, (b, hk, j), state, edge, False, False, OPTS)
+            state = softmax_update_chunks(
+                qk, V, (b, hk, j), state, edge, False, False, OPTS, TILE_DV
+            )
             if WITH_MAP:
                 kind = 1
                 if j == diag:
                     kind = 2
                 ct.atomic_add(BlockMap, (bh, qb, j), kind)
-        epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
+        epilogue_chunks(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA, TILE_DV)

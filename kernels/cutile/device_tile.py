@@ -14,13 +14,16 @@ from kernels.cutile.device import (
     BlockOptions,
     TileShape,
     ValueTile,
-    block_step,
     constant_group,
-    epilogue,
     kernel,
-    load_q,
-    scores,
-    softmax_update,
+)
+from kernels.cutile.device_chunks import (
+    block_step_chunks,
+    epilogue_chunks,
+    load_q_chunks,
+    scores_chunks,
+    softmax_update_chunks,
+    zero_accumulators,
 )
 
 # The tile kernel's switches, compiled in.
@@ -53,7 +56,8 @@ def fmha_fwd_kernel(
     SWITCHES: TileSwitches,
 ):
     """Attention for every mask, one CTA per tile; the program id picks the tile, in plain or
-    heavy-first order (``remap_group``)."""
+    heavy-first order (``remap_group``). D and Dv run in the column chunks of ``TILE_D`` and
+    ``TILE_DV`` (:mod:`kernels.cutile.device_chunks`)."""
     TILE_M, TILE_N, TILE_D = TILE
     (TILE_DV,) = VALUE_TILE
     MASK, FAST_MATH, K_LATENCY, V_LATENCY, _, D_PADDED = OPTS
@@ -120,13 +124,13 @@ def fmha_fwd_kernel(
         full_hi = 0
 
     # ---- state ----------------------------------------------------------------------------
-    q = load_q(Q, (b, h, qb), TILE_M, TILE_D, False)  # [TILE_M, TILE_D]
+    q = load_q_chunks(Q, (b, h, qb), TILE_M, TILE_D, False)  # a [TILE_M, c] tile per chunk
     rows_ip = (first_row + input_pos + ct.arange(TILE_M, dtype=ct.int32))[:, None]  # [TILE_M, 1]
     cols_tile = ct.arange(TILE_N, dtype=ct.int32)[None, :]  # [1, TILE_N]
     m_i = ct.full((TILE_M, 1), NEG_INF, dtype=ct.float32)
     l_i = ct.zeros((TILE_M, 1), dtype=ct.float32)
-    acc = ct.zeros((TILE_M, TILE_DV), dtype=ct.float32)
-    state = (m_i, l_i, acc)
+    widths = (TILE_N, TILE_D, TILE_DV)
+    state = (m_i, l_i, zero_accumulators(TILE_M, TILE_DV))
     edge = (rows_ip, cols_tile, k_len, window, qk_scale_log2)
     opts = (MASK, FAST_MATH, K_LATENCY, V_LATENCY, 0, D_PADDED)  # masked: no polynomial
     opts_unmasked = OPTS
@@ -142,23 +146,28 @@ def fmha_fwd_kernel(
             # tensor cores have work while the exp2s run (FlashAttention-3's intra-warpgroup
             # overlap, written out by hand; costs one more [TILE_M, TILE_N] score tile).
             if full_hi > full_lo:
-                qk = scores(q, K, (b, hk, full_lo), D_PADDED, K_LATENCY, TILE_N)
+                qk = scores_chunks(q, K, (b, hk, full_lo), D_PADDED, K_LATENCY, TILE_N, TILE_D)
                 for j in range(full_lo, full_hi - 1):
-                    qk_next = scores(q, K, (b, hk, j + 1), D_PADDED, K_LATENCY, TILE_N)
-                    state = softmax_update(
-                        qk, V, (b, hk, j), state, edge, False, False, opts_unmasked
+                    qk_next = scores_chunks(
+                        q, K, (b, hk, j + 1), D_PADDED, K_LATENCY, TILE_N, TILE_D
+                    )
+                    state = softmax_update_chunks(
+                        qk, V, (b, hk, j), state, edge, False, False, opts_unmasked, TILE_DV
                     )
                     qk = qk_next
                     if WITH_MAP:
                         ct.atomic_add(BlockMap, (bh, qb, j), 1)
-                state = softmax_update(
-                    qk, V, (b, hk, full_hi - 1), state, edge, False, False, opts_unmasked
-                )
+                state = softmax_update_chunks(
+                    qk, V, (b, hk, full_hi - 1), state, edge, False, False, opts_unmasked,
+                    TILE_DV,
+                )  # fmt: skip
                 if WITH_MAP:
                     ct.atomic_add(BlockMap, (bh, qb, full_hi - 1), 1)
         else:
             for j in range(full_lo, full_hi):
-                state = block_step(q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked)
+                state = block_step_chunks(
+                    q, K, V, (b, hk, j), state, edge, False, False, opts_unmasked, widths
+                )
                 if WITH_MAP:
                     ct.atomic_add(BlockMap, (bh, qb, j), 1)
         # Masked blocks: the window edge [lo, full_lo) and the diagonal/ragged edge
@@ -169,7 +178,7 @@ def fmha_fwd_kernel(
             j = lo + t
             if t >= n_left:
                 j = full_hi + t - n_left
-            state = block_step(q, K, V, (b, hk, j), state, edge, True, True, opts)
+            state = block_step_chunks(q, K, V, (b, hk, j), state, edge, True, True, opts, widths)
             if WITH_MAP:
                 ct.atomic_add(BlockMap, (bh, qb, j), 2)
     else:
@@ -177,11 +186,11 @@ def fmha_fwd_kernel(
         # blocks that need it (a branch uniform across the CTA), as in TileGym's kernel.
         for j in range(lo, hi):
             masked = (j < full_lo) | (j >= full_hi)
-            state = block_step(q, K, V, (b, hk, j), state, edge, True, masked, opts)
+            state = block_step_chunks(q, K, V, (b, hk, j), state, edge, True, masked, opts, widths)
             if WITH_MAP:
                 kind = 1
                 if masked:
                     kind = 2
                 ct.atomic_add(BlockMap, (bh, qb, j), kind)
 
-    epilogue(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA)
+    epilogue_chunks(state, Out, Lse, (b, h, qb), FAST_MATH, WITH_LSE, STORE_TMA, TILE_DV)

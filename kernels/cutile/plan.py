@@ -32,7 +32,7 @@ from kernels.cutile.config import LaunchConfig
 from kernels.cutile.problem import Problem
 from kernels.decode_choice import front_door_knobs
 from kernels.decode_layout import DecodeLayout, cdiv, decode_layout
-from kernels.head_dims import pads_head_dim, tile_head_dim
+from kernels.head_dims import CHUNKED, EXACT, PADDED, column_chunks, head_columns, tile_head_dim
 from kernels.knobs import DTYPE_ITEMSIZE
 from kernels.schedule import decode_form
 
@@ -49,6 +49,9 @@ DECODE_CTAS_PER_SM = 1
 # and spills in no form; at 8 the combines without the LSE take 22-31 registers and spill
 # nothing (0.6-1.6 µs less at q_len 16 on the H200), where those that write the LSE spill 72 B.
 COMBINE_OCCUPANCY: dict[bool, int | None] = {False: 8, True: 4}
+# The forms whose kernels take a head dim in power-of-two column chunks (kernels.head_dims);
+# the others run it in the next power-of-two tile.
+CHUNKED_FORMS = ("tile", "persistent", "causal-persistent")
 
 
 def default_scale(head_dim: int) -> float:
@@ -106,7 +109,11 @@ class LaunchPlan:
     slice, a slice being ``heads`` of ``rows`` rows (packed: the KV heads and group·q_len);
     ``kv_splits`` splits of ``split_blocks`` key blocks each (1: none); ``programs`` and
     ``grid``: the first launch's (``sm_count``: the SMs the grid or an auto split count was
-    sized for, None where neither asked). The switches are as the kernel takes them
+    sized for, None where neither asked). ``d_chunks``/``dv_chunks``: the power-of-two column
+    chunks D and Dv run in, largest first (``tile_d``/``tile_dv`` their sums, which the kernel
+    takes); ``head_columns`` says how they cover the head dims (exact, chunked or padded,
+    :mod:`kernels.head_dims`); ``d_padded``: some chunk reaches past its array's columns, so
+    every K/V load is bounds-checked. The switches are as the kernel takes them
     (``pipeline`` off without the K-loop split, ``paired_k`` only where the keys pair up), the
     hints as the compiler gets them. ``combine``: the decode form's second launch where the
     key range is split.
@@ -126,6 +133,9 @@ class LaunchPlan:
     tile_n: int
     tile_d: int
     tile_dv: int
+    d_chunks: tuple[int, ...]
+    dv_chunks: tuple[int, ...]
+    head_columns: str
     d_padded: bool
     n_q_blocks: int
     n_k_blocks: int
@@ -174,6 +184,10 @@ class LaunchPlan:
         """A plan from :meth:`to_dict`'s values (lists back to tuples)."""
         values = dict(data)
         values["grid"] = tuple(values["grid"])
+        # A plan stored before the chunks were planned ran each head dim in one tile.
+        for chunks, width in (("d_chunks", "tile_d"), ("dv_chunks", "tile_dv")):
+            values[chunks] = tuple(values.get(chunks) or (values[width],))
+        values.setdefault("head_columns", PADDED if values["d_padded"] else EXACT)
         combine = values.get("combine")
         if combine is not None:
             values["combine"] = CombinePlan(**{**combine, "grid": tuple(combine["grid"])})
@@ -228,6 +242,11 @@ def plan_launch(
             # One program per SM slot: occupancy programs per SM when the config asks for more.
             programs = min(n_tiles, sms() * (config.occupancy or 1))
         grid = (programs, 1, 1)
+    d_chunks, dv_chunks = (
+        column_chunks(d) if form in CHUNKED_FORMS else (tile_head_dim(d),)
+        for d in (p.head_dim, p.value_dim)
+    )
+    columns = [head_columns(d, c) for d, c in ((p.head_dim, d_chunks), (p.value_dim, dv_chunks))]
     width = (p.head_dim + p.value_dim) // 2  # K's and V's bytes per key, halved
     l2_group = l2_group_size(p.batch * p.heads, p.k_len, width, DTYPE_ITEMSIZE[p.dtype], p.group)
     even_k = p.k_len % config.tile_n == 0
@@ -247,10 +266,14 @@ def plan_launch(
         with_map=bool(with_map),
         tile_m=layout.tile_m if layout else config.tile_m,
         tile_n=config.tile_n,
-        tile_d=tile_head_dim(p.head_dim),
-        tile_dv=tile_head_dim(p.value_dim),
+        tile_d=sum(d_chunks),
+        tile_dv=sum(dv_chunks),
+        d_chunks=d_chunks,
+        dv_chunks=dv_chunks,
+        # Chunked if either head dim is, else padded if either is.
+        head_columns=next((c for c in (CHUNKED, PADDED) if c in columns), EXACT),
         # One switch checks both K's and V's loads: either's columns past the array's are zeros.
-        d_padded=pads_head_dim(p.head_dim) or pads_head_dim(p.value_dim),
+        d_padded=sum(d_chunks) != p.head_dim or sum(dv_chunks) != p.value_dim,
         n_q_blocks=layout.row_blocks if layout else cdiv(p.q_len, config.tile_m),
         n_k_blocks=n_k_blocks,
         heads=layout.heads if layout else p.heads,
@@ -309,13 +332,19 @@ def plan_columns(stored: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def plan_words(stored: Mapping[str, Any]) -> str:
     """A stored plan in a few words: ``decode · 16×128 tiles · 16 KV splits of 16 key blocks
-    · heads packed · grid 1×8×16 · combine grid 1×8×4``."""
+    · heads packed · grid 1×8×16 · combine grid 1×8×4``, or ``tile · 64×64 tiles · D 64+32 /
+    Dv 64+32 columns (chunked) · grid 256×1×1`` where a head dim is not a power of two."""
     words = [str(stored.get("form")), f"{stored.get('tile_m')}×{stored.get('tile_n')} tiles"]
     splits = stored.get("kv_splits") or 1
     if splits > 1:
         words.append(f"{splits} KV splits of {stored.get('split_blocks')} key blocks")
     if stored.get("pack_gqa"):
         words.append("heads packed")
+    columns = stored.get("head_columns")
+    if columns in (CHUNKED, PADDED):  # a power-of-two head dim says nothing of its columns
+        chunks = [("D", stored.get("d_chunks")), ("Dv", stored.get("dv_chunks"))]
+        said = [f"{name} {'+'.join(map(str, c))}" for name, c in chunks if c]
+        words.append(f"{' / '.join(said)} columns ({columns})")
     words.append("grid " + "×".join(str(n) for n in stored.get("grid") or ()))
     combine = stored.get("combine")
     if isinstance(combine, Mapping):

@@ -1,6 +1,7 @@
 """Every head dim the registry lists (a multiple of 8 from 32 to 256) against a float64
-reference on the GPU, in each kernel form: those that are not powers of two run in a wider tile
-whose extra columns are zero-filled loads and dropped stores (kernels.head_dims). Fresh random
+reference on the GPU, in each kernel form: those that are not powers of two run in power-of-two
+column chunks in the prefill forms and in a wider tile in the decode form, whose extra columns
+are zero-filled loads and dropped stores (kernels.head_dims). Fresh random
 inputs from the session's printed seed; the output poisoned with NaN first, and the caller's
 tensors checked unchanged."""
 
