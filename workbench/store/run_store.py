@@ -25,6 +25,7 @@ from workbench.store.records import (
     STATUSES,
     PointRecord,
     RunRecord,
+    batch_columns,
     utc_now,
 )
 
@@ -144,6 +145,10 @@ class Store(OpenedStore):
             "samples_ms": json.dumps([round(s, 6) for s in timing.samples_ms]),
             "extra": json.dumps(result.extra, default=str),
         }
+        problem = result.problem
+        if problem.lengths is not None:  # a ragged batch: its lengths, hash, cache and pages
+            batch = batch_columns(problem.lengths, problem.kv_cache, problem.page_size)
+            row.update(batch, lengths=json.dumps(batch["lengths"]))
         grid = np.ascontiguousarray(result.block_map, dtype=np.int8)
 
         def insert() -> None:

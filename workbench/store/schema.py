@@ -141,12 +141,24 @@ def _migration_5(db: sqlite_utils.Database) -> None:
     db.table("machine_ceilings").create_index(["gpu_name"])
 
 
+def _migration_6(db: sqlite_utils.Database) -> None:
+    """A ragged batch's point: its lengths (a JSON list, one a sequence), their hash, its KV
+    cache and page size; empty for the uniform batches stored before and since."""
+    points = db.table("points")
+    have = set(points.columns_dict)  # a file rebuilt from a newer one may hold them already
+    for name, kind in (("lengths", str), ("lengths_hash", str), ("kv_cache", str),
+                       ("page_size", int)):  # fmt: skip
+        if name not in have:
+            points.add_column(name, kind)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
     _migration_4,
     _migration_5,
+    _migration_6,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
