@@ -52,6 +52,7 @@ from workbench.gui.backend_picker import BackendPicker
 from workbench.gui.decode_fields import DecodeFields
 from workbench.gui.form_errors import field_label, labelled_message
 from workbench.gui.form_values import has_value, set_widget_value, widget_value
+from workbench.gui.serving_fields import ServingFields
 from workbench.problem_presets import head_dim_knobs
 
 # (shown text, mask value, whether the causal offset applies)
@@ -193,6 +194,9 @@ class ControlsPanel(QWidget):
         self.decode.changed.connect(self._on_axis_changed)
         self.decode.presetChosen.connect(self._on_decode_preset)
         form.addRow("Lengths are", self.decode)
+        self.serving = ServingFields()  # a ragged batch (workbench/gui/serving_fields.py)
+        self.serving.changed.connect(self._on_edited)
+        form.addRow("Ragged batch", self.serving)
         return group
 
     def _knob_widget(self, knob: knobs.Knob) -> QWidget:
@@ -493,6 +497,7 @@ class ControlsPanel(QWidget):
             dtype=self.dtype.currentData(),
             input_pos=input_pos,
         )
+        problem = self.serving.apply(problem, decode)
         config = KernelConfig(
             mask=mask,
             window=self.window.value() if mask == "window" else None,
