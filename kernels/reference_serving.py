@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# Query rows scored at once: bounds the (rows, keys) score block of a 128k-token sequence.
-ROWS_PER_BLOCK = 256
+# Scores held at once (heads x rows x keys, float32: 64 MB), so a 128k-token sequence fits.
+SCORES_PER_BLOCK = 1 << 24
 
 
 class ServingInputError(ValueError):
@@ -104,8 +104,9 @@ def _attend(
         return out, lse
     kf = np.repeat(k.astype(np.float32).transpose(1, 0, 2), group, axis=0)  # (Hq, lk, D)
     vf = np.repeat(v.astype(np.float32).transpose(1, 0, 2), group, axis=0)  # (Hq, lk, Dv)
-    for r0 in range(0, lq, ROWS_PER_BLOCK):
-        rows = np.arange(r0, min(lq, r0 + ROWS_PER_BLOCK))
+    rows_per_block = max(1, SCORES_PER_BLOCK // (heads * lk))
+    for r0 in range(0, lq, rows_per_block):
+        rows = np.arange(r0, min(lq, r0 + rows_per_block))
         qf = q[rows].astype(np.float32).transpose(1, 0, 2) * np.float32(scale)  # (Hq, r, D)
         scores = qf @ kf.transpose(0, 2, 1)  # (Hq, r, lk)
         seen = _visible(lq, lk, rows, causal, window)
