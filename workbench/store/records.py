@@ -145,9 +145,10 @@ class PointRecord:
             extra = facts_from_stored_samples(extra, json.loads(row["samples_ms"] or "[]"))
         stored = json.loads(row.get("lengths") or "null")  # an older database has no column
         lengths = tuple(stored) if isinstance(stored, list) else None
-        batch = {"lengths": lengths, "kv_cache": row.get("kv_cache"), "page_size": row.get(
-            "page_size")}  # fmt: skip
-        return cls(run_id=row["run_id"], extra=extra, **values, **batch)
+        return cls(
+            run_id=row["run_id"], extra=extra, **values, lengths=lengths,
+            kv_cache=row.get("kv_cache"), page_size=row.get("page_size"),
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         data = {"run_id": self.run_id, **{name: getattr(self, name) for name in POINT_FIELDS}}
