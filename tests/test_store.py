@@ -157,7 +157,7 @@ def test_reopening_is_idempotent(db_path: Path) -> None:
             assert [r.label for r in store.runs()] == ["kept"]
             assert store.run(run_id).status == "complete"
     assert schema(db_path) == first
-    assert user_version(db_path) == SCHEMA_VERSION == 6
+    assert user_version(db_path) == SCHEMA_VERSION == 7
 
 
 def build_schema_1(path: Path) -> None:

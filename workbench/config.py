@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from kernels import knobs
 from kernels.schedule import MASK_MODES
 from workbench import field_words
+from workbench.batch_lengths import batch_violation, lengths_summary, scaled_to, tokens_read
 from workbench.sizes import SizeError, parse_size
 
 DTYPES = knobs.DTYPE.values
@@ -114,7 +115,7 @@ def _check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
 class Problem:
     """One attention problem: q and k (B, H or kv_heads, q_len or k_len, D), v (B, kv_heads,
     k_len, Dv) and the output (B, H, q_len, Dv); Dv = head_dim_v, the same as D unless set
-    (DeepSeek's MLA prefill has D 192 and Dv 128)."""
+    (DeepSeek's MLA prefill has D 192 and Dv 128). A ragged batch: see docs/serving.md."""
 
     batch: int = 1
     heads: int = 8
@@ -125,10 +126,16 @@ class Problem:
     dtype: str = "float16"
     input_pos: int = 0  # causal offset; k_len - q_len is chunked prefill
     head_dim_v: int | None = None  # None means the same as head_dim
+    lengths: tuple[int, ...] | None = None  # a ragged batch's keys per sequence; None: uniform
+    varlen: bool = False  # with lengths: each sequence's queries are its tokens (prefill)
+    kv_cache: str = "contiguous"  # or "paged" (a ragged batch's cache, pages of page_size)
+    page_size: int | None = None
+    shared_pages: int = 0  # the first pages of every sequence, one shared prefix (paged)
 
     def __post_init__(self) -> None:
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
+        self._check_batch()
         _check_int("batch", self.batch, 1, 4096)
         _check_int("heads", self.heads, 1, 1024)
         _check_int("kv_heads", self.kv_heads, 1, 1024)
@@ -153,14 +160,58 @@ class Problem:
         kv_heads = self.kv_heads if self.kv_heads is not None else self.heads
         width = max(self.head_dim, self.value_dim)
         largest = self.batch * width * max(self.heads * self.q_len, kv_heads * self.k_len)
+        if self.lengths is not None:  # a ragged batch's tensors hold its real tokens
+            largest = width * max(self.heads * sum(self.q_lens), kv_heads * self.kv_tokens())
         if largest > MAX_ELEMENTS:
             raise ConfigError(
-                "batch",
-                self.batch,
+                "batch" if self.lengths is None else "lengths",
+                self.batch if self.lengths is None else list(self.lengths),
                 f"the largest tensor (B·H·q_len·D or B·kv_heads·k_len·D) is {largest:,} elements, "
                 "over 2^31 - 1 (int32 indexing); use fewer heads, a smaller batch or shorter "
                 "sequences",
             )
+
+    def _check_batch(self) -> None:
+        """A ragged batch's lengths, cache and pages (:func:`batch_violation`); its batch,
+        k_len, q_len and offset set from its lengths."""
+        values = (self.lengths, self.varlen, self.kv_cache, self.page_size, self.shared_pages)
+        refused = batch_violation(*values, q_len=self.q_len, max_len=MAX_SEQ_LEN)
+        if refused is not None:
+            raise ConfigError(*refused)
+        if self.lengths is not None:
+            lengths = tuple(self.lengths)
+            object.__setattr__(self, "lengths", lengths)
+            object.__setattr__(self, "batch", len(lengths))
+            object.__setattr__(self, "k_len", max(lengths))
+            if self.varlen:
+                object.__setattr__(self, "q_len", self.k_len)
+            object.__setattr__(self, "input_pos", 0 if self.varlen else self.k_len - self.q_len)
+
+    @property
+    def ragged(self) -> bool:
+        """Is this a batch of sequences of their own lengths (varlen prefill or decode)?"""
+        return self.lengths is not None
+
+    @property
+    def q_lens(self) -> tuple[int, ...]:
+        """Queries per sequence: its own tokens in a varlen prefill, else q_len each."""
+        if self.lengths is not None and self.varlen:
+            return self.lengths
+        return (self.q_len,) * self.batch
+
+    @property
+    def k_lens(self) -> tuple[int, ...]:
+        """Keys per sequence: the ragged batch's lengths, else k_len each."""
+        return self.lengths if self.lengths is not None else (self.k_len,) * self.batch
+
+    def kv_tokens(self) -> int:
+        """Key positions of K (and of V) the batch reads (:func:`tokens_read`: whole pages)."""
+        return tokens_read(self.k_lens, self.page_size)
+
+    def with_longest(self, longest: int) -> Problem:
+        """The ragged batch scaled so its longest sequence has ``longest`` tokens."""
+        assert self.lengths is not None
+        return dataclasses.replace(self, lengths=scaled_to(self.lengths, longest))
 
     @property
     def value_dim(self) -> int:
@@ -201,22 +252,33 @@ class Problem:
 
     def summary(self, axis: str = SEQ_LEN_AXIS) -> str:
         """``B4 H32/8 D128 float16 pos+64``: the shape in one line, for lists and headers; a
-        sweep along k_len says its fixed q_len instead (``B1 H32/8 D128 bfloat16 q_len 1``)."""
+        sweep along k_len says its fixed q_len instead (``B1 H32/8 D128 bfloat16 q_len 1``); a
+        ragged batch leads with its lengths (``ragged 64× 1k–32k (mean 4.1k) P16 H32/8 …``)."""
         heads = f"H{self.heads}" + (f"/{self.kv_heads}" if self.kv_heads != self.heads else "")
         if axis == K_LEN_AXIS:
             offset = f" q_len {self.q_len}"
         else:
             offset = f" pos+{self.input_pos}" if self.input_pos else ""
         dims = f"D{self.head_dim}" + (f"/{self.value_dim}" if self.split_head_dims else "")
+        if self.lengths is not None:
+            batch = lengths_summary(self.lengths, self.page_size, self.varlen)
+            queries = "" if self.varlen else f" q_len {self.q_len}"
+            return f"{batch} {heads} {dims} {self.dtype}{queries}"
         return f"B{self.batch} {heads} {dims} {self.dtype}{offset}"
 
     def with_seq_len(self, seq_len: int) -> Problem:
-        """The same shape at sequence length ``seq_len``: q_len = N, k_len = N + input_pos."""
+        """The same shape at sequence length ``seq_len``: q_len = N, k_len = N + input_pos (a
+        ragged batch scaled so its longest sequence is N)."""
+        if self.lengths is not None:
+            return self.with_longest(seq_len)
         return dataclasses.replace(self, q_len=seq_len, k_len=seq_len + self.input_pos)
 
     def with_k_len(self, k_len: int) -> Problem:
         """The same queries against ``k_len`` keys, the queries last (decode: a KV cache of
-        k_len - q_len tokens before them, so causal is bottom-right, input_pos = k_len - q_len)."""
+        k_len - q_len tokens before them, so causal is bottom-right, input_pos = k_len - q_len);
+        a ragged batch scaled so its longest sequence has k_len keys."""
+        if self.lengths is not None and k_len >= self.q_len:
+            return self.with_longest(k_len)
         if k_len < self.q_len:
             raise ConfigError(
                 "k_lens",
@@ -235,12 +297,14 @@ class Problem:
         move."""
         assert self.kv_heads is not None
         width = self.head_dim + self.value_dim
+        if self.lengths is not None:  # the real lengths, a paged cache in whole pages
+            return self.kv_tokens() * self.kv_heads * width * self.itemsize
         return self.batch * self.kv_heads * self.k_len * width * self.itemsize
 
     def qo_bytes(self) -> int:
         """Bytes of Q (D wide) read and O (Dv wide) written, once each."""
         width = self.head_dim + self.value_dim
-        return self.batch * self.heads * self.q_len * width * self.itemsize
+        return sum(self.q_lens) * self.heads * width * self.itemsize
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

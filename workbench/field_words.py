@@ -33,6 +33,12 @@ FIELD_FLAGS: Mapping[str, str] = {
     "backends": "--backends",
     "label": "--label",
     "preset": "--preset",
+    "lengths": "--lengths",
+    "lengths_file": "--lengths-file",
+    "page_size": "--page-size",
+    "kv_cache": "--kv-cache",
+    "shared_pages": "--shared-pages",
+    "varlen": "--lengths",
 }
 # Other flags that set the same field: the refusal names the one the user typed.
 ALSO_SET_BY: Mapping[str, tuple[str, ...]] = {
@@ -41,6 +47,7 @@ ALSO_SET_BY: Mapping[str, tuple[str, ...]] = {
     "q_len": ("--q-len", "--k-lens"),
     "k_len": ("--k-len", "--k-lens"),
     "seq_lens": ("--k-lens",),
+    "lengths": ("--lengths-file", "--preset"),
 }
 FIELD_LABELS: Mapping[str, str] = {
     "batch": "Batch",
@@ -59,6 +66,12 @@ FIELD_LABELS: Mapping[str, str] = {
     "backend": "Backends",
     "backends": "Backends",
     "label": "Label",
+    "lengths": "Lengths",
+    "lengths_file": "Lengths",
+    "page_size": "Page size",
+    "kv_cache": "KV cache",
+    "shared_pages": "Shared pages",
+    "varlen": "Lengths",
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from workbench.config import K_LEN_AXIS, ConfigError, Problem
 
 PRESETS_FILE = "decode.json"
+SERVING_FILE = "serving.json"
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,44 @@ class ProblemPreset:
         return Problem(**{**fields, "k_len": q_len, "input_pos": 0})
 
 
-@lru_cache(maxsize=1)
-def _presets_file() -> dict[str, Any]:
-    text = resources.files("workbench.presets").joinpath(PRESETS_FILE).read_text("utf-8")
+@dataclass(frozen=True)
+class ServingPreset:
+    """A batch shaped like a serving engine's (``workbench/presets/serving.json``): the
+    problem's heads and dtype (``q_len`` for decode, none for a varlen prefill), the batch
+    (``lengths`` as ``--lengths`` takes it, ``kv_cache``, ``page_size``, ``shared_pages``) and
+    the mask; a decode preset brings :func:`preset_knobs` as the decode presets do."""
+
+    name: str
+    description: str
+    problem: dict[str, Any]
+    batch: dict[str, Any]
+    mask: str
+
+    @property
+    def decode(self) -> bool:
+        return "q_len" in self.problem
+
+
+@lru_cache(maxsize=2)
+def _presets_file(name: str = PRESETS_FILE) -> dict[str, Any]:
+    text = resources.files("workbench.presets").joinpath(name).read_text("utf-8")
     return json.loads(text)
+
+
+def serving_presets() -> dict[str, ServingPreset]:
+    """Every built-in serving preset by name, in the file's order."""
+    return {
+        name: ServingPreset(
+            name, entry["description"], dict(entry["problem"]), dict(entry["batch"]), entry["mask"]
+        )
+        for name, entry in _presets_file(SERVING_FILE)["presets"].items()
+    }
+
+
+def brings_decode_knobs(name: str) -> bool:
+    """Does the preset ``name`` bring the decode kernel's settings (all but a varlen one)?"""
+    serving = serving_presets().get(name)
+    return serving is None or serving.decode
 
 
 def problem_presets() -> dict[str, ProblemPreset]:
@@ -70,5 +105,6 @@ def problem_preset(name: str) -> ProblemPreset:
     """The preset called ``name``, or a ConfigError naming the presets there are."""
     presets = problem_presets()
     if name not in presets:
-        raise ConfigError("preset", name, f"expected one of {', '.join(presets)}")
+        every = [*presets, *serving_presets()]
+        raise ConfigError("preset", name, f"expected one of {', '.join(every)}")
     return presets[name]

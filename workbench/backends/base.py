@@ -21,6 +21,8 @@ from kernels.schedule import BlockKind, Schedule
 from workbench.accuracy import AccuracyReport, check_output
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.errors import BackendError as BackendError  # re-exported: where backends raise it
+from workbench.serving_blocks import sequence_reads, serving_flops, stacked_block_map
+from workbench.serving_inputs import check_serving_output, serving_host_inputs
 from workbench.timing import (
     CpuSampler,
     Sampler,
@@ -70,8 +72,11 @@ def problem_flops(problem: Problem, config: KernelConfig) -> int:
     for a window, 2·B·H·(D + Dv) per visible (row, key) pair.
 
     Causal uses the conventional half so figures compare with published ones; the exact count of
-    visible pairs differs from half by (Nq + 1) / (2·Nq), under 0.1 % at N ≥ 1024.
+    visible pairs differs from half by (Nq + 1) / (2·Nq), under 0.1 % at N ≥ 1024. A ragged
+    batch counts its real lengths (:func:`~workbench.serving_blocks.serving_flops`).
     """
+    if problem.lengths is not None:
+        return serving_flops(problem, config)
     widths = problem.head_dim + problem.value_dim
     dense = 2 * problem.batch * problem.heads * problem.q_len * problem.k_len * widths
     if config.mask == "none":
@@ -111,9 +116,12 @@ def host_inputs(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray,
     """Fresh standard-normal q, k, v in float32, rounded to the problem's dtype.
 
     Rounding on the host means every backend sees the same values that a half-precision tensor
-    holds, so their outputs can be compared with one float64 reference.
+    holds, so their outputs can be compared with one float64 reference. A ragged batch's come
+    in its serving layout (:func:`~workbench.serving_inputs.serving_host_inputs`).
     """
     assert problem.kv_heads is not None
+    if problem.lengths is not None:
+        return serving_host_inputs(problem, rng, round_to_dtype)
     shapes = [
         (problem.batch, problem.heads, problem.q_len, problem.head_dim),
         (problem.batch, problem.kv_heads, problem.k_len, problem.head_dim),
@@ -143,6 +151,8 @@ class Backend(ABC):
     description: ClassVar[str] = ""
     # What a user comparing with it should know (its limits in decode): `backends`, tooltips.
     notes: ClassVar[str] = ""
+    # Whether it runs a ragged batch (varlen prefill, paged decode) in the serving layouts.
+    runs_ragged: ClassVar[bool] = False
 
     @abstractmethod
     def availability(self) -> Availability:
@@ -160,6 +170,11 @@ class Backend(ABC):
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         """Raise :class:`~workbench.config.ConfigError` for what this backend cannot run."""
+        if problem.lengths is not None and not self.runs_ragged:
+            raise ConfigError(
+                "backend", self.name, "does not run a ragged batch (varlen prefill or a "
+                "paged KV cache) yet; the reference backend does",
+            )  # fmt: skip
         problem.check_fits(self.memory_capacity())
 
     # Hooks for measure_point.
@@ -212,6 +227,8 @@ class Backend(ABC):
         return None
 
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
+        if problem.lengths is not None:  # each sequence's own map, one below the other
+            return stacked_block_map(sequence_reads(problem, config))
         return schedule_for(problem, config).block_map
 
     def peak_memory_bytes(self) -> int | None:
@@ -247,10 +264,14 @@ class Backend(ABC):
             self.poison_output()
             checked_out = launch()
             self.synchronize()
-            q, k, v = (self.host_view(x) for x in inputs)
+            views = [self.host_view(x) for x in inputs]
             out = self.host_view(checked_out)
-            accuracy = self.check_accuracy(q, k, v, out, problem, config, rng)
-            del checked_out, out
+            if problem.lengths is not None:
+                accuracy = check_serving_output(views, out, problem, config, rng)
+            else:
+                q, k, v = views
+                accuracy = self.check_accuracy(q, k, v, out, problem, config, rng)
+            del checked_out, out, views
             for _ in range(settings.warmup):
                 launch()
             self.synchronize()

@@ -22,6 +22,8 @@ from workbench.backends.base import (
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.config import KernelConfig, Problem
 from workbench.noise import MIN_TURNS
+from workbench.serving_blocks import SequenceRead, sequence_reads, stacked_block_map
+from workbench.serving_inputs import serving_launch
 from workbench.timing import TimingSettings, TimingStats
 
 
@@ -35,10 +37,12 @@ def _host_memory_bytes() -> int | None:
 class ReferenceBackend(Backend):
     name = "reference"
     description = "NumPy reference on the CPU (float32 arithmetic, same tile schedule)"
+    runs_ragged = True  # varlen prefill and paged decode: kernels/reference_serving.py
 
     def __init__(self) -> None:
         self._visited: np.ndarray | None = None
         self._schedule: Schedule | None = None
+        self._reads: list[SequenceRead] | None = None
 
     def machine_info(self) -> dict[str, Any]:
         from workbench.blas import blas_threads
@@ -61,11 +65,19 @@ class ReferenceBackend(Backend):
         return total // 4 if total else None
 
     def upload(self, arrays: tuple[np.ndarray, ...], problem: Problem) -> tuple[Any, ...]:
-        return tuple(round_to_dtype(a, problem.dtype) for a in arrays)
+        # A ragged batch's offsets and block table are int32: only the tensors are rounded.
+        return tuple(round_to_dtype(a, problem.dtype) if a.dtype.kind == "f" else a for a in arrays)
 
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
     ) -> Callable[[], Any]:
+        if problem.lengths is not None:
+            # Each sequence on its own (kernels/reference_serving.py); the block map is the
+            # reference model of what each sequence's CTAs read (workbench/serving_blocks.py).
+            self._reads = sequence_reads(problem, config)
+            self._schedule = None
+            return serving_launch(problem, config, inputs)
+        self._reads = None
         q, k, v = inputs
         # The schedule the launch walks: in the decode form its packed rows' tile and its
         # splits (auto resolved as on the H200, NOMINAL_SM_SLOTS), so the map is its own.
@@ -79,6 +91,8 @@ class ReferenceBackend(Backend):
         return launch
 
     def block_map(self, problem: Problem, config: KernelConfig) -> np.ndarray:
+        if self._reads is not None:
+            return stacked_block_map(self._reads)
         # What the reference actually visited on its last launch, not a recomputation.
         assert self._visited is not None
         return self._visited
@@ -86,7 +100,10 @@ class ReferenceBackend(Backend):
     def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
         result = super().close_point(opened, timing)
         schedule = self._schedule
-        if schedule is not None and decode_form(opened.config):
+        if self._reads is not None:
+            # Per sequence: its pages, wasted tail, key blocks and splits (`show`, the CSV).
+            result.extra["sequences"] = [r.to_dict() for r in self._reads]
+        elif schedule is not None and decode_form(opened.config):
             # Which split read which key blocks: the block map tab and `show` draw the splits.
             result.extra.update(split_facts(schedule))
         return result

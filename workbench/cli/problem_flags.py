@@ -13,6 +13,7 @@ from typing import Any
 from kernels import knobs
 from kernels.schedule import MASK_MODES
 from workbench.cli.knob_flags import add_arch, add_knob_flag, knob_arch
+from workbench.cli.serving_flags import add_batch_flags, ragged_axis_and_problem
 from workbench.cli.timing_flags import add_timing
 from workbench.cli.values import UsageError, whole
 from workbench.config import (
@@ -25,7 +26,13 @@ from workbench.config import (
     SweepSpec,
     parse_seq_lens,
 )
-from workbench.problem_presets import preset_knobs, problem_preset, problem_presets
+from workbench.problem_presets import (
+    brings_decode_knobs,
+    preset_knobs,
+    problem_preset,
+    problem_presets,
+    serving_presets,
+)
 from workbench.sizes import size_arg
 
 # The problem flags' defaults where neither the flag nor a preset sets them.
@@ -63,7 +70,8 @@ def add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> N
         metavar="NAME",
         help=f"a decode problem ({presets}): heads, head dim, dtype, q_len, k-lens and mask, "
         "run by the decode kernel (packed GQA heads, --kv-splits auto, 32 KB key blocks: "
-        "--tile-n 128 at D 128, 256 at D 64); any of them given by hand wins",
+        "--tile-n 128 at D 128, 256 at D 64); or a serving batch "
+        f"({', '.join(serving_presets())}); any of them given by hand wins",
     )
     g.add_argument("--batch", type=whole, help="batch size (default 1)")
     g.add_argument("--heads", type=whole, help="query heads (default 8)")
@@ -81,6 +89,7 @@ def add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> N
         type=size_arg,
         help="causal offset: P cached keys before the queries (k_len = N + P); default 0",
     )
+    add_batch_flags(p)
     k = p.add_argument_group("kernel")
     k.add_argument("--mask", help=f"one of {', '.join(MASK_MODES)} (default none)")
     k.add_argument("--window", type=size_arg, help="sliding-window size (with --mask window)")
@@ -95,6 +104,9 @@ def axis_and_problem(args: argparse.Namespace) -> tuple[str, str, Problem, str]:
     ``--seq-lens`` (N) or ``--k-lens``/``--q-len``/``--preset`` (decode: k_len at a fixed
     q_len), the flags given by hand over the preset's values."""
     given = {name: getattr(args, name) for name in PROBLEM_DEFAULTS}
+    ragged = ragged_axis_and_problem(args, given, PROBLEM_DEFAULTS)
+    if ragged is not None:
+        return ragged
     preset = problem_preset(args.preset) if args.preset is not None else None
     decode = preset is not None or args.k_lens is not None or args.q_len is not None
     if not decode:
@@ -136,7 +148,7 @@ def knob_values(args: argparse.Namespace, head_dim: int) -> dict[str, Any]:
     settings at ``head_dim`` (:func:`~workbench.problem_presets.preset_knobs`), under the
     flags the user typed."""
     values = {knob.name: knob.default for knob in knobs.EXPOSED}
-    if getattr(args, "preset", None) is not None:
+    if getattr(args, "preset", None) is not None and brings_decode_knobs(args.preset):
         values.update(preset_knobs(head_dim))
     values.update({k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)})
     return values

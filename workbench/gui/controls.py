@@ -50,6 +50,7 @@ from workbench.gui.decode_fields import DecodeFields
 from workbench.gui.field_marks import INVALID_STYLE, FieldMarks
 from workbench.gui.form_values import has_value, set_widget_value, widget_value
 from workbench.gui.kernel_knobs import MASK_CHOICES, KernelKnobs
+from workbench.gui.serving_fields import ServingFields
 from workbench.problem_presets import head_dim_knobs
 
 # Power-of-two ranges in the syntax parse_seq_lens accepts, so the line edit stays the one source.
@@ -189,6 +190,9 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
         self.decode.changed.connect(self._on_axis_changed)
         self.decode.presetChosen.connect(self._on_decode_preset)
         form.addRow("Lengths are", self.decode)
+        self.serving = ServingFields()  # a ragged batch (workbench/gui/serving_fields.py)
+        self.serving.changed.connect(self._on_edited)
+        form.addRow("Ragged batch", self.serving)
         return group
 
     def _build_run_group(self) -> QGroupBox:
@@ -272,6 +276,7 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
             dtype=self.dtype.currentData(),
             input_pos=input_pos,
         )
+        problem = self.serving.apply(problem, decode)
         config = KernelConfig(
             mask=mask,
             window=self.window.value() if mask == "window" else None,

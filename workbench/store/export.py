@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 from kernels.cutile.plan import plan_columns
 from kernels.knobs import TUNABLE
 from workbench.bandwidth import point_bandwidth
-from workbench.config import KernelConfig
+from workbench.batch_lengths import lengths_summary
+from workbench.config import KernelConfig, Problem
 from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import UnsafeTarget, write_bytes_safely
 from workbench.store.disk_room import WRITE_FAILURES
@@ -64,6 +66,7 @@ def point_rows(
             data.pop("run_id")
             extra = data.pop("extra") or {}
             plan = data.pop("plan")
+            batch = {name: data.pop(name) for name in BATCH_COLS if name in data}
             launch = extra.get("launch") if tuned else None
             launched = launch if isinstance(launch, dict) else {}
             compiled = extra.get("resources")
@@ -84,6 +87,7 @@ def point_rows(
                 ),
                 "head_dim_v": run.problem.value_dim,
                 **plan_columns(plan),
+                **batch_cells(run.point_problem(point), batch),
             }
 
 
@@ -135,11 +139,27 @@ def export_columns() -> list[str]:
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
         *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS, "head_dim_v",
-        *plan_columns(None),
+        *plan_columns(None), *BATCH_COLS,
     ]  # fmt: skip
 
 
 BANDWIDTH_COLS = ("kv_gbs", "qo_gbs", "kv_read_pct")
+# A ragged batch's point: its summary, the hash and JSON list of its lengths, its KV cache and
+# page size (docs/serving.md); empty for a uniform batch.
+BATCH_COLS = ("lengths_summary", "lengths_hash", "lengths", "kv_cache", "page_size")
+
+
+def batch_cells(problem: Problem, stored: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`BATCH_COLS` of a point whose problem is ``problem``, lengths as JSON."""
+    if problem.lengths is None or stored.get("lengths") is None:
+        return dict.fromkeys(BATCH_COLS)
+    return {
+        "lengths_summary": lengths_summary(problem.lengths, problem.page_size, problem.varlen),
+        "lengths_hash": stored["lengths_hash"],
+        "lengths": json.dumps(stored["lengths"]),
+        "kv_cache": stored["kv_cache"],
+        "page_size": stored["page_size"],
+    }
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP, CSV injection).

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from workbench.batch_lengths import lengths_hash
 from workbench.config import AXES, SEQ_LEN_AXIS, KernelConfig, Problem
 from workbench.timing import facts_from_stored_samples
 
@@ -79,7 +80,10 @@ class RunRecord:
         }
 
     def point_problem(self, point: PointRecord) -> Problem:
-        """The problem one of its points solved (its own q_len, k_len and offset)."""
+        """The problem one of its points solved (its own q_len, k_len and offset; a ragged
+        batch's own lengths)."""
+        if point.lengths is not None and self.problem.lengths is not None:
+            return dataclasses.replace(self.problem, lengths=point.lengths)
         return dataclasses.replace(
             self.problem,
             q_len=point.q_len,
@@ -129,6 +133,10 @@ class PointRecord:
     peak_mem_bytes: int | None
     extra: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None  # the launch plan it ran (kernels.cutile.plan), if any
+    # A ragged batch's point (schema 7; None before and for uniform batches).
+    lengths: tuple[int, ...] | None = None
+    kv_cache: str | None = None
+    page_size: int | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PointRecord:
@@ -137,10 +145,28 @@ class PointRecord:
         if "samples_ms" in row and "turns" not in extra:  # stored before turns were recorded
             extra = facts_from_stored_samples(extra, json.loads(row["samples_ms"] or "[]"))
         plan = json.loads(row["plan"]) if row.get("plan") else None
-        return cls(run_id=row["run_id"], extra=extra, plan=plan, **values)
+        stored = json.loads(row.get("lengths") or "null")  # an older database has no column
+        lengths = tuple(stored) if isinstance(stored, list) else None
+        return cls(
+            run_id=row["run_id"], extra=extra, plan=plan, **values, lengths=lengths,
+            kv_cache=row.get("kv_cache"), page_size=row.get("page_size"),
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         data = {"run_id": self.run_id, **{name: getattr(self, name) for name in POINT_FIELDS}}
         data["extra"] = self.extra or {}
         data["plan"] = self.plan
+        data.update(batch_columns(self.lengths, self.kv_cache, self.page_size))
         return data
+
+
+def batch_columns(
+    lengths: tuple[int, ...] | None, kv_cache: str | None, page_size: int | None
+) -> dict[str, Any]:
+    """A point's ragged-batch columns: its lengths (a list), their hash, cache and page size."""
+    return {
+        "lengths": list(lengths) if lengths is not None else None,
+        "lengths_hash": lengths_hash(lengths) if lengths is not None else None,
+        "kv_cache": kv_cache,
+        "page_size": page_size,
+    }

@@ -25,6 +25,7 @@ from workbench.store.records import (
     STATUSES,
     PointRecord,
     RunRecord,
+    batch_columns,
     utc_now,
 )
 
@@ -145,6 +146,10 @@ class Store(OpenedStore):
             "extra": json.dumps(result.extra, default=str),
             "plan": None if result.plan is None else json.dumps(result.plan),
         }
+        problem = result.problem
+        if problem.lengths is not None:  # a ragged batch: its lengths, hash, cache and pages
+            batch = batch_columns(problem.lengths, problem.kv_cache, problem.page_size)
+            row.update(batch, lengths=json.dumps(batch["lengths"]))
         grid = np.ascontiguousarray(result.block_map, dtype=np.int8)
 
         def insert() -> None:

@@ -149,6 +149,17 @@ def _migration_6(db: sqlite_utils.Database) -> None:
         db.table("points").add_column("plan", str)
 
 
+def _migration_7(db: sqlite_utils.Database) -> None:
+    """A ragged batch's point: its lengths (a JSON list, one a sequence), their hash, its KV
+    cache and page size; empty for the uniform batches stored before and since."""
+    points = db.table("points")
+    have = set(points.columns_dict)  # a file rebuilt from a newer one may hold them already
+    for name, kind in (("lengths", str), ("lengths_hash", str), ("kv_cache", str),
+                       ("page_size", int)):  # fmt: skip
+        if name not in have:
+            points.add_column(name, kind)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_1,
     _migration_2,
@@ -156,6 +167,7 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_4,
     _migration_5,
     _migration_6,
+    _migration_7,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -10,12 +10,13 @@ from kernels import knobs, schedule
 from kernels.schedule import MASK_MODES
 from workbench import blockmap_text
 from workbench.backends.base import decode_form
+from workbench.cli import serving_blockmap
 from workbench.cli.blockmap_layout import blockmap_layout, map_data
 from workbench.cli.common_flags import add_json
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.knob_flags import add_knob_flag
 from workbench.cli.output import emit_json
-from workbench.cli.values import whole
+from workbench.cli.values import UsageError, whole
 from workbench.sizes import size_arg
 
 NAME = "blockmap"
@@ -23,7 +24,9 @@ NAME = "blockmap"
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(NAME, help="which q×k blocks a configuration computes, masks, skips")
-    p.add_argument("--q-len", type=size_arg, required=True, help="query length (rows)")
+    p.add_argument(
+        "--q-len", type=size_arg, help="query length (rows); required but with --lengths"
+    )
     p.add_argument("--k-len", type=size_arg, help="default: q-len + input-pos")
     for name in schedule.TILE_KNOBS:
         add_knob_flag(p, knobs.KNOBS[name])
@@ -37,10 +40,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--kv-heads", type=whole, help="key/value heads (default: --heads)")
     p.add_argument("--batch", type=whole, default=1, help="batch (auto splits read the grid)")
+    serving_blockmap.add_flags(p)
     add_json(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    if serving_blockmap.wanted(args):  # a ragged batch: one line a sequence
+        return serving_blockmap.run(args)
+    if args.q_len is None:
+        raise UsageError("blockmap: the following arguments are required: --q-len")
     problem, config, layout = blockmap_layout(args)
     split = decode_form(config)
     if args.json:

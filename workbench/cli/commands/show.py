@@ -10,6 +10,7 @@ from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.output import emit_json, printable, table
 from workbench.cli.plan_text import plan_lines
+from workbench.cli.serving_show import batch_lines
 from workbench.cli.show_table import compile_summary, point_table
 from workbench.cli.values import run_id
 from workbench.roofline import no_ceiling_reason
@@ -48,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
             if ceilings is None:
                 where = str(run.machine.get("gpu_name") or "")
                 print(no_ceiling_reason(where, run.backend))
-        for line in plan_lines(points, run.axis):
+        for line in (*plan_lines(points, run.axis), *batch_lines(run, points)):
             print(line)
     return EXIT_OK

@@ -1,0 +1,42 @@
+"""A ragged paged decode from the window on the reference backend: the lengths typed into the
+form's ragged-batch row, Run pressed, the run in History with its batch's summary; a bad length
+refused naming the field, nothing stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gui_helpers import pick, run_and_wait, type_into
+
+pytestmark = pytest.mark.gui
+
+
+def test_a_ragged_paged_decode_runs_from_the_window(qtbot: Any, window: Any) -> None:
+    c = window.controls
+    type_into(qtbot, c.heads, "4")
+    type_into(qtbot, c.kv_heads, "2")
+    pick(c.head_dim, 32)
+    pick(c.decode.axis, "k_len")
+    type_into(qtbot, c.decode.q_len, "1")
+    type_into(qtbot, c.seq_lens, "100")
+    type_into(qtbot, c.serving.lengths, "40,0,17,100")
+    pick(c.serving.kv_cache, "paged")
+    pick(c.serving.page_size, 16)
+    run_id = run_and_wait(qtbot, window)
+    run = window.store.run(run_id)
+    assert run.status == "complete" and run.problem.lengths == (40, 0, 17, 100)
+    (point,) = window.store.points(run_id)
+    assert point.lengths == (40, 0, 17, 100) and point.page_size == 16
+    assert point.rel_err is not None and point.rel_err < 1e-2
+    shown = [window.history.model.index(0, col).data() for col in range(8)]
+    assert any("ragged 4× 0–100 (mean 39) P16 H4/2 D32" in str(cell) for cell in shown), shown
+
+
+def test_a_bad_length_in_the_window_is_refused_naming_the_field(qtbot: Any, window: Any) -> None:
+    c = window.controls
+    type_into(qtbot, c.serving.lengths, "40,-3")
+    with pytest.raises(Exception) as refused:
+        c.spec()
+    assert refused.value.form_message().startswith("Lengths '40,-3': a length of -3")
+    assert window.store.runs() == []

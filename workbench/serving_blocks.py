@@ -1,0 +1,105 @@
+"""What a CTA reads in a ragged batch, per sequence (the reference model): its pages and the
+wasted tail of its last page, its key blocks and which split reads them, the block map of its
+own tile schedule; and the batch's FLOPs counted on its real lengths.
+
+Each sequence runs the tile schedule (:mod:`kernels.schedule`) of its own lengths, its key
+range split as the decode form splits it (auto: over the whole batch's grid, so a long
+sequence among many short ones gets more splits). The batch's block map stacks the
+sequences' maps, one below the other, padded with skipped blocks to the longest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels import schedule
+from kernels.schedule import BlockKind, Schedule, visible_pairs
+from workbench.batch_lengths import pages_of
+from workbench.config import KernelConfig, Problem
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One sequence's sizes as a schedule reads them (:class:`kernels.schedule.ProblemShape`),
+    the whole batch's count kept so that an auto split sees the batch's grid."""
+
+    batch: int
+    heads: int
+    kv_heads: int | None
+    q_len: int
+    k_len: int
+    input_pos: int
+    group_size: int
+
+
+@dataclass(frozen=True)
+class SequenceRead:
+    """What the CTAs of one sequence read (one KV head; every head reads alike)."""
+
+    index: int
+    queries: int
+    keys: int
+    pages: int | None  # None on a contiguous cache
+    wasted_tokens: int  # slots of the last page past the sequence's keys (0 contiguous)
+    key_blocks: int
+    splits: tuple[tuple[int, int], ...]  # key blocks [lo, hi) each split reads
+    block_map: np.ndarray  # (q-blocks, k-blocks) BlockKind codes
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "index": self.index, "queries": self.queries, "keys": self.keys,
+            "pages": self.pages, "wasted_tokens": self.wasted_tokens,
+            "key_blocks": self.key_blocks, "splits": [list(s) for s in self.splits],
+        }  # fmt: skip
+
+
+def sequence_schedule(problem: Problem, config: KernelConfig, index: int) -> Schedule | None:
+    """The tile schedule of sequence ``index`` (None for one without keys or queries)."""
+    lq, lk = problem.q_lens[index], problem.k_lens[index]
+    if lq == 0 or lk == 0:
+        return None
+    shape = _Shape(problem.batch, problem.heads, problem.kv_heads, lq, lk, max(lk - lq, 0),
+                   problem.group_size)  # fmt: skip
+    return schedule.schedule_of(config.knob_values(), shape, config.mask, config.window)
+
+
+def sequence_reads(problem: Problem, config: KernelConfig) -> list[SequenceRead]:
+    """Every sequence's reads, in the batch's order."""
+    reads = []
+    for b, (lq, lk) in enumerate(zip(problem.q_lens, problem.k_lens)):
+        plan = sequence_schedule(problem, config, b)
+        pages = pages_of(lk, problem.page_size) if problem.page_size else None
+        wasted = pages * problem.page_size - lk if pages is not None and problem.page_size else 0
+        grid = plan.block_map if plan is not None else np.full((1, 0), BlockKind.SKIPPED, np.int8)
+        splits = tuple(plan.split_ranges) if plan is not None else ()
+        keys_blocks = plan.n_k_blocks if plan is not None else 0
+        reads.append(SequenceRead(b, lq, lk, pages, wasted, keys_blocks, splits, grid))
+    return reads
+
+
+def stacked_block_map(reads: list[SequenceRead]) -> np.ndarray:
+    """The sequences' block maps one below the other, padded with skipped blocks."""
+    width = max(1, *(r.block_map.shape[1] for r in reads))
+    rows = []
+    for r in reads:
+        grid = np.full((max(1, r.block_map.shape[0]), width), BlockKind.SKIPPED, dtype=np.int8)
+        grid[: r.block_map.shape[0], : r.block_map.shape[1]] = r.block_map
+        rows.append(grid)
+    return np.concatenate(rows, axis=0)
+
+
+def serving_flops(problem: Problem, config: KernelConfig) -> int:
+    """2·H·(D + Dv) per visible (query, key) pair of each sequence on its own: a varlen
+    prefill's causal mask the conventional half per sequence (lq·lk/2), decode's queries and
+    any window counted exactly; nothing for an empty sequence."""
+    width = 2 * problem.heads * (problem.head_dim + problem.value_dim)
+    window = config.window if config.mask == "window" else None
+    total = 0
+    for lq, lk in zip(problem.q_lens, problem.k_lens):
+        if config.mask == "causal" and problem.varlen:
+            total += lq * lk // 2
+        else:
+            total += visible_pairs(lq, lk, config.mask, lk - lq, window)
+    return width * total
