@@ -1,12 +1,12 @@
 """Head dims that are not powers of two: the columns the kernel's tiles take for them.
 
-cuTile tiles are powers of two. The prefill forms (one CTA per tile and the persistent grids)
-split a head dim into power-of-two column chunks, largest first (96 = 64 + 32, 80 = 64 + 16,
-192 = 128 + 64): Q·Kᵀ sums one MMA per chunk of D and P·V keeps one accumulator per chunk of
-Dv, so no MMA does work on columns past the array's. A chunk narrower than a tensor-core MMA's
-K (:data:`MMA_K_MIN`) is padded to it (40 = 32 + 8 runs as 32 + 16, 248 as one 256). Every
-other form runs the head dim in the next power-of-two tile. Either way the columns past the
-array's come in through bounds-checked loads that fill them with zeros (no copy of the
+cuTile tiles are powers of two. The prefill forms (one CTA per tile, and the grids that loop
+over tiles) split a head dim into power-of-two column chunks, largest first (96 = 64 + 32, 80 =
+64 + 16, 192 = 128 + 64): Q·Kᵀ sums one MMA per chunk of D and P·V keeps one accumulator per
+chunk of Dv, so no MMA does work on columns past the array's. A chunk narrower than a tensor-
+core MMA's K (:data:`MMA_K_MIN`) is padded to it (40 = 32 + 8 runs as 32 + 16, 248 as one 256).
+Every other form runs the head dim in the next power-of-two tile. Either way the columns past
+the array's come in through bounds-checked loads that fill them with zeros (no copy of the
 caller's tensors) and the output's store drops them. The list of head dims users may ask for is
 the registry's (:data:`kernels.knobs.HEAD_DIM`), defined once.
 """
@@ -36,15 +36,6 @@ def column_chunks(head_dim: int) -> tuple[int, ...]:
     of its own widths, so chunk ``c`` at offset ``o`` is tile ``o // c`` of the columns."""
     span = -(-max(head_dim, 1) // MMA_K_MIN) * MMA_K_MIN
     return tuple(1 << bit for bit in range(span.bit_length() - 1, -1, -1) if span >> bit & 1)
-
-
-def chunk_offsets(chunks: tuple[int, ...]) -> tuple[int, ...]:
-    """The first column of each chunk."""
-    offsets, at = [], 0
-    for width in chunks:
-        offsets.append(at)
-        at += width
-    return tuple(offsets)
 
 
 def head_columns(head_dim: int, chunks: tuple[int, ...]) -> str:

@@ -5,6 +5,8 @@ against the plan's chunks where cuda.tile is installed."""
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import pytest
 
 from kernels.cutile.plan import CHUNKED_FORMS, LaunchPlan
@@ -13,7 +15,6 @@ from kernels.head_dims import (
     EXACT,
     MMA_K_MIN,
     PADDED,
-    chunk_offsets,
     column_chunks,
     head_columns,
 )
@@ -160,3 +161,8 @@ def _plan_of(head_dim: int, mask: str, knobs: dict, q_len: int = 4096) -> Launch
         compile_.LaunchConfig.of(knobs), p, mask=mask, input_pos=8192 - q_len,
         sm_count=lambda: 132,
     )  # fmt: skip
+
+
+def chunk_offsets(chunks: tuple[int, ...]) -> list[int]:
+    """The first column of each chunk."""
+    return [0, *accumulate(chunks)][:-1]

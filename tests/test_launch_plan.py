@@ -222,10 +222,13 @@ def test_the_plan_a_point_ran_is_stored_shown_and_exported(
     target = tmp_path / "points.csv"
     assert run_cli("export", "--csv", str(target)).code == 0
     rows = list(csv.DictReader(io.StringIO(target.read_text(encoding="utf-8"))))
-    assert list(rows[0])[-7:] == [
+    columns = list(rows[0])
+    at = columns.index("plan_form")  # after the older columns, before the ragged batch's
+    assert columns[at : at + 7] == [
         "plan_form", "plan_tile_m", "plan_tile_n", "plan_kv_splits", "plan_pack_gqa",
         "plan_grid", "plan",
     ]  # fmt: skip
+    assert columns.index("head_dim_v") < at
     assert (rows[0]["plan_form"], rows[0]["plan_kv_splits"]) == ("decode", str(plan.kv_splits))
     assert rows[0]["plan_grid"] == "x".join(map(str, plan.grid))
     assert json.loads(rows[0]["plan"]) == json.loads(json.dumps(plan.to_dict()))

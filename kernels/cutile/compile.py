@@ -10,14 +10,14 @@ values.
 from __future__ import annotations
 
 import io
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import cuda.tile as ct
 
 from kernels.cutile import forms
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import friendly_errors
-from kernels.cutile.forms import ArraySpec, KernelCall, Problem
+from kernels.cutile.forms import KernelCall, Problem
 from kernels.cutile.launch import check_mask
 
 # The SM count the offline compile assumes for the persistent forms' grid: the H200's. Only
@@ -29,7 +29,17 @@ _DTYPES = {"float16": ct.float16, "bfloat16": ct.bfloat16, "float32": ct.float32
 _SCALARS = {float: ct.float32, int: ct.int32}
 
 
-def array_constraint(spec: ArraySpec) -> Any:
+class ShapedArray(Protocol):
+    """What an offline compile needs of an array parameter (ArraySpec, the serving ArrayArg)."""
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+
+def array_constraint(spec: ShapedArray) -> Any:
     """What the JIT would assume for a contiguous, 16-byte aligned array of this shape."""
     from cuda.tile.compilation import ArrayConstraint
 

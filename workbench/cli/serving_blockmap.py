@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 def draw(problem: Problem, config: KernelConfig, reads: list[SequenceRead]) -> list[str]:
     """The header, one line a sequence shown, and the legend."""
-    tile_n = config.knob_values()["tile_n"]
+    _, block_keys = schedule.tile_shape(config.knob_values())
     widest = max(1, *(r.key_blocks for r in reads))
     group = cdiv(widest, BAR_COLUMNS)
     step = cdiv(len(reads), MAX_SEQUENCE_ROWS)
@@ -81,7 +81,7 @@ def draw(problem: Problem, config: KernelConfig, reads: list[SequenceRead]) -> l
             f"|{_bar(r, widest, group)}|  splits {splits}"
         )
     lines.append(
-        f"key blocks of {tile_n} keys; 0-9 a-z: the split that reads the block, '.' past the "
+        f"key blocks of {block_keys} keys; 0-9 a-z: the split that reads the block, '.' past the "
         "sequence's keys; tail: slots of the last page past its keys (read, then masked)"
     )
     return lines

@@ -67,7 +67,8 @@ SAME_AS_D = "same as D"  # the value head dim's "not set"
 ERROR_LINES = 3  # the lines a validation message under Run has, shown or not
 
 
-class ControlsPanel(KernelKnobs, FieldMarks, QWidget):
+# mask and window are form rows here, shadowing QWidget.mask()/window() (nothing calls those)
+class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
     """Problem and kernel controls. Emits ``runRequested`` / ``cancelRequested``; holds no logic."""
 
     runRequested = Signal()

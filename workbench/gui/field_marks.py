@@ -4,7 +4,9 @@ the field's label in its tooltip and under Run. :class:`FieldMarks` is a part of
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from typing import Any, cast
+
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QWidget
 
 from workbench.gui.decode_fields import DecodeFields
@@ -25,7 +27,7 @@ class FieldMarks:
     seq_lens: QLineEdit
     decode: DecodeFields
     error_label: QLabel
-    edited: Signal
+    edited: Any  # the form's Signal, declared there
 
     def field_widget(self, name: str) -> QWidget | None:
         if name == "k_lens":
@@ -39,8 +41,13 @@ class FieldMarks:
         tooltip and under the form; returns that message (for the status bar)."""
         self.clear_errors()
         widget = self.field_widget(field_name)
-        labels = {name: field_label(self, name, w) or name for name, w in self._fields.items()}
-        message = labelled_message(field_label(self, field_name, widget), message, labels)
+        labels = {
+            name: field_label(cast(QWidget, self), name, w) or name
+            for name, w in self._fields.items()
+        }
+        message = labelled_message(
+            field_label(cast(QWidget, self), field_name, widget), message, labels
+        )
         if widget is not None:
             self._tooltips[widget.objectName()] = widget.toolTip()
             widget.setProperty("invalid", True)

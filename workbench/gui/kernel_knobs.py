@@ -108,11 +108,11 @@ class KernelKnobs:
                 rows.append((knob.label, widget))
         self._help = {k.name: self._fields[k.name].toolTip() for k in knobs.EXPOSED}
 
-        self.mask: QComboBox = self._combo("mask", [(t, v) for t, v, _ in MASK_CHOICES])  # type: ignore[assignment]
+        self.mask: QComboBox = self._combo("mask", [(t, v) for t, v, _ in MASK_CHOICES])
         self.mask.currentIndexChanged.connect(self._on_mask_changed)
         self.input_pos = self._spin("input_pos", 0, MAX_SEQ_LEN, 0)
         self.input_pos.setToolTip("Causal offset: queries are the last tokens of a longer sequence")
-        self.window: QSpinBox = self._spin("window", 1, MAX_SEQ_LEN, 256)  # type: ignore[assignment]
+        self.window: QSpinBox = self._spin("window", 1, MAX_SEQ_LEN, 256)
         self.window.setToolTip("Each query sees this many most recent keys")
 
         # The tiles first, then the mask, the switches and the other numbers.

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import workbench.cli.serving_blockmap as serving_blockmap
 from kernels import knobs, schedule
 from kernels.schedule import MASK_MODES
 from workbench import blockmap_text
 from workbench.backends.base import decode_form
-from workbench.cli import serving_blockmap
 from workbench.cli.blockmap_layout import blockmap_layout, map_data
 from workbench.cli.common_flags import add_json
 from workbench.cli.exit_codes import EXIT_OK
