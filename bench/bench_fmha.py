@@ -27,7 +27,7 @@ from kernels import knobs  # noqa: E402
 from workbench.backends import get_backend  # noqa: E402
 from workbench.config import KernelConfig, Problem, SweepSpec, parse_seq_lens  # noqa: E402
 from workbench.jobs import GroupStarted, group_specs, plan_group, run_group  # noqa: E402
-from workbench.report import build_report, markdown  # noqa: E402
+from workbench.reports.report import build_report, markdown  # noqa: E402
 from workbench.store import Store  # noqa: E402
 
 # In the window's list order, so a benchmark group and a group run from the window time their

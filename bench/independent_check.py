@@ -29,9 +29,9 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from kernels.measure import balanced_order  # noqa: E402
-from workbench.compare import median_noise  # noqa: E402
-from workbench.noise import median_noise_pct, ratio_noise_pct  # noqa: E402
-from workbench.report import read_group, speedup  # noqa: E402
+from workbench.analysis.compare import median_noise  # noqa: E402
+from workbench.measure.noise import median_noise_pct, ratio_noise_pct  # noqa: E402
+from workbench.reports.report import read_group, speedup  # noqa: E402
 from workbench.store import Store, StoreError  # noqa: E402
 
 # The H200's L2 (the largest in service): a KV cache at most this size is read cold by rotating
@@ -72,7 +72,7 @@ REPEAT_THRESHOLD_PCT = 2.0
 
 def stored_noise_pct(point: Any) -> float:
     """One standard error of a stored point's median in percent, as the workbench recorded it
-    (:func:`workbench.compare.median_noise`); infinite where it has none."""
+    (:func:`workbench.analysis.compare.median_noise`); infinite where it has none."""
     noise = median_noise(point)
     return math.inf if noise is None else noise
 

@@ -3,7 +3,7 @@
 
     python3 bench/read_kernels.py --rounds 6 --json read-kernels.json
 
-The workbench's one-launch read (``workbench.stream_read``, what ``bandwidth`` times; its
+The workbench's one-launch read (``workbench.measure.stream_read``, what ``bandwidth`` times; its
 checksum checked first), CuPy's ``sum`` (what ``bandwidth`` timed before) and torch's ``sum``,
 each over the same float32 buffers of random bits (copies taken in turn below 256 MB, so every
 call reads HBM), timed with the project's one timer (CUDA-graph replay) once a round in a
@@ -37,8 +37,8 @@ def readers(size: int) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from workbench.bandwidth import rotation_copies
-    from workbench.stream_read import StreamRead
+    from workbench.analysis.bandwidth import rotation_copies
+    from workbench.measure.stream_read import StreamRead
 
     elements = size // 16 * 4
     copies = rotation_copies(size)
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
 
     from kernels.measure import LaunchSampler
-    from workbench.streaming import fit_streaming, summary
+    from workbench.analysis.streaming import fit_streaming, summary
 
     gpu = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     seed = int.from_bytes(os.urandom(4), "little")

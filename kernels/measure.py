@@ -132,7 +132,7 @@ def _round_cycle(n: int) -> tuple[tuple[int, ...], ...]:
 
     Rounds run back to back, so the first turn of a round follows the last of the one before.
     Shifting a Williams row by one each round puts the same two items at every such boundary
-    pair's distance, so each item follows one neighbour twice as often as each of the others
+    pair's distance, so each item follows one neighbour twice as each of the others
     (docs/experiments.md). Here each row is used ``uses``
     times and each boundary pair once, so that over the cycle every item follows every other
     item equally often; the order is the most even one a short search finds in every

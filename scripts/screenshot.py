@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
 
     from workbench.gui.app import configure_application
     from workbench.gui.main_window import MainWindow
-    from workbench.timing import TimingSettings
+    from workbench.measure.timing import TimingSettings
 
     app = QApplication(sys.argv[:1])
     configure_application(app)

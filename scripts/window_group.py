@@ -35,7 +35,7 @@ def _ladder_switches() -> list[Any]:
     registry's knobs that ``ladder-blackwell.json`` flips): the ones this script ticks, each
     off unless its flag is given."""
     from kernels import knobs
-    from workbench.ladder import load_ladder
+    from workbench.jobs.ladder_steps import load_ladder
 
     steps = load_ladder(preset="blackwell").steps
     first, last = steps[0].config, steps[-1].config
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None, *, sweep_in_child: bool | None = None) -
     settings = QSettings(str(Path(scratch.name) / "settings.ini"), QSettings.Format.IniFormat)
     timing = None
     if args.rounds is not None:
-        from workbench.timing import TimingSettings
+        from workbench.measure.timing import TimingSettings
 
         # What every GPU backend times with by default, with the rounds asked for.
         timing = TimingSettings(warmup=5, min_samples=30, min_time_s=0.5, rounds=args.rounds)

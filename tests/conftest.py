@@ -28,7 +28,7 @@ from tests import skip_summary
 if TYPE_CHECKING:
     from workbench.backends.base import PointResult
     from workbench.config import KernelConfig, Problem
-    from workbench.timing import TimingSettings
+    from workbench.measure.timing import TimingSettings
 
 VENV_BIN = Path(sys.executable).parent
 REAL_STDERR_FD = pytest.StashKey[int]()
@@ -233,7 +233,7 @@ def count_rows() -> Callable[[Path, str], int]:
 
 
 def fast_timing() -> TimingSettings:
-    from workbench.timing import TimingSettings
+    from workbench.measure.timing import TimingSettings
 
     return TimingSettings(warmup=0, min_samples=1, max_samples=1, min_time_s=0.0)
 
@@ -241,7 +241,7 @@ def fast_timing() -> TimingSettings:
 def _measure_point(
     problem: Problem, config: KernelConfig, rng: np.random.Generator | None = None
 ) -> PointResult:
-    """A real PointResult from the reference backend, as quickly as it can be measured."""
+    """A real PointResult from the reference backend, as it can be measured."""
     from workbench.backends.reference import ReferenceBackend
 
     return ReferenceBackend().measure_point(

@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import Event, JobStarted, RunEvent, RunFinished, RunStarted
 from workbench.jobs.base import Job, Plan, Timing, backend_for, check_points, timing_for
 from workbench.jobs.sweep import run_sweep
-from workbench.machine import host_info
+from workbench.measure.machine import host_info
+from workbench.run.events import Event, JobStarted, RunEvent, RunFinished, RunStarted
+from workbench.run.stories import JobStory, Outcome, first_line
 from workbench.store import Store
-from workbench.stories import JobStory, Outcome, first_line
 
 PROBE_FAILURE = "the probe's second run fails on purpose\n(its second line)"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import JobFinished, PointFinished, RunFinished, RunStarted, SweepStarted
 from workbench.jobs import BackgroundJob, SweepJob
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import JobFinished, PointFinished, RunFinished, RunStarted, SweepStarted
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
 # N = 8k on the reference takes the child many seconds: time enough to end it mid-point.

@@ -237,7 +237,7 @@ def test_the_benchmark_preset_stores_its_groups_and_writes_the_generated_table(t
     """bench_fmha.py is a preset over the workbench: its results are groups in a database,
     and its markdown is `report`'s; a backend this machine lacks is left out with a note."""
     from bench.bench_fmha import main
-    from workbench.report import build_report, markdown
+    from workbench.reports.report import build_report, markdown
     from workbench.store import Store
 
     db, table = tmp_path / "bench.db", tmp_path / "bench.md"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workbench.blas import BLAS_THREAD_VARIABLES
+from workbench.measure.blas import BLAS_THREAD_VARIABLES
 from workbench.store import Store
 
 FAST = ["--batch", "1", "--heads", "1", "--head-dim", "32", "--warmup", "0", "--samples", "1"]

@@ -277,7 +277,7 @@ def test_compare_a_group(
 ) -> None:
     from workbench.config import KernelConfig, Problem, SweepSpec
     from workbench.jobs import run_sweep
-    from workbench.timing import TimingSettings
+    from workbench.measure.timing import TimingSettings
 
     quick = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
     with Store(db_path) as store:

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.compare import compare_cell, format_delta, format_speedup
+from workbench.analysis.compare import compare_cell, format_delta, format_speedup
 
 
 def point(median: float, p20: float, p80: float) -> SimpleNamespace:

@@ -288,7 +288,7 @@ def test_a_report_of_decode_groups_of_different_problems_names_each_rows_problem
 def test_a_decode_groups_readme_table_has_its_own_markers(
     run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from workbench.readme_tables import (
+    from workbench.reports.readme_tables import (
         DECODE_README_BEGIN,
         DECODE_README_END,
         README_BEGIN,
@@ -316,7 +316,7 @@ def test_a_decode_groups_readme_table_has_its_own_markers(
 def test_the_bandwidth_measurement_with_a_fake_gpu(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workbench import bandwidth
+    from workbench.analysis import bandwidth
     from workbench.backends import gpu
     from workbench.cli.commands import bandwidth as bandwidth_command
     from workbench.cli.commands import machine as machine_command
@@ -381,7 +381,7 @@ def test_the_bandwidth_measurement_with_a_fake_gpu(
 def test_the_read_by_size_sits_beside_the_stored_figure_and_keeps_nothing(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workbench import bandwidth
+    from workbench.analysis import bandwidth
     from workbench.cli.commands import bandwidth as bandwidth_command
     from workbench.cli.commands import machine as machine_command
 
@@ -622,7 +622,7 @@ def test_help_lists_the_decode_flags(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_the_window_s_ladder_job_takes_the_decode_ladder_on_a_k_len_form_only() -> None:
     from workbench.jobs import ladder_job
-    from workbench.ladder import load_ladder
+    from workbench.jobs.ladder_steps import load_ladder
 
     decode = load_ladder(preset="decode")
     problem = Problem(heads=4, kv_heads=1, head_dim=32, q_len=1, k_len=1)

@@ -10,10 +10,10 @@ import workbench.backends as backends
 from workbench.backends.base import Availability
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import JobFinished, PointFinished, RunFinished, Skipped
 from workbench.jobs import GroupJob, GroupStarted
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import JobFinished, PointFinished, RunFinished, Skipped
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
 

@@ -13,10 +13,10 @@ import pytest
 from tests import cpu_peers
 from workbench.backends import get_backend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import PointFinished, RunFinished
 from workbench.jobs import GroupStarted, group_specs, plan_group, run_group
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import PointFinished, RunFinished
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +66,7 @@ def test_a_group_measures_each_length_in_balanced_interleaved_rounds(
 ) -> None:
     """Within a length the backends take turns: each runs right after each other one."""
     import workbench.backends.interleave as interleave
-    import workbench.timing as timing
+    import workbench.measure.timing as timing
 
     turns: list[str] = []
     real = timing.measure_interleaved

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from workbench.compare import machine_differences
+from workbench.analysis.compare import machine_differences
 from workbench.store import SCHEMA_VERSION, Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_an_old_database_gets_the_same_identities_in_every_copy(tmp_path: Path) 
     assert identities[0] == identities[1] and len(set(identities[0])) == 16
     # A migrated copy and the untouched original are the same runs to import.
     with Store(tmp_path / "both.db") as store:
-        run_cli_free = __import__("workbench.importer", fromlist=["import_runs"])
+        run_cli_free = __import__("workbench.store.importer", fromlist=["import_runs"])
         assert len(run_cli_free.import_runs(store, one).added) == 16
         assert run_cli_free.import_runs(store, H200_DB).added == ()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.independent_check import agreement_line, median_noise_pct, ratio_noise_pct
-from workbench.noise import turn_medians
+from workbench.measure.noise import turn_medians
 
 PER_TURN = 10
 

@@ -1,6 +1,6 @@
 """A job says what it is; nothing switches on its name (issue #53 item 6).
 
-(1) No module of the window (workbench/gui/) or the progress model (workbench/progress.py)
+(1) No module of the window (workbench/gui/) or the progress model (workbench/run/progress.py)
 compares a job's kind: not its name as a string, not a ``.kind``/``.noun``, not a stored group's
 kind constant, not an ``isinstance`` against one kind's job or started event. (2) A kind of job
 defined only in the tests (tests/job_kind_probe.py) runs through the progress model and the
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-import workbench.events as events
+import workbench.run.events as events
 from tests.job_kind_probe import PROBE_FAILURE, ProbeJob, ProbeStarted, random_probe_spec
 from workbench.jobs.base import Job
-from workbench.progress import ProgressModel, ProgressPrinter
+from workbench.measure.timing import TimingSettings
+from workbench.run.progress import ProgressModel, ProgressPrinter
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)
@@ -44,7 +44,7 @@ def kind_vocabulary() -> tuple[set[str], set[str]]:
     event, its own refusal). A group of backends is stored as "backends", a word too common
     to scan for: a comparison with a group's kind is caught as a read of ``kind`` instead."""
     import workbench.jobs  # noqa: F401  (every kind's module, so its classes are subclasses)
-    import workbench.ladder as ladder
+    import workbench.jobs.ladder_steps as ladder
     from workbench.config import ConfigError
 
     # A refusal one kind's module raises (LadderStepError); base's are every job's.
@@ -138,7 +138,7 @@ def kind_switches(source: str, words: set[str], classes: set[str]) -> list[str]:
 
 
 def scanned_modules() -> list[Path]:
-    return [*sorted((ROOT / "workbench" / "gui").rglob("*.py")), ROOT / "workbench/progress.py"]
+    return [*sorted((ROOT / "workbench" / "gui").rglob("*.py")), ROOT / "workbench/run/progress.py"]
 
 
 def test_the_window_and_the_progress_model_never_switch_on_a_job_kind() -> None:
@@ -161,7 +161,7 @@ def test_the_window_and_the_progress_model_never_switch_on_a_job_kind() -> None:
         'if job.kind == "ladder": pass',
         'title = "Ladder" if model.story.noun == "ladder" else "Run"',
         'if "group" in (kind, other): pass',
-        "from workbench.ladder import GROUP_KIND as LK\nok = group['kind'] == LK",
+        "from workbench.jobs.ladder_steps import GROUP_KIND as LK\nok = group['kind'] == LK",
         'ok = store.group(1).get("kind") != "backends"',
         'if group["kind"] in GROUP_KINDS: pass',
         "if model.story.noun == name: pass",

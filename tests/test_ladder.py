@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-import workbench.ladder as ladder_module
+import workbench.jobs.ladder_steps as ladder_module
 from workbench.cli import main
 from workbench.config import ConfigError, Problem
 from workbench.jobs import run_ladder
-from workbench.ladder import ladder_table, load_ladder
+from workbench.jobs.ladder_steps import ladder_table, load_ladder
+from workbench.measure.timing import TimingSettings
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
 

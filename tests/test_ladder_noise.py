@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from workbench.compare import RUN_TO_RUN_PCT, compare_cell
+from workbench.analysis.compare import RUN_TO_RUN_PCT, compare_cell
 from workbench.config import Problem
 from workbench.jobs import run_ladder
-from workbench.ladder import ladder_table, load_ladder, speedup_verdict
-from workbench.noise import MIN_TURNS, median_noise_pct
+from workbench.jobs.ladder_steps import ladder_table, load_ladder, speedup_verdict
+from workbench.measure.noise import MIN_TURNS, median_noise_pct
 from workbench.store import Store
 
 

@@ -2,8 +2,8 @@
 
 CPU only: each hand-set step of ``ladder.json`` and ``ladder-sm120.json`` is compiled offline
 for every architecture the preset names (tileiras, then cuobjdump, through
-:class:`workbench.resources.ResourceService`) and must neither spill registers nor fail to fit
-one CTA on an SM. The autotuned step is the tuner's table, which
+:class:`workbench.analysis.resources.ResourceService`) and must neither spill registers nor fail to
+fit one CTA on an SM. The autotuned step is the tuner's table, which
 tests/test_arch_tables_offline.py checks. Skipped without the compilers, except under CI=true.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from kernels.cubin_resources import ARCH_LIMITS
+from workbench.analysis.resources import ResourceService, missing_tools
 from workbench.config import Problem
-from workbench.ladder import PRESETS, load_ladder, preset_for_arch
-from workbench.resources import ResourceService, missing_tools
+from workbench.jobs.ladder_steps import PRESETS, load_ladder, preset_for_arch
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 DEFAULTS = [name for name in PRESETS if name != "ladder-blackwell.json"]

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from workbench.accuracy import AccuracyReport
 from workbench.backends.base import PointResult, problem_flops, schedule_for
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.ladder import format_ladder_table, ladder_table
+from workbench.jobs.ladder_steps import format_ladder_table, ladder_table
+from workbench.measure.accuracy import AccuracyReport
+from workbench.measure.timing import TimingStats
 from workbench.store import Store
-from workbench.timing import TimingStats
 
 STEPS = ("baseline", "bigger tiles", "fast math")
 

@@ -19,10 +19,10 @@ PAGE_BOUND_S = 0.1  # one page of the run history, with 5,000 runs stored
 SWEEP_2000 = """
 import json, resource, sys
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.events import PointFinished, RunFinished
+from workbench.run.events import PointFinished, RunFinished
 from workbench.jobs import run_sweep
 from workbench.store import Store
-from workbench.timing import TimingSettings
+from workbench.measure.timing import TimingSettings
 
 def rss_mb():
     with open("/proc/self/statm") as f:

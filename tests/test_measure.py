@@ -43,7 +43,7 @@ def test_every_round_is_a_permutation_and_the_cycle_repeats(n: int) -> None:
 def test_over_a_cycle_every_item_follows_every_other_equally_often_across_rounds(n: int) -> None:
     # Rounds run back to back: the pair that ends one round and starts the next counts too.
     # With a shifted Williams row per round, four backends each followed one neighbour twice
-    # as often as the others (16, 8, 8 of 32 turns on the H200).
+    # as the others (16, 8, 8 of 32 turns on the H200).
     length = _cycle_length(n)
     turns = [i for r in range(length) for i in balanced_order(n, r)]
     pairs = _predecessors(turns + turns[:1])  # the wrap: the next cycle starts the same way

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.ncu import compare_rows, launch_spec, ncu_command, parse_raw_csv
+from workbench.reports.ncu import compare_rows, launch_spec, ncu_command, parse_raw_csv
 from workbench.store import Store
 
 # A FIXTURE (tests/fixtures/ncu-raw-handwritten.csv), written by hand in the shape of
@@ -52,7 +52,7 @@ def test_the_parser_takes_the_headline_metrics_and_the_top_stalls() -> None:
 def test_a_scaled_unit_is_converted_not_taken_as_the_headlines_own() -> None:
     """On the H200 ncu wrote the DRAM rate as 3.6 "Tbyte/second": stored as 3.6 GB/s until
     the prefix was read (and the import now asks ncu for base units)."""
-    from workbench.ncu import unit_factor
+    from workbench.reports.ncu import unit_factor
 
     assert 3.609 * unit_factor("GB/s", "Tbyte/second") == pytest.approx(3609.0)
     assert 3.609e12 * unit_factor("GB/s", "byte/second") == pytest.approx(3609.0)
@@ -86,7 +86,7 @@ def test_the_command_profiles_one_launch_with_the_clocks_left_alone(db_path: Pat
     assert argv[argv.index("--clock-control") + 1] == "none"
     assert argv[argv.index("--launch-count") + 1] == "1"
     assert argv[argv.index("--nvtx-include") + 1] == "fmha-workbench-profile/"
-    assert json.loads(argv[-1]) == spec and argv[-3:-1] == ["-m", "workbench.ncu"]
+    assert json.loads(argv[-1]) == spec and argv[-3:-1] == ["-m", "workbench.reports.ncu"]
 
 
 def _cutile_run(
@@ -101,7 +101,7 @@ def _cutile_run(
     """A stored cuTile run with one point at N = 128 (or k_len 128 for one query row, with
     ``axis="k_len"``), as the GPU would have stored it."""
     from workbench.backends.reference import ReferenceBackend
-    from workbench.timing import TimingSettings
+    from workbench.measure.timing import TimingSettings
 
     config = KernelConfig(mask="causal", autotune=autotune)
     spec = SweepSpec(
@@ -250,7 +250,7 @@ def test_compare_sets_each_runs_top_stalls_beside_the_others_value_for_them() ->
 def test_the_pc_samples_say_which_instruction_each_reason_waits_at() -> None:
     """The question the H200's prefill profile left open: ours stalled at a barrier 1.82 warps
     per issue, with no barrier in its key loop. The source page says which instruction."""
-    from workbench.ncu_source import parse_source_csv
+    from workbench.analysis.ncu_source import parse_source_csv
 
     waits = parse_source_csv(NCU_SOURCE_FIXTURE, "fmha_kernel_causal")
     assert waits is not None
@@ -279,7 +279,7 @@ def test_the_pc_samples_say_which_instruction_each_reason_waits_at() -> None:
 
 
 def test_compare_puts_each_reasons_instruction_beside_its_value() -> None:
-    from workbench.ncu_source import parse_source_csv
+    from workbench.analysis.ncu_source import parse_source_csv
 
     waits = parse_source_csv(NCU_SOURCE_FIXTURE)
     assert waits is not None

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from workbench.compare import RUN_TO_RUN_PCT, compare_cell, relative_spread_pct
-from workbench.noise import MAD_TO_SIGMA, MEDIAN_SE_FACTOR, turn_medians
-from workbench.timing import TimingSettings, TimingStats, measure_interleaved, timing_facts
+from workbench.analysis.compare import RUN_TO_RUN_PCT, compare_cell, relative_spread_pct
+from workbench.measure.noise import MAD_TO_SIGMA, MEDIAN_SE_FACTOR, turn_medians
+from workbench.measure.timing import TimingSettings, TimingStats, measure_interleaved, timing_facts
 
 ROUNDS, PER_TURN = 32, 10
 

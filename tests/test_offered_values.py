@@ -118,9 +118,9 @@ def test_the_cli_takes_what_is_offered_and_refuses_the_rest(arch: str) -> None:
 def test_the_local_gpu_is_the_cli_default_and_any_offers_everything(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import workbench.ladder
+    import workbench.jobs.ladder_steps
 
-    monkeypatch.setattr(workbench.ladder, "local_gpu_arch", lambda: "sm_120")
+    monkeypatch.setattr(workbench.jobs.ladder_steps, "local_gpu_arch", lambda: "sm_120")
     with pytest.raises(ConfigError, match="not on sm_120"):
         _cli_spec(["--backend", "cutile", "--tile-m", "256"])
     assert _cli_spec(["--backend", "cutile", "--tile-m", "256", "--arch", "any"]).config.tile_m

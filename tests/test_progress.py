@@ -11,13 +11,13 @@ import pytest
 
 from tests import cpu_peers
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.events import PointFinished, RunFinished
 from workbench.jobs import GroupJob, LadderJob, SweepJob
-from workbench.ladder import load_ladder
-from workbench.progress import ProgressModel, ProgressPrinter, TimeLeft, format_duration
+from workbench.jobs.ladder_steps import load_ladder
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import PointFinished, RunFinished
+from workbench.run.progress import ProgressModel, ProgressPrinter, TimeLeft, format_duration
+from workbench.run.stories import SweepStory
 from workbench.store import Store
-from workbench.stories import SweepStory
-from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
 
@@ -78,7 +78,7 @@ def test_time_left_estimates_each_point_from_its_work() -> None:
 
 
 def test_a_job_says_each_points_work(db_path: Path) -> None:
-    from workbench.events import JobStarted
+    from workbench.run.events import JobStarted
 
     problem = Problem(batch=2, heads=3, head_dim=32)
     for mask, share in (("none", 1.0), ("causal", 0.5)):
@@ -92,7 +92,7 @@ def test_a_job_says_each_points_work(db_path: Path) -> None:
 def test_the_time_left_before_a_long_point_holds_on_a_real_sweep(db_path: Path) -> None:
     """A real reference sweep 256, 4k: the estimate before the 4k point is within a few
     times what it took (the mean of past points was 15 times short)."""
-    from workbench.events import PointStarted
+    from workbench.run.events import PointStarted
 
     job = SweepJob(SweepSpec(Problem(heads=1, head_dim=64), (256, 4096), KernelConfig(64, 64)))
     model = ProgressModel.for_job(job)
@@ -209,7 +209,7 @@ def test_a_cancelled_ladder_names_its_step_and_keeps_saying_cancelling(db_path: 
 
 
 def test_a_failed_run_is_one_failure_line_with_its_error() -> None:
-    from workbench.events import RunStarted, SweepStarted
+    from workbench.run.events import RunStarted, SweepStarted
 
     model = ProgressModel(SweepStory(), (16,))
     for event in (
@@ -241,7 +241,7 @@ def test_the_printer_prints_each_point_with_the_time_left(db_path: Path) -> None
 
 
 def test_the_time_left_counts_down_while_a_point_runs() -> None:
-    from workbench.events import PointStarted, SweepStarted
+    from workbench.run.events import PointStarted, SweepStarted
     from workbench.store import PointRecord
 
     clock = Clock()

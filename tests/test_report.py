@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests import cpu_peers
-from workbench.readme_tables import README_BEGIN, README_END, readme_markers
-from workbench.report import build_report, markdown
+from workbench.reports.readme_tables import README_BEGIN, README_END, readme_markers
+from workbench.reports.report import build_report, markdown
 from workbench.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 from kernels.cubin_resources import ARCH_LIMITS, Resources
-from workbench.backends.reference import ReferenceBackend
-from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.jobs.sweep import run_sweep
-from workbench.resources import (
+from workbench.analysis.resources import (
     CompiledResources,
     ResourceService,
     arch_of_machine,
     ctas_per_sm,
     missing_tools,
 )
+from workbench.backends.reference import ReferenceBackend
+from workbench.config import KernelConfig, Problem, SweepSpec
+from workbench.jobs.sweep import run_sweep
 from workbench.store import Store
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
@@ -217,7 +217,7 @@ def test_a_ladder_cell_says_what_its_step_compiled_to(
     service: ResourceService, db_path: Path, rng: np.random.Generator
 ) -> None:
     from tests.conftest import fast_timing
-    from workbench.ladder import format_ladder_table, ladder_table
+    from workbench.jobs.ladder_steps import format_ladder_table, ladder_table
 
     problem = Problem(batch=1, heads=1, head_dim=64, q_len=1, k_len=1)
     with Store(db_path) as store:
@@ -238,7 +238,7 @@ def test_a_ladder_cell_says_what_its_step_compiled_to(
 
 def test_a_child_process_answers_from_the_same_cache_and_can_be_ended(tmp_path: Path) -> None:
     _require_compilers()
-    from workbench.resources import launch_knobs_of, read_child
+    from workbench.analysis.resources import launch_knobs_of, read_child
 
     service = ResourceService(tmp_path / "cache")
     config = KernelConfig(mask="causal", tile_m=128, tile_n=128, num_worker_warps=8)

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.roofline import (
+from workbench.analysis.roofline import (
     Ceilings,
     measure_ceilings,
     measure_matmul_tflops,
     no_ceiling_reason,
     point_roofline,
 )
+from workbench.config import KernelConfig, Problem, SweepSpec
 from workbench.store import Store
 
 H200 = Ceilings(
@@ -106,7 +106,7 @@ def test_a_point_is_measured_against_the_ceiling_that_bounds_it(rng: np.random.G
 def test_machine_measure_without_a_gpu_exits_2_in_one_line_and_writes_nothing(
     run_cli: Any, db_path: Path
 ) -> None:
-    from workbench.roofline import device_lib
+    from workbench.analysis.roofline import device_lib
 
     lib, why = device_lib()
     if lib is not None:
@@ -206,7 +206,7 @@ def test_the_report_gives_each_backends_percent_once_the_gpu_has_ceilings(
 def test_compare_shows_each_runs_percent_and_says_why_a_run_has_none(
     run_cli: Any, db_path: Path, measure: Any, rng: np.random.Generator
 ) -> None:
-    from workbench.compare import roofline_points
+    from workbench.analysis.compare import roofline_points
 
     with Store(db_path) as store:
         gpu = _gpu_run(store, measure, "NVIDIA H200", rng, backend="cutile")
@@ -246,9 +246,9 @@ def test_machine_measure_stores_the_ceilings_and_the_read_figure_decode_points_u
 ) -> None:
     import functools
 
+    import workbench.analysis.roofline as roofline
     import workbench.backends.gpu as gpu
-    import workbench.roofline as roofline
-    from workbench import bandwidth
+    from workbench.analysis import bandwidth
 
     device = NumpyDevice(rng, matmul_ms=2.0)
     read_ms = float(rng.uniform(0.5, 5.0))

@@ -388,8 +388,8 @@ def test_gpu_points_stored_before_turns_were_recorded_get_their_noise_from_their
     # back to the samples' p20-p80 spread for it. Every GPU turn since the one timer is ten samples.
     import dataclasses
 
-    from workbench.compare import median_noise
-    from workbench.timing import TimingStats
+    from workbench.analysis.compare import median_noise
+    from workbench.measure.timing import TimingStats
 
     spec = small_spec()
     levels = 1 + 0.02 * rng.standard_normal(32)

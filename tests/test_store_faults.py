@@ -356,8 +356,8 @@ def test_ctrl_c_between_two_events_stores_the_run_cancelled(
     """The signal can land in the CLI's own loop (printing a point) rather than in the job:
     the run must still end cancelled, with no traceback, while the database is open."""
     from workbench import cli
-    from workbench.events import PointFinished
-    from workbench.progress import ProgressPrinter
+    from workbench.run.events import PointFinished
+    from workbench.run.progress import ProgressPrinter
 
     original = ProgressPrinter.__call__
 

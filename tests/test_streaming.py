@@ -13,8 +13,14 @@ import pytest
 
 from tests import cpu_peers
 from tests.conftest import FAST_TIMING_ARGS
+from workbench.analysis.streaming import (
+    COLD_KV_BYTES,
+    MIN_FIT_POINTS,
+    fit_run,
+    fit_streaming,
+    summary,
+)
 from workbench.store import Store
-from workbench.streaming import COLD_KV_BYTES, MIN_FIT_POINTS, fit_run, fit_streaming, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODE_DB = ROOT / "bench" / "results" / "h200-decode.db"
@@ -127,7 +133,7 @@ def test_a_cpu_decode_groups_report_says_why_it_has_no_fit(run_cli, monkeypatch)
 
 
 def test_the_streaming_read_fills_every_sm_once_and_no_more_than_it_has_words() -> None:
-    from workbench.stream_read import CTAS_PER_SM, THREADS, describe, grid_ctas
+    from workbench.measure.stream_read import CTAS_PER_SM, THREADS, describe, grid_ctas
 
     assert grid_ctas(10**9, 132) == 132 * CTAS_PER_SM
     assert grid_ctas(1, 132) == 1

@@ -13,10 +13,10 @@ import pytest
 from workbench.backends.base import BackendError
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import PointFinished, PointStarted, RunFinished, RunStarted
 from workbench.jobs import BackendUnavailable, run_sweep
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import PointFinished, PointStarted, RunFinished, RunStarted
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 QUICK = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
 
@@ -157,7 +157,7 @@ def test_a_fixed_seed_reproduces_the_inputs(db_path: Path) -> None:
 
 
 def test_a_tree_without_git_takes_its_commit_from_the_environment(monkeypatch, tmp_path):
-    import workbench.machine as machine
+    import workbench.measure.machine as machine
 
     fake_module = tmp_path / "workbench" / "machine.py"
     fake_module.parent.mkdir()
@@ -174,7 +174,7 @@ def test_a_tree_without_git_takes_its_commit_from_the_environment(monkeypatch, t
 def test_a_named_commit_wins_over_an_older_checkout_the_tree_was_copied_with(monkeypatch):
     """A GPU host's copy of the tree can carry an older .git: the commit the caller names is
     the one the runs record, not that checkout's HEAD marked dirty."""
-    import workbench.machine as machine
+    import workbench.measure.machine as machine
 
     monkeypatch.setenv("FMHA_WORKBENCH_COMMIT", "9f6d6e4")
     machine.git_commit.cache_clear()
@@ -193,8 +193,8 @@ def test_a_sweep_job_checks_at_preflight_and_where_a_point_opens(monkeypatch, tm
     from workbench.backends.reference import ReferenceBackend
     from workbench.config import KernelConfig, Problem, SweepSpec
     from workbench.jobs import SweepJob
+    from workbench.measure.timing import TimingSettings
     from workbench.store import Store
-    from workbench.timing import TimingSettings
 
     asked: list[int] = []
     original = ReferenceBackend.check_supported
@@ -216,7 +216,7 @@ def test_each_job_asks_each_backend_once_whether_it_is_available(monkeypatch, tm
     backend, not once per length or per ladder step."""
     from tests import cpu_peers
     from workbench.jobs import GroupJob, LadderJob, SweepJob
-    from workbench.ladder import Ladder, LadderStep
+    from workbench.jobs.ladder_steps import Ladder, LadderStep
 
     cpu_peers.register(monkeypatch)
     probes: list[str] = []

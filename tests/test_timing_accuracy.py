@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from kernels.reference import flash_attention
-from workbench.accuracy import MAX_ROWS, MAX_SLICES, TOLERANCE, check_output, sample_indices
 from workbench.backends.base import host_inputs, round_to_dtype
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import (
+from workbench.measure.accuracy import MAX_ROWS, MAX_SLICES, TOLERANCE, check_output, sample_indices
+from workbench.measure.timing import (
     CpuSampler,
     TimingSettings,
     TimingStats,

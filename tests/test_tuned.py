@@ -1,4 +1,4 @@
-"""Labels for the launch an autotuned run actually used (workbench.tuned)."""
+"""Labels for the launch an autotuned run actually used (workbench.analysis.tuned)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workbench.tuned import launch_summary, tuned_label, tuned_labels, tuned_lines
+from workbench.analysis.tuned import launch_summary, tuned_label, tuned_labels, tuned_lines
 
 # What the cuTile backend stores in extra["launch"] (the H200 database's run 1 at N = 1024).
 STORED = {

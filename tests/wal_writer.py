@@ -16,7 +16,7 @@ H200_DB = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200.db"
 WRITER = textwrap.dedent(
     """
     import sys
-    from workbench.importer import import_runs
+    from workbench.store.importer import import_runs
     from workbench.store import Store
 
     store = Store(sys.argv[1])

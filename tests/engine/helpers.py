@@ -54,7 +54,7 @@ def count_then_refuse(n: int):  # type: ignore[no-untyped-def]
 def engine_grandchild_pid(pid_file: str) -> None:
     """Start an engine of this process's own (as a window's job child does for its GPU
     members), write that engine child's pid, and keep it busy in a long call."""
-    from workbench.engine import Engine
+    from workbench.run.engine import Engine
 
     engine = Engine(timeout_s=120)
     engine.start()

@@ -17,11 +17,11 @@ from workbench.backends.base import Availability
 from workbench.backends.isolated import IsolatedBackend
 from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
-from workbench.engine import Engine, EngineFailure
-from workbench.events import RunFinished
 from workbench.jobs import run_sweep
+from workbench.measure.timing import TimingSettings
+from workbench.run.engine import Engine, EngineFailure
+from workbench.run.events import RunFinished
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 H = "tests.engine.helpers"
 QUICK = TimingSettings(warmup=0, min_samples=2, min_time_s=0.0)

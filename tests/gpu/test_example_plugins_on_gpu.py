@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FAST_TIMING_ARGS
-from workbench.accuracy import TOLERANCE
+from workbench.measure.accuracy import TOLERANCE
 
 pytestmark = pytest.mark.gpu
 

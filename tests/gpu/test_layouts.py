@@ -90,7 +90,7 @@ def test_strided_inputs_are_not_copied(seed: int) -> None:
     out = launch.attention(q, k, v, layout="bnhd", mask="causal")
     torch.cuda.synchronize()
     grew = torch.cuda.max_memory_allocated() - before
-    # The new output and nothing like another q, k or v (each as large as out).
+    # The new output and nothing like another q, k or v (each as out).
     assert grew < out.numel() * out.element_size() * 1.5, f"peak grew by {grew} bytes"
 
 

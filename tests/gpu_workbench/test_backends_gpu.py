@@ -9,10 +9,10 @@ from kernels.schedule import Schedule
 from workbench.backends import get_backend
 from workbench.backends.isolated import IsolatedBackend
 from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.engine import Engine, EngineFailure
 from workbench.jobs import run_sweep
+from workbench.measure.timing import TimingSettings, measure
+from workbench.run.engine import Engine, EngineFailure
 from workbench.store import Store
-from workbench.timing import TimingSettings, measure
 
 QUICK = TimingSettings(warmup=2, min_samples=5, min_time_s=0.0)
 

@@ -10,7 +10,7 @@ import pytest
 def test_the_streaming_read_reads_every_word_exactly_once(words: int) -> None:
     import cupy
 
-    from workbench.stream_read import StreamRead
+    from workbench.measure.stream_read import StreamRead
 
     seed = int(np.random.SeedSequence().entropy % 2**32)
     print(f"seed {seed}")
@@ -24,14 +24,14 @@ def test_the_streaming_read_reads_every_word_exactly_once(words: int) -> None:
 def test_a_buffer_of_part_words_is_refused() -> None:
     import cupy
 
-    from workbench.stream_read import StreamRead
+    from workbench.measure.stream_read import StreamRead
 
     with pytest.raises(ValueError, match="whole 16-byte words"):
         StreamRead(cupy.ones(6, dtype=cupy.float32))
 
 
 def test_the_measured_read_is_one_launch_and_says_so() -> None:
-    from workbench import bandwidth
+    from workbench.analysis import bandwidth
 
     measured = bandwidth.measure_gpu_read_bandwidth("this GPU", 64_000_000)
     assert measured.bytes_read == 64_000_000

@@ -73,7 +73,7 @@ if _QT_PROBLEM is None:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QPushButton
 
-    from workbench.timing import TimingSettings
+    from workbench.measure.timing import TimingSettings
 
     # Tiny timing so a reference sweep of two short lengths takes a fraction of a second.
     FAST_TIMING = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)

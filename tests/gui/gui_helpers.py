@@ -182,10 +182,10 @@ def seed_run(
     """
     import numpy as np
 
-    from workbench.accuracy import AccuracyReport
     from workbench.backends.base import PointResult, problem_flops, schedule_for
     from workbench.config import KernelConfig, Problem, SweepSpec
-    from workbench.timing import TimingStats, timing_facts
+    from workbench.measure.accuracy import AccuracyReport
+    from workbench.measure.timing import TimingStats, timing_facts
 
     problem = Problem(batch=1, heads=heads, head_dim=32)
     config = KernelConfig(tile_m=32, tile_n=32, mask=mask, autotune=autotune)

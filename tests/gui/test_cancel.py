@@ -12,7 +12,7 @@ import pytest
 from gui_helpers import small_problem
 from PySide6.QtCore import Qt
 
-from workbench.timing import TimingSettings
+from workbench.measure.timing import TimingSettings
 
 pytestmark = pytest.mark.gui
 # A point at N = 16k on the reference backend takes a minute or more on two CI cores; Cancel

@@ -10,7 +10,7 @@ import pytest
 from gui_helpers import seed_run
 from readouts import cell_colored, cell_text
 
-from workbench.compare import MIN_NOISE_PCT, compare_cell, relative_spread_pct
+from workbench.analysis.compare import MIN_NOISE_PCT, compare_cell, relative_spread_pct
 from workbench.gui.compare import FASTER, SLOWER
 from workbench.store import Store
 

@@ -15,13 +15,13 @@ from gui_helpers import click_run, pick, run_and_wait, type_into
 from readouts import cell_text, drawn_rgb, plotted, row_tooltip, run_curve
 
 from kernels.schedule import BlockKind, split_ranges
-from workbench.bandwidth import point_bandwidth
-from workbench.compare import run_name
+from workbench.analysis.bandwidth import point_bandwidth
+from workbench.analysis.compare import run_name
+from workbench.analysis.streaming import fit_run
+from workbench.analysis.streaming import summary as streaming_summary
 from workbench.gui.heatmap import KIND_COLORS
 from workbench.gui.split_legend import split_rgb
 from workbench.store import Store
-from workbench.streaming import fit_run
-from workbench.streaming import summary as streaming_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ from PySide6.QtCore import Qt
 
 from tests.gui.gui_helpers import pick, seed_run
 from tests.gui.readouts import cell_text, length_cell
-from workbench.resources import ResourceService, missing_tools
-from workbench.roofline import Ceilings
+from workbench.analysis.resources import ResourceService, missing_tools
+from workbench.analysis.roofline import Ceilings
 from workbench.store import Store
 
 pytestmark = pytest.mark.gui

@@ -24,15 +24,15 @@ from workbench.config import ConfigError, KernelConfig, Problem, SweepSpec
 from workbench.gui.ladder import CELL_ROLE, GAIN, LOSS, MISSING, VERDICT_ROLE
 from workbench.gui.worker import SweepWorker, start_in_thread
 from workbench.jobs import LadderJob
-from workbench.ladder import (
+from workbench.jobs.ladder_steps import (
     NOT_RUN,
     ladder_preset_text,
     ladder_table,
     load_ladder,
     speedup_verdict,
 )
+from workbench.measure.timing import TimingSettings
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,9 +43,9 @@ N_STEPS = len(STEPS)  # six: every step of the sm_90 default fits without spilli
 @pytest.fixture(autouse=True)
 def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     # The window's ladder is the local GPU's preset: pinned to "no GPU" (Hopper's) here.
-    import workbench.ladder
+    import workbench.jobs.ladder_steps
 
-    monkeypatch.setattr(workbench.ladder, "local_gpu_arch", lambda: None)
+    monkeypatch.setattr(workbench.jobs.ladder_steps, "local_gpu_arch", lambda: None)
 
 
 H200_LADDER_DB = ROOT / "bench" / "results" / "experiments" / "h200-workbench-ladder.db"
@@ -439,7 +439,7 @@ class LadderReceiver(QObject):
         self.calls.append((name, value, gui))
 
     def on_event(self, event: Any) -> None:
-        from workbench import events
+        from workbench.run import events
 
         if isinstance(event, events.LadderStarted):
             self._note("ladder", len(event.steps))

@@ -126,7 +126,7 @@ def test_roofline_hover_describes_the_point_and_the_axes_read_plainly(
 
 
 def shows_whole(label: Any) -> bool:
-    """A label shows all its text: one line as wide as its text, or wrapped to the height its
+    """A label shows all its text: one line as its text, or wrapped to the height its
     text needs at its width."""
     text = label.text()
     if label.wordWrap():

@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QApplication
 from workbench.config import KernelConfig, Problem, SweepSpec
 from workbench.gui.worker import SweepWorker, start_in_thread
 from workbench.jobs import SweepJob
+from workbench.measure.timing import TimingSettings
 from workbench.store import Store
-from workbench.timing import TimingSettings
 
 pytestmark = pytest.mark.gui
 FAST = TimingSettings(warmup=1, min_samples=3, min_time_s=0.0)

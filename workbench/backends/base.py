@@ -18,12 +18,12 @@ import numpy as np
 
 from kernels import schedule
 from kernels.schedule import BlockKind, Schedule
-from workbench.accuracy import AccuracyReport, check_output
+from workbench.analysis.serving_blocks import sequence_reads, serving_flops, stacked_block_map
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.errors import BackendError as BackendError  # re-exported: where backends raise it
-from workbench.serving_blocks import sequence_reads, serving_flops, stacked_block_map
-from workbench.serving_inputs import check_serving_output, serving_host_inputs
-from workbench.timing import (
+from workbench.measure.accuracy import AccuracyReport, check_output
+from workbench.measure.serving_inputs import check_serving_output, serving_host_inputs
+from workbench.measure.timing import (
     CpuSampler,
     Sampler,
     TimingSettings,
@@ -73,7 +73,7 @@ def problem_flops(problem: Problem, config: KernelConfig) -> int:
 
     Causal uses the conventional half so figures compare with published ones; the exact count of
     visible pairs differs from half by (Nq + 1) / (2·Nq), under 0.1 % at N ≥ 1024. A ragged
-    batch counts its real lengths (:func:`~workbench.serving_blocks.serving_flops`).
+    batch counts its real lengths (:func:`~workbench.analysis.serving_blocks.serving_flops`).
     """
     if problem.lengths is not None:
         return serving_flops(problem, config)
@@ -117,7 +117,7 @@ def host_inputs(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray,
 
     Rounding on the host means every backend sees the same values that a half-precision tensor
     holds, so their outputs can be compared with one float64 reference. A ragged batch's come
-    in its serving layout (:func:`~workbench.serving_inputs.serving_host_inputs`).
+    in its serving layout (:func:`~workbench.measure.serving_inputs.serving_host_inputs`).
     """
     assert problem.kv_heads is not None
     if problem.lengths is not None:
@@ -220,7 +220,7 @@ class Backend(ABC):
         return check_output(q, k, v, out, problem, config, rng)
 
     def sampler(self, launch: Callable[[], Any], settings: TimingSettings) -> Sampler:
-        """How this backend's launches are timed (see :mod:`workbench.timing`)."""
+        """How this backend's launches are timed (see :mod:`workbench.measure.timing`)."""
         return CpuSampler(launch, between=self.between_samples(settings))
 
     def between_samples(self, settings: TimingSettings) -> Callable[[], object] | None:

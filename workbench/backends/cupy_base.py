@@ -14,7 +14,7 @@ from workbench.backends.gpu import (
     gpu_machine_info,
     launch_sampler,
 )
-from workbench.timing import Sampler, TimingSettings
+from workbench.measure.timing import Sampler, TimingSettings
 
 
 class CupyBackend(Backend):

@@ -34,8 +34,8 @@ from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.gpu import cupy_device, device_inputs
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
-from workbench.machine import cuda_home_problem
-from workbench.timing import TimingSettings, TimingStats
+from workbench.measure.machine import cuda_home_problem
+from workbench.measure.timing import TimingSettings, TimingStats
 
 KERNEL_HEAD_DIMS = knobs.HEAD_DIM.values_for(knobs.CUTILE)
 

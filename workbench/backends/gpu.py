@@ -19,10 +19,10 @@ from typing import Any
 from kernels.cutile.arrays import HostView as HostView  # re-exported for the backends
 from kernels.cutile.arrays import as_torch as as_torch
 from kernels.cutile.diagnostics import tileiras_version
+from workbench.analysis.bandwidth import machine_bandwidth
 from workbench.backends.base import Availability
-from workbench.bandwidth import machine_bandwidth
-from workbench.machine import package_version
-from workbench.timing import TimingSettings
+from workbench.measure.machine import package_version
+from workbench.measure.timing import TimingSettings
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # several times any current L2 (H200: 60 MB)
 

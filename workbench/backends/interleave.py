@@ -15,7 +15,7 @@ import numpy as np
 from workbench.backends.base import Backend, PointResult
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.errors import BackendError
-from workbench.timing import TimingSettings, measure_interleaved
+from workbench.measure.timing import TimingSettings, measure_interleaved
 
 Outcome = PointResult | str  # a result, or the error that ended this backend's run
 

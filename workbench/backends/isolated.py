@@ -18,8 +18,8 @@ from workbench.backends.catalog import UnknownBackend, builtin_names, forget_plu
 from workbench.backends.interleave import interleaved_point
 from workbench.backends.plugin_env import DIGESTS, plugin_environment
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.engine import Engine, EngineFailure
-from workbench.timing import TimingSettings
+from workbench.measure.timing import TimingSettings
+from workbench.run.engine import Engine, EngineFailure
 
 _engine: Engine | None = None
 _child_backends: dict[str, Backend] = {}

@@ -20,7 +20,7 @@ from workbench.backends.gpu import (
     device_inputs,
 )
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import TimingSettings
+from workbench.measure.timing import TimingSettings
 
 # The launch works on one float32 (B, H, Nq, Nk) score buffer in place; allow 10 % for the
 # allocator and the row statistics, plus float32 copies of the inputs.

@@ -23,7 +23,6 @@ import numpy as np
 from kernels import knobs as knob_registry
 from kernels.reference import masked_softmax_product
 from kernels.schedule import visible_block
-from workbench.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
 from workbench.backends.base import (
     Availability,
     Backend,
@@ -40,7 +39,8 @@ from workbench.backends.declaration import (
 )
 from workbench.backends.plugin_env import knob_settings
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.timing import TimingSettings, TimingStats
+from workbench.measure.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
+from workbench.measure.timing import TimingSettings, TimingStats
 
 INPUT_KINDS = ("numpy", "torch")
 
@@ -240,7 +240,7 @@ def check_transformed(
     transform: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray],
     knob_values: Mapping[str, Any],
 ) -> AccuracyReport:
-    """:func:`workbench.accuracy.check_output` with the float64 scores passed through the
+    """:func:`workbench.measure.accuracy.check_output` with the float64 scores passed through the
     plugin's ``transform`` before the mask and softmax (a soft cap)."""
     scale = 1.0 / np.sqrt(problem.head_dim)
     slices, rows = sample_indices(problem, rng)

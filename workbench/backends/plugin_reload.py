@@ -20,8 +20,8 @@ from workbench.backends.catalog import builtin_names, declarations, forget_plugi
 from workbench.backends.declaration import DeclarationError
 from workbench.backends.plugin_env import ENV_PINS, ENV_PLUGINS, pinned_digests, plugin_paths
 from workbench.backends.plugins import PLUGIN_FLAG, file_declarations
-from workbench.engine import Engine, EngineFailure
 from workbench.errors import BackendError
+from workbench.run.engine import Engine, EngineFailure
 
 CHECK_TIMEOUT_S = 120.0  # an import that takes longer is taken for a hang (torch loads in ~10 s)
 

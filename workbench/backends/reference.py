@@ -10,6 +10,7 @@ import numpy as np
 
 from kernels.reference import walk_schedule
 from kernels.schedule import Schedule, split_facts
+from workbench.analysis.serving_blocks import SequenceRead, sequence_reads, stacked_block_map
 from workbench.backends.base import (
     Availability,
     Backend,
@@ -21,10 +22,9 @@ from workbench.backends.base import (
 )
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.config import KernelConfig, Problem
-from workbench.noise import MIN_TURNS
-from workbench.serving_blocks import SequenceRead, sequence_reads, stacked_block_map
-from workbench.serving_inputs import serving_launch
-from workbench.timing import TimingSettings, TimingStats
+from workbench.measure.noise import MIN_TURNS
+from workbench.measure.serving_inputs import serving_launch
+from workbench.measure.timing import TimingSettings, TimingStats
 
 
 def _host_memory_bytes() -> int | None:
@@ -45,9 +45,9 @@ class ReferenceBackend(Backend):
         self._reads: list[SequenceRead] | None = None
 
     def machine_info(self) -> dict[str, Any]:
-        from workbench.blas import blas_threads
+        from workbench.measure.blas import blas_threads
 
-        # The BLAS threads it ran with (workbench.blas): a point's time depends on them.
+        # The BLAS threads it ran with (workbench.measure.blas): a point's time depends on them.
         return {"blas_threads": blas_threads()}
 
     def availability(self) -> Availability:
@@ -73,7 +73,8 @@ class ReferenceBackend(Backend):
     ) -> Callable[[], Any]:
         if problem.lengths is not None:
             # Each sequence on its own (kernels/reference_serving.py); the block map is the
-            # reference model of what each sequence's CTAs read (workbench/serving_blocks.py).
+            # reference model of what each sequence's CTAs read
+            # (workbench/analysis/serving_blocks.py).
             self._reads = sequence_reads(problem, config)
             self._schedule = None
             return serving_launch(problem, config, inputs)

@@ -19,7 +19,7 @@ from workbench.backends.gpu import (
     torch_l2_flusher,
 )
 from workbench.config import Problem
-from workbench.timing import Sampler, TimingSettings
+from workbench.measure.timing import Sampler, TimingSettings
 
 
 class TorchBackend(Backend):

@@ -38,9 +38,9 @@ from workbench.store import StoreError, StoreLocked, StoreWriteFailed
 
 def main(argv: Sequence[str] | None = None) -> int:
     from workbench.backends import UnknownBackend
-    from workbench.blas import limit_blas_threads
+    from workbench.measure.blas import limit_blas_threads
 
-    limit_blas_threads()  # the window's policy for the reference backend (workbench.blas)
+    limit_blas_threads()  # the window's policy for the reference backend (workbench.measure.blas)
     typed = list(sys.argv[1:] if argv is None else argv)
     try:
         with guarded_stdout():  # a failed write to stdout is one line and exit 1

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from workbench.cli.values import UsageError
-from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.store import Store, StoreError, StoreWriteFailed
 
 

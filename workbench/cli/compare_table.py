@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.analysis.compare import format_delta, format_speedup
+from workbench.analysis.resources import CompiledResources
 from workbench.cli.output import fmt, table
-from workbench.compare import format_delta, format_speedup
 from workbench.config import AXIS_LABELS, K_LEN_AXIS
-from workbench.resources import CompiledResources
 from workbench.store import Store
 
 
 def compare_table(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of :func:`~workbench.compare.compare_runs`'s ``data``."""
+    """The header and rows of :func:`~workbench.analysis.compare.compare_runs`'s ``data``."""
     # A decode comparison is about memory: each run's GB/s of K+V beside its latency.
     decode = data["axis"] == K_LEN_AXIS
     header = [AXIS_LABELS.get(data["axis"], "length")]
@@ -56,7 +56,7 @@ def compare_table(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def print_profiles(store: Store, run_ids: list[int]) -> None:
     """The Nsight Compute metrics of every length that two or more of the runs profiled,
     side by side (`fmha-workbench profile`)."""
-    from workbench.ncu import compare_rows
+    from workbench.reports.ncu import compare_rows
 
     by_run = {
         run_id: {p.seq_len: (p.extra or {}).get("ncu") for p in store.points(run_id)}

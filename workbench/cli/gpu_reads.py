@@ -12,7 +12,7 @@ from workbench.cli.output import emit_json, printable
 from workbench.cli.values import UsageError
 
 if TYPE_CHECKING:
-    from workbench.bandwidth import ReadBandwidth
+    from workbench.analysis.bandwidth import ReadBandwidth
 
 
 def local_gpu_name() -> str:
@@ -33,8 +33,8 @@ def local_gpu_name() -> str:
 def measured_read(gpu: str) -> ReadBandwidth:
     """This GPU's read: the 2 GiB figure, then the same read at ``READ_LINE_SIZES`` fitted as
     fixed + bytes / rate (kept without the line where the sizes give none)."""
-    from workbench import bandwidth
-    from workbench.streaming import fit_streaming
+    from workbench.analysis import bandwidth
+    from workbench.analysis.streaming import fit_streaming
 
     measured = bandwidth.measure_gpu_read_bandwidth(gpu)
     sizes = [bandwidth.measure_gpu_read_bandwidth(gpu, n) for n in bandwidth.READ_LINE_SIZES]
@@ -51,9 +51,9 @@ def measured_read(gpu: str) -> ReadBandwidth:
 def bandwidth_by_size(gpu: str, sizes: list[int], as_json: bool) -> int:
     """The streaming read at each size, beside the stored (2 GiB) figure: below some size the
     launch and the first bytes' latency, not the memory, set what a kernel can read."""
-    from workbench import bandwidth
-    from workbench.streaming import COLD_KV_BYTES, fit_streaming
-    from workbench.streaming import summary as streaming_summary
+    from workbench.analysis import bandwidth
+    from workbench.analysis.streaming import COLD_KV_BYTES, fit_streaming
+    from workbench.analysis.streaming import summary as streaming_summary
 
     stored = bandwidth.stored_measurements().get(gpu, {}).get("gbs")
     rows = []

@@ -78,7 +78,7 @@ def knob_arch(args: argparse.Namespace) -> str | None:
     nvidia-smi, no CUDA context), else None (no GPU: every value the kernel takes)."""
     arch = getattr(args, "arch", None)
     if arch is None:
-        from workbench.ladder import local_gpu_arch
+        from workbench.jobs.ladder_steps import local_gpu_arch
 
         return local_gpu_arch()
     if arch == "any":

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def ladder_job(args: argparse.Namespace) -> LadderJob:
     """The ladder job of the command line, every flag checked (nothing is run or opened)."""
     from workbench.jobs import LadderJob, ladder_defaults
-    from workbench.ladder import load_ladder
+    from workbench.jobs.ladder_steps import load_ladder
 
     ladder = load_ladder(args.steps, mask=args.mask, window=args.window, preset=args.preset)
     decode = ladder.axis == K_LEN_AXIS

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from workbench import progress
 from workbench.cli.exit_codes import EXIT_FAILED, EXIT_OK
-from workbench.events import JobStarted, RunFinished
-from workbench.progress import ProgressPrinter
+from workbench.run import progress
+from workbench.run.events import JobStarted, RunFinished
+from workbench.run.progress import ProgressPrinter
 
 
 class OutputFailed(Exception):

@@ -21,8 +21,8 @@ LADDER_RATIOS_NOTE = (
 
 def update_readme(args: argparse.Namespace, report: dict[str, Any]) -> int:
     """``report --readme FILE``: the generated table between FILE's markers replaced."""
-    from workbench.readme_tables import readme_markers, replace_readme_section
-    from workbench.report import markdown
+    from workbench.reports.readme_tables import readme_markers, replace_readme_section
+    from workbench.reports.report import markdown
     from workbench.safe_write import UnsafeTarget, check_target, write_bytes_safely
 
     try:
@@ -82,7 +82,7 @@ def print_peer_report(report: dict[str, Any]) -> int:
 
 def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
     """Under a decode report: each backend's fixed cost and streaming rate per group."""
-    from workbench.streaming import COLD_KV_BYTES
+    from workbench.analysis.streaming import COLD_KV_BYTES
 
     rows = [
         [
@@ -101,7 +101,7 @@ def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
         )
         header = ["problem", "mask", "q_len", "backend", "fixed µs", "rate GB/s", "% of read"]
         print(table(rows, [*header, "worst residual %"]))
-        from workbench.bandwidth import read_line_text
+        from workbench.analysis.bandwidth import read_line_text
 
         for line in dict.fromkeys(tuple(f["read_line"]) for f in fits if f.get("read_line")):
             print(f"a plain read on this machine (one launch): {read_line_text(line)}")
@@ -112,7 +112,7 @@ def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
 
 def print_ladder_report(report: dict[str, Any]) -> int:
     """A ladder as a ladder: steps, TFLOP/s, × previous and × baseline with their noise."""
-    from workbench.ladder import format_ladder_table
+    from workbench.jobs.ladder_steps import format_ladder_table
 
     for ladder in report["ladders"]:
         print(

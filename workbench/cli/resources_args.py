@@ -16,8 +16,8 @@ from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 
 def resource_archs(text: str | None) -> list[str]:
     from kernels.cubin_resources import ARCH_LIMITS
-    from workbench.ladder import local_gpu_arch
-    from workbench.resources import OFFLINE_ARCHS
+    from workbench.analysis.resources import OFFLINE_ARCHS
+    from workbench.jobs.ladder_steps import local_gpu_arch
 
     if text is None:
         local = local_gpu_arch()
@@ -33,8 +33,8 @@ def resource_archs(text: str | None) -> list[str]:
 
 def fill_stored_resources(args: argparse.Namespace) -> int:
     """``resources --runs``: what stored points compiled to, where they were stored without."""
+    from workbench.analysis.resources import ResourceService, missing_tools
     from workbench.jobs.resources import fill_resources
-    from workbench.resources import ResourceService, missing_tools
 
     path = db_path(args)
     if not path.exists():

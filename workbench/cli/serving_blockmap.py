@@ -1,7 +1,7 @@
 """``blockmap`` for a ragged batch (``--lengths``/``--lengths-file``): per sequence, the pages
 its CTAs read and the wasted tail of the last one, its key blocks and the split boundaries
-(the reference model, :mod:`workbench.serving_blocks`), one line a sequence with a bar of its
-key blocks; past :data:`MAX_SEQUENCE_ROWS` sequences every k-th is shown, and it says so."""
+(the reference model, :mod:`workbench.analysis.serving_blocks`), one line a sequence with a bar of
+its key blocks; past :data:`MAX_SEQUENCE_ROWS` sequences every k-th is shown, and it says so."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import argparse
 
 from kernels import schedule
 from kernels.schedule import cdiv
+from workbench.analysis.blockmap_text import SPLIT_SYMBOLS
+from workbench.analysis.serving_blocks import SequenceRead, sequence_reads
 from workbench.batch import parse_lengths, read_lengths_file
 from workbench.batch_lengths import CONTIGUOUS, PAGED
-from workbench.blockmap_text import SPLIT_SYMBOLS
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.output import emit_json
 from workbench.cli.serving_flags import DEFAULT_PAGE_SIZE
 from workbench.cli.values import UsageError
 from workbench.config import KernelConfig, Problem
-from workbench.serving_blocks import SequenceRead, sequence_reads
 
 MAX_SEQUENCE_ROWS = 64
 BAR_COLUMNS = 60

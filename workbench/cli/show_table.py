@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernels import knobs, schedule
-from workbench.bandwidth import point_bandwidth
+from workbench.analysis.bandwidth import point_bandwidth
+from workbench.analysis.compare import compiled_of, point_pct, run_ceilings
+from workbench.analysis.resources import CompiledResources
+from workbench.analysis.tuned import tuned_labels
 from workbench.cli.output import fmt
-from workbench.compare import compiled_of, point_pct, run_ceilings
 from workbench.config import AXIS_LABELS
-from workbench.resources import CompiledResources
 from workbench.store import Store
-from workbench.tuned import tuned_labels
 
 
 def point_table(

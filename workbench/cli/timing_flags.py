@@ -1,5 +1,5 @@
 """The timing flags of the commands that measure (``sweep``, ``ladder``) and the timing settings
-they make of a backend's own (:class:`~workbench.timing.TimingSettings`)."""
+they make of a backend's own (:class:`~workbench.measure.timing.TimingSettings`)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
-from workbench.blas import BLAS_THREAD_VARIABLES, limit_blas_threads
 from workbench.gui import _pyside_fix
+from workbench.measure.blas import BLAS_THREAD_VARIABLES, limit_blas_threads
 
 __all__ = ["BLAS_THREAD_VARIABLES", "configure_application", "display_problem", "main"]
 
@@ -36,7 +36,7 @@ def display_problem() -> str | None:
 def configure_application(app: QApplication) -> None:
     """Names for QSettings, the pyqtgraph options every view expects, the PySide6 guard."""
     _pyside_fix.apply()
-    limit_blas_threads()  # the policy the command line follows too (workbench.blas)
+    limit_blas_threads()  # the policy the command line follows too (workbench.measure.blas)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("FMHA Workbench")

@@ -3,7 +3,7 @@
 The table gives each run's latency, its Δ % (latency change; negative is faster) and its
 speed-up × (baseline latency / its latency, marked "~" within the noise), the same numbers and
 text as the CLI's ``compare``; the chart below draws the speed-ups per N with their noise bands.
-The numbers, the noise rule and the warnings are the core's (:mod:`workbench.compare`); a
+The numbers, the noise rule and the warnings are the core's (:mod:`workbench.analysis.compare`); a
 difference is coloured only when the core calls it significant, so the eye goes to real changes.
 """
 
@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.bandwidth import point_bandwidth, read_line, read_line_text
-from workbench.compare import (
+from workbench.analysis.bandwidth import point_bandwidth, read_line, read_line_text
+from workbench.analysis.compare import (
     Cell,
     compare_table,
     compiled_of,
@@ -42,15 +42,15 @@ from workbench.compare import (
     problem_differences,
     run_name,
 )
+from workbench.analysis.ncu_source import cell_tooltip
+from workbench.analysis.resources import CompiledResources
+from workbench.analysis.roofline import Ceilings, no_ceiling_reason
+from workbench.analysis.streaming import COLD_KV_BYTES, fit_run
+from workbench.analysis.streaming import summary as streaming_summary
 from workbench.config import AXIS_LABELS
 from workbench.gui.colors import run_color
 from workbench.gui.compare_chart import CompareChart
-from workbench.ncu import compare_rows
-from workbench.ncu_source import cell_tooltip
-from workbench.resources import CompiledResources
-from workbench.roofline import Ceilings, no_ceiling_reason
-from workbench.streaming import COLD_KV_BYTES, fit_run
-from workbench.streaming import summary as streaming_summary
+from workbench.reports.ncu import compare_rows
 
 COMPARE_TABLE_SHARE = 0.6  # at most this much of the height to the table, the rest the chart's
 FASTER = QColor("#c8e6c9")  # green: lower latency than the baseline

@@ -2,8 +2,8 @@
 
 x is log2 N (labelled as N, like the Plots tab), y is the speed-up × (baseline latency / run
 latency, the CLI's ``speedup_vs_base``), with a dashed line at 1. Around each curve its noise
-band (:meth:`workbench.compare.Cell.speedup_band`): the band covers 1 exactly where the table
-marks the difference "~", within the runs' own noise.
+band (:meth:`workbench.analysis.compare.Cell.speedup_band`): the band covers 1 exactly where the
+table marks the difference "~", within the runs' own noise.
 
 Items are created once per run and updated with ``setData``. The band's edge curves get a
 transparent pen: FillBetweenItem draws nothing for curves plotted with ``pen=None``
@@ -22,7 +22,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from workbench.compare import Cell
+from workbench.analysis.compare import Cell
 from workbench.gui.colors import run_style, with_alpha
 from workbench.gui.plots import Log2Axis
 
@@ -76,8 +76,8 @@ class CompareChart(QWidget):
         others: Sequence[Any],
         names: dict[int, str],
     ) -> None:
-        """``rows`` from :func:`workbench.compare.compare_table`; ``others`` the non-baseline
-        runs (RunRecord) to draw; ``names`` their legend text."""
+        """``rows`` from :func:`workbench.analysis.compare.compare_table`; ``others`` the
+        non-baseline runs (RunRecord) to draw; ``names`` their legend text."""
         decode = bool(others) and all(getattr(r, "axis", "seq_len") == "k_len" for r in others)
         label = "key length k_len" if decode else "sequence length N"
         self.plot.setLabel("bottom", label)
@@ -108,7 +108,7 @@ class CompareChart(QWidget):
     ) -> None:
         x = np.asarray(xs, dtype=float)
         y = np.asarray(ys, dtype=float)
-        # A band open above (a noise as large as the latency ratio) is drawn to the top of
+        # A band open above (a noise as the latency ratio) is drawn to the top of
         # the curves, not to infinity.
         cap = 2.0 * max(float(y.max()) if y.size else 1.0, 1.0)
         low = np.asarray(lows, dtype=float)

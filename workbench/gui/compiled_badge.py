@@ -2,8 +2,8 @@
 
 A line under the form: registers, spill, shared memory per CTA and CTAs per SM of the config
 compiled offline for an architecture (the GPU's when there is one, else sm_90; sm_100 and
-sm_120 a click away), from :class:`workbench.resources.ResourceService`. Compiles take seconds,
-so they run in a worker thread; a cached answer comes back in milliseconds. Only the newest
+sm_120 a click away), from :class:`workbench.analysis.resources.ResourceService`. Compiles take
+seconds, so they run in a worker thread; a cached answer comes back in milliseconds. Only the newest
 request is shown, and the worker skips requests that a newer one has replaced before it began.
 A spilling config is marked in red before it runs; a compile error is text on the line.
 """
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.resources import (
+from workbench.analysis.resources import (
     OFFLINE_ARCHS,
     CompiledResources,
     ResourceService,

@@ -207,7 +207,7 @@ class DatabaseSession:
     def import_runs(self, path: str | Path) -> Any:
         """Copy the runs of the database at ``path`` into the open one (each run once, with its
         machine); the result, or None after a warning that says why nothing was imported."""
-        from workbench.importer import import_runs
+        from workbench.store.importer import import_runs
 
         if self.store is None or self._busy():
             self._warn("Import", "Open a database, and wait for the running job, to import.")

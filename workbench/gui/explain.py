@@ -8,8 +8,8 @@
 - for Plots and Compare: each run's GPU's ceilings, each point's % of roofline and what a cuTile
   point compiled to (:meth:`Explainers.series`).
 
-The numbers are the core's (:mod:`workbench.compare`, :mod:`workbench.resources`,
-:mod:`workbench.ncu`); this object only wires them to the widgets.
+The numbers are the core's (:mod:`workbench.analysis.compare`, :mod:`workbench.analysis.resources`,
+:mod:`workbench.reports.ncu`); this object only wires them to the widgets.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from typing import Any
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QLabel
 
+from workbench.analysis.bandwidth import point_bandwidth
+from workbench.analysis.compare import compiled_of, point_pct, roofline_points, run_ceilings
+from workbench.analysis.resources import CompiledResources
+from workbench.analysis.roofline import no_ceiling_reason
+from workbench.analysis.streaming import plain_read_ms
+from workbench.analysis.tuned import tuned_labels
 from workbench.backends.base import decode_form
-from workbench.bandwidth import point_bandwidth
-from workbench.compare import compiled_of, point_pct, roofline_points, run_ceilings
 from workbench.config import AXIS_LABELS, K_LEN_AXIS, ConfigError
 from workbench.gui.compiled_badge import CompiledBadge
 from workbench.gui.plots import Series
 from workbench.gui.profile_action import ProfilePointButton
 from workbench.gui.roofline_view import RooflineView
-from workbench.resources import CompiledResources
-from workbench.roofline import no_ceiling_reason
 from workbench.store import StoreError
-from workbench.streaming import plain_read_ms
-from workbench.tuned import tuned_labels
 
 DECODE_ON_TILE_FORM = (
     "Decode on these knobs is cuTile's prefill tile form (0.12× cuDNN at B=1 k_len 32k on the "

@@ -41,7 +41,7 @@ from workbench.gui.history_model import (
     format_seq_lens,
     problem_summary,
 )
-from workbench.ladder import is_ladder_group
+from workbench.jobs.ladder_steps import is_ladder_group
 
 ALL_MACHINES = "All machines"
 

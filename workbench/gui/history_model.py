@@ -15,10 +15,10 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 
-from workbench.compare import compiled_of
+from workbench.analysis.compare import compiled_of
+from workbench.analysis.resources import COMPILED_BACKENDS, CompiledResources
+from workbench.analysis.tuned import tuned_labels, tuned_lines
 from workbench.gui.colors import run_color
-from workbench.resources import COMPILED_BACKENDS, CompiledResources
-from workbench.tuned import tuned_labels, tuned_lines
 
 COLUMNS = ("ID", "Label", "Created", "Backend", "GPU", "Config", "Seq lengths", "Status")
 COL_ID, COL_LABEL, COL_CREATED, COL_BACKEND, COL_GPU, COL_CONFIG, COL_SEQ, COL_STATUS = range(8)

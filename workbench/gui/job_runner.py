@@ -3,8 +3,8 @@ through its events, cancelled or ended.
 
 One :class:`JobRunner` per window. It starts one SweepWorker per job (the core's jobs, in
 :mod:`workbench.jobs`; the job opens its own Store on the same file), feeds the core's progress
-model (:mod:`workbench.progress`) from the job's events and renders it in the status bar, and
-asks the job's story (:mod:`workbench.stories`) what the window selects and follows as the job
+model (:mod:`workbench.run.progress`) from the job's events and renders it in the status bar, and
+asks the job's story (:mod:`workbench.run.stories`) what the window selects and follows as the job
 starts and ends. Every worker signal lands on a bound method of this QObject, which lives in the
 GUI thread (docs/design.md trap: never a lambda).
 """
@@ -17,11 +17,11 @@ from typing import Any, cast
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 
-from workbench import events as ev
 from workbench.config import ConfigError
 from workbench.gui.window_protocols import JobWindow
 from workbench.gui.worker import SweepWorker, start_in_thread
-from workbench.progress import ProgressModel
+from workbench.run import events as ev
+from workbench.run.progress import ProgressModel
 
 PROGRESS_TICK_MS = 1000  # how often the time left is counted down during a point
 
@@ -90,7 +90,7 @@ class JobRunner(QObject):
 
     def _ladder_job(self) -> Any:
         from workbench.jobs import ladder_job  # the core, only once a ladder is asked for
-        from workbench.ladder import load_ladder
+        from workbench.jobs.ladder_steps import load_ladder
 
         # The ladder's own label, not the form's: that one names a sweep, left from the last.
         label = self.window.ladder.label_edit.text().strip()

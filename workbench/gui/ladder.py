@@ -1,14 +1,14 @@
 """The ladder view: steps × sequence lengths, their speed-ups, a chart, each step's block map.
 
-A ladder is a group of runs of kind 'ladder' (:mod:`workbench.ladder`): one run per step, each one
-change on the previous step, all on the same inputs. What is shown is the core's
-:func:`~workbench.ladder.read_ladder`; this module only lays it out. Steps that the group names
-but that have no run (the ladder was cancelled, or a crash ended it) are listed as "not run"
-("pending" while the ladder runs), and a length a step did not measure shows "–" with the run's
+A ladder is a group of runs of kind 'ladder' (:mod:`workbench.jobs.ladder_steps`): one run per
+step, each one change on the previous step, all on the same inputs. What is shown is the core's
+:func:`~workbench.jobs.ladder_steps.read_ladder`; this module only lays it out. Steps that the
+group names but that have no run (the ladder was cancelled, or a crash ended it) are listed as "not
+run" ("pending" while the ladder runs), and a length a step did not measure shows "–" with the run's
 status, so a failed step can never pass for a slow one.
 
-A cell's background is the core's :func:`~workbench.ladder.speedup_verdict` against the previous
-step or the baseline (the user picks which). Clicking a step shows its block map beside the
+A cell's background is the core's :func:`~workbench.jobs.ladder_steps.speedup_verdict` against the
+previous step or the baseline (the user picks which). Clicking a step shows its block map beside the
 chart, at the length of the clicked column (or the length the map already shows).
 """
 
@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.compare import noise_rule
+from workbench.analysis.compare import noise_rule
 from workbench.config import MAX_LABEL_CHARS
 from workbench.gui.heatmap import BlockLoader, HeatmapPanel
 from workbench.gui.ladder_cells import (
@@ -49,8 +49,8 @@ from workbench.gui.ladder_cells import (
 from workbench.gui.ladder_chart import LadderChart
 from workbench.gui.ladder_text import group_title, info_text
 from workbench.gui.plots import format_seq_len
-from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
-from workbench.ladder import LADDER_PRESETS, LadderData, read_ladder
+from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.jobs.ladder_steps import LADDER_PRESETS, LadderData, read_ladder
 
 # The cell roles and colours tests read from here since before the cells had their module.
 __all__ = ["CELL_ROLE", "GAIN", "LOSS", "MISSING", "VERDICT_ROLE", "LadderPanel"]

@@ -10,10 +10,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QTableWidgetItem
 
+from workbench.analysis.resources import CompiledResources
 from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.history_model import STATUS_COLORS, problem_summary
-from workbench.ladder import NOT_RUN, PENDING, StepRow, speedup_verdict
-from workbench.resources import CompiledResources
+from workbench.jobs.ladder_steps import NOT_RUN, PENDING, StepRow, speedup_verdict
 
 GAIN = FASTER  # the Compare tab's green and red, so both views read alike
 LOSS = SLOWER

@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from workbench.gui.plots import format_seq_len
-from workbench.ladder import LadderData
+from workbench.jobs.ladder_steps import LadderData
 
 EMPTY_CHART_STEPS = 7  # the built-in ladders' steps: the empty chart's axis
 LEGEND_COLUMNS = 3  # more, and the legend widened the chart past its pane

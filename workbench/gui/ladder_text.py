@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.gui.history_model import format_created
-from workbench.ladder import LadderData, ladder_preset_text
+from workbench.jobs.ladder_steps import LadderData, ladder_preset_text
 
 
 def group_title(g: dict[str, Any]) -> str:

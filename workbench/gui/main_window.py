@@ -16,7 +16,7 @@ from PySide6.QtCore import QSettings, Qt, QThread, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget
 
-from workbench.compare import run_name
+from workbench.analysis.compare import run_name
 from workbench.gui import _pyside_fix, window_state
 from workbench.gui.compare import ComparePanel
 from workbench.gui.controls import ControlsPanel

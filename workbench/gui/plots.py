@@ -99,8 +99,9 @@ class Series:
     run_id: int
     name: str
     points: list[Any] = field(default_factory=list)  # workbench.store.PointRecord
-    # Sequence length → the launch the autotuner chose there (workbench.tuned.tuned_labels);
-    # empty for a run that was not autotuned, whose form config is what ran.
+    # Sequence length → the launch the autotuner chose there
+    # (workbench.analysis.tuned.tuned_labels); empty for a run that was not autotuned, whose form
+    # config is what ran.
     tuned: dict[int, str] = field(default_factory=dict)
     axis: str = "seq_len"  # what the lengths are: N, or k_len (a decode sweep)
     # Length → GB/s of K+V (RunRecord.bandwidth): the throughput plot's other measure.
@@ -111,7 +112,7 @@ class Series:
     no_roofline: str = ""
     compiled: dict[int, str] = field(default_factory=dict)
     # Length → how long this GPU's plain read of the point's K+V takes (ms;
-    # workbench.streaming.plain_read_ms): a decode run's floor. Empty where not measured.
+    # workbench.analysis.streaming.plain_read_ms): a decode run's floor. Empty where not measured.
     read_ms: dict[int, float] = field(default_factory=dict)
 
     def read_gbs(self, seq_len: int) -> float | None:

@@ -1,8 +1,8 @@
 """Profile the point on show with Nsight Compute: the window's twin of ``fmha-workbench profile``.
 
 A button beside the Block map's length picker: it profiles the run and length the map shows
-(:func:`workbench.ncu.profile_point`, one launch under ``ncu --clock-control none``) in a worker
-thread, and hands the metrics back to the window, which stores them with the point (the GUI
+(:func:`workbench.reports.ncu.profile_point`, one launch under ``ncu --clock-control none``) in a
+worker thread, and hands the metrics back to the window, which stores them with the point (the GUI
 thread owns the database connection). Where it cannot work, the button is greyed out and its
 tooltip says why: no ``ncu`` on PATH, a CPU run, no point shown, a profile already running.
 A refusal that only ncu can find (no permission to read the counters) comes back as text.
@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 from PySide6.QtWidgets import QPushButton, QWidget
 
-from workbench.ncu import ProfileRefused, check_ncu, profile_point
+from workbench.reports.ncu import ProfileRefused, check_ncu, profile_point
 
 READY_TIP = (
     "Profile this run's launch at this length with Nsight Compute (one launch, clocks left "

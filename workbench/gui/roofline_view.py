@@ -1,7 +1,7 @@
 """The Roofline view: the selected runs' points against this machine's measured ceilings.
 
 Log–log: x is arithmetic intensity (FLOP per byte moved at least), y is TFLOP/s. The two
-ceilings of the runs' GPU (:func:`workbench.compare.roofline_points`, from the database's
+ceilings of the runs' GPU (:func:`workbench.analysis.compare.roofline_points`, from the database's
 machine record) are lines: the memory roof rises with intensity at the read bandwidth, the
 compute roof is flat at the dense matmul rate, and they meet at the ridge. Each run's points
 are one scatter, its colour as in the other views; hovering a point shows its run, config, N,
@@ -100,8 +100,9 @@ class RooflineView(QWidget):
         QToolTip.showText(global_pos, best[1], self.plot_widget)
 
     def set_data(self, data: dict[str, Any] | None) -> None:
-        """``data`` from :func:`workbench.compare.roofline_points` (None: nothing selected);
-        each run in its own colour and marker (:func:`workbench.gui.colors.run_style`)."""
+        """``data`` from :func:`workbench.analysis.compare.roofline_points` (None: nothing
+        selected); each run in its own colour and marker
+        (:func:`workbench.gui.colors.run_style`)."""
         self.data = data
         for run_id in list(self.scatters):
             self.plot.removeItem(self.scatters.pop(run_id))

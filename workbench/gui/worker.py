@@ -25,7 +25,7 @@ class SweepWorker(QObject):
     process.
     """
 
-    # Each event of the job's stream (workbench.events), in order; it shadows QObject.event.
+    # Each event of the job's stream (workbench.run.events), in order; it shadows QObject.event.
     event: Signal = Signal(object)  # type: ignore[assignment]
     rejected = Signal(object)  # the job's ConfigError: refused before anything was written
     crashed = Signal(str)  # an exception escaped the job (a locked database, a bug)

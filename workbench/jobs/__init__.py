@@ -7,10 +7,10 @@
 - :class:`LadderJob`: a ladder's steps, one run each in one group (:mod:`workbench.jobs.ladder`).
 
 Each has ``preflight()`` (every check, nothing written; a bad input is one ConfigError naming its
-field) and ``run(store, ...)``, the stream of :mod:`workbench.events` it measures with. The CLI
+field) and ``run(store, ...)``, the stream of :mod:`workbench.run.events` it measures with. The CLI
 iterates that stream in its own process; the window's worker thread iterates a
 :class:`BackgroundJob`'s, which runs the job in an engine child where its backend would compute
-in process, and turns a cancel into ending that process. :mod:`workbench.progress` reads either
+in process, and turns a cancel into ending that process. :mod:`workbench.run.progress` reads either
 stream into done / total / time left.
 """
 
@@ -20,14 +20,6 @@ import dataclasses
 from collections.abc import Sequence
 
 from workbench.config import SweepSpec
-from workbench.events import (
-    GroupStarted,
-    JobFinished,
-    JobStarted,
-    LadderStarted,
-    Skipped,
-    SweepStarted,
-)
 from workbench.jobs.background import BackgroundJob
 from workbench.jobs.base import (
     BackendRefused,
@@ -59,6 +51,14 @@ from workbench.jobs.ladder import (
     run_ladder,
 )
 from workbench.jobs.sweep import SweepJob, run_sweep
+from workbench.run.events import (
+    GroupStarted,
+    JobFinished,
+    JobStarted,
+    LadderStarted,
+    Skipped,
+    SweepStarted,
+)
 
 __all__ = [
     "GROUP_KIND",

@@ -2,7 +2,7 @@
 iterates. No Qt here.
 
 Where the job computes: a job on a backend that computes in the calling process (the NumPy
-reference) runs whole in an engine child (:meth:`workbench.engine.Engine.stream`), because its
+reference) runs whole in an engine child (:meth:`workbench.run.engine.Engine.stream`), because its
 Python loops would hold the GIL the window needs for every repaint. A job whose backends all
 compute in the GPU engine already runs its loop here and keeps that engine (and its compile
 cache) alive across runs.
@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from workbench.engine import Engine, EngineFailure
-from workbench.events import CANCELLED, FAILED, Event, JobFinished, RunFinished, RunStarted
 from workbench.jobs.base import Ending, Timing, computes_in_process
+from workbench.run.engine import Engine, EngineFailure
+from workbench.run.events import CANCELLED, FAILED, Event, JobFinished, RunFinished, RunStarted
 from workbench.store import Store
 
 CHILD_NICENESS = 10

@@ -4,7 +4,7 @@ A job is a frozen, picklable description of work (so it can be sent to a child p
 
 - ``kind`` (``"sweep"``, ``"group"``, ``"ladder"``: a name for people and logs; no front end
   switches on it) and ``backends``, the names it computes on;
-- ``story`` (:mod:`workbench.stories`): everything a front end asks of it, its title, progress
+- ``story`` (:mod:`workbench.run.stories`): everything a front end asks of it, its title, progress
   text, notes, failure wording and what the window selects and follows; a new kind of job is a
   new class with its own story;
 - ``planned_lengths()``: the sequence length of every point it means to measure, in order,
@@ -12,7 +12,7 @@ A job is a frozen, picklable description of work (so it can be sent to a child p
 - ``preflight()``: every check that can be made before anything is written; a bad input raises
   one :class:`~workbench.config.ConfigError` naming its field. Returns a :class:`Plan`;
 - ``run(store, *, plan=None, timing=None, cancel=None)``: preflight (unless given its plan),
-  store the job's runs, and return the stream of :mod:`workbench.events` it measures them with.
+  store the job's runs, and return the stream of :mod:`workbench.run.events` it measures them with.
   ``cancel`` is asked between points; the stream always ends with a JobFinished.
 
 :class:`Job` writes ``run`` once (plan, measure, finish); each kind writes ``preflight`` and
@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.backends import Backend, BackendError, UnknownBackend, get_backend
 from workbench.config import ConfigError, SweepSpec
-from workbench.events import (
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import (
     CANCELLED,
     Event,
     JobFinished,
@@ -37,9 +38,8 @@ from workbench.events import (
     Skipped,
     job_status,
 )
+from workbench.run.stories import JobStory
 from workbench.store import Store
-from workbench.stories import JobStory
-from workbench.timing import TimingSettings
 
 # One timing for every backend, one per backend name, or None: each backend's own.
 Timing = TimingSettings | Mapping[str, TimingSettings] | None

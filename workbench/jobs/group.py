@@ -4,7 +4,7 @@ The CLI's ``--backends`` and the window's backend list both run a :class:`GroupJ
 :func:`plan_group` and run by :func:`run_group`. At each sequence length every backend of the
 group gets the same fresh inputs (one seed per length for the whole group), is compiled and
 checked against float64, and then all of them are timed together in rounds whose order is balanced
-(:func:`workbench.timing.measure_interleaved`), so none inherits a better or worse GPU clock
+(:func:`workbench.measure.timing.measure_interleaved`), so none inherits a better or worse GPU clock
 than another. Each backend's points go to its own run; the runs share a group, and Compare
 opens the group as one unit.
 
@@ -28,15 +28,6 @@ from workbench.backends import Backend, get_backend
 from workbench.backends.interleave import Outcome, interleaved_point
 from workbench.backends.isolated import IsolatedBackend, group_in_engine
 from workbench.config import AXIS_LABELS, ConfigError, KernelConfig, Problem, SweepSpec
-from workbench.events import (
-    Event,
-    GroupStarted,
-    PointFinished,
-    PointStarted,
-    RunFinished,
-    RunStarted,
-    Skipped,
-)
 from workbench.jobs.base import (
     Job,
     Plan,
@@ -48,11 +39,20 @@ from workbench.jobs.base import (
     point_work,
     timing_for,
 )
-from workbench.machine import host_info
+from workbench.measure.machine import host_info
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import (
+    Event,
+    GroupStarted,
+    PointFinished,
+    PointStarted,
+    RunFinished,
+    RunStarted,
+    Skipped,
+)
+from workbench.run.stories import GroupStory, JobStory
 from workbench.store import Store, StoreError, StoreLocked
 from workbench.store.disk_room import too_little_room
-from workbench.stories import GroupStory, JobStory
-from workbench.timing import TimingSettings
 
 GROUP_KIND = "backends"
 

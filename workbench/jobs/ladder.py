@@ -1,5 +1,5 @@
-"""Ladder jobs: a ladder's steps (:mod:`workbench.ladder`) on one problem, lengths and backend,
-one run per step in one group, all on the same inputs."""
+"""Ladder jobs: a ladder's steps (:mod:`workbench.jobs.ladder_steps`) on one problem, lengths and
+backend, one run per step in one group, all on the same inputs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 from workbench.backends import Backend, get_backend
 from workbench.config import K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, Problem, SweepSpec
-from workbench.events import Event, LadderStarted, RunEvent, StepStarted
 from workbench.jobs.base import (
     Job,
     Plan,
@@ -24,12 +23,13 @@ from workbench.jobs.base import (
     prepend,
     timing_for,
 )
+from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
+from workbench.jobs.ladder_steps import Ladder, load_ladder, step_label
 from workbench.jobs.sweep import run_sweep
-from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
-from workbench.ladder import Ladder, load_ladder, step_label
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import Event, LadderStarted, RunEvent, StepStarted
+from workbench.run.stories import JobStory, LadderStory
 from workbench.store import Store
-from workbench.stories import JobStory, LadderStory
-from workbench.timing import TimingSettings
 
 # The fields a ladder job is given (its problem, lengths and backend): a refusal naming one of
 # them is about the input; any other field is a step's own knob, from the ladder's preset.
@@ -67,7 +67,7 @@ class LadderStepError(ConfigError):
 class LadderJob(Job):
     """A ladder to run: its steps, and the problem, lengths and backend every step shares."""
 
-    ladder: Any  # workbench.ladder.Ladder
+    ladder: Any  # workbench.jobs.ladder_steps.Ladder
     problem: Problem
     seq_lens: tuple[int, ...]
     backend: str

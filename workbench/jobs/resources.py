@@ -1,7 +1,7 @@
 """Compiled resources for stored runs that lack them (runs stored before points kept them).
 
 Each cuTile point of the given runs without ``resources`` in its extra facts gets what its
-launch compiles to on the run's GPU (:func:`workbench.resources.point_resources`, cached on
+launch compiles to on the run's GPU (:func:`workbench.analysis.resources.point_resources`, cached on
 disk), stored with the point, so History, Compare, the Ladder cells and the CSV explain old
 runs too.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from workbench.resources import ResourceService, point_resources
+from workbench.analysis.resources import ResourceService, point_resources
 from workbench.store import Store
 
 

@@ -16,18 +16,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workbench.analysis.resources import ResourceService, point_resources
 from workbench.backends import Backend, get_backend
 from workbench.backends.base import BackendError, PointResult
 from workbench.config import AXIS_LABELS, ConfigError, SweepSpec
-from workbench.events import (
-    Event,
-    PointFinished,
-    PointStarted,
-    RunEvent,
-    RunFinished,
-    RunStarted,
-    SweepStarted,
-)
 from workbench.jobs.base import (
     Job,
     Plan,
@@ -39,12 +31,20 @@ from workbench.jobs.base import (
     prepend,
     timing_for,
 )
-from workbench.machine import host_info
-from workbench.resources import ResourceService, point_resources
+from workbench.measure.machine import host_info
+from workbench.measure.timing import TimingSettings
+from workbench.run.events import (
+    Event,
+    PointFinished,
+    PointStarted,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    SweepStarted,
+)
+from workbench.run.stories import JobStory, SweepStory, first_line
 from workbench.store import Store, StoreError, StoreLocked, StoreWriteFailed
 from workbench.store.disk_room import too_little_room
-from workbench.stories import JobStory, SweepStory, first_line
-from workbench.timing import TimingSettings
 
 
 @dataclass(frozen=True)

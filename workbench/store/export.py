@@ -15,16 +15,17 @@ from typing import Any
 
 from kernels.cutile.plan import plan_columns
 from kernels.knobs import TUNABLE
-from workbench.bandwidth import point_bandwidth
+from workbench.analysis.bandwidth import point_bandwidth
+from workbench.analysis.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.batch_lengths import lengths_summary
 from workbench.config import KernelConfig, Problem
-from workbench.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
 from workbench.safe_write import UnsafeTarget, write_bytes_safely
 from workbench.store.disk_room import WRITE_FAILURES
 from workbench.store.errors import StoreError, StoreWriteFailed
 from workbench.store.records import POINT_FIELDS, PointRecord, RunRecord
 
-# A cuTile point's compiled resources (workbench.resources.CompiledResources), as CSV columns.
+# A cuTile point's compiled resources (workbench.analysis.resources.CompiledResources), as CSV
+# columns.
 COMPILED_COLUMNS = (
     "arch", "registers", "spill_bytes", "shared_bytes", "ctas_per_sm", "issue_share", "mufu_share",
     "kv_share", "error",

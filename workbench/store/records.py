@@ -11,7 +11,7 @@ from typing import Any
 
 from workbench.batch_lengths import lengths_hash
 from workbench.config import AXES, SEQ_LEN_AXIS, KernelConfig, Problem
-from workbench.timing import facts_from_stored_samples
+from workbench.measure.timing import facts_from_stored_samples
 
 STATUSES = ("running", "complete", "failed", "cancelled")
 INTERRUPTED_ERROR = (

@@ -333,7 +333,8 @@ class Store(OpenedStore):
         self._write(lambda: self.db.table("points").update(rows[0]["id"], {"extra": extra}))
 
     def add_ceilings(self, record: dict[str, Any]) -> int:
-        """Store one machine's measured ceilings (:meth:`workbench.roofline.Ceilings.to_dict`)."""
+        """Store one machine's measured ceilings
+        (:meth:`workbench.analysis.roofline.Ceilings.to_dict`)."""
 
         def insert() -> int:
             table = self.db.table("machine_ceilings")

@@ -131,7 +131,7 @@ def _migration_4(db: sqlite_utils.Database) -> None:
 
 
 def _migration_5(db: sqlite_utils.Database) -> None:
-    """Each machine's measured ceilings (workbench.roofline.Ceilings as JSON), for the
+    """Each machine's measured ceilings (workbench.analysis.roofline.Ceilings as JSON), for the
     roofline; a re-measure adds a record, the newest of a GPU is the one used."""
     db.table("machine_ceilings").create(
         {"id": int, "gpu_name": str, "measured_at": str, "record": str},

@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench import bandwidth
+    from workbench.analysis import bandwidth
 
     if args.show:
         stored = bandwidth.stored_measurements()

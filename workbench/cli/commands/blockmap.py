@@ -1,5 +1,6 @@
 """``fmha-workbench blockmap``: which q×k blocks a configuration computes, masks and skips
-(and, in the decode form, which split reads each), drawn by :mod:`workbench.blockmap_text`."""
+(and, in the decode form, which split reads each), drawn by
+:mod:`workbench.analysis.blockmap_text`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import workbench.cli.serving_blockmap as serving_blockmap
 from kernels import knobs, schedule
 from kernels.schedule import MASK_MODES
-from workbench import blockmap_text
+from workbench.analysis import blockmap_text
 from workbench.backends.base import decode_form
 from workbench.cli.blockmap_layout import blockmap_layout, map_data
 from workbench.cli.common_flags import add_json

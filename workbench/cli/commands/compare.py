@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workbench.analysis.compare import compare_runs, noise_rule
 from workbench.cli.common_flags import add_db, add_json
 from workbench.cli.compare_table import compare_table, print_profiles
 from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.output import emit_json, printable, table
 from workbench.cli.values import UsageError, run_id
-from workbench.compare import compare_runs, noise_rule
 
 NAME = "compare"
 

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.importer import check_source, import_runs
+    from workbench.store.importer import check_source, import_runs
 
     source = Path(args.source).expanduser()
     check_source(source)  # refused before this database is made or opened

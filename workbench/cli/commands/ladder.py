@@ -55,8 +55,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.compare import noise_rule
-    from workbench.ladder import format_ladder_table, ladder_table
+    from workbench.analysis.compare import noise_rule
+    from workbench.jobs.ladder_steps import format_ladder_table, ladder_table
 
     job = ladder_job(args)
     plan = job.preflight()

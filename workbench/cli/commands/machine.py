@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.roofline import MEASURE_COMMAND, device_lib, measure_ceilings
+    from workbench.analysis.roofline import MEASURE_COMMAND, device_lib, measure_ceilings
 
     if not args.measure:
         with open_db(db_of(args), create=False) as store:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"measuring {gpu.get('gpu_name', 'the GPU')} with {which} …", file=sys.stderr)
     # One read measurement: the roofline's read ceiling is the figure decode points are a %
     # of, and `bandwidth` measures the same way.
-    from workbench import bandwidth
+    from workbench.analysis import bandwidth
 
     read = measured_read(str(gpu.get("gpu_name") or local_gpu_name()))
     record = measure_ceilings(lib, gpu, read.gbs, read.method, dtypes=dtypes).to_dict()

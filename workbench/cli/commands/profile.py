@@ -34,8 +34,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.ncu import ProfileRefused, compare_rows, profile_point
-    from workbench.ncu_source import summary_rows
+    from workbench.analysis.ncu_source import summary_rows
+    from workbench.reports.ncu import ProfileRefused, compare_rows, profile_point
 
     db = db_path(args)
     with open_db(db_of(args), create=False) as store:

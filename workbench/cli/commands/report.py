@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.report import build_report, markdown
+    from workbench.reports.report import build_report, markdown
 
     with open_db(db_of(args), create=False) as store:
         check_report_subject(store, args.group, args.subject)

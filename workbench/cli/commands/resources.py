@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.resources import ResourceService, missing_tools
+    from workbench.analysis.resources import ResourceService, missing_tools
 
     if args.runs:
         return fill_stored_resources(args)

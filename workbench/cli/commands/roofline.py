@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.compare import roofline_points
+    from workbench.analysis.compare import roofline_points
 
     with open_db(db_of(args), create=False) as store:
         for each in args.runs:

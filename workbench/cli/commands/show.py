@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workbench.analysis.roofline import no_ceiling_reason
 from workbench.cli.common_flags import add_db, add_json
 from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
@@ -13,7 +14,6 @@ from workbench.cli.plan_text import plan_lines
 from workbench.cli.serving_show import batch_lines
 from workbench.cli.show_table import compile_summary, point_table
 from workbench.cli.values import run_id
-from workbench.roofline import no_ceiling_reason
 
 NAME = "show"
 

@@ -179,7 +179,7 @@ def measure_ceilings(
     n: int = 8192,
 ) -> Ceilings:
     """Both ceilings of this GPU (``gpu``: its machine facts, with ``gpu_name``): the matmul
-    rate measured here, the streaming read as measured by ``workbench.bandwidth`` (one read
+    rate measured here, the streaming read as measured by ``workbench.analysis.bandwidth`` (one read
     measurement for the roofline and the decode columns)."""
     matmul = {dtype: measure_matmul_tflops(lib, dtype, n) for dtype in dtypes}
     return Ceilings(

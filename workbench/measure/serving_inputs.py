@@ -19,9 +19,9 @@ import numpy as np
 from kernels.reference import masked_softmax_product
 from kernels.reference_serving import gather_pages, paged_attention, varlen_attention
 from kernels.schedule import visible_block
-from workbench.accuracy import MAX_ROWS, MAX_SLICES, TOLERANCE, AccuracyReport
 from workbench.batch_lengths import pages_of
 from workbench.config import KernelConfig, Problem
+from workbench.measure.accuracy import MAX_ROWS, MAX_SLICES, TOLERANCE, AccuracyReport
 
 
 def _offsets(lengths: Sequence[int]) -> np.ndarray:

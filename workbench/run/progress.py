@@ -1,6 +1,6 @@
 """A running job's progress, Qt-free: the window renders it, the CLI prints it.
 
-:class:`ProgressModel` is fed every event of a job's stream (:mod:`workbench.events`) and keeps
+:class:`ProgressModel` is fed every event of a job's stream (:mod:`workbench.run.events`) and keeps
 what a front end shows: points done of the total, time elapsed and left (:class:`TimeLeft`), one
 line of text for a progress label, a note for a status line when something notable happens, and
 at the end one :class:`Outcome` (a line, and a line per failed run). :class:`ProgressPrinter` is
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.config import AXIS_LABELS
-from workbench.events import (
+from workbench.run.events import (
     CANCELLED,
     JobFinished,
     JobStarted,
@@ -27,7 +27,7 @@ from workbench.events import (
     Skipped,
     StepStarted,
 )
-from workbench.stories import JobStory, Outcome, SweepStory, first_line
+from workbench.run.stories import JobStory, Outcome, SweepStory, first_line
 
 # Launch-equivalents a point costs besides its timed samples: the first (compiling) launch,
 # the warm-up launches (3 by default) and the correctness check against a reference.

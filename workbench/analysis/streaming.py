@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.bandwidth import read_fraction_pct, read_line
+from workbench.analysis.bandwidth import read_fraction_pct, read_line
 from workbench.config import K_LEN_AXIS
 
 # Twice the H200's 60 MB L2: past this, a call cannot find its K+V in L2 from the call before.

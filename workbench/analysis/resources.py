@@ -186,7 +186,7 @@ def tool_versions() -> dict[str, str]:
     SASS can be read: a new compiler or a changed kernel compiles anew instead of reading an
     old answer."""
     from kernels.cutile.diagnostics import tileiras_version
-    from workbench.machine import package_version
+    from workbench.measure.machine import package_version
 
     source = hashlib.sha256()
     kernel_dir = Path(__file__).resolve().parent.parent / "kernels" / "cutile"
@@ -384,7 +384,7 @@ class ResourceService:
             [root, *filter(None, [os.environ.get("PYTHONPATH")])]
         )}  # fmt: skip
         return subprocess.Popen(
-            [sys.executable, "-m", "workbench.resources", json.dumps(payload)],
+            [sys.executable, "-m", "workbench.analysis.resources", json.dumps(payload)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
 

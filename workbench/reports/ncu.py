@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from kernels import knobs
+from workbench.analysis.ncu_source import Waits, WaitSite, parse_source_csv, top_site
 from workbench.config import KernelConfig, Problem
-from workbench.ncu_source import Waits, WaitSite, parse_source_csv, top_site
 from workbench.store import PointRecord, RunRecord
 
 NVTX_RANGE = "fmha-workbench-profile"
@@ -252,7 +252,7 @@ def ncu_command(
         *[arg for section in SECTIONS for arg in ("--section", section)],
         "--metrics", f"regex:^{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')}$",
         "--export", str(report), "--force-overwrite",
-        python, "-m", "workbench.ncu", json.dumps(spec),
+        python, "-m", "workbench.reports.ncu", json.dumps(spec),
     ]  # fmt: skip
 
 

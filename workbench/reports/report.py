@@ -15,13 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernels import knobs
-from workbench.bandwidth import READ_BANDWIDTH_KEY, point_bandwidth, read_line, read_line_text
+from workbench.analysis.bandwidth import (
+    READ_BANDWIDTH_KEY,
+    point_bandwidth,
+    read_line,
+    read_line_text,
+)
+from workbench.analysis.resources import CompiledResources
+from workbench.analysis.roofline import Ceilings, ceilings_for, no_ceiling_reason, point_roofline
+from workbench.analysis.streaming import COLD_KV_BYTES, POOR_FIT_PCT, fit_run
 from workbench.config import K_LEN_AXIS
-from workbench.ladder import GROUP_KIND as LADDER_GROUP_KIND
-from workbench.resources import CompiledResources
-from workbench.roofline import Ceilings, ceilings_for, no_ceiling_reason, point_roofline
+from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.store import PointRecord, RunRecord, Store, StoreError
-from workbench.streaming import COLD_KV_BYTES, POOR_FIT_PCT, fit_run
 
 TIMER_WORDS = {
     "graph": "CUDA-graph replay (triton do_bench_cudagraph's procedure)",
@@ -150,8 +155,8 @@ def build_report(store: Store, group_ids: list[int], subject: str | None = None)
 
 def streaming_fits(groups: list[GroupReport], shown: tuple[str, ...]) -> list[dict[str, Any]]:
     """Each decode group's backends split into a fixed cost and a streaming rate
-    (:func:`workbench.streaming.fit_streaming`): ``fit`` is None, with ``reason``, where the
-    group's lengths allow no fit."""
+    (:func:`workbench.analysis.streaming.fit_streaming`): ``fit`` is None, with ``reason``, where
+    the group's lengths allow no fit."""
     fits = []
     for g in groups:
         for run in g.runs:
@@ -186,8 +191,8 @@ def _pct(problem: Any, point: PointRecord | None, ceilings: Ceilings | None) -> 
 def build_ladder_report(store: Store, group_ids: list[int]) -> dict[str, Any]:
     """Each ladder's steps with TFLOP/s, × the previous step and × the baseline at every
     length, each ratio with its noise and whether it is beyond it (Compare's rule)."""
-    from workbench.compare import noise_rule
-    from workbench.ladder import ladder_table
+    from workbench.analysis.compare import noise_rule
+    from workbench.jobs.ladder_steps import ladder_table
 
     ladders = []
     for group_id in group_ids:
@@ -209,7 +214,7 @@ def build_ladder_report(store: Store, group_ids: list[int]) -> dict[str, Any]:
 
 def ladder_markdown(report: dict[str, Any]) -> str:
     """A ladder report as markdown: a table per ladder, steps down, lengths across."""
-    from workbench.ladder import format_ratio_mark
+    from workbench.jobs.ladder_steps import format_ratio_mark
 
     lines: list[str] = []
     for ladder in report["ladders"]:

@@ -2,7 +2,7 @@
 pipe from a child process unchanged.
 
 Every job (:mod:`workbench.jobs`) streams the same vocabulary, and the CLI and the window read it
-the same way (:mod:`workbench.progress`):
+the same way (:mod:`workbench.run.progress`):
 
 - a :class:`JobStarted` first (a :class:`SweepStarted`, :class:`GroupStarted` or
   :class:`LadderStarted`): its runs or its group are stored, and it says what it will measure;
@@ -39,7 +39,7 @@ class JobStarted:
     backends: tuple[str, ...] = ()
     axis: str = "seq_len"  # what the lengths are: N ("seq_len") or k_len (a decode sweep)
     # Each of those points' work (its FLOPs: 4·B·H·Nq·Nk·D, halved for causal), for the time
-    # left (:class:`workbench.progress.TimeLeft`); () where a job does not say.
+    # left (:class:`workbench.run.progress.TimeLeft`); () where a job does not say.
     works: tuple[float, ...] = ()
     min_samples: int = 0  # the fewest timed samples a point takes (0: not said)
     kind: ClassVar[str] = ""  # the job's: "sweep", "group" or "ladder"

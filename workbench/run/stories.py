@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from workbench.events import CANCELLED, COMPLETE, FAILED, JobStarted, LadderStarted, RunFinished
+from workbench.run.events import CANCELLED, COMPLETE, FAILED, JobStarted, LadderStarted, RunFinished
 
 
 def first_line(text: str | None) -> str:
@@ -31,7 +31,7 @@ class Outcome:
 
 class JobStory:
     """The words and the window's habits of one kind of job. ``model`` below is the job's
-    :class:`workbench.progress.ProgressModel`."""
+    :class:`workbench.run.progress.ProgressModel`."""
 
     noun: ClassVar[str] = "job"
     failure_title: ClassVar[str] = "Job failed"

@@ -7,12 +7,12 @@ noise marked with "~".
 
 A difference counts only when it is larger than its noise. Points timed in rounds record how
 well their median is known (``median_noise_pct`` in their extra, from the spread of their turns'
-medians, :mod:`workbench.noise`): the threshold is twice the standard error of the difference,
-at least RUN_TO_RUN_PCT, because runs minutes apart move by more than their own rounds show.
-Points without it (CPU points of older databases, fewer than four turns; older GPU points get it
-from their samples when read, :func:`workbench.timing.facts_from_stored_samples`) fall back to
-the half-widths of their p20–p80 bands added, at least MIN_NOISE_PCT. The GUI colours only such
-differences; the CLI marks them.
+medians, :mod:`workbench.measure.noise`): the threshold is twice the standard error of the
+difference, at least RUN_TO_RUN_PCT, because runs minutes apart move by more than their own rounds
+show. Points without it (CPU points of older databases, fewer than four turns; older GPU points
+get it from their samples when read, :func:`workbench.measure.timing.facts_from_stored_samples`)
+fall back to the half-widths of their p20–p80 bands added, at least MIN_NOISE_PCT. The GUI
+colours only such differences; the CLI marks them.
 
 Runs are compared like for like only when they solve the same problem
 (:func:`problem_differences`) on the same machine (:func:`machine_differences`); both views warn
@@ -27,15 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.bandwidth import point_bandwidth
-from workbench.noise import ratio_noise_pct
-from workbench.roofline import (
+from workbench.analysis.bandwidth import point_bandwidth
+from workbench.analysis.roofline import (
     Ceilings,
     ceilings_for,
     minimum_bytes,
     no_ceiling_reason,
     point_roofline,
 )
+from workbench.measure.noise import ratio_noise_pct
 
 # The rule in words, as the window's Compare tab and the CLI's compare print it.
 NOISE_RULE = (
@@ -245,7 +245,7 @@ def point_pct(run: Any, point: Any, ceilings: Ceilings | None) -> float | None:
 
 
 def compiled_of(point: Any) -> dict[str, Any] | None:
-    """What the point's launch compiled to (a cuTile point, :mod:`workbench.resources`)."""
+    """What the point's launch compiled to (a cuTile point, :mod:`workbench.analysis.resources`)."""
     found = (getattr(point, "extra", None) or {}).get("resources")
     return found if isinstance(found, dict) else None
 

@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from workbench.errors import BackendError
-from workbench.machine import cuda_home_problem
+from workbench.measure.machine import cuda_home_problem
 
 # A first cuTile compile of a large tile takes tens of seconds, a tuner search minutes;
 # FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it.
@@ -86,7 +86,7 @@ def _error_reply(exc: BaseException) -> tuple[Any, ...]:
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:
-    """End this child as soon as the process that started it is gone: a GPU engine started by a
+    """End this child as the process that started it is gone: a GPU engine started by a
     window's job child must not keep computing after Cancel killed that job child."""
 
     def watch() -> None:

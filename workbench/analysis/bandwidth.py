@@ -6,7 +6,7 @@ Decode attention is bound by reading K and V, so a point's TFLOP/s says little; 
 *this machine's measured* streaming-read bandwidth, not a datasheet figure:
 :func:`measure_read_bandwidth` times a kernel that reads a large buffer once (2 GiB, far beyond
 any L2, with CUDA graphs through the project's one timer; with CuPy one launch of 16-byte loads,
-``workbench.stream_read``, so that no second pass adds to the fixed cost of small reads) and
+``workbench.measure.stream_read``, so that no second pass adds to the fixed cost of small reads) and
 :func:`save_bandwidth` keeps the result per GPU in a small JSON file, which the GPU backends add
 to every run's machine record (:func:`machine_bandwidth`). Without a measurement (a CPU, a GPU
 never measured) there is no fraction, only GB/s.
@@ -155,7 +155,7 @@ def measure_gpu_read_bandwidth(gpu: str, bytes_read: int = STREAM_BYTES) -> Read
     try:
         import cupy
 
-        from workbench.stream_read import StreamRead, describe
+        from workbench.measure.stream_read import StreamRead, describe
 
         lib, reader = "cupy", describe()
         readers = [StreamRead(cupy.ones(elements, dtype=cupy.float32)) for _ in range(copies)]

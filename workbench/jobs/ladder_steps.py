@@ -32,9 +32,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.bandwidth import point_bandwidth
+from workbench.analysis.bandwidth import point_bandwidth
+from workbench.analysis.resources import CompiledResources
 from workbench.config import AXES, K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, KernelConfig
-from workbench.resources import CompiledResources
 
 if TYPE_CHECKING:
     from workbench.store import Store
@@ -272,7 +272,7 @@ def ladder_table(store: Store, group_id: int, runs: Sequence[Any] | None = None)
 def _noise_of(key: str, point: Any, other: Any | None) -> dict[str, Any]:
     """``{key}_noise_pct`` and ``{key}_significant`` of ``point`` against ``other`` (the
     previous step's or the baseline's point at the same length), by Compare's rule."""
-    from workbench.compare import compare_cell
+    from workbench.analysis.compare import compare_cell
 
     if other is None:
         return {f"{key}_noise_pct": None, f"{key}_significant": False}
@@ -326,8 +326,9 @@ PENDING = "pending"  # the same while the ladder still runs
 
 def speedup_verdict(cell: dict[str, Any] | None, key: str) -> str:
     """'gain' or 'loss' for a cell's ``key`` ratio ('vs_previous', 'vs_baseline') beyond its
-    noise (Compare's rule, :func:`workbench.compare.noise_threshold_pct`), 'neutral' within it
-    or when there is nothing to compare. A fixed ±3 % called three-sample noise a ×0.80 loss."""
+    noise (Compare's rule, :func:`workbench.analysis.compare.noise_threshold_pct`), 'neutral'
+    within it or when there is nothing to compare. A fixed ±3 % called three-sample noise a ×0.80
+    loss."""
     ratio = cell.get(key) if cell else None
     if ratio is None or not math.isfinite(ratio) or ratio <= 0:
         return "neutral"

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kernels.measure import EVENT_BATCH, GRAPH_REPLAYS, balanced_order
-from workbench.noise import MIN_TURNS, median_noise_pct, turn_medians
+from workbench.measure.noise import MIN_TURNS, median_noise_pct, turn_medians
 
 # Warm-up launches are neither timed nor capped by max_time_s: more than this is a typo, not a plan.
 MAX_WARMUP = 10_000
@@ -75,7 +75,7 @@ class TimingStats:
     @property
     def median_noise_pct(self) -> float | None:
         """One standard error of the median in percent, from the spread of the turns'
-        medians (:mod:`workbench.noise`); None with fewer than ``MIN_TURNS`` turns."""
+        medians (:mod:`workbench.measure.noise`); None with fewer than ``MIN_TURNS`` turns."""
         if len(self.turn_sizes) < MIN_TURNS:
             return None
         return median_noise_pct(turn_medians(self.samples_ms, self.turn_sizes))

@@ -1,0 +1,1 @@
+"""What a measurement means: bandwidth, the roofline, comparisons, compiled resources."""

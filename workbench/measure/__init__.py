@@ -1,0 +1,1 @@
+"""How a point is measured: the timer, the accuracy check, noise, the machine record."""

@@ -1,0 +1,1 @@
+"""Documents made from the store: performance tables, the README's, Nsight Compute."""
