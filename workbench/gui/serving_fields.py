@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QVBoxLayout, QWidget
 
 from workbench.batch import parse_lengths
 from workbench.batch_lengths import CONTIGUOUS, PAGE_SIZES, PAGED
@@ -25,9 +25,7 @@ class ServingFields(QWidget):
         super().__init__(parent)
         self.lengths = QLineEdit()
         self.lengths.setObjectName("lengths")
-        self.lengths.setPlaceholderText(
-            "uniform batch; or 300,30000,1k or lognormal:n=64,mean=4k,max=32k,seed=1"
-        )
+        self.lengths.setPlaceholderText("uniform; or 300,30000,1k or lognormal:…")
         self.lengths.setToolTip(
             "One sequence per length (0 is an empty request), or a seeded distribution "
             "(lognormal:n=..,mean=..,max=.. / uniform:n=..,min=..,max=..). Decode on the "
@@ -41,10 +39,15 @@ class ServingFields(QWidget):
         self.page_size.setObjectName("page_size")
         for size in PAGE_SIZES:
             self.page_size.addItem(f"P{size}", size)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        for widget in (self.lengths, self.kv_cache, self.page_size):
-            row.addWidget(widget)
+        # The lengths above the cache and page size: one row of all three widened the form
+        # past what a 1280-pixel screen leaves the History table.
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.lengths)
+        row = QHBoxLayout()
+        row.addWidget(self.kv_cache)
+        row.addWidget(self.page_size)
+        column.addLayout(row)
         self.lengths.textChanged.connect(self.changed)
         self.kv_cache.currentIndexChanged.connect(self.changed)
         self.page_size.currentIndexChanged.connect(self.changed)
