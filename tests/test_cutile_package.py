@@ -104,7 +104,7 @@ def test_the_unread_parameter_check_finds_one() -> None:
     assert unread_parameters(function) == ["TILE_N"]
 
 
-def test_the_device_files_hold_the_five_kernels() -> None:
+def test_the_device_files_hold_the_dense_and_the_serving_kernels() -> None:
     names = {f.name for path in DEVICE_FILES for f in kernel_functions(path.read_text())}
     assert names == {
         "fmha_fwd_kernel",
@@ -112,6 +112,9 @@ def test_the_device_files_hold_the_five_kernels() -> None:
         "fmha_fwd_causal_persistent_kernel",
         "fmha_decode_kernel",
         "fmha_decode_combine_kernel",
+        "fmha_varlen_kernel",
+        "fmha_paged_kernel",
+        "paged_combine_kernel",
     }
 
 

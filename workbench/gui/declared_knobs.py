@@ -50,7 +50,8 @@ def field_name(knob_name: str) -> str:
 def range_step(knob: Knob) -> float | None:
     """The step of a number knob whose values are an evenly spaced run (a spin box's), else
     None (a combo's choices)."""
-    if knob.kind not in (int, float) or len(knob.values) < MIN_RANGE_VALUES:
+    numeric = knob.kind is int or knob.kind is float  # a value type: identity, not equality
+    if not numeric or len(knob.values) < MIN_RANGE_VALUES:
         return None
     values = sorted(knob.values)
     steps = [b - a for a, b in itertools.pairwise(values)]
