@@ -307,6 +307,11 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
         self.declared.carry()
         return job
 
+    def refresh_declared(self) -> None:
+        """After a plugin reloads: its rows from the new declaration, carried to the backends."""
+        self._show_declared()
+        self.declared.carry()
+
     def _show_declared(self) -> None:
         """Rows for the knobs the ticked backends declare (a plugin's), as form fields."""
         from workbench.backends.catalog import declarations

@@ -146,9 +146,12 @@ class DeclaredKnobs(QGroupBox):
         given = knob_settings()
         while self._rows.rowCount():
             self._rows.removeRow(0)
-        self._knobs, self.widgets = wanted, {}
+        before, self._knobs, self.widgets = self._knobs, wanted, {}
         for knob in wanted.values():
             value = shown.get(knob.name, given.get(knob.name, knob.default))
+            earlier = before.get(knob.name)
+            if earlier is not None and value == earlier.default:
+                value = knob.default  # left at its default: an edited plugin's new default wins
             widget = knob_widget(knob, value if value in knob.values else knob.default)
             self._connect(widget)
             self._rows.addRow(knob.label, widget)
@@ -195,4 +198,9 @@ class DeclaredKnobs(QGroupBox):
         """Give the backends the rows' values as ``--plugin-knob`` does: in the environment the
         engine child follows at each call (knobs of backends not ticked keep theirs)."""
         if self.widgets:
-            os.environ[ENV_KNOBS] = json.dumps({**knob_settings(), **self.values()})
+            # A row left at its knob's default is not passed: each backend then takes its own
+            # default, as without --plugin-knob (two plugins may share a knob's name).
+            values = self.values()
+            kept = {k: v for k, v in knob_settings().items() if k not in values}
+            moved = {k: v for k, v in values.items() if v != self._knobs[k].default}
+            os.environ[ENV_KNOBS] = json.dumps({**kept, **moved})

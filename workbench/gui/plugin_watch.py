@@ -97,6 +97,7 @@ class PluginWatch(QObject):
         if job is None or not set(job.backends) & set(version.names):
             self.window.show_status(f"Reloaded {name}; run a sweep on it to see the new version")
             return
+        self.window.controls.refresh_declared()  # a knob left at its default takes the new one
         model = jobs.progress_model
         previous = list(model.run_ids) if model is not None else []
         if jobs.start_job(job):
