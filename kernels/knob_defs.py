@@ -89,7 +89,8 @@ class Knob:
         shown = [v for v in (self.values if values is None else values) if v is not None]
         if self.kind is bool:
             return "true or false"
-        if len(shown) > 4 and shown == list(range(shown[0], shown[-1] + 1)):
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in shown)
+        if len(shown) > 4 and whole and shown == list(range(shown[0], shown[-1] + 1)):
             return f"{shown[0]} to {shown[-1]}"
         return ", ".join(str(v) for v in shown)
 

@@ -388,3 +388,28 @@ def test_an_edited_plugin_file_is_imported_afresh_in_the_same_engine_child(
     assert after["machine"]["plugin_sha256"] == hashlib.sha256(mine.read_bytes()).hexdigest()
     assert all(p["rel_err"] < 1e-2 for p in before["points"])
     assert all(p["rel_err"] > 1e-2 for p in after["points"])  # the edit's wrong scale shows
+
+
+def test_a_float_knob_with_many_values_refuses_a_bad_plugin_knob_in_one_line(tmp_path) -> None:
+    """A plugin's float knob of five or more values: a value off its list is one line naming
+    the flag and listing the values (it raised TypeError: range() on floats)."""
+    import subprocess
+    import sys
+
+    plugin = tmp_path / "many_caps.py"
+    plugin.write_text(
+        "from workbench.backends import Knob, declare\n"
+        "BACKENDS = (declare('many-caps', 'many caps', lambda q, k, v, **kw: q, knobs=(\n"
+        "    Knob('cap', float, 0.0, (0.0, 10.0, 20.0, 30.0, 40.0, 50.0), '--plugin-knob cap',\n"
+        "         'Cap', 'a soft cap'),)),)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "--plugin", str(plugin), "--plugin-knob", "cap=7",
+         "sweep", "--db", str(tmp_path / "runs.db"), "--backend", "many-caps", "--seq-lens", "16"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "cap" in lines[0] and "0.0, 10.0, 20.0, 30.0, 40.0, 50.0" in lines[0], lines[0]
+    assert not (tmp_path / "runs.db").exists()
