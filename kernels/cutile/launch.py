@@ -35,7 +35,7 @@ from kernels.cutile.config import LAUNCH_KNOBS as LAUNCH_KNOBS  # re-exported
 from kernels.cutile.config import LaunchConfig
 from kernels.cutile.diagnostics import check_arch
 from kernels.cutile.forms import Problem
-from kernels.cutile.launches import PreparedLaunch, device_plan, launcher, planned_launcher
+from kernels.cutile.launches import PreparedLaunch, device_plan, planned_launcher
 from kernels.cutile.plan import LaunchPlan, call_config
 from kernels.schedule import MASK_MODES
 
@@ -324,8 +324,11 @@ class KeptCall:
         lse = empty(p.lib, (p.batch, p.heads, p.q_len), "float32", q) if self.return_lse else None
         arrays = {"Q": q, "K": k, "V": v, "Out": out, "Lse": lse}
         if self.prepared is None:  # no query or no key: nothing to plan
-            launcher(p, arrays, self.config, scale=self.scale, mask=self.mask,
-                     input_pos=self.input_pos, window=self.window, stream=stream)()  # fmt: skip
+            run, _ = planned_launcher(
+                p, arrays, self.config, scale=self.scale, mask=self.mask,
+                input_pos=self.input_pos, window=self.window, stream=stream,
+            )  # fmt: skip
+            run()
         else:
             on = stream if stream is not None else default_stream(p.lib)
             self.prepared.runner(arrays, on)()

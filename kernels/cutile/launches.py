@@ -239,24 +239,6 @@ def _planned_view(arr: Any, spec: Any) -> Any:
     return reshaped(arr, spec.shape)
 
 
-def launcher(
-    p: Problem,
-    arrays: dict[str, Any],
-    config: LaunchConfig,
-    *,
-    scale: float | None,
-    mask: str,
-    input_pos: int,
-    window: int | None,
-    stream: Any,
-) -> Callable[[], None]:
-    """Everything but the launch itself: plan, argument tuple, kernel variant, arch check."""
-    return planned_launcher(
-        p, arrays, config, scale=scale, mask=mask, input_pos=input_pos, window=window,
-        stream=stream,
-    )[0]  # fmt: skip
-
-
 def planned_launcher(
     p: Problem,
     arrays: dict[str, Any],
@@ -268,7 +250,8 @@ def planned_launcher(
     window: int | None,
     stream: Any,
 ) -> tuple[Callable[[], None], LaunchPlan | None]:
-    """:func:`launcher`, and the plan it runs (None: no query or no key, no kernel runs)."""
+    """Everything but the launch itself (plan, argument tuple, kernel variant, arch check), and
+    the plan it runs (None: no query or no key, no kernel runs)."""
     q, out, lse = arrays["Q"], arrays["Out"], arrays.get("Lse")
     if p.q_len == 0:
         return (lambda: None), None

@@ -26,7 +26,7 @@ from kernels.cutile.diagnostics import (
 )
 from kernels.cutile.forms import Problem, grid_form
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
-from kernels.cutile.launches import Allocator, launch_of, launcher
+from kernels.cutile.launches import Allocator, launch_of, planned_launcher
 from kernels.cutile.plan import decode_ctas_per_sm
 from kernels.decode_choice import DECODE_SEARCHED, decode_bound, decode_candidates
 from kernels.knobs import FIXED_IN_TUNING, KNOBS, TUNABLE, applies
@@ -414,7 +414,7 @@ def _sustained_pick(
         "input_pos": input_pos,
         "window": window,
     }
-    runs = [launcher(p, arrays, cfg, stream=None, **options) for cfg in finalists]
+    runs = [planned_launcher(p, arrays, cfg, stream=None, **options)[0] for cfg in finalists]
     # The side stream does not wait for the caller's: the inputs must be complete first.
     synchronize(p.lib)
     stream = side_stream(p.lib)
