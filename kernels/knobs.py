@@ -16,12 +16,10 @@ Nothing here imports cuda.tile or Qt: the workbench core checks values without a
 
 from __future__ import annotations
 
-import inspect
 import itertools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from numbers import Integral
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from kernels.knob_defs import (  # noqa: F401  (re-exported: the registry's public names)
     _KNOBS,
@@ -43,8 +41,6 @@ from kernels.knob_defs import (  # noqa: F401  (re-exported: the registry's publ
 )
 from kernels.knob_rules import ARCH_RULES, RULES, ArchRule, Rule, Violation  # noqa: F401
 from kernels.problem_axes import DTYPE, DTYPE_ITEMSIZE, HEAD_DIM, ProblemAxis  # noqa: F401
-
-T = TypeVar("T", bound=type)
 
 
 def tuned(values: Values) -> bool:
@@ -277,29 +273,3 @@ def rules_text(name: str) -> str:
     """The rules about knob ``name`` in a few words (``only with the persistent grid, mask
     none``), for help texts; "" where there are none."""
     return "; ".join(rule.summary for rule in RULES if rule.field == name)
-
-
-def with_knob_fields(names: Iterable[str], *, own_after: str | None = None) -> Callable[[T], T]:
-    """Class decorator: one field per knob in ``names``, in the registry's order, typed and
-    defaulted by it, with the class's own annotated fields after the knob ``own_after`` (last
-    without one); then a frozen dataclass. The kernel's LaunchConfig and the workbench's
-    KernelConfig are made so, and a knob added here is a field of both."""
-    wanted = set(names)
-
-    def build(cls: T) -> T:
-        own = dict(inspect.get_annotations(cls))
-        annotations: dict[str, Any] = {}
-        for knob in _KNOBS:
-            if knob.name not in wanted:
-                continue
-            optional = " | None" if None in knob.values else ""
-            annotations[knob.name] = f"{knob.kind.__name__}{optional}"
-            setattr(cls, knob.name, knob.default)
-            if knob.name == own_after:
-                annotations.update(own)
-        if own_after is None:
-            annotations.update(own)
-        cls.__annotations__ = annotations
-        return cast(T, dataclass(frozen=True)(cls))  # the same class, now a dataclass
-
-    return build

@@ -273,12 +273,15 @@ OVER_BUDGET: dict[str, tuple[frozenset[str], str]] = {
 # A module split out of another for size counts as the one it came from, and the kernel's launch
 # path counts as one file: the typed LaunchConfig (config.py), the plan that resolves it
 # (plan.py) and the kernel values read from the plan (forms.py) name each launch knob once each
-# on purpose (issue #53 item 2: explicit typed code, not fields made at import time).
+# on purpose (issue #53 item 2: explicit typed code, not fields made at import time). The
+# workbench config's fields (workbench/config_fields.py) are generated from the registry by
+# scripts/gen_config_fields.py, so they count as the registry: no one edits them by hand.
 LAUNCH_PATH = "kernels/cutile/{config,plan,forms}.py"
 FACES = {
     "kernels/knob_defs.py": "kernels/knobs.py",
     "kernels/knob_rules.py": "kernels/knobs.py",
     "kernels/problem_axes.py": "kernels/knobs.py",
+    "workbench/config_fields.py": "kernels/knobs.py",
     "kernels/block_ranges.py": "kernels/schedule.py",
     "kernels/decode_layout.py": "kernels/schedule.py",
     "kernels/cutile/config.py": LAUNCH_PATH,

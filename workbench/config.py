@@ -11,7 +11,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, cast
 
 from kernels import knobs
 from kernels.schedule import MASK_MODES
@@ -19,6 +19,7 @@ from workbench.batch_lengths import batch_violation, lengths_summary, scaled_to,
 from workbench.config_error import ConfigError as ConfigError
 from workbench.config_error import check_choice as _check_choice
 from workbench.config_error import check_int as _check_int
+from workbench.config_fields import ConfigFields
 from workbench.sizes import SizeError, parse_size
 
 DTYPES = knobs.DTYPE.values
@@ -273,19 +274,11 @@ def refuse_first(violations: Iterable[knobs.Violation]) -> None:
         raise ConfigError(problem.field, problem.value, problem.reason)
 
 
-@knobs.with_knob_fields(knobs.KNOBS, own_after=knobs.MASK_FIELDS_AFTER)
-class KernelConfig:
-    """The knobs of the optimization stack (one field per :data:`kernels.knobs.KNOBS` entry)
-    and the mask. Backends ignore knobs they do not have."""
-
-    mask: str = "none"
-    window: int | None = None
-
-    if TYPE_CHECKING:  # the knob fields are made at import time (with_knob_fields)
-        __dataclass_fields__: ClassVar[dict[str, Any]]
-
-        def __init__(self, *args: Any, **knobs: Any) -> None: ...
-        def __getattr__(self, name: str) -> Any: ...
+@dataclass(frozen=True)
+class KernelConfig(ConfigFields):
+    """The knobs of the optimization stack (one field per :data:`kernels.knobs.KNOBS` entry,
+    written out in :mod:`workbench.config_fields` from the registry) and the mask. Backends
+    ignore knobs they do not have."""
 
     def __post_init__(self) -> None:
         values = self.knob_values()
