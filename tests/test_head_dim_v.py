@@ -130,7 +130,7 @@ def test_compare_warns_that_runs_at_different_dv_solve_different_problems(run_cl
         assert done.code == 0, done.err
     compared = run_cli("compare", "1", "2")
     assert compared.code == 0, compared.err
-    assert "different problems (value_dim: #1 128, #2 192)" in compared.out + compared.err
+    assert "different problems (head_dim_v: #1 128, #2 192)" in compared.out + compared.err
 
 
 def test_a_plugin_refuses_dv_through_the_cli_and_writes_nothing(

@@ -146,6 +146,8 @@ def compare_table(
 # What makes two runs different problems (the kernel knobs are what a comparison is about).
 PROBLEM_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "value_dim", "dtype", "input_pos")
 MASK_FIELDS = ("mask", "window")
+# A field shown under the name the user types it by (--head-dim-v, the CSV's head_dim_v column).
+SHOWN_AS = {"value_dim": "head_dim_v"}
 
 
 def problem_differences(runs: Sequence[Any]) -> list[str]:
@@ -174,7 +176,7 @@ def problem_differences(runs: Sequence[Any]) -> list[str]:
         values = [getattr(getattr(run, part), name) for run in runs]
         if len(set(values)) > 1:
             shown = ", ".join(f"#{run.id} {value}" for run, value in zip(runs, values))
-            differences.append(f"{name}: {shown}")
+            differences.append(f"{SHOWN_AS.get(name, name)}: {shown}")
     return differences
 
 
