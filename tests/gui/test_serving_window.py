@@ -31,6 +31,9 @@ def test_a_ragged_paged_decode_runs_from_the_window(qtbot: Any, window: Any) -> 
     assert point.rel_err is not None and point.rel_err < 1e-2
     shown = [window.history.model.index(0, col).data() for col in range(8)]
     assert any("ragged 4× 0–100 (mean 39) P16 H4/2 D32" in str(cell) for cell in shown), shown
+    # The x axis says what a ragged run's length is: its batch's longest sequence.
+    x_label = window.plots.latency_plot.getAxis("bottom").labelText
+    assert x_label == "longest sequence's key length k_len", x_label
 
 
 def test_a_bad_length_in_the_window_is_refused_naming_the_field(qtbot: Any, window: Any) -> None:

@@ -90,6 +90,7 @@ class Explainers(QObject):
                 if found
             },
             axis=run.axis,
+            ragged=run.problem.lengths is not None,
             kv_gbs={
                 p.seq_len: gbs
                 for p in points

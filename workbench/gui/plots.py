@@ -104,6 +104,7 @@ class Series:
     # config is what ran.
     tuned: dict[int, str] = field(default_factory=dict)
     axis: str = "seq_len"  # what the lengths are: N, or k_len (a decode sweep)
+    ragged: bool = False  # a ragged batch: each length is the batch's longest sequence
     # Length → GB/s of K+V (RunRecord.bandwidth): the throughput plot's other measure.
     kv_gbs: dict[int, float] = field(default_factory=dict)
     # Sequence length → % of the roofline ceiling bounding the point (empty without ceilings:
@@ -257,6 +258,9 @@ class PlotsPanel(QWidget):
 
     def _label_x(self) -> None:
         text = "key length k_len" if self._decode() else "sequence length N"
+        if self._series and all(s.ragged for s in self._series.values()):
+            # docs/serving.md: a ragged batch is scaled so its longest sequence has that length.
+            text = "longest sequence's " + text
         for plot in (self.latency_plot, self.tflops_plot):
             plot.setLabel("bottom", text, color="#222")
 
