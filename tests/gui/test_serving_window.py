@@ -36,6 +36,17 @@ def test_a_ragged_paged_decode_runs_from_the_window(qtbot: Any, window: Any) -> 
     assert x_label == "longest sequence's key length k_len", x_label
 
 
+def test_the_cache_and_page_size_are_greyed_out_until_they_apply(qtbot: Any, window: Any) -> None:
+    s = window.controls.serving
+    assert not s.kv_cache.isEnabled() and not s.page_size.isEnabled()  # a uniform batch
+    type_into(qtbot, s.lengths, "300,30000")
+    assert s.kv_cache.isEnabled() and s.page_size.isEnabled()
+    pick(s.kv_cache, "contiguous")
+    assert s.kv_cache.isEnabled() and not s.page_size.isEnabled()
+    type_into(qtbot, s.lengths, "")
+    assert not s.kv_cache.isEnabled()
+
+
 def test_a_bad_length_in_the_window_is_refused_naming_the_field(qtbot: Any, window: Any) -> None:
     c = window.controls
     type_into(qtbot, c.serving.lengths, "40,-3")

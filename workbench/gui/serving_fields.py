@@ -51,6 +51,15 @@ class ServingFields(QWidget):
         self.lengths.textChanged.connect(self.changed)
         self.kv_cache.currentIndexChanged.connect(self.changed)
         self.page_size.currentIndexChanged.connect(self.changed)
+        self.changed.connect(self._enable)
+        self._enable()
+
+    def _enable(self) -> None:
+        """The cache and page size take effect only for a ragged batch (and the page size only
+        for a paged cache): greyed out otherwise, so the form shows what a run will use."""
+        ragged = bool(self.lengths.text().strip())
+        self.kv_cache.setEnabled(ragged)
+        self.page_size.setEnabled(ragged and self.kv_cache.currentData() == PAGED)
 
     def apply(self, problem: Problem, decode: bool) -> Problem:
         """``problem`` with the batch these fields state (unchanged where the lengths are
