@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gui_helpers import click_run, pick, run_and_wait, small_problem, tick_backends, type_into
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 
 from workbench.backends import catalog
@@ -111,6 +111,16 @@ def test_the_plugins_knobs_show_when_it_is_ticked_and_its_run_carries_the_value_
     assert not c.declared.isVisibleTo(window)
     tick_backends(qtbot, c, ["numpy-softcap"])  # the value set comes back with the backend
     assert c.declared.widgets["--plugin-knob softcap"].currentData() == 30.0
+
+    # Load into form puts the run's own knob values back, after the form moved on.
+    pick(c.declared.widgets["--plugin-knob softcap"], 50.0)
+    pick(c.declared.widgets["--plugin-knob chunk_rows"], 128)
+    tick_backends(qtbot, c, ["reference"])
+    window.history.select_runs([run_id])
+    qtbot.mouseClick(window.history.load_button, Qt.MouseButton.LeftButton)
+    assert c.backends.checked() == ["numpy-softcap"]
+    assert c.declared.widgets["--plugin-knob softcap"].currentData() == 30.0
+    assert c.declared.widgets["--plugin-knob chunk_rows"].currentData() == 64
 
 
 def test_a_value_against_the_plugins_rule_names_the_knob_and_writes_nothing(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from gui_helpers import pick, run_and_wait, type_into
+from PySide6.QtCore import Qt
 
 pytestmark = pytest.mark.gui
 
@@ -34,6 +35,15 @@ def test_a_ragged_paged_decode_runs_from_the_window(qtbot: Any, window: Any) -> 
     # The x axis says what a ragged run's length is: its batch's longest sequence.
     x_label = window.plots.latency_plot.getAxis("bottom").labelText
     assert x_label == "longest sequence's key length k_len", x_label
+
+    # Load into form puts the ragged batch back, cache and page size included.
+    type_into(qtbot, c.serving.lengths, "")
+    pick(c.serving.kv_cache, "contiguous")
+    window.history.select_runs([run_id])
+    qtbot.mouseClick(window.history.load_button, Qt.MouseButton.LeftButton)
+    assert c.serving.lengths.text() == "40,0,17,100"
+    assert c.serving.kv_cache.currentData() == "paged" and c.serving.page_size.currentData() == 16
+    assert c.spec().problem == run.problem
 
 
 def test_the_cache_and_page_size_are_greyed_out_until_they_apply(qtbot: Any, window: Any) -> None:

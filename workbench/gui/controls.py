@@ -193,6 +193,9 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
         form.addRow("Lengths are", self.decode)
         self.serving = ServingFields()  # a ragged batch (workbench/gui/serving_fields.py)
         self.serving.changed.connect(self._on_edited)
+        # Saved with the settings and put back by Load into form, as every other field.
+        for name in ("lengths", "kv_cache", "page_size"):
+            self._fields[name] = getattr(self.serving, name)
         form.addRow("Ragged batch", self.serving)
         return group
 
@@ -337,8 +340,10 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
         backend: str,
         label: str,
         axis: str = SEQ_LEN_AXIS,
+        plugin_knobs: Mapping[str, Any] | None = None,
     ) -> None:
-        """Put a stored run's settings back into the form (to re-run or tweak it)."""
+        """Put a stored run's settings back into the form (to re-run or tweak it): its problem,
+        ragged batch, mask, knobs and a plugin's own knob values (``plugin_knobs``)."""
         mask_value = config.mask
         if config.mask == "causal" and problem.input_pos and axis == SEQ_LEN_AXIS:
             mask_value = "causal-offset"
@@ -357,6 +362,10 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
                 "input_pos": problem.input_pos if axis == SEQ_LEN_AXIS else 0,
                 "window": config.window or self.window.value(),
                 **{knob.name: getattr(config, knob.name) for knob in knobs.EXPOSED},
+                "lengths": ",".join(str(n) for n in problem.lengths or ()),
+                "kv_cache": problem.kv_cache,
+                "page_size": problem.page_size or self.serving.page_size.currentData(),
+                **{f"{DECLARED_FIELD}{n}": v for n, v in (plugin_knobs or {}).items()},
                 "backends": [backend],
                 "label": label,
             }

@@ -338,7 +338,13 @@ class MainWindow(QMainWindow):
         if runs:
             run = runs[0]
             self.controls.load_run(
-                run.problem, run.config, run.seq_lens, run.backend, run.label, run.axis
+                run.problem,
+                run.config,
+                run.seq_lens,
+                run.backend,
+                run.label,
+                run.axis,
+                run.machine.get("plugin_knobs"),
             )
             self.show_status(f"Loaded the settings of run #{run_id} into the form")
 
