@@ -334,6 +334,10 @@ def plan_words(stored: Mapping[str, Any]) -> str:
     """A stored plan in a few words: ``decode · 16×128 tiles · 16 KV splits of 16 key blocks
     · heads packed · grid 1×8×16 · combine grid 1×8×4``, or ``tile · 64×64 tiles · D 64+32 /
     Dv 64+32 columns (chunked) · grid 256×1×1`` where a head dim is not a power of two."""
+    if "units" in stored:  # a ragged point's serving kernel (cutile_serving.plan_record)
+        from kernels.cutile.serving_launch import serving_plan_words
+
+        return serving_plan_words(stored)
     words = [str(stored.get("form")), f"{stored.get('tile_m')}×{stored.get('tile_n')} tiles"]
     splits = stored.get("kv_splits") or 1
     if splits > 1:

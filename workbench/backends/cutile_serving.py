@@ -1,0 +1,235 @@
+"""The cuTile backend on a ragged batch: which serving kernel runs it (:mod:`kernels.cutile.varlen`
+for a varlen prefill or a decode on a contiguous cache, :mod:`kernels.cutile.paged` for a paged
+cache), with which of the config's knobs, and what the point stores of the launch.
+
+The knobs that mean something to a ragged launch come from the config: the tiles (``tile_m``,
+``tile_n``: the paged kernel's key block), ``kv_splits`` (auto: the ragged split table; 1: none;
+N: every sequence in N pieces, paged only) and ``occupancy`` (CTAs an SM). Any other knob set
+away from its default is refused in one line naming its flag, before anything is launched.
+Nothing here imports torch or cuda.tile at module level: the choices and refusals run on any
+machine (tests/test_cutile_serving.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernels import knobs
+from kernels.cutile import paged, varlen
+from kernels.serving_schedule import varlen_tiles
+from workbench.config import ConfigError, KernelConfig, Problem
+
+# The registry knobs a ragged launch reads; every other one must stay at its default.
+RAGGED_KNOBS = ("tile_m", "tile_n", "kv_splits", "occupancy", "pack_gqa")
+VARLEN_KERNEL = "fmha_varlen_kernel"
+PAGED_KERNEL = "fmha_paged_kernel"
+COMBINE_KERNEL = "paged_combine_kernel"
+
+
+@dataclass(frozen=True)
+class RaggedLaunch:
+    """What one ragged point launches: the kernel's family ("varlen" or "paged"), its mask,
+    tiles, CTAs an SM and split request (None: auto)."""
+
+    kernel: str
+    causal: bool
+    window: int | None
+    block_m: int
+    block_n: int
+    ctas_per_sm: int | None
+    kv_splits: int | None
+
+
+def ragged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
+    """The launch of ``problem`` (a ragged batch) under ``config``; a ConfigError naming the
+    field (so the CLI names its flag) for anything the serving kernels cannot run as asked."""
+    assert problem.lengths is not None
+    values = config.knob_values()
+    defaults = knobs.defaults()
+    for name, value in values.items():
+        if name not in RAGGED_KNOBS and value != defaults[name]:
+            raise ConfigError(
+                name, value, "does not apply to the cuTile serving kernels (varlen, paged); "
+                "leave it at its default for a ragged batch",
+            )  # fmt: skip
+    window = config.window if config.mask == "window" else None
+    if problem.page_size is None:
+        return _varlen_launch(config, window)
+    return _paged_launch(problem, config)
+
+
+def _varlen_launch(config: KernelConfig, window: int | None) -> RaggedLaunch:
+    sizes = (("tile_m", config.tile_m, varlen.BLOCK_M_SIZES),
+             ("tile_n", config.tile_n, varlen.BLOCK_N_SIZES))  # fmt: skip
+    for name, value, allowed in sizes:
+        if value not in allowed:
+            raise ConfigError(name, value, f"the cuTile varlen kernel takes {_words(allowed)}")
+    if config.kv_splits not in (None, 1):
+        raise ConfigError(
+            "kv_splits", config.kv_splits, "the cuTile varlen kernel does not split a sequence's "
+            "keys (one CTA a q-block); a paged cache (--kv-cache paged) does",
+        )  # fmt: skip
+    if config.pack_gqa:
+        raise ConfigError(
+            "pack_gqa", True, "the cuTile varlen kernel runs one query head a CTA; a paged cache "
+            "(--kv-cache paged) packs the heads of a KV head",
+        )  # fmt: skip
+    ctas = config.occupancy if config.occupancy is not None else varlen.DEFAULT_CTAS_PER_SM
+    return RaggedLaunch("varlen", config.causal, window, config.tile_m, config.tile_n, ctas, 1)
+
+
+def _paged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
+    if config.mask == "window":
+        raise ConfigError("mask", "window", "the cuTile paged kernel has no window mask")
+    if config.mask == "none" and problem.q_len > 1:
+        raise ConfigError(
+            "mask", "none", f"the cuTile paged kernel runs its {problem.q_len} queries causal "
+            "among themselves (the last positions): give --mask causal, or --q-len 1",
+        )  # fmt: skip
+    if problem.q_len > paged.MAX_Q_LEN:
+        raise ConfigError("q_len", problem.q_len, f"the cuTile paged kernel takes 1 to "
+                          f"{paged.MAX_Q_LEN} queries a sequence")  # fmt: skip
+    if config.tile_m != knobs.KNOBS["tile_m"].default:
+        raise ConfigError(
+            "tile_m", config.tile_m, "the cuTile paged kernel's rows are a KV head's packed "
+            "query heads × queries (set by the heads and --q-len); leave it out",
+        )  # fmt: skip
+    if config.tile_n not in paged.BLOCK_N_CHOICES:
+        allowed = _words(paged.BLOCK_N_CHOICES)
+        raise ConfigError("tile_n", config.tile_n, f"the cuTile paged kernel takes {allowed}")
+    rows_q, rows_g, _ = paged.tile_rows(problem.q_len, problem.group_size)
+    most = max(1, min(paged.MAX_SPLITS, paged.COMBINE_ELEMENTS // (rows_q * rows_g * 8)))
+    if config.kv_splits is not None and config.kv_splits > most:
+        raise ConfigError(
+            "kv_splits", config.kv_splits,
+            f"the cuTile paged kernel's combine takes at most {most} splits a sequence here",
+        )  # fmt: skip
+    return RaggedLaunch("paged", True, None, rows_q * rows_g, config.tile_n, config.occupancy,
+                        config.kv_splits)  # fmt: skip
+
+
+def _words(values: tuple[int, ...]) -> str:
+    return (
+        ", ".join(map(str, values[:-1])) + f" or {values[-1]}"
+        if len(values) > 1
+        else str(values[0])
+    )
+
+
+def paged_plan(problem: Problem, launch: RaggedLaunch, sm_count: int) -> paged.PagedPlan:
+    """The paged kernel's plan of this batch on ``sm_count`` SMs (host work, once a point)."""
+    assert problem.kv_heads is not None and problem.page_size is not None
+    splits = launch.kv_splits
+    return paged.plan_paged(
+        problem.k_lens, q_len=problem.q_len, heads=problem.heads, kv_heads=problem.kv_heads,
+        page_size=problem.page_size, block_n=launch.block_n, sm_count=sm_count,
+        ctas_per_sm=launch.ctas_per_sm or 1, split=splits != 1,
+        splits=splits if splits not in (None, 1) else None,
+    )  # fmt: skip
+
+
+def plan_record(
+    problem: Problem, launch: RaggedLaunch, plan: paged.PagedPlan | None, sm_count: int | None
+) -> dict[str, Any]:
+    """What a ragged point stores as its launch plan (the ``plan`` column, ``show``'s "ran"
+    line): the kernel, its tiles, the page and key block, the split table's summary."""
+    assert problem.kv_heads is not None
+    record: dict[str, Any] = {
+        "form": "varlen" if launch.kernel == "varlen" else "paged",
+        "kernel": VARLEN_KERNEL if launch.kernel == "varlen" else PAGED_KERNEL,
+        "tile_m": launch.block_m,
+        "tile_n": launch.block_n,
+        "page_size": problem.page_size,
+        "occupancy": launch.ctas_per_sm,
+        "sm_count": sm_count,
+        "mask": "window" if launch.window else ("causal" if launch.causal else "none"),
+        "window": launch.window or 0,
+    }
+    if plan is None:
+        cu_q, cu_k = _offsets(problem.q_lens), _offsets(problem.k_lens)
+        tiles = varlen_tiles(cu_q, cu_k, launch.block_m, launch.block_n, causal=launch.causal,
+                             window=launch.window)  # fmt: skip
+        record.update(kv_splits=1, grid=[problem.heads, len(tiles), 1], units=len(tiles),
+                      pack_gqa=False)  # fmt: skip
+        return record
+    splits = plan.schedule.splits
+    record.update(
+        kv_splits=max(splits, default=1),
+        min_splits=min(splits, default=1),
+        split_request="auto" if launch.kv_splits is None else launch.kv_splits,
+        units=plan.schedule.slots,
+        rows_q=plan.rows_q,
+        rows_g=plan.rows_g,
+        pack_gqa=True,
+        grid=[problem.kv_heads, len(plan.schedule.units), plan.q_blocks],
+    )
+    if plan.schedule.needs_combine:
+        tile, _ = paged.combine_constants(_shape(problem), plan, with_lse=False)
+        chunks = -(-problem.value_dim // tile[3])
+        record["combine"] = {
+            "kernel": COMBINE_KERNEL,
+            "grid": [problem.kv_heads, problem.batch, plan.q_blocks * chunks],
+        }
+    return record
+
+
+def _shape(problem: Problem) -> paged.PagedShape:
+    assert problem.kv_heads is not None and problem.page_size is not None
+    return paged.PagedShape(
+        problem.batch, problem.q_len, problem.heads, problem.kv_heads, problem.head_dim,
+        problem.value_dim, 0, problem.page_size, problem.dtype, tuple(problem.k_lens),
+    )  # fmt: skip
+
+
+def _offsets(lengths: tuple[int, ...]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32)
+
+
+def upload(arrays: tuple[np.ndarray, ...], dtype: str, device: str = "cuda") -> tuple[Any, ...]:
+    """The host serving inputs on ``device`` as torch tensors: the float ones in ``dtype``;
+    the int32 offsets or block table stay host NumPy (the accuracy check reads them there;
+    :func:`prepare` copies them to the device once)."""
+    import torch
+
+    return tuple(
+        torch.from_numpy(x).to(device=device, dtype=getattr(torch, dtype))
+        if x.dtype == np.float32
+        else x
+        for x in arrays
+    )
+
+
+def prepare(problem: Problem, launch: RaggedLaunch, inputs: tuple[Any, ...],
+            plan: paged.PagedPlan | None) -> tuple[Callable[[], Any], Any]:  # fmt: skip
+    """The ragged launch on ``inputs`` (:func:`upload`'s) and its output buffer: tables copied
+    to q's device once, the kernel's argument tuple built once; the call launches and returns
+    the output in the serving layout. A kernel's own refusal (ValueError) is one line naming
+    its argument."""
+    import torch
+
+    q = inputs[0]
+    tables = [torch.from_numpy(np.ascontiguousarray(x)).to(q.device) for x in inputs[3:]]
+    try:
+        if plan is None:
+            run, out, _ = varlen.prepare_varlen(
+                q, inputs[1], inputs[2], *tables, causal=launch.causal, window=launch.window,
+                block_m=launch.block_m, block_n=launch.block_n, ctas_per_sm=launch.ctas_per_sm,
+                with_lse=False,
+            )  # fmt: skip
+        else:
+            run, out, _ = paged.prepare_paged(
+                q, inputs[1], inputs[2], *tables, plan=plan, with_lse=False,
+                ctas_per_sm=launch.ctas_per_sm,
+            )  # fmt: skip
+    except ValueError as exc:
+        raise ConfigError("lengths", list(problem.lengths or ()), str(exc)) from None
+
+    def call() -> Any:
+        run()
+        return out
+
+    return call, out
