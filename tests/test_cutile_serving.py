@@ -24,6 +24,7 @@ from tests.tile_emulator import as_array, emulated, launch_torch_on_cpu, run_gri
 from workbench.backends import cutile_serving
 from workbench.backends.base import host_inputs
 from workbench.backends.cutile import CutileBackend
+from workbench.backends.torch_base import upload_serving
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.measure.serving_inputs import check_serving_output
 
@@ -159,7 +160,7 @@ def test_the_backend_prepares_and_checks_a_ragged_point_on_cpu_torch(rng, monkey
         (ragged([90, 0, 33], varlen=True), KernelConfig(mask="causal")),
         (ragged([700, 5, 0], q_len=1, kv_cache="paged", page_size=16), KernelConfig()),
     ):
-        inputs = cutile_serving.upload(host_inputs(problem, rng), problem.dtype, device="cpu")
+        inputs = upload_serving(host_inputs(problem, rng), problem.dtype, device="cpu")
         with emulated(device, device_varlen, device_paged):
             launch = backend.prepare(problem, config, inputs)
             backend.poison_output()

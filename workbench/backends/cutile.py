@@ -35,6 +35,7 @@ from workbench.backends.base import Availability, Backend, OpenPoint, PointResul
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.gpu import HostView, cupy_device, device_inputs
+from workbench.backends.torch_base import upload_serving
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 from workbench.measure.machine import cuda_home_problem
 from workbench.measure.timing import TimingSettings, TimingStats
@@ -137,7 +138,7 @@ class CutileBackend(CupyBackend):
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
         if problem.lengths is not None:  # the serving layouts, the reference's host values
             self.lib = "torch"
-            return cutile_serving.upload(host_inputs(problem, rng), problem.dtype)
+            return upload_serving(host_inputs(problem, rng), problem.dtype)
         inputs = tuple(to_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
         # bfloat16 comes as torch tensors (CuPy has none): the launches then run on torch's
         # current stream, and the sampler must time that stream.

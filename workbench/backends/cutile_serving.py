@@ -189,26 +189,12 @@ def _offsets(lengths: tuple[int, ...]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32)
 
 
-def upload(arrays: tuple[np.ndarray, ...], dtype: str, device: str = "cuda") -> tuple[Any, ...]:
-    """The host serving inputs on ``device`` as torch tensors: the float ones in ``dtype``;
-    the int32 offsets or block table stay host NumPy (the accuracy check reads them there;
-    :func:`prepare` copies them to the device once)."""
-    import torch
-
-    return tuple(
-        torch.from_numpy(x).to(device=device, dtype=getattr(torch, dtype))
-        if x.dtype == np.float32
-        else x
-        for x in arrays
-    )
-
-
 def prepare(problem: Problem, launch: RaggedLaunch, inputs: tuple[Any, ...],
             plan: paged.PagedPlan | None) -> tuple[Callable[[], Any], Any]:  # fmt: skip
-    """The ragged launch on ``inputs`` (:func:`upload`'s) and its output buffer: tables copied
-    to q's device once, the kernel's argument tuple built once; the call launches and returns
-    the output in the serving layout. A kernel's own refusal (ValueError) is one line naming
-    its argument."""
+    """The ragged launch on ``inputs`` (``upload_serving``'s) and its output buffer: tables
+    copied to q's device once, the kernel's argument tuple built once; the call launches and
+    returns the output in the serving layout. A kernel's own refusal (ValueError) is one line
+    naming its argument."""
     import torch
 
     q = inputs[0]

@@ -1,0 +1,79 @@
+"""torch SDPA on a ragged batch, padded to its longest sequence, on the CPU: the mask the padded
+call takes equals each sequence's own bottom-right mask on its real keys and hides every padded
+key; the flash backend (no mask) is refused in one line naming the flag for every batch that
+would need one; `backends` says the SDPA peers pad. The padded call itself runs in
+tests/gpu/test_serving_backends.py. Lengths are fresh random draws from the printed seed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from kernels.schedule import visible_block
+from workbench.backends.padded import _visible, padded_form
+from workbench.backends.torch_sdpa import TorchCudnnBackend, TorchFlashBackend
+from workbench.config import ConfigError, KernelConfig, Problem
+
+HEADS = {"heads": 4, "kv_heads": 2, "head_dim": 32, "dtype": "float16"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "mask", "window"),
+    [
+        ({"varlen": True}, "none", None),
+        ({"varlen": True}, "window", 9),
+        ({"q_len": 3}, "causal", None),
+        ({"q_len": 1, "kv_cache": "paged", "page_size": 16}, "none", None),
+        ({"q_len": 4, "kv_cache": "paged", "page_size": 32}, "window", 6),
+    ],
+    ids=["varlen-none", "varlen-window", "decode-q3-causal", "paged-decode", "paged-q4-window"],
+)
+def test_the_padded_mask_is_each_sequences_own_and_hides_the_padding(rng, fields, mask, window):
+    lengths = [int(n) for n in rng.integers(0, 90, size=6)] + [1, 0]
+    problem = Problem(**HEADS, lengths=tuple(lengths), **fields)
+    config = KernelConfig(mask=mask, window=window)
+    q_rows = max(problem.q_lens) + 5 if problem.varlen else problem.q_len
+    k_cols = max(lengths) + 7
+    seen = _visible(problem, config, q_rows, k_cols)
+    assert seen.shape == (problem.batch, 1, q_rows, k_cols)
+    for b, (lq, lk) in enumerate(zip(problem.q_lens, problem.k_lens)):
+        want = visible_block(range(lq), range(lk), mask, lk - lq, window)
+        assert np.array_equal(seen[b, 0, :lq, :lk], want), f"sequence {b} ({lq} × {lk})"
+        assert not seen[b, 0, :, lk:].any(), f"sequence {b} sees a padded key"
+
+
+@pytest.mark.parametrize(
+    ("fields", "mask"),
+    [
+        ({"q_len": 1, "kv_cache": "paged", "page_size": 16}, "none"),
+        ({"q_len": 2}, "causal"),
+        ({"varlen": True}, "none"),
+    ],
+)
+def test_the_flash_backend_refuses_a_padded_batch_that_needs_a_mask(fields, mask):
+    said = "--backend torch-flash: pads a ragged batch to its longest sequence and must then mask"
+    problem = Problem(**HEADS, lengths=(300, 20, 0), **fields)
+    with pytest.raises(ConfigError) as refused:
+        TorchFlashBackend().check_supported(problem, KernelConfig(mask=mask))
+    message = refused.value.cli_message()
+    assert message.startswith(said) and "use torch-cudnn" in message and "\n" not in message
+
+
+def test_a_varlen_causal_prefill_pads_without_a_mask_and_others_with_one():
+    varlen = Problem(**HEADS, lengths=(300, 20, 0), varlen=True)
+    decode = Problem(**HEADS, lengths=(300, 20, 0), q_len=1, kv_cache="paged", page_size=16)
+    causal = KernelConfig(mask="causal")
+    assert padded_form(varlen, causal, "torch-flash", takes_mask=False) == "is_causal"
+    assert padded_form(decode, causal, "torch-cudnn", takes_mask=True) == "mask"
+    assert TorchCudnnBackend.runs_ragged and TorchFlashBackend.runs_ragged
+
+
+def test_backends_says_the_sdpa_peers_pad_a_ragged_batch(run_cli: Callable) -> None:
+    result = run_cli("backends", "--json")
+    assert result.code == 0, result.err
+    listed = json.loads(result.out)
+    for name in ("torch-flash", "torch-cudnn"):
+        assert "pads every sequence to the longest" in listed[name]["notes"], listed[name]
