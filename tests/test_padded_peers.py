@@ -18,6 +18,7 @@ from workbench.backends.torch_sdpa import TorchCudnnBackend, TorchFlashBackend
 from workbench.config import ConfigError, KernelConfig, Problem
 
 HEADS = {"heads": 4, "kv_heads": 2, "head_dim": 32, "dtype": "float16"}
+HEAD_FLAGS = ["--heads", "4", "--kv-heads", "2", "--head-dim", "32"]
 
 
 @pytest.mark.parametrize(
@@ -77,3 +78,25 @@ def test_backends_says_the_sdpa_peers_pad_a_ragged_batch(run_cli: Callable) -> N
     listed = json.loads(result.out)
     for name in ("torch-flash", "torch-cudnn"):
         assert "pads every sequence to the longest" in listed[name]["notes"], listed[name]
+
+
+def test_backends_says_what_fa4_runs_of_a_ragged_batch_and_why_flashinfer_does_not(
+    run_cli: Callable,
+) -> None:
+    text = run_cli("backends")
+    assert text.code == 0, text.err
+    (line,) = [row for row in text.out.splitlines() if row.startswith("flashinfer ")]
+    assert " no " in line and "sm_100 only" in line and "JIT-compiles with nvcc" in line
+    listed = json.loads(run_cli("backends", "--json").out)
+    assert not listed["flashinfer"]["available"]
+    assert "page_table, seqused_k" in listed["fa4"]["notes"]
+    assert "SplitKV asserts on sm_90" in listed["fa4"]["notes"]
+
+
+def test_a_sweep_on_flashinfer_is_refused_in_one_line(run_cli: Callable, tmp_path) -> None:
+    db = tmp_path / "runs.db"
+    result = run_cli("sweep", "--backend", "flashinfer", "--lengths", "300,20", "--q-len", "1",
+                     "--db", str(db), *HEAD_FLAGS)  # fmt: skip
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert "--backend flashinfer: not available: not wrapped here" in result.err
+    assert not db.exists()

@@ -20,8 +20,8 @@ from workbench.errors import BackendError
 
 NOTES = (
     "a ragged batch: varlen (cu_seqlens) and paged (page_table, seqused_k) through "
-    "flash_attn_varlen_func; no key split on sm_90 (its SplitKV asserts there), so a ragged "
-    "decode is one CTA per (sequence, KV head, q-block)"
+    "flash_attn_varlen_func, one CTA per (sequence, KV head, q-block) there too (its SplitKV "
+    "asserts on sm_90)"
 )
 
 
