@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,29 +103,3 @@ def compile_offline(kernel: Any, parameters: Sequence[Any], arch: str = "sm_90")
             output_format="cubin",
         )
     return buf.getvalue()
-
-
-def serving_plan_words(stored: Mapping[str, Any]) -> str:
-    """A ragged point's stored plan (``workbench.backends.cutile_serving.plan_record``) in a few
-    words: ``paged · fmha_paged_kernel · 16×64 tiles · pages of 16 · 412 units, 1-8 splits a
-    sequence (auto) · heads packed · grid 8×412×1 · combine grid 8×64×4 · occ auto``."""
-    words = [str(stored.get("form")), str(stored.get("kernel"))]
-    words.append(f"{stored.get('tile_m')}×{stored.get('tile_n')} tiles")
-    if stored.get("page_size"):
-        words.append(f"pages of {stored['page_size']}")
-    units = stored.get("units")
-    if stored.get("form") == "paged":
-        low, high = stored.get("min_splits", 1), stored.get("kv_splits", 1)
-        spread = f"{low}-{high}" if low != high else f"{high}"
-        words.append(f"{units} units, {spread} splits a sequence ({stored.get('split_request')})")
-    else:
-        words.append(f"{units} q-block tiles")
-    if stored.get("pack_gqa"):
-        words.append("heads packed")
-    words.append("grid " + "×".join(str(n) for n in stored.get("grid") or ()))
-    combine = stored.get("combine")
-    if isinstance(combine, Mapping):
-        words.append("combine grid " + "×".join(str(n) for n in combine.get("grid") or ()))
-    occupancy = stored.get("occupancy")
-    words.append(f"occ {occupancy if occupancy is not None else 'auto'}")
-    return " · ".join(words)

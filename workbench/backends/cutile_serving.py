@@ -2,10 +2,11 @@
 for a varlen prefill or a decode on a contiguous cache, :mod:`kernels.cutile.paged` for a paged
 cache), with which of the config's knobs, and what the point stores of the launch.
 
-The knobs that mean something to a ragged launch come from the config: the tiles (``tile_m``,
-``tile_n``: the paged kernel's key block), ``kv_splits`` (auto: the ragged split table; 1: none;
-N: every sequence in N pieces, paged only) and ``occupancy`` (CTAs an SM). Any other knob set
-away from its default is refused in one line naming its flag, before anything is launched.
+The knobs that mean something to a ragged launch come from the config
+(:data:`kernels.cutile.plan.SERVING_KNOBS`): the tiles (the paged kernel's key block), the KV
+splits (auto: the ragged split table; 1: none; N: every sequence in N pieces, paged only), the
+CTAs an SM and whether heads are packed. Any other knob set away from its default is refused in
+one line naming its flag, before anything is launched.
 Nothing here imports torch or cuda.tile at module level: the choices and refusals run on any
 machine (tests/test_cutile_serving.py).
 """
@@ -20,11 +21,12 @@ import numpy as np
 
 from kernels import knobs
 from kernels.cutile import paged, varlen
+from kernels.cutile.plan import SERVING_KNOBS, serving_plan_record
 from kernels.serving_schedule import varlen_tiles
 from workbench.config import ConfigError, KernelConfig, Problem
 
-# The registry knobs a ragged launch reads; every other one must stay at its default.
-RAGGED_KNOBS = ("tile_m", "tile_n", "kv_splits", "occupancy", "pack_gqa")
+# The registry knobs a ragged launch reads (rows, key block, splits, CTAs an SM, heads packed).
+ROWS, KEYS, SPLITS, CTAS, PACKED = SERVING_KNOBS
 VARLEN_KERNEL = "fmha_varlen_kernel"
 PAGED_KERNEL = "fmha_paged_kernel"
 COMBINE_KERNEL = "paged_combine_kernel"
@@ -41,7 +43,7 @@ class RaggedLaunch:
     block_m: int
     block_n: int
     ctas_per_sm: int | None
-    kv_splits: int | None
+    splits: int | None
 
 
 def ragged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
@@ -51,38 +53,40 @@ def ragged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
     values = config.knob_values()
     defaults = knobs.defaults()
     for name, value in values.items():
-        if name not in RAGGED_KNOBS and value != defaults[name]:
+        if name not in SERVING_KNOBS and value != defaults[name]:
             raise ConfigError(
                 name, value, "does not apply to the cuTile serving kernels (varlen, paged); "
                 "leave it at its default for a ragged batch",
             )  # fmt: skip
     window = config.window if config.mask == "window" else None
     if problem.page_size is None:
-        return _varlen_launch(config, window)
-    return _paged_launch(problem, config)
+        return _varlen_launch(config, values, window)
+    return _paged_launch(problem, config, values)
 
 
-def _varlen_launch(config: KernelConfig, window: int | None) -> RaggedLaunch:
-    sizes = (("tile_m", config.tile_m, varlen.BLOCK_M_SIZES),
-             ("tile_n", config.tile_n, varlen.BLOCK_N_SIZES))  # fmt: skip
-    for name, value, allowed in sizes:
-        if value not in allowed:
-            raise ConfigError(name, value, f"the cuTile varlen kernel takes {_words(allowed)}")
-    if config.kv_splits not in (None, 1):
+def _varlen_launch(
+    config: KernelConfig, values: dict[str, Any], window: int | None
+) -> RaggedLaunch:
+    for name, allowed in ((ROWS, varlen.BLOCK_M_SIZES), (KEYS, varlen.BLOCK_N_SIZES)):
+        if values[name] not in allowed:
+            raise ConfigError(
+                name, values[name], f"the cuTile varlen kernel takes {_words(allowed)}"
+            )
+    if values[SPLITS] not in (None, 1):
         raise ConfigError(
-            "kv_splits", config.kv_splits, "the cuTile varlen kernel does not split a sequence's "
+            SPLITS, values[SPLITS], "the cuTile varlen kernel does not split a sequence's "
             "keys (one CTA a q-block); a paged cache (--kv-cache paged) does",
         )  # fmt: skip
-    if config.pack_gqa:
+    if values[PACKED]:
         raise ConfigError(
-            "pack_gqa", True, "the cuTile varlen kernel runs one query head a CTA; a paged cache "
+            PACKED, True, "the cuTile varlen kernel runs one query head a CTA; a paged cache "
             "(--kv-cache paged) packs the heads of a KV head",
         )  # fmt: skip
-    ctas = config.occupancy if config.occupancy is not None else varlen.DEFAULT_CTAS_PER_SM
-    return RaggedLaunch("varlen", config.causal, window, config.tile_m, config.tile_n, ctas, 1)
+    ctas = values[CTAS] if values[CTAS] is not None else varlen.DEFAULT_CTAS_PER_SM
+    return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1)
 
 
-def _paged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
+def _paged_launch(problem: Problem, config: KernelConfig, values: dict[str, Any]) -> RaggedLaunch:
     if config.mask == "window":
         raise ConfigError("mask", "window", "the cuTile paged kernel has no window mask")
     if config.mask == "none" and problem.q_len > 1:
@@ -93,23 +97,23 @@ def _paged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
     if problem.q_len > paged.MAX_Q_LEN:
         raise ConfigError("q_len", problem.q_len, f"the cuTile paged kernel takes 1 to "
                           f"{paged.MAX_Q_LEN} queries a sequence")  # fmt: skip
-    if config.tile_m != knobs.KNOBS["tile_m"].default:
+    if values[ROWS] != knobs.KNOBS[ROWS].default:
         raise ConfigError(
-            "tile_m", config.tile_m, "the cuTile paged kernel's rows are a KV head's packed "
+            ROWS, values[ROWS], "the cuTile paged kernel's rows are a KV head's packed "
             "query heads × queries (set by the heads and --q-len); leave it out",
         )  # fmt: skip
-    if config.tile_n not in paged.BLOCK_N_CHOICES:
+    if values[KEYS] not in paged.BLOCK_N_CHOICES:
         allowed = _words(paged.BLOCK_N_CHOICES)
-        raise ConfigError("tile_n", config.tile_n, f"the cuTile paged kernel takes {allowed}")
+        raise ConfigError(KEYS, values[KEYS], f"the cuTile paged kernel takes {allowed}")
     rows_q, rows_g, _ = paged.tile_rows(problem.q_len, problem.group_size)
     most = max(1, min(paged.MAX_SPLITS, paged.COMBINE_ELEMENTS // (rows_q * rows_g * 8)))
-    if config.kv_splits is not None and config.kv_splits > most:
+    if values[SPLITS] is not None and values[SPLITS] > most:
         raise ConfigError(
-            "kv_splits", config.kv_splits,
+            SPLITS, values[SPLITS],
             f"the cuTile paged kernel's combine takes at most {most} splits a sequence here",
         )  # fmt: skip
-    return RaggedLaunch("paged", True, None, rows_q * rows_g, config.tile_n, config.occupancy,
-                        config.kv_splits)  # fmt: skip
+    return RaggedLaunch("paged", True, None, rows_q * rows_g, values[KEYS], values[CTAS],
+                        values[SPLITS])  # fmt: skip
 
 
 def _words(values: tuple[int, ...]) -> str:
@@ -123,7 +127,7 @@ def _words(values: tuple[int, ...]) -> str:
 def paged_plan(problem: Problem, launch: RaggedLaunch, sm_count: int) -> paged.PagedPlan:
     """The paged kernel's plan of this batch on ``sm_count`` SMs (host work, once a point)."""
     assert problem.kv_heads is not None and problem.page_size is not None
-    splits = launch.kv_splits
+    splits = launch.splits
     return paged.plan_paged(
         problem.k_lens, q_len=problem.q_len, heads=problem.heads, kv_heads=problem.kv_heads,
         page_size=problem.page_size, block_n=launch.block_n, sm_count=sm_count,
@@ -136,45 +140,40 @@ def plan_record(
     problem: Problem, launch: RaggedLaunch, plan: paged.PagedPlan | None, sm_count: int | None
 ) -> dict[str, Any]:
     """What a ragged point stores as its launch plan (the ``plan`` column, ``show``'s "ran"
-    line): the kernel, its tiles, the page and key block, the split table's summary."""
+    line, export's plan columns): the kernel, its tiles, the page and key block, the split
+    table's summary."""
     assert problem.kv_heads is not None
-    record: dict[str, Any] = {
-        "form": "varlen" if launch.kernel == "varlen" else "paged",
-        "kernel": VARLEN_KERNEL if launch.kernel == "varlen" else PAGED_KERNEL,
-        "tile_m": launch.block_m,
-        "tile_n": launch.block_n,
+    facts: dict[str, Any] = {
         "page_size": problem.page_size,
-        "occupancy": launch.ctas_per_sm,
         "sm_count": sm_count,
         "mask": "window" if launch.window else ("causal" if launch.causal else "none"),
         "window": launch.window or 0,
     }
+    tiles = (launch.block_m, launch.block_n)
     if plan is None:
         cu_q, cu_k = _offsets(problem.q_lens), _offsets(problem.k_lens)
-        tiles = varlen_tiles(cu_q, cu_k, launch.block_m, launch.block_n, causal=launch.causal,
-                             window=launch.window)  # fmt: skip
-        record.update(kv_splits=1, grid=[problem.heads, len(tiles), 1], units=len(tiles),
-                      pack_gqa=False)  # fmt: skip
-        return record
+        table = varlen_tiles(cu_q, cu_k, *tiles, causal=launch.causal, window=launch.window)
+        grid = [problem.heads, len(table), 1]
+        return serving_plan_record("varlen", VARLEN_KERNEL, tiles, 1, launch.ctas_per_sm, False,
+                                   grid, units=len(table), **facts)  # fmt: skip
     splits = plan.schedule.splits
-    record.update(
-        kv_splits=max(splits, default=1),
+    facts.update(
         min_splits=min(splits, default=1),
-        split_request="auto" if launch.kv_splits is None else launch.kv_splits,
+        split_request="auto" if launch.splits is None else launch.splits,
         units=plan.schedule.slots,
         rows_q=plan.rows_q,
         rows_g=plan.rows_g,
-        pack_gqa=True,
-        grid=[problem.kv_heads, len(plan.schedule.units), plan.q_blocks],
     )
     if plan.schedule.needs_combine:
         tile, _ = paged.combine_constants(_shape(problem), plan, with_lse=False)
         chunks = -(-problem.value_dim // tile[3])
-        record["combine"] = {
+        facts["combine"] = {
             "kernel": COMBINE_KERNEL,
             "grid": [problem.kv_heads, problem.batch, plan.q_blocks * chunks],
         }
-    return record
+    grid = [problem.kv_heads, len(plan.schedule.units), plan.q_blocks]
+    return serving_plan_record("paged", PAGED_KERNEL, tiles, max(splits, default=1),
+                               launch.ctas_per_sm, True, grid, **facts)  # fmt: skip
 
 
 def _shape(problem: Problem) -> paged.PagedShape:
