@@ -169,3 +169,21 @@ def test_the_backend_prepares_and_checks_a_ragged_point_on_cpu_torch(rng, monkey
         views = [backend.host_view(x) for x in inputs]
         report = check_serving_output(views, backend.host_view(out), problem, config, rng)
         assert report.passed, (problem.summary(), report)
+
+
+def test_the_ran_line_docs_serving_shows_is_the_one_the_backend_stores():
+    """docs/serving.md quotes the plan of serving-decode-64 at P16 on 132 SMs: it is what the
+    backend's plan record of that batch says."""
+    from pathlib import Path
+
+    from workbench.batch import parse_lengths
+
+    lengths = parse_lengths("lognormal:n=64,mean=4k,min=1k,max=32k,seed=1")
+    batch = {"lengths": tuple(lengths), "kv_cache": "paged", "page_size": 16, "shared_pages": 1}
+    problem = Problem(heads=32, kv_heads=8, head_dim=128, dtype="bfloat16", q_len=1, **batch)
+    config = KernelConfig(tile_n=64, pack_gqa=True, kv_splits=None)
+    launch = cutile_serving.ragged_launch(problem, config)
+    plan = cutile_serving.paged_plan(problem, launch, sm_count=132)
+    words = plan_words(cutile_serving.plan_record(problem, launch, plan, 132))
+    page = (Path(__file__).resolve().parents[1] / "docs" / "serving.md").read_text("utf-8")
+    assert f"    {words}\n" in page, words
