@@ -69,8 +69,8 @@ def test_each_backend_gives_the_float64_answer_on_a_ragged_batch(name, case, dty
         return
     try:
         result = backend.measure_point(problem, config, QUICK, rng)
-    except BackendError as exc:  # FA4 asserting a path it does not take here: one line
-        assert name == "fa4" and "\n" not in str(exc), exc
+    except BackendError as exc:  # FA4 asserting a path, or cuDNN a mask, it does not take here
+        assert name in ("fa4", "torch-cudnn") and "\n" not in str(exc), exc
         pytest.skip(str(exc))
     assert result.accuracy.passed, (name, case, dtype, result.accuracy)
     assert result.flops == serving_flops(problem, config)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.errors import BackendError
 
 # cuDNN's masked path wants the key axis a multiple of this (padded keys are masked anyway).
 KEY_ALIGN = 8
@@ -128,7 +129,8 @@ def prepare_padded(
     problem: Problem, config: KernelConfig, inputs: tuple[Any, ...], sdpa_backend: str, form: str
 ) -> Callable[[], Any]:
     """The timed launch: SDPA on the padded batch under ``sdpa_backend`` (an SDPBackend
-    member's name), returning :class:`PaddedRows` of its output."""
+    member's name), returning :class:`PaddedRows` of its output; called once here, so that a
+    call SDPA cannot run is a one-line BackendError before anything is timed."""
     import torch
     import torch.nn.functional as functional
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -147,5 +149,11 @@ def prepare_padded(
             )
         return PaddedRows(out, problem, sees_a_key)
 
-    torch.cuda.synchronize()
+    try:  # SDPA raises where the forced backend takes no kernel for this call: one line
+        launch()
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        text = str(exc).strip().splitlines()
+        why = text[0] if text else type(exc).__name__
+        raise BackendError(f"SDPA's {sdpa_backend} refused the padded batch: {why}") from None
     return launch
