@@ -24,6 +24,7 @@ from kernels.cutile import paged, varlen
 from kernels.cutile.plan import SERVING_KNOBS, serving_plan_record
 from kernels.serving_schedule import varlen_tiles
 from workbench.config import ConfigError, KernelConfig, Problem
+from workbench.errors import BackendError
 
 # The registry knobs a ragged launch reads (rows, key block, splits, CTAs an SM, heads packed).
 ROWS, KEYS, SPLITS, CTAS, PACKED = SERVING_KNOBS
@@ -210,8 +211,8 @@ def prepare(problem: Problem, launch: RaggedLaunch, inputs: tuple[Any, ...],
                 q, inputs[1], inputs[2], *tables, plan=plan, with_lse=False,
                 ctas_per_sm=launch.ctas_per_sm,
             )  # fmt: skip
-    except ValueError as exc:
-        raise ConfigError("lengths", list(problem.lengths or ()), str(exc)) from None
+    except ValueError as exc:  # the kernel's own input checks, which name its argument
+        raise BackendError(f"cutile's {launch.kernel} kernel refused the batch: {exc}") from None
 
     def call() -> Any:
         run()
