@@ -158,7 +158,7 @@ def test_the_backend_prepares_and_checks_a_ragged_point_on_cpu_torch(rng, monkey
     backend = CutileBackend()
     for problem, config in (
         (ragged([90, 0, 33], varlen=True), KernelConfig(mask="causal")),
-        (ragged([700, 5, 0], q_len=1, kv_cache="paged", page_size=16), KernelConfig()),
+        (ragged([700, 5, 0], **PAGED), KernelConfig(kv_splits=None)),  # split: the combine runs
     ):
         inputs = upload_serving(host_inputs(problem, rng), problem.dtype, device="cpu")
         with emulated(device, device_varlen, device_paged):
