@@ -187,3 +187,14 @@ def test_the_ran_line_docs_serving_shows_is_the_one_the_backend_stores():
     words = plan_words(cutile_serving.plan_record(problem, launch, plan, 132))
     page = (Path(__file__).resolve().parents[1] / "docs" / "serving.md").read_text("utf-8")
     assert f"    {words}\n" in page, words
+
+
+def test_a_ragged_cutile_point_asks_no_dense_cubin_for_its_resources(tmp_path):
+    """A sweep attaches each cutile point's compiled resources; a ragged point ran the serving
+    kernels, so it gets none (not the dense kernel's cubin for its longest sequence)."""
+    from workbench.analysis.resources import ResourceService, point_resources
+
+    machine = {"compute_capability": "9.0", "gpu_name": "NVIDIA H100"}
+    problem = ragged([300, 20], **PAGED)
+    service = ResourceService(tmp_path)
+    assert point_resources(service, "cutile", problem, KernelConfig(), {}, machine) is None
