@@ -14,7 +14,7 @@
 #          (the issue's paged/contiguous ratio on equal lengths)
 #   check  bench/independent_check.py over the groups of CHECK_NAMES the sweeps made (each of
 #          its rows is printed as it is timed, so a stage cut short still shows its groups)
-# TESTS_TIMEOUT (150 s), SWEEP_TIMEOUT (each sweep, 90 s), SWEEP_BUDGET (no sweep starts past
+# TESTS_TIMEOUT (140 s), SWEEP_TIMEOUT (each sweep, 90 s), SWEEP_BUDGET (no sweep starts past
 # it, 200 s) and CHECK_TIMEOUT (120 s) keep the call within 10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +58,7 @@ if stage tests; then
   workers=""
   python3 -c "import xdist" 2>/dev/null && workers="-n ${TEST_WORKERS:-6}"
   # shellcheck disable=SC2086
-  timeout -s INT -k 10 "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -rfEs \
+  timeout -s INT -k 10 "${TESTS_TIMEOUT:-140}" python3 -m pytest -q -p no:cacheprovider -rfEs \
     tests/gpu/test_serving_kernels.py tests/gpu/test_serving_backends.py \
     tests/test_cutile_serving.py $workers > "$OUT/gpu-tests.txt" 2>&1
   echo "GPU tests: exit $?"; tail -30 "$OUT/gpu-tests.txt"
