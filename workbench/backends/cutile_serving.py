@@ -152,7 +152,7 @@ def plan_record(
     }
     tiles = (launch.block_m, launch.block_n)
     if plan is None:
-        cu_q, cu_k = _offsets(problem.q_lens), _offsets(problem.k_lens)
+        cu_q, cu_k = _offsets(problem.q_lens).tolist(), _offsets(problem.k_lens).tolist()
         table = varlen_tiles(cu_q, cu_k, *tiles, causal=launch.causal, window=launch.window)
         grid = [problem.heads, len(table), 1]
         return serving_plan_record("varlen", VARLEN_KERNEL, tiles, 1, launch.ctas_per_sm, False,

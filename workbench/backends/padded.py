@@ -140,7 +140,7 @@ def prepare_padded(
     mask = None if form == "is_causal" else torch.from_numpy(seen).to(qp.device)
     backend = getattr(SDPBackend, sdpa_backend)
     enable_gqa = problem.group_size > 1
-    sees_a_key = seen[:, 0].any(axis=-1)
+    sees_a_key = np.asarray(seen[:, 0].any(axis=-1), dtype=bool)
 
     def launch() -> Any:
         with sdpa_kernel([backend]):
