@@ -100,3 +100,75 @@ def test_a_sweep_on_flashinfer_is_refused_in_one_line(run_cli: Callable, tmp_pat
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
     assert "--backend flashinfer: not available: not wrapped here" in result.err
     assert not db.exists()
+
+
+class HostTensor:
+    """The few torch tensor methods PaddedRows reads, on a NumPy array (no torch here)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __getitem__(self, index: object) -> HostTensor:
+        return HostTensor(self.array[index])
+
+    def transpose(self, a: int, b: int) -> HostTensor:
+        return HostTensor(np.swapaxes(self.array, a, b))
+
+    def float(self) -> HostTensor:
+        return HostTensor(self.array.astype(np.float32))
+
+    def cpu(self) -> HostTensor:
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return np.array(self.array)
+
+
+def padded_attention(problem: Problem, config: KernelConfig, inputs) -> tuple[np.ndarray, ...]:
+    """What SDPA computes on the right-padded batch under the padded mask, in NumPy: the
+    padded output (B, H, Lq, Dv), NaN on rows that see no key, as SDPA gives them."""
+    from workbench.measure.serving_inputs import sequence_tensors
+
+    lq_pad = max(problem.q_lens) + 3 if problem.varlen else problem.q_len
+    lk_pad = max(problem.k_lens) + 5
+    seen = _visible(problem, config, lq_pad, lk_pad)
+    out = np.zeros((problem.batch, problem.heads, lq_pad, problem.value_dim), np.float32)
+    group = problem.group_size
+    for b in range(problem.batch):
+        q, k, v = sequence_tensors(problem, inputs, b)
+        qp = np.zeros((lq_pad, problem.heads, problem.head_dim), np.float32)
+        kp = np.zeros((lk_pad, problem.kv_heads, problem.head_dim), np.float32)
+        vp = np.zeros((lk_pad, problem.kv_heads, problem.value_dim), np.float32)
+        qp[: len(q)], kp[: len(k)], vp[: len(v)] = q, k, v
+        for h in range(problem.heads):
+            s = qp[:, h] @ kp[:, h // group].T / np.sqrt(problem.head_dim)
+            s = np.where(seen[b, 0], s, -np.inf)
+            with np.errstate(invalid="ignore"):
+                p = np.exp(s - s.max(axis=1, keepdims=True))
+                out[b, h] = (p / p.sum(axis=1, keepdims=True)) @ vp[:, h // group]
+    return out, seen
+
+
+@pytest.mark.parametrize(
+    ("fields", "mask"),
+    [({"varlen": True}, "none"), ({"q_len": 3, "kv_cache": "paged", "page_size": 16}, "causal")],
+    ids=["varlen", "paged-q3"],
+)
+def test_the_padded_output_read_on_the_real_rows_passes_the_check(rng, fields, mask):
+    from workbench.backends.base import host_inputs
+    from workbench.backends.padded import PaddedRows
+    from workbench.measure.serving_inputs import check_serving_output
+
+    lengths = (int(rng.integers(20, 60)), 0, 1, int(rng.integers(2, 40)))
+    problem = Problem(**HEADS, lengths=lengths, **fields)
+    config = KernelConfig(mask=mask)
+    inputs = host_inputs(problem, rng)
+    out, seen = padded_attention(problem, config, inputs)
+    assert np.isnan(out[1]).all()  # the empty sequence: SDPA's NaN, never read as such
+    rows = PaddedRows(HostTensor(out), problem, seen[:, 0].any(axis=-1))
+    report = check_serving_output(inputs, rows, problem, config, rng)
+    assert report.passed and report.checked_rows > 0, report
+    # Read as another batch's rows (sequences swapped), the same output fails the check.
+    swapped = out[[3, 1, 2, 0]]
+    wrong = PaddedRows(HostTensor(swapped), problem, seen[[3, 1, 2, 0], 0].any(axis=-1))
+    assert not check_serving_output(inputs, wrong, problem, config, rng).passed
