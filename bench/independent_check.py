@@ -5,9 +5,10 @@
 
 For each length of each stored group: the same problem, the same inputs (the group's seed),
 the same launch (cuTile's launch config as the point recorded it, so autotuning is not redone;
-the peers as their backends prepare them), timed by ``triton.testing.do_bench_cudagraph`` in
-interleaved rounds in a balanced order; then the subject's speed-up over each peer is set
-beside the one the workbench stored, with their difference in percent. Nothing here shares
+a ragged batch's serving kernels, and the peers, as their backends prepare them), timed by
+``triton.testing.do_bench_cudagraph`` in interleaved rounds in a balanced order; then the
+subject's speed-up over each peer is set beside the one the workbench stored, with their
+difference in percent. Nothing here shares
 code with the workbench's sampler (kernels.measure), which is the point: a different timer.
 The README table's check is bench/results/h200-independent.md (docs/performance.md reads it).
 """
@@ -46,7 +47,7 @@ def _launch(name: str, run: Any, point: Any, problem: Any, rng: np.random.Genera
     from workbench.backends import get_backend
     from workbench.backends.gpu import as_torch, device_inputs
 
-    if name == "cutile":
+    if name == "cutile" and problem.lengths is None:
         from kernels import cutile_fmha
 
         q, k, v = (as_torch(x, problem.dtype) for x in device_inputs(problem, rng))

@@ -34,7 +34,13 @@ from kernels.cutile.serving_checks import (
     host_ints,
 )
 from kernels.head_dims import pads_head_dim, tile_head_dim
-from kernels.serving_schedule import MAX_SPLITS, SplitSchedule, plan_splits
+from kernels.serving_schedule import (
+    MAX_SPLITS,
+    SplitSchedule,
+    WorkUnit,
+    key_blocks,
+    plan_splits,
+)
 
 LOG2E = 1.4426950408889634
 PAGE_SIZES = (16, 32, 64, 128, 256)
@@ -183,8 +189,11 @@ def plan_paged(
     sm_count: int = DEFAULT_SMS,
     ctas_per_sm: int = 1,
     split: bool = True,
+    splits: int | None = None,
 ) -> PagedPlan:
-    """The plan of a batch with these key lengths (a host sequence, NumPy or torch array)."""
+    """The plan of a batch with these key lengths (a host sequence, NumPy or torch array).
+    ``splits``: every sequence cut into that many even pieces of its key blocks (fewer where
+    it has fewer blocks) instead of the ragged chunks; ValueError past the combine's limit."""
     if hasattr(seq_lens, "detach"):
         seq_lens = seq_lens.detach().cpu().numpy()
     lens = [int(n) for n in np.asarray(seq_lens).reshape(-1)]
@@ -198,11 +207,36 @@ def plan_paged(
     rows_q, rows_g, q_blocks = tile_rows(q_len, heads // kv_heads)
     # The combine holds a sequence's splits × rows × 8 columns within 4096 float32.
     max_splits = max(1, min(MAX_SPLITS, COMBINE_ELEMENTS // (rows_q * rows_g * 8))) if split else 1
+    if splits is not None:
+        if not 1 <= splits <= max_splits:
+            raise ValueError(f"splits must be 1 to {max_splits} for this batch, got {splits!r}")
+        schedule = even_splits(lens, block_n, splits)
+        return PagedPlan(rows_q, rows_g, block_n, q_blocks, schedule, tuple(lens), page_size)
     schedule = plan_splits(
         lens, block_n, sm_slots=sm_count * ctas_per_sm, ctas_per_unit=kv_heads * q_blocks,
         max_splits=max_splits,
     )  # fmt: skip
     return PagedPlan(rows_q, rows_g, block_n, q_blocks, schedule, tuple(lens), page_size)
+
+
+def even_splits(seq_lens: list[int], block_n: int, splits: int) -> SplitSchedule:
+    """Each sequence's key blocks cut into ``splits`` even pieces (one a block where it has
+    fewer; one unit of no block where it has none), longest units first."""
+    units, counts, first_slot, slot = [], [], [], 0
+    for b, n in enumerate(seq_lens):
+        blocks = key_blocks(n, block_n)
+        pieces = max(1, min(splits, blocks))
+        base, extra = divmod(blocks, pieces)
+        lo = 0
+        for i in range(pieces):
+            hi = lo + base + (1 if i < extra else 0)
+            units.append(WorkUnit(b, i, lo, hi))
+            lo = hi
+        counts.append(pieces)
+        first_slot.append(slot)
+        slot += pieces
+    units.sort(key=lambda u: -u.blocks)
+    return SplitSchedule(block_n, tuple(units), tuple(counts), tuple(first_slot))
 
 
 def kernel_constants(

@@ -334,6 +334,8 @@ def plan_words(stored: Mapping[str, Any]) -> str:
     """A stored plan in a few words: ``decode · 16×128 tiles · 16 KV splits of 16 key blocks
     · heads packed · grid 1×8×16 · combine grid 1×8×4``, or ``tile · 64×64 tiles · D 64+32 /
     Dv 64+32 columns (chunked) · grid 256×1×1`` where a head dim is not a power of two."""
+    if "units" in stored:  # a ragged point's serving kernel (serving_plan_record)
+        return serving_plan_words(stored)
     words = [str(stored.get("form")), f"{stored.get('tile_m')}×{stored.get('tile_n')} tiles"]
     splits = stored.get("kv_splits") or 1
     if splits > 1:
@@ -349,4 +351,46 @@ def plan_words(stored: Mapping[str, Any]) -> str:
     combine = stored.get("combine")
     if isinstance(combine, Mapping):
         words.append("combine grid " + "×".join(str(n) for n in combine.get("grid") or ()))
+    return " · ".join(words)
+
+
+# The knobs a ragged launch (the serving kernels, kernels/cutile/varlen.py and paged.py) reads:
+# its tile rows, its key block, its KV splits, its CTAs an SM and whether heads are packed.
+SERVING_KNOBS = ("tile_m", "tile_n", "kv_splits", "occupancy", "pack_gqa")
+
+
+def serving_plan_record(
+    form: str, kernel: str, tiles: tuple[int, int], kv_splits: int, occupancy: int | None,
+    pack_gqa: bool, grid: list[int], **facts: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """A ragged point's stored plan: the keys :data:`CSV_FIELDS` and :func:`plan_words` read
+    (``form``: "varlen" or "paged"; ``kv_splits``: the most splits of a sequence), and the
+    serving ``facts`` (units, page size, the fewest splits, the split request, the combine)."""
+    record = dict(zip(SERVING_KNOBS, (*tiles, kv_splits, occupancy, pack_gqa), strict=True))
+    return {"form": form, "kernel": kernel, "grid": grid, **record, **facts}
+
+
+def serving_plan_words(stored: Mapping[str, Any]) -> str:
+    """A ragged point's plan in a few words: ``paged · fmha_paged_kernel · 16×64 tiles · pages
+    of 16 · 412 units, 1-8 splits a sequence (auto) · heads packed · grid 8×412×1 · combine
+    grid 8×64×4 · occ auto``."""
+    words = [str(stored.get("form")), str(stored.get("kernel"))]
+    words.append(f"{stored.get('tile_m')}×{stored.get('tile_n')} tiles")
+    if stored.get("page_size"):
+        words.append(f"pages of {stored['page_size']}")
+    units = stored.get("units")
+    if stored.get("form") == "paged":
+        low, high = stored.get("min_splits", 1), stored.get("kv_splits", 1)
+        spread = f"{low}-{high}" if low != high else f"{high}"
+        words.append(f"{units} units, {spread} splits a sequence ({stored.get('split_request')})")
+    else:
+        words.append(f"{units} q-block tiles")
+    if stored.get("pack_gqa"):
+        words.append("heads packed")
+    words.append("grid " + "×".join(str(n) for n in stored.get("grid") or ()))
+    combine = stored.get("combine")
+    if isinstance(combine, Mapping):
+        words.append("combine grid " + "×".join(str(n) for n in combine.get("grid") or ()))
+    ctas = stored.get("occupancy")
+    words.append(f"occ {ctas if ctas is not None else 'auto'}")
     return " · ".join(words)

@@ -434,6 +434,8 @@ def point_resources(
     recorded, so an autotuned point's own tiles), as stored with the point; None for peers."""
     if backend not in COMPILED_BACKENDS:
         return None
+    if problem.lengths is not None:  # a ragged batch ran the serving kernels, not this cubin
+        return None
     arch = arch_of_machine(machine)
     if arch is None:
         return None

@@ -21,6 +21,7 @@ BUILTIN_MODULES = (
     "workbench.backends.cutile",
     "workbench.backends.torch_sdpa",
     "workbench.backends.fa4",
+    "workbench.backends.flashinfer",
     "workbench.backends.naive",
 )
 

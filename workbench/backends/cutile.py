@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from kernels import knobs, schedule
+from kernels.cutile import paged
 from kernels.cutile.arrays import (
     contiguous,
     fill,
@@ -29,10 +30,12 @@ from kernels.cutile.diagnostics import assess
 from kernels.cutile.plan import LaunchPlan
 from kernels.decode_choice import DECODE_SEARCHED
 from kernels.schedule import Schedule
-from workbench.backends.base import Availability, OpenPoint, PointResult
+from workbench.backends import cutile_serving
+from workbench.backends.base import Availability, Backend, OpenPoint, PointResult, host_inputs
 from workbench.backends.cupy_base import CupyBackend
 from workbench.backends.declaration import BackendDeclaration, Capabilities
-from workbench.backends.gpu import cupy_device, device_inputs
+from workbench.backends.gpu import HostView, cupy_device, device_inputs
+from workbench.backends.torch_base import upload_serving
 from workbench.config import ConfigError, KernelConfig, Problem, refuse_first
 from workbench.measure.machine import cuda_home_problem
 from workbench.measure.timing import TimingSettings, TimingStats
@@ -71,6 +74,7 @@ def _kernel_module() -> Any:
 class CutileBackend(CupyBackend):
     name = "cutile"
     description = "the project's cuTile FlashAttention kernel"
+    runs_ragged = True  # varlen prefill and paged KV (workbench.backends.cutile_serving)
 
     def __init__(self) -> None:
         self._out: Any = None
@@ -81,6 +85,7 @@ class CutileBackend(CupyBackend):
         self._tune_s = 0.0
         self._map_s = 0.0
         self._split_map: np.ndarray | None = None  # which split read each block (decode form)
+        self._ragged: dict[str, Any] | None = None  # a ragged point's plan record
 
     def availability(self) -> Availability:
         try:
@@ -123,11 +128,17 @@ class CutileBackend(CupyBackend):
         for field, dim in (("head_dim", problem.head_dim), ("head_dim_v", problem.value_dim)):
             if dim not in KERNEL_HEAD_DIMS:  # V's head dim comes from the kernel's list too
                 raise ConfigError(field, dim, f"the cuTile kernel takes {KERNEL_HEAD_DIMS}")
+        if problem.lengths is not None:  # the serving kernels take their own knobs
+            cutile_serving.ragged_launch(problem, config)
+            return
         # The kernel's own value sets (the registry's narrower ones); with autotune the tuner
         # sets the tunable knobs, so the config's are not checked.
         refuse_first(knobs.value_violations(config.knob_values(), capability=knobs.CUTILE))
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
+        if problem.lengths is not None:  # the serving layouts, the reference's host values
+            self.lib = "torch"
+            return upload_serving(host_inputs(problem, rng), problem.dtype)
         inputs = tuple(to_kernel_dtype(x, problem.dtype) for x in device_inputs(problem, rng))
         # bfloat16 comes as torch tensors (CuPy has none): the launches then run on torch's
         # current stream, and the sampler must time that stream.
@@ -156,6 +167,9 @@ class CutileBackend(CupyBackend):
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
     ) -> Callable[[], Any]:
+        if problem.lengths is not None:
+            return self._prepare_ragged(problem, config, inputs)
+        self._ragged = None
         fmha = _kernel_module()
         q, k, v = inputs
         self._kwargs = self._launch_kwargs(problem, config, inputs)
@@ -182,6 +196,31 @@ class CutileBackend(CupyBackend):
         self._plan = launch.plan
         return (lambda: as_bhnd(launch())) if config.bnhd_inputs else launch
 
+    def _prepare_ragged(
+        self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
+    ) -> Callable[[], Any]:
+        import torch
+
+        launch = cutile_serving.ragged_launch(problem, config)
+        sms = None
+        plan = None
+        if launch.kernel == "paged":
+            q_device = inputs[0].device  # a CPU tensor only under the emulator's tests
+            sms = (
+                torch.cuda.get_device_properties(q_device).multi_processor_count
+                if q_device.type == "cuda"
+                else paged.DEFAULT_SMS
+            )
+            plan = cutile_serving.paged_plan(problem, launch, sms)
+        self._plan, self._kwargs, self._tuning, self._tune_s = None, {}, None, 0.0
+        self._ragged = cutile_serving.plan_record(problem, launch, plan, sms)
+        call, self._out = cutile_serving.prepare(problem, launch, inputs, plan)
+        return call
+
+    def host_view(self, tensor: Any) -> Any:
+        # A ragged batch's offsets and block table stay on the host (the check reads them).
+        return tensor if isinstance(tensor, np.ndarray) else HostView(tensor)
+
     def poison_output(self) -> None:
         if self._out is not None:
             fill(self._out, np.nan)
@@ -196,6 +235,8 @@ class CutileBackend(CupyBackend):
         decode form the kernel also records which split read each key block; the split count
         is the one the timed launch's plan resolved on this GPU's SM count (the map's own
         launch, of one slice, would pick another)."""
+        if problem.lengths is not None:  # no instrumented serving kernel: the host model's map
+            return Backend.block_map(self, problem, config)
         fmha = _kernel_module()
         launch = _knobs(self._kwargs)
         self._decode = None
@@ -236,6 +277,12 @@ class CutileBackend(CupyBackend):
         # The tuner's search ran inside prepare(); it is not compilation, so compile times of
         # tuned and hand-set runs compare (the search's time is kept as tune_s).
         compile_s = max(opened.compile_s - self._tune_s, 0.0)
+        if opened.problem.lengths is not None:
+            ragged = dataclasses.replace(
+                super().close_point(opened, timing), compile_s=compile_s, plan=self._ragged
+            )
+            ragged.extra["block_map_source"] = "host model"  # what it ran is in its plan
+            return ragged
         result = dataclasses.replace(
             super().close_point(opened, timing),
             compile_s=compile_s,

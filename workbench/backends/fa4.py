@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workbench.backends.base import Availability, refuse_split_head_dims
+import numpy as np
+
+from workbench.backends.base import Availability, host_inputs, refuse_split_head_dims
 from workbench.backends.declaration import BackendDeclaration
+from workbench.backends.fa4_serving import NOTES as RAGGED_NOTES
+from workbench.backends.fa4_serving import prepare_fa4_ragged
 from workbench.backends.gpu import torch_device
-from workbench.backends.torch_base import TorchBackend
+from workbench.backends.torch_base import TorchBackend, upload_serving
 from workbench.config import ConfigError, KernelConfig, Problem
 
 INSTALL_HINT = "pip install 'fmha-workbench[fa4]' (flash-attn-4 4.0.0b36)"
@@ -33,8 +37,9 @@ class FlashAttention4Backend(TorchBackend):
     description = "FlashAttention-4 (CuTe DSL)"
     notes = (
         "no split of the key range on sm_90: one CTA per (batch, head, q-block), so a "
-        "small-batch decode leaves most SMs idle; causal is bottom-right"
+        f"small-batch decode leaves most SMs idle; causal is bottom-right; {RAGGED_NOTES}"
     )
+    runs_ragged = True  # its varlen and paged paths (workbench.backends.fa4_serving)
 
     def availability(self) -> Availability:
         try:
@@ -61,10 +66,18 @@ class FlashAttention4Backend(TorchBackend):
         fa4_check(problem, config)
         super().check_supported(problem, config)
 
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
+        if problem.lengths is not None:  # the serving layouts FA4's varlen API takes as they are
+            return upload_serving(host_inputs(problem, rng), problem.dtype)
+        return super().make_inputs(problem, rng)
+
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
     ) -> Callable[[], Any]:
         import torch
+
+        if problem.lengths is not None:
+            return prepare_fa4_ragged(problem, config, inputs, fa4_mask_options(problem, config))
 
         flash_attn_func = _import_fa4()
         q, k, v = (x.transpose(1, 2).contiguous() for x in inputs)  # (B, N, H, D), untimed

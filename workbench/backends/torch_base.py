@@ -39,6 +39,10 @@ class TorchBackend(Backend):
         return tuple(as_torch(x, problem.dtype) for x in device_inputs(problem, rng))
 
     def host_view(self, tensor: Any) -> Any:
+        # A ragged batch's host tables, and a padded batch's rows read through its lengths,
+        # are host views already.
+        if isinstance(tensor, np.ndarray) or getattr(tensor, "is_host_view", False):
+            return tensor
         return HostView(tensor)
 
     def synchronize(self) -> None:
@@ -65,3 +69,20 @@ class TorchBackend(Backend):
         import torch
 
         torch.cuda.empty_cache()
+
+
+def upload_serving(
+    arrays: tuple[np.ndarray, ...], dtype: str, device: str = "cuda"
+) -> tuple[Any, ...]:
+    """A ragged batch's host inputs (:func:`~workbench.measure.serving_inputs.
+    serving_host_inputs`) on ``device`` as torch tensors: the float ones in ``dtype``; the
+    int32 offsets or block table stay host NumPy (the accuracy check reads them there; a
+    backend's prepare copies them to the device once)."""
+    import torch
+
+    return tuple(
+        torch.from_numpy(x).to(device=device, dtype=getattr(torch, dtype))
+        if x.dtype == np.float32
+        else x
+        for x in arrays
+    )

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from workbench.backends.base import Availability, refuse_split_head_dims
+import numpy as np
+
+from workbench.backends.base import Availability, host_inputs, refuse_split_head_dims
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.gpu import torch_device
-from workbench.backends.torch_base import TorchBackend
+from workbench.backends.padded import padded_form, prepare_padded
+from workbench.backends.torch_base import TorchBackend, upload_serving
 from workbench.config import ConfigError, KernelConfig, Problem
 
 # The first torch whose SDPA takes ``enable_gqa`` (GQA without expanding K and V).
@@ -33,6 +36,7 @@ def _release(version: str) -> tuple[int, int]:
 
 class TorchSdpaBackend(TorchBackend):
     sdpa_backend: ClassVar[str]  # name of a torch.nn.attention.SDPBackend member
+    runs_ragged = True  # on the padded batch (workbench.backends.padded)
 
     def availability(self) -> Availability:
         status = torch_device()
@@ -55,8 +59,16 @@ class TorchSdpaBackend(TorchBackend):
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         # FA2 needs one head dim; torch's cuDNN path is not known to take another for V here.
         refuse_split_head_dims(problem, self.name)
-        sdpa_causal_form(problem, config, self.name, lower_right=self.lower_right)
+        if problem.lengths is not None:
+            padded_form(problem, config, self.name, takes_mask=self.lower_right)
+        else:
+            sdpa_causal_form(problem, config, self.name, lower_right=self.lower_right)
         super().check_supported(problem, config)
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, ...]:
+        if problem.lengths is not None:  # the serving layouts; padded in prepare, untimed
+            return upload_serving(host_inputs(problem, rng), problem.dtype)
+        return super().make_inputs(problem, rng)
 
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
@@ -65,6 +77,9 @@ class TorchSdpaBackend(TorchBackend):
         import torch.nn.functional as functional
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
+        if problem.lengths is not None:
+            form = padded_form(problem, config, self.name, takes_mask=self.lower_right)
+            return prepare_padded(problem, config, inputs, self.sdpa_backend, form)
         q, k, v = inputs
         enable_gqa = problem.group_size > 1
         attn_mask = None
@@ -91,7 +106,9 @@ class TorchFlashBackend(TorchSdpaBackend):
     description = "flash (FA2)"
     notes = (
         "decode: q_len 1 runs without a mask; causal with q_len > 1 below k_len "
-        "(bottom-right) is refused: SDPA's flash backend found no kernel for it on the H200"
+        "(bottom-right) is refused: SDPA's flash backend found no kernel for it on the H200; "
+        "a ragged batch: pads every sequence to the longest, so only a varlen causal prefill "
+        "runs (no mask needed); TFLOP/s counts the real lengths, so it shows the padding's waste"
     )
     sdpa_backend = "FLASH_ATTENTION"
     lower_right = False
@@ -102,7 +119,10 @@ class TorchCudnnBackend(TorchSdpaBackend):
     description = "cuDNN"
     notes = (
         "decode: q_len 1 runs without a mask; causal with q_len > 1 below k_len runs with "
-        "torch's explicit lower-right causal mask (about 5x slower than without a mask there)"
+        "torch's explicit lower-right causal mask (about 5x slower than without a mask there); "
+        "a ragged batch: pads every sequence to the longest and masks the padded keys "
+        "(bottom-right per sequence); TFLOP/s counts the real lengths, so it shows the "
+        "padding's waste"
     )
     sdpa_backend = "CUDNN_ATTENTION"
     lower_right = True
