@@ -6,7 +6,9 @@ v in (batch, heads, seq, head_dim) and ``knobs`` the plugin's own knob values. A
 setup to do before the timed launches gives ``prepare(q, k, v, *, problem, config, knobs)``
 returning a no-argument launch instead. Inputs are host NumPy float32 arrays holding
 values of the problem's dtype (``inputs="numpy"``) or CPU torch tensors of them
-(``inputs="torch"``). The output is checked against float64 attention at every point;
+(``inputs="torch"``), both timed by the wall clock; or torch CUDA tensors of the problem's dtype
+(``inputs="cuda"``, :mod:`workbench.backends.plugin_device`), timed by the torch peers' GPU
+sampler. The output is checked against float64 attention at every point;
 ``reference_scores(scores, knobs)`` transforms the float64 scores first where the plugin
 changes them on purpose (a soft cap).
 """
@@ -14,6 +16,7 @@ changes them on purpose (a soft cap).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +45,8 @@ from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.measure.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
 from workbench.measure.timing import TimingSettings, TimingStats
 
-INPUT_KINDS = ("numpy", "torch")
+# The input kinds a plugin declares; "cuda" is timed on the device (plugin_device).
+INPUT_KINDS = ("numpy", "torch", "cuda")
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,14 @@ class PluginCallable:
     rules: tuple[knob_registry.Rule, ...]
     probe: Callable[[], Availability] | None
     source: PluginSource | None = None
+    # (problem, config, knobs, arch) -> the cubin, compiled offline (plugin_compile)
+    compile_cubin: Callable[..., bytes] | None = None
 
     def __call__(self) -> PluginBackend:
+        if self.inputs == "cuda":
+            from workbench.backends.plugin_device import DevicePluginBackend  # imports this
+
+            return DevicePluginBackend(self)
         return PluginBackend(self)
 
 
@@ -78,12 +88,18 @@ def declare(
     inputs: str = "numpy",
     probe: Callable[[], Availability] | None = None,
     notes: str = "",
+    compile_cubin: Callable[..., bytes] | None = None,
 ) -> BackendDeclaration:
     """A plugin's backend declaration (see the module's text for the callable's form)."""
     caps = capabilities if capabilities is not None else Capabilities()
+    listed_probe = probe
+    if inputs == "cuda":  # listed unavailable, in one line, where there is no GPU
+        from workbench.backends.plugin_device import device_availability  # imports this
+
+        listed_probe = functools.partial(device_availability, probe, label)
     factory = PluginCallable(
         name, label, attention, prepare, reference_scores, inputs, caps, tuple(knobs),
-        tuple(rules), probe,
+        tuple(rules), probe, compile_cubin=compile_cubin,
     )  # fmt: skip
     return BackendDeclaration(
         name=name,
@@ -92,7 +108,7 @@ def declare(
         capabilities=caps,
         knobs=tuple(knobs),
         rules=tuple(rules),
-        probe=probe,
+        probe=listed_probe,
         notes=notes,
     )
 
@@ -116,6 +132,8 @@ def plugin_errors(factory: PluginCallable) -> list[tuple[str, str]]:
         errors.append(("inputs", f"{factory.inputs!r}: expected one of {', '.join(INPUT_KINDS)}"))
     if factory.reference_scores is not None and not callable(factory.reference_scores):
         errors.append(("reference_scores", "not callable"))
+    if factory.compile_cubin is not None and not callable(factory.compile_cubin):
+        errors.append(("compile_cubin", "not callable"))
     return errors
 
 
@@ -146,6 +164,11 @@ class PluginBackend(Backend):
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
+        self.check_declared(problem, config)
+
+    def check_declared(self, problem: Problem, config: KernelConfig) -> None:
+        """Refuse what the declaration does not take (its dtypes, masks, head dims, knob
+        values and rules); nothing is allocated, so an offline compile checks the same."""
         caps, who = self.plugin.capabilities, self.name
         if problem.dtype not in caps.dtypes:
             raise ConfigError("dtype", problem.dtype, f"{who} takes {', '.join(caps.dtypes)}")
