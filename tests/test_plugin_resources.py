@@ -167,3 +167,33 @@ def test_a_backend_without_compile_cubin_or_not_loaded_is_refused_in_one_line(
         "expected one of cutile"
     ]
     assert not db.exists()
+
+
+def test_a_measured_point_of_the_cutile_example_stores_what_it_compiled_to(
+    tmp_path: Path,
+) -> None:
+    """What the engine child stores with each point of a ``cuda`` cuTile plugin after its timed
+    region (the GPU test sees it in a group): the same answer as `resources` for the point's
+    problem, knob and GPU, compiled once per point class in the process; none for a plugin
+    without ``compile_cubin``; a broken compile stored as its one line."""
+    need_tools()
+    from workbench.backends.plugin_compile import point_resources
+    from workbench.backends.plugins import file_declarations
+    from workbench.config import KernelConfig, Problem
+
+    (cutile,) = file_declarations(str(CUTILE))
+    problem = Problem(batch=2, heads=4, kv_heads=2, head_dim=64, q_len=512, k_len=512)
+    config = KernelConfig(mask="causal")
+    found = point_resources(cutile.factory, problem, config, {"tile": 64}, "sm_90")
+    assert found is not None and found["error"] == "" and found["registers"] > 0
+    assert point_resources(cutile.factory, problem, config, {"tile": 64}, "sm_90") == found
+    smaller = point_resources(cutile.factory, problem, config, {"tile": 32}, "sm_90")
+    assert smaller is not None and smaller["shared_bytes"] < found["shared_bytes"]
+
+    (numpy_one,) = file_declarations(str(EXAMPLES / "numpy_softcap.py"))
+    assert point_resources(numpy_one.factory, problem, config, {}, "sm_90") is None
+    path = tmp_path / "broken_build.py"
+    path.write_text(BROKEN_COMPILE)
+    (broken,) = file_declarations(str(path))
+    stored = point_resources(broken.factory, problem, config, {}, "sm_90")
+    assert stored is not None and stored["error"] == "my kernel does not build for sm_90"

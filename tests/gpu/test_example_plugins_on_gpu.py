@@ -8,7 +8,8 @@ command line in a real subprocess:
   ``inputs="cuda"``, so its points are timed by the GPU sampler our kernel's are (the stored
   timer is ``graph`` or ``events``, never ``cpu``), and its stored median is below what copying
   its inputs to the GPU and its output back takes alone, which a time that includes those
-  copies (a host-array plugin timed by the wall clock) cannot be.
+  copies (a host-array plugin timed by the wall clock) cannot be; the cuTile example's points
+  also store what its kernel compiled to on this GPU (its ``compile_cubin``).
 
 Fresh random inputs from the printed seed."""
 
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FAST_TIMING_ARGS
+from workbench.analysis.resources import missing_tools
 from workbench.measure.accuracy import TOLERANCE
 
 pytestmark = pytest.mark.gpu
@@ -148,6 +150,10 @@ def test_each_example_in_a_group_beside_cutile_is_timed_on_the_device_without_th
     assert mine["machine"]["gpu_name"], mine["machine"]
     for point in mine["points"]:
         assert point["extra"]["timer"] in ("graph", "events"), point["extra"]
+    if file == "cutile_naive.py" and missing_tools() is None:  # compile_cubin: stored per point
+        for point in mine["points"]:
+            compiled = point["extra"]["resources"]
+            assert compiled["error"] == "" and compiled["registers"] > 0, compiled
     smallest = mine["points"][0]
     round_trip = host_round_trip_ms(smallest["seq_len"])
     print(f"{backend} N={smallest['seq_len']}: {smallest['latency_ms']:.4f} ms stored, "

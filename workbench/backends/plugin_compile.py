@@ -12,7 +12,8 @@ value as the launch passes it.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,14 +80,14 @@ def compiles_offline(declaration: BackendDeclaration) -> bool:
 
 
 def plugin_resources(
-    declaration: BackendDeclaration,
+    compile_cubin: Callable[..., bytes],
     problem: Problem,
     config: KernelConfig,
-    knob_values: dict[str, Any],
+    knob_values: Mapping[str, Any],
     arch: str,
 ) -> CompiledResources:
-    """What the plugin's kernel compiles to on ``arch`` at ``problem`` and its knob values; a
-    compile that fails is an answer with its error in one line, never an exception."""
+    """What a plugin's ``compile_cubin`` makes on ``arch`` at ``problem`` and its knob values;
+    a compile that fails is an answer with its error in one line, never an exception."""
     from kernels.cubin_resources import ARCH_LIMITS, read_resources
 
     if arch not in ARCH_LIMITS:
@@ -94,7 +95,6 @@ def plugin_resources(
     why = missing_tools()
     if why:
         return CompiledResources(arch, error=why, unavailable=True)
-    compile_cubin = declaration.factory.compile_cubin  # type: ignore[attr-defined]
     try:
         cubin = compile_cubin(problem, config, dict(knob_values), arch)
         if not isinstance(cubin, bytes | bytearray) or cubin[:4] != b"\x7fELF":
@@ -103,3 +103,27 @@ def plugin_resources(
     except Exception as exc:  # the user's compile error is the answer, shown in one line
         text = " ".join(str(exc).split()) or type(exc).__name__
         return CompiledResources(arch, error=text if len(text) <= 300 else text[:297] + "…")
+
+
+# This process's answers (the engine child's, across a run's points), by what they depend on.
+_answers: dict[str, CompiledResources] = {}
+
+
+def point_resources(
+    plugin: Any, problem: Problem, config: KernelConfig, knob_values: Mapping[str, Any], arch: str
+) -> dict[str, Any] | None:
+    """What a measured point of a plugin that declares ``compile_cubin`` compiled to on its
+    GPU's ``arch``, as stored with the point (Compare and the window's plots show it, as for
+    our kernel); None where it declares none or nothing can be compiled here."""
+    if plugin.compile_cubin is None:
+        return None
+    digest = plugin.source.sha256 if plugin.source is not None else ""
+    key = json.dumps(
+        [plugin.name, digest, problem.to_dict(), config.mask, config.window, knob_values, arch],
+        sort_keys=True,
+        default=str,
+    )
+    if key not in _answers:
+        _answers[key] = plugin_resources(plugin.compile_cubin, problem, config, knob_values, arch)
+    found = _answers[key]
+    return None if found.unavailable else found.to_dict()

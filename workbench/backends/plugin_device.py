@@ -4,7 +4,9 @@ by the same GPU sampler as theirs (CUDA graph replay or event pairs on torch's s
 flush, their warm-up and median), so it compares like with like in a group beside them.
 
 Such a launch queues its kernel on torch's current stream and returns without waiting; the
-output stays on the device, and the float64 check copies back only the rows it samples.
+output stays on the device, and the float64 check copies back only the rows it samples. A
+plugin that declares ``compile_cubin`` stores with each point what it compiled to on this GPU
+(:mod:`workbench.backends.plugin_compile`).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workbench.backends.base import Availability
+from workbench.backends.base import Availability, OpenPoint, PointResult
 from workbench.backends.gpu import cupy_device, gpu_machine_info, torch_device
 from workbench.backends.plugin_backend import PluginBackend
+from workbench.backends.plugin_compile import point_resources
 from workbench.backends.torch_base import TorchBackend
-from workbench.measure.timing import TimingSettings
+from workbench.measure.timing import TimingSettings, TimingStats
 
 
 def device_availability(probe: Callable[[], Availability] | None, label: str) -> Availability:
@@ -49,3 +52,21 @@ class DevicePluginBackend(PluginBackend, TorchBackend):
 
     def host_view(self, tensor: Any) -> Any:
         return TorchBackend.host_view(self, tensor)
+
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        result = super().close_point(opened, timing)
+        # After the timed region: a cuTile plugin's compile (seconds) never sits in it.
+        found = point_resources(
+            self.plugin, opened.problem, opened.config, self.knob_values, local_arch()
+        )
+        if found is not None:
+            result.extra["resources"] = found
+        return result
+
+
+def local_arch() -> str:
+    """``sm_90`` for the GPU torch uses."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"

@@ -52,8 +52,12 @@ def plugin_resources(args: argparse.Namespace) -> int:
     why = missing_tools()
     if why:
         raise UsageError(f"cannot compile here: {why}")
-    found_on = {arch: compile_plugin(found, problem, config, backend.knob_values, arch)
-                for arch in archs}  # fmt: skip
+    compile_cubin = backend.plugin.compile_cubin
+    assert compile_cubin is not None  # compiles_offline said so
+    found_on = {
+        arch: compile_plugin(compile_cubin, problem, config, backend.knob_values, arch)
+        for arch in archs
+    }
     if args.json:
         emit_json({arch: res.to_dict() for arch, res in found_on.items()})
     else:
