@@ -66,6 +66,7 @@ def test_a_cuda_plugin_is_listed_unavailable_in_one_line_and_its_sweep_refused_w
     assert not status["available"]
     assert status["reason"].startswith('inputs="cuda" needs a GPU: ')
     assert "\n" not in status["reason"] and "Traceback" not in status["reason"]
+    assert "SDPA" not in status["reason"]  # the plugin's needs, not the torch peers' words
     table = script(db, "--plugin", path, "backends")
     (row,) = [line for line in table.stdout.splitlines() if line.startswith("dev-attn")]
     assert row.split()[1] == "no" and 'inputs="cuda" needs a GPU' in row

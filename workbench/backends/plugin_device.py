@@ -21,6 +21,8 @@ from workbench.backends.plugin_compile import point_resources
 from workbench.backends.torch_base import TorchBackend
 from workbench.measure.timing import TimingSettings, TimingStats
 
+NEEDS_GPU = 'inputs="cuda" needs a GPU: '
+
 
 def device_availability(probe: Callable[[], Availability] | None, label: str) -> Availability:
     """The plugin's own probe (when it gives one) and then what every ``cuda`` plugin needs:
@@ -29,9 +31,13 @@ def device_availability(probe: Callable[[], Availability] | None, label: str) ->
         status = probe()
         if not status.available:
             return status
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # torch_device's words for it name the SDPA peers
+        return Availability(False, f"{NEEDS_GPU}torch is not installed (pip install torch)")
     for needed in (torch_device(), cupy_device()):
         if not needed.available:
-            return Availability(False, f'inputs="cuda" needs a GPU: {needed.reason}')
+            return Availability(False, f"{NEEDS_GPU}{needed.reason}")
     if probe is not None:
         return status
     return Availability(True, f"plugin {label} on {torch_device().reason}")
