@@ -7,10 +7,10 @@ setup to do before the timed launches gives ``prepare(q, k, v, *, problem, confi
 returning a no-argument launch instead. Inputs are host NumPy float32 arrays holding
 values of the problem's dtype (``inputs="numpy"``) or CPU torch tensors of them
 (``inputs="torch"``), both timed by the wall clock; or torch CUDA tensors of the problem's dtype
-(``inputs="cuda"``, :mod:`workbench.backends.plugin_device`), timed by the torch peers' GPU
-sampler. The output is checked against float64 attention at every point;
-``reference_scores(scores, knobs)`` transforms the float64 scores first where the plugin
-changes them on purpose (a soft cap).
+(``inputs="cuda"``, :class:`DevicePluginBackend`), timed by the torch peers' GPU sampler. The
+output is checked against float64 attention at every point; ``reference_scores(scores,
+knobs)`` transforms the float64 scores first where the plugin changes them on purpose (a soft
+cap).
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ from workbench.backends.declaration import (
     PluginSource,
     knob_violation,
 )
+from workbench.backends.gpu import gpu_machine_info
+from workbench.backends.plugin_compile import point_resources
+from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
+from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.measure.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
 from workbench.measure.timing import TimingSettings, TimingStats
@@ -69,8 +73,6 @@ class PluginCallable:
 
     def __call__(self) -> PluginBackend:
         if self.inputs == "cuda":
-            from workbench.backends.plugin_device import DevicePluginBackend  # imports this
-
             return DevicePluginBackend(self)
         return PluginBackend(self)
 
@@ -94,8 +96,6 @@ def declare(
     caps = capabilities if capabilities is not None else Capabilities()
     listed_probe = probe
     if inputs == "cuda":  # listed unavailable, in one line, where there is no GPU
-        from workbench.backends.plugin_device import device_availability  # imports this
-
         listed_probe = functools.partial(device_availability, probe, label)
     factory = PluginCallable(
         name, label, attention, prepare, reference_scores, inputs, caps, tuple(knobs),
@@ -249,6 +249,34 @@ class PluginBackend(Backend):
             plugin_knobs=dict(self.knob_values),
             returned_lse=self._lse is not None,
         )
+        return result
+
+
+class DevicePluginBackend(PluginBackend, TorchBackend):
+    """A ``cuda`` plugin (:mod:`workbench.backends.plugin_device`): the plugin's callable and
+    checks, the torch peers' inputs, memory accounting and sampler; a plugin that declares
+    ``compile_cubin`` stores with each point what it compiled to on this GPU."""
+
+    def availability(self) -> Availability:
+        return device_availability(self.plugin.probe, self.plugin.label)
+
+    def default_timing(self) -> TimingSettings:
+        return TorchBackend.default_timing(self)
+
+    def machine_info(self) -> dict[str, Any]:
+        return {**gpu_machine_info(), **PluginBackend.machine_info(self)}
+
+    def host_view(self, tensor: Any) -> Any:
+        return TorchBackend.host_view(self, tensor)
+
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        result = super().close_point(opened, timing)
+        # After the timed region: a cuTile plugin's compile (seconds) never sits in it.
+        found = point_resources(
+            self.plugin, opened.problem, opened.config, self.knob_values, local_arch()
+        )
+        if found is not None:
+            result.extra["resources"] = found
         return result
 
 
