@@ -135,8 +135,12 @@ def test_a_plugins_compile_error_is_its_answer_in_one_line_exit_1(
             "error: --runs: stored runs' resources are our cuTile kernel's; leave out "
             "--backend cutile-naive",
         ),
+        (
+            ["--db", "elsewhere.db"],
+            "error: --db: only with --runs (a config alone is compiled, not stored)",
+        ),
     ],
-    ids=["head-dim", "dtype", "kernel-knob", "plugin-knob", "runs"],
+    ids=["head-dim", "dtype", "kernel-knob", "plugin-knob", "runs", "db"],
 )
 def test_what_the_plugin_cannot_compile_for_is_refused_in_one_line(
     script: Callable[..., Any], tmp_path: Path, argv: list[str], line: str

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from kernels import knobs
+from workbench.cli.database import db_of
 from workbench.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from workbench.cli.output import emit_json
 from workbench.cli.resources_args import resource_archs, resources_problem
@@ -36,6 +37,8 @@ def plugin_resources(args: argparse.Namespace) -> int:
     if args.runs:
         raise UsageError("--runs: stored runs' resources are our cuTile kernel's; leave out "
                          f"--backend {name}")  # fmt: skip
+    if db_of(args) is not None:
+        raise UsageError("--db: only with --runs (a config alone is compiled, not stored)")
     for knob in knobs.EXPOSED:  # our kernel's knobs mean nothing to a plugin's kernel
         typed = getattr(args, knob.name)
         if typed != knob.default:
