@@ -2,11 +2,15 @@
 
 One CTA per (query tile, batch·head) walks every key tile with an online softmax: no causal
 skipping, no pipelining, no tuner. Its one knob is the tile size (query rows = keys per step).
-It runs on an NVIDIA GPU through CuPy; elsewhere it lists as unavailable with the reason::
+It takes torch CUDA tensors (``inputs="cuda"``) and is timed on the GPU as our kernel is; its
+compiled resources (registers, spill, shared memory, CTAs per SM) come from ``compile_cubin``,
+offline. Without a GPU it lists as unavailable with the reason::
 
     fmha-workbench --plugin examples/cutile_naive.py knobs
     fmha-workbench --plugin examples/cutile_naive.py sweep --backend cutile-naive \\
         --head-dim 64 --seq-lens 1024,2048 --plugin-knob tile=64
+    fmha-workbench --plugin examples/cutile_naive.py resources --backend cutile-naive \\
+        --head-dim 64 --plugin-knob tile=64 --arch sm_90
 
 Edit the kernel, save, and the window (File › Add kernel…) reruns the last sweep beside the
 previous one.
@@ -17,8 +21,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from workbench.backends import Availability, Capabilities, Knob, declare
 
@@ -84,48 +86,47 @@ def available() -> Availability:
     return Availability(True, f"naive cuTile attention on {status.reason}")
 
 
-class HostRows:
-    """The device output as the workbench's check reads it: indexing copies rows to the host."""
-
-    def __init__(self, out: Any) -> None:
-        self.out, self.shape = out, out.shape
-
-    def __getitem__(self, index: Any) -> Any:
-        import cupy
-
-        parts = index if isinstance(index, tuple) else (index,)
-        on_device = tuple(cupy.asarray(i) if isinstance(i, np.ndarray) else i for i in parts)
-        return cupy.asnumpy(self.out[on_device]).astype("float32")
-
-
-def kernel_arguments(problem: Any, config: Any, knobs: Any) -> tuple[tuple[int, ...], tuple]:
-    """The grid and the scalar and constant arguments of one launch (the offline compile
+def kernel_arguments(
+    problem: Any, config: Any, knobs: Any
+) -> tuple[tuple[int, int, int], tuple[float, int, int, int], tuple[int, int, int]]:
+    """The grid, the runtime scalars and the constants of one launch (the offline compile
     uses them too)."""
     tile = int(knobs["tile"])
     grid = (math.ceil(problem.q_len / tile), problem.batch * problem.heads, 1)
     scale_log2 = 1.0 / math.sqrt(problem.head_dim) * math.log2(math.e)
     window = config.window or 0
     group = problem.heads // problem.kv_heads
-    consts = (scale_log2, problem.input_pos, window, group, tile, problem.head_dim)
-    return grid, (*consts, MASKS[config.mask])
+    scalars = (scale_log2, problem.input_pos, window, group)
+    return grid, scalars, (tile, problem.head_dim, MASKS[config.mask])
 
 
 def prepare(q: Any, k: Any, v: Any, *, problem: Any, config: Any, knobs: Any) -> Callable:
-    """Host arrays to the GPU in the problem's dtype (outside the timed launches), then a
-    launch that waits for the kernel, so the wall clock times it."""
-    import cupy
+    """q, k, v: torch CUDA tensors (``inputs="cuda"``). The launch queues the kernel on torch's
+    current stream and returns without waiting: the workbench times it with CUDA events or
+    graph replay, as it times our kernel and the torch peers."""
+    import torch
 
-    q, k, v = (cupy.asarray(x).astype(cupy.float16) for x in (q, k, v))
-    out = cupy.empty_like(q)
-    grid, scalars = kernel_arguments(problem, config, knobs)
-    stream = cupy.cuda.get_current_stream()
+    out = torch.empty_like(q)
+    grid, scalars, constants = kernel_arguments(problem, config, knobs)
+    arguments = (q, k, v, out, *scalars, *constants)
 
-    def launch() -> HostRows:
-        ct.launch(stream, grid, naive_attention, (q, k, v, out, *scalars))
-        stream.synchronize()
-        return HostRows(out)
+    def launch() -> Any:
+        ct.launch(torch.cuda.current_stream(), grid, naive_attention, arguments)
+        return out
 
     return launch
+
+
+def compile_cubin(problem: Any, config: Any, knobs: Any, arch: str) -> bytes:
+    """The kernel compiled offline for ``arch`` (no GPU), for `resources --backend
+    cutile-naive`: the arrays as the launch's shapes and dtype, then its scalars and constants."""
+    from workbench.backends.plugin_compile import Array, Scalar, cutile_cubin
+
+    rows = Array("float16", (problem.batch, problem.heads, problem.q_len, problem.head_dim))
+    keys = Array("float16", (problem.batch, problem.kv_heads, problem.k_len, problem.head_dim))
+    _, scalars, constants = kernel_arguments(problem, config, knobs)
+    parameters = (rows, keys, keys, rows, *map(Scalar, scalars), *constants)
+    return cutile_cubin(naive_attention, parameters, arch)
 
 
 BACKENDS = (
@@ -133,6 +134,8 @@ BACKENDS = (
         "cutile-naive",
         "naive-tile cuTile attention (example plugin)",
         prepare=prepare,
+        inputs="cuda",
+        compile_cubin=compile_cubin,
         probe=available,
         capabilities=Capabilities(dtypes=("float16",), head_dims=(32, 64, 128)),
         knobs=(

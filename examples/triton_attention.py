@@ -2,8 +2,9 @@
 (written here): one program per (query block, batch·head), the causal case in two stages
 (the key blocks left of the diagonal without a mask, then the diagonal block with one), an
 online softmax in base 2. Its knobs are the tutorial's BLOCK_M and BLOCK_N, and the launch's
-num_warps and num_stages. It runs on an NVIDIA GPU through torch; without Triton (or a GPU) it
-lists as unavailable and says why::
+num_warps and num_stages. It takes torch CUDA tensors (``inputs="cuda"``) and is timed on the
+GPU as our kernel and the torch peers are; without Triton (or a GPU) it lists as unavailable
+and says why::
 
     fmha-workbench --plugin examples/triton_attention.py knobs
     fmha-workbench --plugin examples/triton_attention.py sweep --backend triton-attention \\
@@ -117,12 +118,11 @@ def available() -> Availability:
 
 
 def prepare(q: Any, k: Any, v: Any, *, problem: Any, config: Any, knobs: Any) -> Callable:
-    """CPU tensors to the GPU in the problem's dtype (outside the timed launches), then a
-    launch that waits for the kernel, so the wall clock times it."""
+    """q, k, v: torch CUDA tensors of the problem's dtype (``inputs="cuda"``). The launch queues
+    the kernel on torch's current stream and returns without waiting (the workbench times it
+    with CUDA events or graph replay)."""
     import torch
 
-    dtype = torch.float16 if problem.dtype == "float16" else torch.bfloat16
-    q, k, v = (x.to("cuda", dtype).contiguous() for x in (q, k, v))
     out = torch.empty_like(q)
     block_m, block_n = int(knobs["BLOCK_M"]), int(knobs["BLOCK_N"])
     grid = (triton.cdiv(problem.q_len, block_m), problem.batch * problem.heads, 1)
@@ -138,7 +138,6 @@ def prepare(q: Any, k: Any, v: Any, *, problem: Any, config: Any, knobs: Any) ->
             *args, HEAD_DIM=problem.head_dim, BLOCK_M=block_m, BLOCK_N=block_n, STAGE=stage,
             num_warps=int(knobs["num_warps"]), num_stages=int(knobs["num_stages"]),
         )  # fmt: skip
-        torch.cuda.synchronize()
         return out
 
     return launch
@@ -157,7 +156,7 @@ BACKENDS = (
         "triton-attention",
         "fused attention in Triton, after its tutorial (example plugin)",
         prepare=prepare,
-        inputs="torch",
+        inputs="cuda",
         probe=available,
         capabilities=Capabilities(
             masks=("none", "causal"), head_dims=(16, 32, 64, 128), decode=False

@@ -1,11 +1,10 @@
 """The cuTile and Triton examples (issue 55, item 5) where no GPU is: each loads, its
 declaration is accepted, `knobs` lists its knobs, a sweep on it is refused in the plugin's one
 line (exit 2, nothing written), and without its compiler's module it says which one is missing.
-The cuTile example's kernel compiles offline for sm_90."""
+The cuTile example's kernel compiles offline for sm_90 in tests/test_plugin_resources.py."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -110,51 +109,3 @@ def test_the_triton_examples_rule_refuses_a_block_n_above_block_m_under_the_caus
     assert "BLOCK_N <= BLOCK_M (32)" in refused.reason
     assert knob_violation(declared, {"BLOCK_M": 32, "BLOCK_N": 64}, "none") is None
     assert knob_violation(declared, {"BLOCK_M": 128, "BLOCK_N": 64}, "causal") is None
-
-
-CUTILE_CASES = [
-    dict(tile=64, mask="causal", head_dim=64, q_len=1000, heads=4, kv_heads=2),
-    dict(tile=32, mask="window", head_dim=128, q_len=256, heads=2, kv_heads=2, window=100),
-    dict(tile=128, mask="none", head_dim=32, q_len=512, heads=8, kv_heads=1),
-]
-
-
-@pytest.mark.parametrize("case", CUTILE_CASES, ids=lambda c: f"{c['mask']}-tile{c['tile']}")
-def test_the_cutile_example_compiles_offline_for_sm90(case: dict[str, Any]) -> None:
-    ct = pytest.importorskip("cuda.tile")
-    from cuda.tile.compilation import (
-        CallingConvention,
-        KernelSignature,
-        ScalarConstraint,
-        export_kernel,
-    )
-
-    from kernels import cutile_fmha
-    from kernels.cutile.compile import array_constraint
-    from kernels.cutile.forms import ArraySpec
-    from workbench.backends.plugins import file_declarations
-    from workbench.config import KernelConfig, Problem
-
-    if cutile_fmha.tileiras_version() is None:
-        pytest.skip("tileiras is not installed")
-    (declared,) = file_declarations(str(CUTILE))
-    module = __import__("sys").modules[declared.factory.prepare.__module__]
-    case = dict(case)
-    tile, mask, window = case.pop("tile"), case.pop("mask"), case.pop("window", None)
-    problem = Problem(batch=2, k_len=case["q_len"], **case)
-    config = KernelConfig(mask=mask, window=window)
-    _, arguments = module.kernel_arguments(problem, config, {"tile": tile})
-    shapes = [
-        (2, problem.heads, problem.q_len, problem.head_dim),
-        *[(2, problem.kv_heads, problem.k_len, problem.head_dim)] * 2,
-        (2, problem.heads, problem.q_len, problem.head_dim),
-    ]
-    scalars = [ct.float32, ct.int32, ct.int32, ct.int32]
-    parameters = [array_constraint(ArraySpec("float16", s)) for s in shapes]
-    parameters += [ScalarConstraint(t) for t in scalars] + list(arguments[len(scalars) :])
-    signature = KernelSignature(parameters, CallingConvention.cutile_python_v2())
-    cubin = io.BytesIO()
-    export_kernel(
-        module.naive_attention, [signature], cubin, gpu_code="sm_90", output_format="cubin"
-    )
-    assert cubin.getvalue()[:4] == b"\x7fELF" and len(cubin.getvalue()) > 10_000

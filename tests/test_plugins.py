@@ -298,13 +298,13 @@ def test_an_installed_packages_entry_point_is_listed_and_a_broken_one_hides_noth
     assert run["machine"]["plugin_entry_point"] == "mine = my_attn_pkg:BACKENDS"
 
 
-def test_the_torch_example_is_listed_unavailable_without_torch_and_runs_with_it(
+def test_the_torch_cpu_example_is_listed_unavailable_without_torch_and_runs_with_it(
     script: Callable[..., Any], tmp_path: Path
 ) -> None:
     db = tmp_path / "runs.db"
     listed = script(db, "--plugin", TORCH_EXAMPLE, "backends", "--json")
     assert listed.returncode == 0, listed.stderr
-    status = json.loads(listed.stdout)["torch-softcap"]
+    status = json.loads(listed.stdout)["torch-softcap-cpu"]
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -313,7 +313,7 @@ def test_the_torch_example_is_listed_unavailable_without_torch_and_runs_with_it(
     assert status["available"], status
     for cap in ("0", "30"):
         swept = script(
-            db, "--plugin", TORCH_EXAMPLE, "sweep", "--backend", "torch-softcap", *SMALL,
+            db, "--plugin", TORCH_EXAMPLE, "sweep", "--backend", "torch-softcap-cpu", *SMALL,
             "--mask", "causal", "--plugin-knob", f"softcap={cap}", "--json",
         )  # fmt: skip
         assert swept.returncode == 0, swept.stderr

@@ -17,6 +17,7 @@ child_call
 child_group_point
 run_in_child
 child_check  # workbench.backends.plugin_reload: the plugin's import in a child of its own
+cutile_cubin  # workbench.backends.plugin_compile: a plugin's compile_cubin calls it (examples/)
 __getattr__  # the backends package's BACKEND_NAMES and GPU_BACKENDS, derived on each read
 
 # Qt and pyqtgraph call these overrides and signal arguments.

@@ -6,14 +6,17 @@ v in (batch, heads, seq, head_dim) and ``knobs`` the plugin's own knob values. A
 setup to do before the timed launches gives ``prepare(q, k, v, *, problem, config, knobs)``
 returning a no-argument launch instead. Inputs are host NumPy float32 arrays holding
 values of the problem's dtype (``inputs="numpy"``) or CPU torch tensors of them
-(``inputs="torch"``). The output is checked against float64 attention at every point;
-``reference_scores(scores, knobs)`` transforms the float64 scores first where the plugin
-changes them on purpose (a soft cap).
+(``inputs="torch"``), both timed by the wall clock; or torch CUDA tensors of the problem's dtype
+(``inputs="cuda"``, :class:`DevicePluginBackend`), timed by the torch peers' GPU sampler. The
+output is checked against float64 attention at every point; ``reference_scores(scores,
+knobs)`` transforms the float64 scores first where the plugin changes them on purpose (a soft
+cap).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,12 +40,17 @@ from workbench.backends.declaration import (
     PluginSource,
     knob_violation,
 )
+from workbench.backends.gpu import gpu_machine_info
+from workbench.backends.plugin_compile import point_resources
+from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
+from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.measure.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
 from workbench.measure.timing import TimingSettings, TimingStats
 
-INPUT_KINDS = ("numpy", "torch")
+# The input kinds a plugin declares; "cuda" is timed on the device (plugin_device).
+INPUT_KINDS = ("numpy", "torch", "cuda")
 
 
 @dataclass(frozen=True)
@@ -60,8 +68,12 @@ class PluginCallable:
     rules: tuple[knob_registry.Rule, ...]
     probe: Callable[[], Availability] | None
     source: PluginSource | None = None
+    # (problem, config, knobs, arch) -> the cubin, compiled offline (plugin_compile)
+    compile_cubin: Callable[..., bytes] | None = None
 
     def __call__(self) -> PluginBackend:
+        if self.inputs == "cuda":
+            return DevicePluginBackend(self)
         return PluginBackend(self)
 
 
@@ -78,12 +90,16 @@ def declare(
     inputs: str = "numpy",
     probe: Callable[[], Availability] | None = None,
     notes: str = "",
+    compile_cubin: Callable[..., bytes] | None = None,
 ) -> BackendDeclaration:
     """A plugin's backend declaration (see the module's text for the callable's form)."""
     caps = capabilities if capabilities is not None else Capabilities()
+    listed_probe = probe
+    if inputs == "cuda":  # listed unavailable, in one line, where there is no GPU
+        listed_probe = functools.partial(device_availability, probe, label)
     factory = PluginCallable(
         name, label, attention, prepare, reference_scores, inputs, caps, tuple(knobs),
-        tuple(rules), probe,
+        tuple(rules), probe, compile_cubin=compile_cubin,
     )  # fmt: skip
     return BackendDeclaration(
         name=name,
@@ -92,7 +108,7 @@ def declare(
         capabilities=caps,
         knobs=tuple(knobs),
         rules=tuple(rules),
-        probe=probe,
+        probe=listed_probe,
         notes=notes,
     )
 
@@ -116,6 +132,8 @@ def plugin_errors(factory: PluginCallable) -> list[tuple[str, str]]:
         errors.append(("inputs", f"{factory.inputs!r}: expected one of {', '.join(INPUT_KINDS)}"))
     if factory.reference_scores is not None and not callable(factory.reference_scores):
         errors.append(("reference_scores", "not callable"))
+    if factory.compile_cubin is not None and not callable(factory.compile_cubin):
+        errors.append(("compile_cubin", "not callable"))
     return errors
 
 
@@ -146,6 +164,11 @@ class PluginBackend(Backend):
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
+        self.check_declared(problem, config)
+
+    def check_declared(self, problem: Problem, config: KernelConfig) -> None:
+        """Refuse what the declaration does not take (its dtypes, masks, head dims, knob
+        values and rules); nothing is allocated, so an offline compile checks the same."""
         caps, who = self.plugin.capabilities, self.name
         if problem.dtype not in caps.dtypes:
             raise ConfigError("dtype", problem.dtype, f"{who} takes {', '.join(caps.dtypes)}")
@@ -226,6 +249,34 @@ class PluginBackend(Backend):
             plugin_knobs=dict(self.knob_values),
             returned_lse=self._lse is not None,
         )
+        return result
+
+
+class DevicePluginBackend(PluginBackend, TorchBackend):
+    """A ``cuda`` plugin (:mod:`workbench.backends.plugin_device`): the plugin's callable and
+    checks, the torch peers' inputs, memory accounting and sampler; a plugin that declares
+    ``compile_cubin`` stores with each point what it compiled to on this GPU."""
+
+    def availability(self) -> Availability:
+        return device_availability(self.plugin.probe, self.plugin.label)
+
+    def default_timing(self) -> TimingSettings:
+        return TorchBackend.default_timing(self)
+
+    def machine_info(self) -> dict[str, Any]:
+        return {**gpu_machine_info(), **PluginBackend.machine_info(self)}
+
+    def host_view(self, tensor: Any) -> Any:
+        return TorchBackend.host_view(self, tensor)
+
+    def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
+        result = super().close_point(opened, timing)
+        # After the timed region: a cuTile plugin's compile (seconds) never sits in it.
+        found = point_resources(
+            self.plugin, opened.problem, opened.config, self.knob_values, local_arch()
+        )
+        if found is not None:
+            result.extra["resources"] = found
         return result
 
 

@@ -58,6 +58,12 @@ def register(subparsers: Any) -> None:
     for knob in knobs.EXPOSED:
         add_knob_flag(p, knob)
     p.add_argument(
+        "--backend",
+        default="cutile",
+        help="whose kernel: cutile (default), or a plugin's that declares compile_cubin= "
+        "(with --plugin PATH; its knobs by --plugin-knob)",
+    )
+    p.add_argument(
         "--arch",
         metavar="sm_XY[,sm_XY]",
         help="architectures to compile for (default: the local GPU's, else sm_90,sm_100,sm_120)",
@@ -69,6 +75,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.analysis.resources import ResourceService, missing_tools
 
+    if args.backend != "cutile":
+        from workbench.cli.plugin_resources import plugin_resources
+
+        return plugin_resources(args)
     if args.runs:
         return fill_stored_resources(args)
     if db_of(args) is not None:
