@@ -173,7 +173,7 @@ class Backend(ABC):
         if problem.lengths is not None and not self.runs_ragged:
             raise ConfigError(
                 "backend", self.name, "does not run a ragged batch (varlen prefill or a "
-                "paged KV cache) yet; the reference backend does",
+                "paged KV cache); docs/serving.md lists the backends that do",
             )  # fmt: skip
         problem.check_fits(self.memory_capacity())
 
