@@ -209,7 +209,9 @@ class RunsModel(QAbstractTableModel):
         return "\n".join([problem_summary(run), *self._points_tip(run)])
 
     def _points_tip(self, run: Any) -> list[str]:
-        looks = run.config.tuned or run.backend in COMPILED_BACKENDS
+        # A plugin run (it records its knobs) may store what it compiled to (compile_cubin).
+        plugin = "plugin_knobs" in (run.machine or {})
+        looks = run.config.tuned or run.backend in COMPILED_BACKENDS or plugin
         if not looks or self._store is None:
             return []  # the form's config is what ran and nothing was compiled: no lookup
         if run.id in self._tuned_tips:
