@@ -67,9 +67,6 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
             raise ValueError(f"{name} must be float16 or bfloat16, got {dtype_name(arr)}")
         if device_id(arr, lib) is None:
             raise ValueError(f"{name} must be on a CUDA device, got {arr.device}")
-        problem = layout_problem(arr, lib)
-        if problem is not None:
-            raise ValueError(f"{name} cannot be read in place: {problem} (call .contiguous())")
     if not (dtype_name(q) == dtype_name(k) == dtype_name(v)):
         raise ValueError(
             f"q, k, v must share one dtype, got {dtype_name(q)}, {dtype_name(k)}, {dtype_name(v)}"
@@ -96,6 +93,11 @@ def check_inputs(q: Any, k: Any, v: Any) -> Problem:
             raise ValueError(
                 f"{what} must be a multiple of 8 from {HEAD_DIMS[0]} to {HEAD_DIMS[-1]}, got {dim}"
             )
+    # After the shapes: a head dim the kernel does not take is not fixed by .contiguous().
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        problem = layout_problem(arr, lib)
+        if problem is not None:
+            raise ValueError(f"{name} cannot be read in place: {problem} (call .contiguous())")
     split = value_dim if value_dim != head_dim else None
     return Problem(batch, heads, kv_heads, q_len, k_len, head_dim, dtype_name(q), lib, split)
 
