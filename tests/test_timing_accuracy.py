@@ -181,3 +181,8 @@ def test_bfloat16_rounding_is_round_to_nearest_even(rng: np.random.Generator) ->
     ulp = np.abs(x) * 2.0**-7
     assert (np.abs(rounded - x) <= ulp / 2 + 1e-30).all()
     assert (round_to_dtype(x, "float16") == x.astype(np.float16).astype(np.float32)).all()
+    # Exact halves go to the even neighbour; the caller's array is left as it was.
+    ties = np.array([1 + 2.0**-8, 1 + 3 * 2.0**-8, -(2 + 2.0**-7)], dtype=np.float32)
+    kept = ties.copy()
+    assert round_to_dtype(ties, "bfloat16").tolist() == [1.0, 1 + 2.0**-6, -2.0]
+    assert (ties == kept).all()
