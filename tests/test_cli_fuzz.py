@@ -166,7 +166,7 @@ def one_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every invocation parses with one parser from :func:`build_parser` (building it, 17
     subparsers, is most of an in-process refusal's time); one the parse added to (the plugin
     flags) is built anew for the next."""
-    import workbench.cli
+    import workbench.cli.parser
 
     built = [build_parser()]
     actions = len(built[0]._actions)
@@ -176,7 +176,7 @@ def one_parser(monkeypatch: pytest.MonkeyPatch) -> None:
             built[0] = build_parser()
         return built[0]
 
-    monkeypatch.setattr(workbench.cli, "build_parser", reused)
+    monkeypatch.setattr(workbench.cli.parser, "build_parser", reused)
 
 
 def test_at_least_200_bad_invocations_are_refused_cleanly(

@@ -18,12 +18,10 @@ from __future__ import annotations
 from workbench.cli.signals import Terminated, ignore_stop_signals, stop_signals
 
 # isort: split
-import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from workbench.cli import commands
 from workbench.cli.exit_codes import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -31,11 +29,10 @@ from workbench.cli.exit_codes import (
     EXIT_TERMINATED,
     EXIT_USAGE,
 )
-from workbench.cli.output import OutputFailed, ReaderLeft, failed, guarded_stdout
-from workbench.cli.parser import build_parser, join_text_values
-from workbench.cli.values import UsageError
-from workbench.config_error import ConfigError
-from workbench.errors import BackendError
+from workbench.measure.blas import limit_blas_threads
+
+if TYPE_CHECKING:
+    import argparse
 
 # Raised by modules a command imports when it runs: (module, class name), looked up when an
 # error arrives, since an error of a module never imported cannot have been raised.
@@ -57,9 +54,12 @@ def _imported_classes(names: Sequence[tuple[str, str]]) -> tuple[type[BaseExcept
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from workbench.measure.blas import limit_blas_threads
+    # Before NumPy loads (the parsers import it): its OpenBLAS then starts one thread, not one
+    # a core (the window's policy for the reference backend, workbench.measure.blas).
+    limit_blas_threads()
+    from workbench.cli import commands
+    from workbench.cli.output import ReaderLeft, failed, guarded_stdout
 
-    limit_blas_threads()  # the window's policy for the reference backend (workbench.measure.blas)
     typed = list(sys.argv[1:] if argv is None else argv)
     try:
         with guarded_stdout():  # a failed write to stdout is one line and exit 1
@@ -84,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _refusal(exc: Exception, typed: Sequence[str]) -> tuple[str, int] | None:
     """The line and exit code of an error the command line answers, or None for a bug."""
+    from workbench.cli.output import OutputFailed
+    from workbench.cli.values import UsageError
+    from workbench.config_error import ConfigError
+    from workbench.errors import BackendError
+
     if isinstance(exc, (OutputFailed, *_imported_classes(_FAILED_ERRORS))):  # not bad input
         return f"error: {exc}", EXIT_FAILED
     if isinstance(exc, (UsageError, BackendError, *_imported_classes(_USAGE_ERRORS))):
@@ -112,12 +117,14 @@ def _may_name_plugins_or_help(words: Sequence[str]) -> bool:
 
 
 def _parse(typed: list[str]) -> argparse.Namespace:
-    words = join_text_values(typed)
+    from workbench.cli import parser
+
+    words = parser.join_text_values(typed)
     if not _may_name_plugins_or_help(typed):
-        return build_parser().parse_args(words)
+        return parser.build_parser().parse_args(words)
     from workbench.backends.plugin_cli import parse_with_plugins
 
-    namespace: argparse.Namespace = parse_with_plugins(build_parser(), words)
+    namespace: argparse.Namespace = parse_with_plugins(parser.build_parser(), words)
     return namespace
 
 
