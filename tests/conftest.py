@@ -6,6 +6,7 @@ no test ever reads or writes the user's real runs.db.
 
 from __future__ import annotations
 
+import compileall
 import faulthandler
 import json
 import os
@@ -46,24 +47,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _keep_bytecode() -> None:
-    """Keep the compiled bytecode between the suite's Python processes, whatever
-    ``PYTHONDONTWRITEBYTECODE`` says: with it set (as on the team's machines), each of the
-    suite's hundreds of processes (the workers, the CLI and engine children) compiled the
-    project from source again, a third of a CLI run's start-up. It goes to a cache folder
-    outside the checkout (``PYTHONPYCACHEPREFIX``, unless one is set), so the tree stays as
-    the setting asked; Python checks each file against its source before using it."""
-    if not sys.dont_write_bytecode:
-        return
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    prefix = os.environ.setdefault("PYTHONPYCACHEPREFIX", str(cache / "fmha-workbench" / "pycache"))
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    sys.pycache_prefix = prefix
-    sys.dont_write_bytecode = False
+def _compile_the_project(config: pytest.Config) -> None:
+    """Compile the project's modules once per run (into their ``__pycache__``, which
+    .gitignore lists) where ``PYTHONDONTWRITEBYTECODE`` is set, as on the team's machines:
+    there each of the suite's hundreds of processes (the workers, the CLI runs, the engine
+    and job children) compiled them from source again, a third of a CLI run's start-up.
+    Nothing else is written (a plugin file a test writes gets no bytecode to go stale), and
+    Python checks each compiled file against its source before using it."""
+    if not sys.dont_write_bytecode or hasattr(config, "workerinput"):
+        return  # bytecode is written as modules import; a worker's controller did this
+    root = Path(__file__).resolve().parents[1]
+    for folder in (root / "kernels", root / "workbench", root / "tests"):
+        if folder.is_dir():  # a copy of this file elsewhere (a test's own suite) has none
+            compileall.compile_dir(folder, quiet=2)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _keep_bytecode()
+    _compile_the_project(config)
     # A copy of the real stderr, taken here, where pytest's capture is suspended: while a test
     # runs, fd 2 is pytest's capture file, and what the hang guard writes there would be lost
     # when it ends the process.
