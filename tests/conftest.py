@@ -77,6 +77,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(skip_summary, "fmha-skip-summary")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Any:
+    # pytest keeps its assertion rewrite of each test module (in __pycache__, gitignored) only
+    # where bytecode may be written: with PYTHONDONTWRITEBYTECODE set, every worker rewrote
+    # every test module on every run (half of a 10 s collection). Collection runs no test.
+    keep = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = keep
+
+
 def _replay_hint(config: pytest.Config) -> str:
     seed = config.stash[SESSION_SEED]
     return f"random seed {seed}: replay with --seed {seed} (or {SEED_ENV}={seed})"
