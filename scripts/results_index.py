@@ -185,19 +185,20 @@ def entries() -> list[Entry]:
     added = _added_commits()
     paths = tracked_results()
     direct = {path: citing_pages(path, tokens) for path in paths}
+    stems = {path: _stem(path) for path in paths}  # once each: asked for every pair of files
     result = []
     for path in paths:
         file = ROOT / path
         pages = direct[path]
         if not pages:
             # The raw data beside a cited report (a.json beside a.md) is cited with it.
-            siblings = [p for p in paths if p != path and _stem(p) == _stem(path) and direct[p]]
+            siblings = [p for p in paths if p != path and stems[p] == stems[path] and direct[p]]
             pages = tuple(f"with `{Path(p).name}`" for p in siblings)
         made_by, commit = "", ""
         if path.endswith(".db"):
             made_by, commit = _database_summary(file)
         command = _command_in_docs(path, texts, direct[path]) or _command_in_file(path)
-        siblings = [p for p in paths if p != path and _stem(p) == _stem(path)]
+        siblings = [p for p in paths if p != path and stems[p] == stems[path]]
         while not command and siblings:
             command = _command_in_file(siblings.pop(0))
         if command:

@@ -161,8 +161,26 @@ def traps(tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     yield tmp_path
 
 
+@pytest.fixture
+def one_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every invocation parses with one parser from :func:`build_parser` (building it, 17
+    subparsers, is most of an in-process refusal's time); one the parse added to (the plugin
+    flags) is built anew for the next."""
+    import workbench.cli.parser
+
+    built = [build_parser()]
+    actions = len(built[0]._actions)
+
+    def reused() -> argparse.ArgumentParser:
+        if len(built[0]._actions) != actions:
+            built[0] = build_parser()
+        return built[0]
+
+    monkeypatch.setattr(workbench.cli.parser, "build_parser", reused)
+
+
 def test_at_least_200_bad_invocations_are_refused_cleanly(
-    traps: Path, rng: np.random.Generator
+    traps: Path, rng: np.random.Generator, one_parser: None
 ) -> None:
     cases = invocations(rng)
     assert len(cases) >= 200

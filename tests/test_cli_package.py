@@ -8,9 +8,12 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +113,46 @@ def test_no_source_file_grows_past_500_lines() -> None:
     stale = sorted(p for p in ALLOWED_OVER if counts.get(p, 0) <= MAX_LINES)
     assert stale == [], "now at 500 lines or below (or gone): remove them from ALLOWED_OVER"
     assert not any(p.startswith("workbench/cli/") for p in ALLOWED_OVER)
+
+
+START_UP = """
+import contextlib, io, json, sys
+from workbench.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+blas = __import__("workbench.measure.blas", fromlist=["blas_threads"]).blas_threads()
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "blas_threads": blas}))
+"""
+# What start-up (the parsers) must not pay for: the store (sqlite-utils), the jobs and the
+# backends' catalog (every backend module), which the commands that need them import as they run.
+NOT_AT_START_UP = ("sqlite_utils", "workbench.store", "workbench.jobs", "workbench.backends")
+
+
+def _imported(modules: list[str], packages: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if m in packages or m.startswith(tuple(p + "." for p in packages))}
+
+
+def test_a_command_imports_what_it_runs_and_not_the_other_commands_needs(
+    python_facts: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    # Refused by the parser: nothing beyond the parsers was imported.
+    refused = python_facts(START_UP, "sweep", "--heads", "x", cwd=ROOT)
+    assert refused["code"] == 2
+    assert "workbench.cli.commands.sweep" in refused["modules"]
+    assert _imported(refused["modules"], NOT_AT_START_UP) == set()
+    # A map of blocks opens no database.
+    blockmap = python_facts(
+        START_UP, "blockmap", "--q-len", "256", "--tile-m", "64", "--tile-n", "64", cwd=ROOT
+    )
+    assert blockmap["code"] == 0 and "numpy" in blockmap["modules"]  # it really ran
+    assert (
+        _imported(blockmap["modules"], ("sqlite_utils", "workbench.store", "workbench.jobs"))
+        == set()
+    )
+    assert blockmap["blas_threads"] == 1  # the policy was set before NumPy loaded
+    # A reading command imports the store, and the catalog its config summaries read.
+    db = shutil.copy(ROOT / "bench" / "results" / "h200.db", tmp_path / "h200.db")
+    runs = python_facts(START_UP, "runs", "--db", str(db), cwd=ROOT)
+    assert runs["code"] == 0
+    assert {"sqlite_utils", "workbench.backends.catalog"} <= set(runs["modules"])
+    assert _imported(runs["modules"], ("workbench.jobs",)) == set()

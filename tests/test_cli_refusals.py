@@ -3,9 +3,12 @@ is refused in one line with exit 2, and nothing is written. Plus what the fixes 
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +24,34 @@ HUGE = "99999999999999999999999"
 LADDER = ["ladder", "--seq-lens", "16", *FAST]
 
 
+@pytest.fixture(scope="module")
+def swept_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database with two runs and a group (ids 1, 2; 3 and 4 in group 1), swept once for
+    the module through the CLI (its three sweeps were most of each test's time)."""
+    from workbench.cli import main
+
+    db = tmp_path_factory.mktemp("swept") / "runs.db"
+    said = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(said), redirect_stderr(said):
+        cpu_peers.register(patch)
+        patch.setenv("FMHA_WORKBENCH_DB", str(db))
+        codes = [main(["sweep", "--seq-lens", "16", *FAST, "--label", label])
+                 for label in ("first", "second")]  # fmt: skip
+        codes.append(main(["sweep", "--seq-lens", "16", *FAST, "--backends",
+                           f"reference,{cpu_peers.NAME}", "--mask", "causal"]))  # fmt: skip
+    assert codes == [0, 0, 0], said.getvalue()
+    return db
+
+
 @pytest.fixture
-def work(run_cli: RunCli, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A folder holding a database with two runs and a group (ids 1, 2; 3 and 4 in group 1),
-    a binary file and a FIFO; the current folder, so relative names land here."""
+def work(swept_once: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding a copy of that database, a binary file and a FIFO; the current
+    folder, so relative names land here."""
     cpu_peers.register(monkeypatch)
-    for label in ("first", "second"):
-        assert run_cli("sweep", "--seq-lens", "16", *FAST, "--label", label).code == 0
-    group = run_cli("sweep", "--seq-lens", "16", *FAST, "--backends",
-                    f"reference,{cpu_peers.NAME}", "--mask", "causal")  # fmt: skip
-    assert group.code == 0, group.err
+    for suffix in ("", "-wal", "-shm"):
+        made = swept_once.with_name(swept_once.name + suffix)
+        if made.exists():
+            shutil.copy(made, db_path.with_name(db_path.name + suffix))
     (tmp_path / "binary.md").write_bytes(bytes(range(256)) * 4)
     os.mkfifo(tmp_path / "readme.fifo")
     (tmp_path / "typo-steps.json").write_text(

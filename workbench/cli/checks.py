@@ -9,7 +9,6 @@ import sqlite3
 from pathlib import Path
 
 from workbench.cli.values import UsageError
-from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.store import Store, StoreError, StoreWriteFailed
 
 
@@ -31,6 +30,8 @@ def check_db_folder(db: str | None) -> None:
 def check_report_subject(store: Store, group_ids: list[int], subject: str | None) -> None:
     """A ladder has no peers to be the subject among: a ``--subject`` other than its backend
     would be ignored, so it is refused."""
+    from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
+
     for group_id in group_ids if subject is not None else []:
         if store.group(group_id).get("kind") != LADDER_GROUP_KIND:
             continue  # a group of peers: the report itself says when the subject is not in it

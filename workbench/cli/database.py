@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from workbench.cli.checks import check_db_folder, open_store
 from workbench.cli.values import UsageError
-from workbench.store import Store, default_db_path
+
+if TYPE_CHECKING:  # the store (and sqlite-utils) is imported when a command opens it
+    from workbench.store import Store
 
 
 def db_of(args: argparse.Namespace) -> str | None:
@@ -31,6 +33,12 @@ def open_db(db: str | None, *, create: bool = True) -> Store:
     """The store, with anything the user must know about opening it (a damaged file set aside,
     a newer schema opened read-only) said on stderr. A command that only reads passes
     ``create=False``: a mistyped path is refused rather than made into an empty database."""
+    # The catalog tells the config how each backend takes the knobs: what a stored run's
+    # config summary and CSV cells say depends on it.
+    import workbench.backends.catalog  # noqa: F401
+    from workbench.cli.checks import check_db_folder, open_store
+    from workbench.store import default_db_path
+
     path = Path(db).expanduser() if db else default_db_path()
     if not create and not path.exists() and not path.is_symlink():
         raise UsageError(
@@ -46,5 +54,7 @@ def open_db(db: str | None, *, create: bool = True) -> Store:
 
 
 def db_path(args: argparse.Namespace) -> Path:
+    from workbench.store import default_db_path
+
     db = db_of(args)
     return Path(db).expanduser() if db else default_db_path()

@@ -1,6 +1,10 @@
 """The commands, one module each: ``NAME``, ``register(subparsers)`` adding its parser with its
 flags and help, and ``run(args) -> int``. :data:`ALL` is the order ``--help`` and docs/cli.md
-list them in; a new command is a new module added here."""
+list them in; a new command is a new module added here.
+
+A module's top imports are what its parser needs; what ``run`` needs it imports inside ``run``,
+so a command's start-up does not pay for the other commands' imports.
+"""
 
 from __future__ import annotations
 

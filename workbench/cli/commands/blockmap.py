@@ -10,13 +10,9 @@ from typing import Any
 import workbench.cli.serving_blockmap as serving_blockmap
 from kernels import knobs, schedule
 from kernels.schedule import MASK_MODES
-from workbench.analysis import blockmap_text
-from workbench.backends.base import decode_form
-from workbench.cli.blockmap_layout import blockmap_layout, map_data
 from workbench.cli.common_flags import add_json
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.knob_flags import add_knob_flag
-from workbench.cli.output import emit_json
 from workbench.cli.values import UsageError, whole
 from workbench.sizes import size_arg
 
@@ -46,6 +42,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis import blockmap_text
+    from workbench.backends.base import decode_form
+    from workbench.cli.blockmap_layout import blockmap_layout, map_data
+    from workbench.cli.output import emit_json
+
     if serving_blockmap.wanted(args):  # a ragged batch: one line a sequence
         return serving_blockmap.run(args)
     if args.q_len is None:

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.analysis.compare import compare_runs, noise_rule
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.compare_table import compare_table, print_profiles
-from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
-from workbench.cli.output import emit_json, printable, table
 from workbench.cli.values import UsageError, run_id
 
 NAME = "compare"
@@ -27,6 +23,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis.compare import compare_runs, noise_rule
+    from workbench.cli.compare_table import compare_table, print_profiles
+    from workbench.cli.database import db_of, open_db
+    from workbench.cli.output import emit_json, printable, table
+
     with open_db(db_of(args), create=False) as store:
         run_ids = list(args.runs)
         if args.group is not None:

@@ -7,10 +7,8 @@ import sys
 from typing import Any
 
 from workbench.cli.common_flags import add_db
-from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.values import UsageError, run_id, run_ids
-from workbench.store import csv_text
 
 NAME = "export"
 
@@ -24,6 +22,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.cli.database import db_of, open_db
+    from workbench.store import csv_text
+
     if not args.csv.strip():
         raise UsageError("--csv: expected a file name (or - for stdout), got an empty one")
     with open_db(db_of(args), create=False) as store:

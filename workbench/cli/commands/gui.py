@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from workbench.cli.common_flags import add_db
-from workbench.cli.database import db_of
 from workbench.cli.values import UsageError
 
 NAME = "gui"
@@ -18,6 +17,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.cli.database import db_of
+
     try:
         from workbench.gui.app import main as gui_main
     except ImportError as exc:

@@ -7,12 +7,9 @@ import argparse
 from typing import Any
 
 from kernels import knobs
-from workbench.backends.plugin_cli import print_plugin_knobs
 from workbench.cli.common_flags import add_json
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.knob_flags import add_arch, knob_arch
-from workbench.cli.knobs_table import knobs_rows, knobs_table
-from workbench.cli.output import emit_json, table
 
 NAME = "knobs"
 
@@ -28,6 +25,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.backends.plugin_cli import print_plugin_knobs
+    from workbench.cli.knobs_table import knobs_rows, knobs_table
+    from workbench.cli.output import emit_json, table
+
     offered = knobs_table(knob_arch(args))
     if args.json:
         emit_json(offered)

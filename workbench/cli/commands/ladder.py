@@ -7,10 +7,6 @@ import argparse
 from typing import Any, cast
 
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.database import db_of, open_db
-from workbench.cli.ladder_args import ladder_job
-from workbench.cli.output import emit_json, follow, table
-from workbench.cli.report_text import LADDER_RATIOS_NOTE
 from workbench.cli.timing_flags import add_timing, planned_timings
 from workbench.cli.values import whole
 from workbench.config import DTYPES
@@ -56,6 +52,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.analysis.compare import noise_rule
+    from workbench.cli.database import db_of, open_db
+    from workbench.cli.ladder_args import ladder_job
+    from workbench.cli.output import emit_json, follow, table
+    from workbench.cli.report_text import LADDER_RATIOS_NOTE
     from workbench.jobs.ladder_steps import format_ladder_table, ladder_table
 
     job = ladder_job(args)

@@ -7,12 +7,9 @@ import argparse
 import sys
 from typing import Any
 
-from workbench.cli.checks import check_report_subject
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.output import emit_json
-from workbench.cli.report_text import print_ladder_report, print_peer_report, update_readme
 from workbench.cli.values import run_id
 
 NAME = "report"
@@ -41,6 +38,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.cli.checks import check_report_subject
+    from workbench.cli.database import db_of, open_db
+    from workbench.cli.report_text import print_ladder_report, print_peer_report, update_readme
     from workbench.reports.report import build_report, markdown
 
     with open_db(db_of(args), create=False) as store:

@@ -9,16 +9,8 @@ from typing import Any
 from kernels import knobs
 from kernels.schedule import MASK_MODES
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.database import db_of
 from workbench.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from workbench.cli.knob_flags import add_knob_flag
-from workbench.cli.output import emit_json
-from workbench.cli.resources_args import (
-    fill_stored_resources,
-    resource_archs,
-    resources_config,
-    resources_problem,
-)
 from workbench.cli.values import UsageError, run_ids, whole
 from workbench.config import DTYPES, HEAD_DIMS
 from workbench.sizes import size_arg
@@ -74,6 +66,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.analysis.resources import ResourceService, missing_tools
+    from workbench.cli.database import db_of
+    from workbench.cli.output import emit_json
+    from workbench.cli.resources_args import (
+        fill_stored_resources,
+        resource_archs,
+        resources_config,
+        resources_problem,
+    )
 
     if args.backend != "cutile":
         from workbench.cli.plugin_resources import plugin_resources

@@ -6,14 +6,10 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from workbench.analysis.compare import machine_name
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
-from workbench.cli.output import emit_json, printable, table
 from workbench.cli.values import UsageError, at_least_zero, search_text
 from workbench.config import AXIS_LABELS
-from workbench.store import data_dir_db_path, env_db_path
 
 NAME = "runs"
 NO_RUNS_YET = "no runs yet: try `fmha-workbench sweep --backend reference`"
@@ -30,6 +26,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis.compare import machine_name
+    from workbench.cli.database import db_of, open_db
+    from workbench.cli.output import emit_json, printable, table
+    from workbench.store import data_dir_db_path, env_db_path
+
     if args.limit < 1:
         raise UsageError(f"--limit {args.limit}: expected 1 or more runs")
     db = db_of(args)

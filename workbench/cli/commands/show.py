@@ -5,14 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.analysis.roofline import no_ceiling_reason
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.database import db_of, open_db
 from workbench.cli.exit_codes import EXIT_OK
-from workbench.cli.output import emit_json, printable, table
-from workbench.cli.plan_text import plan_lines
-from workbench.cli.serving_show import batch_lines
-from workbench.cli.show_table import compile_summary, point_table
 from workbench.cli.values import run_id
 
 NAME = "show"
@@ -26,6 +20,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis.roofline import no_ceiling_reason
+    from workbench.cli.database import db_of, open_db
+    from workbench.cli.output import emit_json, printable, table
+    from workbench.cli.plan_text import plan_lines
+    from workbench.cli.serving_show import batch_lines
+    from workbench.cli.show_table import compile_summary, point_table
+
     with open_db(db_of(args), create=False) as store:
         run = store.run(args.run)
         points = store.points(run.id)

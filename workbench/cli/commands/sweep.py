@@ -7,10 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from workbench.backends.base import decode_form
 from workbench.cli.common_flags import add_db, add_json
-from workbench.cli.database import db_of, open_db
-from workbench.cli.output import emit_json, follow
 from workbench.cli.problem_flags import add_problem_and_config, spec_from_args, sweep_backend_names
 from workbench.cli.timing_flags import planned_timings
 from workbench.cli.values import UsageError
@@ -39,6 +36,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.backends.base import decode_form
+    from workbench.cli.database import db_of, open_db
+    from workbench.cli.output import emit_json, follow
     from workbench.jobs import job_for
     from workbench.jobs.base import job_names
 
