@@ -5,7 +5,10 @@ Nothing here imports Qt or the workbench GUI, so these run on a headless GPU hos
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def seed(rng) -> int:
     """A fresh seed for torch's generator from the session's printed one (tests/conftest.py)."""
     return int(rng.integers(2**31))
+
+
+@pytest.fixture
+def script() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The root conftest's ``script`` (the CLI in a real subprocess), as ``python -m workbench``
+    from the repository where the console script is not installed: the GPU host runs a copy of
+    the tree with the project on its path, not an installed package."""
+    from tests.conftest import subprocess_env  # after ROOT is on the path
+
+    found = shutil.which("fmha-workbench")
+    command = [found] if found else [sys.executable, "-m", "workbench"]
+    root = Path(__file__).resolve().parents[2]
+
+    def run(db: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *map(str, argv)],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(db),
+            cwd=root,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
