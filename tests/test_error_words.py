@@ -29,7 +29,7 @@ INTERNAL = ("is not allowed", "True", "['", "kv_heads", "num_worker_warps", "seq
         (
             ["--backend", "nosuch"],
             "error: --backend nosuch: no backend 'nosuch'; expected one of reference, cutile, "
-            "torch-flash, torch-cudnn, fa4, naive",
+            "torch-flash, torch-cudnn, fa4, flashinfer, naive",
         ),
         (
             ["--backends", "reference,reference"],
