@@ -66,6 +66,42 @@ def test_relabel_while_another_process_holds_the_lock_waits_with_the_window_answ
     assert messages[-1] == "Relabelled 1 run"
 
 
+def test_the_window_reads_the_store_while_a_relabel_waits_on_the_lock(
+    qtbot: Any, make_window: Any, db_path: Path, dialogs: Any
+) -> None:
+    """A click on a run during the wait loads its points and block map: the waiting write has
+    a connection of its own, so a read never meets its statement still in progress."""
+    from PySide6.QtCore import QTimer
+
+    with Store(db_path) as store:
+        run_id = seed_run(store, label="before", seq_lens=(64, 128, 256))
+    window = make_window(probe_backends=False)
+    window.history.select_runs([run_id])
+    dialogs.text_answer = ("after", True)
+    reads: list[object] = []
+
+    def read_as_a_click_would() -> None:
+        try:
+            reads.append([pt.seq_len for pt in window.store.points(run_id)])
+            reads.append(window.store.block_map(run_id, 128) is not None)
+        except Exception as exc:  # the old shared connection: "cannot open savepoint"
+            reads.append(exc)
+
+    clicks = QTimer()  # a click every few milliseconds, all through the wait
+    clicks.timeout.connect(read_as_a_click_would)
+    holder = _hold_lock(db_path)
+    try:
+        clicks.start(2)
+        window.history.relabel_selected()
+    finally:
+        clicks.stop()
+        holder.wait(timeout=30)
+    failures = [r for r in reads if isinstance(r, Exception)]
+    assert not failures, f"{len(failures)} of {len(reads) // 2} reads failed: {failures[0]}"
+    assert len(reads) > 20 and set(map(str, reads)) == {"[64, 128, 256]", "True"}, reads[:4]
+    assert window.store.run(run_id).label == "after"
+
+
 def test_opening_a_database_another_process_has_locked_keeps_the_window_answering(
     qtbot: Any, make_window: Any, tmp_path: Path, dialogs: Any
 ) -> None:

@@ -3,8 +3,8 @@ relabel, delete) run in a worker thread while the window's event loop keeps turn
 status bar says what it waits for: the window never freezes for the store's lock (#51 item 6).
 
 The caller still gets the call's result (or its exception) as if it had run in place: a nested
-event loop waits for the worker. The store's connections allow this hand-over between threads
-(``check_same_thread=False``); only one thread uses a connection at a time.
+event loop waits for the worker. A write runs on a connection of its own, so the window's reads
+during the wait never share a connection with it.
 """
 
 from __future__ import annotations
@@ -62,12 +62,25 @@ def wait_off_thread(status: Callable[[str], None], waiting_for: str, action: Cal
 
 def install_lock_waits(store: Any, status: Callable[[str], None]) -> None:
     """Make ``store``'s writes the window calls in place (relabel, delete) wait off the GUI
-    thread, saying so: another writer's lock is waited out with the window answering."""
+    thread, saying so: another writer's lock is waited out with the window answering.
+
+    The worker writes through a connection of its own (a second store on the same file), not
+    ``store``'s: the event loop keeps running while it waits, and a read the window makes
+    meanwhile (a click on a run loads its block map) would meet the worker's statement still
+    in progress on a shared connection ("cannot open savepoint")."""
     waiting_for = f"another program to release its lock on {store.path}"
     for name in ("relabel", "delete_runs"):
-        method = getattr(store, name)
 
-        def waiting(*args: Any, _method: Callable[..., Any] = method) -> Any:
-            return wait_off_thread(status, waiting_for, lambda: _method(*args))
+        def waiting(*args: Any, _name: str = name) -> Any:
+            return wait_off_thread(status, waiting_for, lambda: _write_apart(store, _name, args))
 
         setattr(store, name, waiting)
+
+
+def _write_apart(store: Any, name: str, args: tuple[Any, ...]) -> Any:
+    """``store.<name>(*args)`` through a fresh connection to its file, closed after."""
+    twin = type(store)(store.path, busy_timeout_s=store.busy_timeout_s, upgrade=False)
+    try:
+        return getattr(twin, name)(*args)
+    finally:
+        twin.close()

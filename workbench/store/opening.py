@@ -65,6 +65,11 @@ class OpenedStore:
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
 
+    @property
+    def busy_timeout_s(self) -> float:
+        """How long one statement waits for another writer's lock before the store's retries."""
+        return self._busy_timeout_s
+
     # opening ---------------------------------------------------------------------------------
 
     def _connect(self, *, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
