@@ -247,21 +247,45 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _group_ids(text: str) -> list[int]:
+    """``--groups 3,4``: one or more whole group ids, refused in one line otherwise."""
+    ids = [part.strip() for part in text.split(",")]
+    if not ids or not all(part.isdigit() and int(part) > 0 for part in ids):
+        raise argparse.ArgumentTypeError(f"expected group ids such as 3,4; got {text!r}")
+    return [int(part) for part in ids]
+
+
+def _group_pairs(text: str) -> list[tuple[int, int]]:
+    """``--repeat-of 3:5,4:6``: FIRST:SECOND pairs of group ids."""
+    pairs = []
+    for part in filter(None, text.split(",")):
+        first, _, second = part.partition(":")
+        if not (first.isdigit() and second.isdigit()):
+            raise argparse.ArgumentTypeError(f"expected FIRST:SECOND group ids; got {part!r}")
+        pairs.append((int(first), int(second)))
+    return pairs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--groups", required=True, help="comma-separated group ids")
+    ap.add_argument("--db", required=True, type=Path, help="the run database the groups are in")
+    ap.add_argument("--groups", required=True, type=_group_ids, help="comma-separated group ids")
     ap.add_argument("--rounds", type=int, default=8, help="interleaved rounds per length")
     ap.add_argument("--rep-ms", type=float, default=15.0, help="do_bench_cudagraph's rep")
     ap.add_argument(
         "--repeat-of",
+        type=_group_pairs,
+        default=[],
         help="FIRST:SECOND[,…] pairs of groups run back to back: their points' agreement",
     )
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--markdown", metavar="FILE")
     args = ap.parse_args(argv)
+    if not args.db.is_file():  # opening would create an empty database
+        print(f"error: --db {args.db}: no such run database", file=sys.stderr)
+        return 2
     with Store(args.db) as store:
-        groups = [int(x) for x in args.groups.split(",")]
+        groups = args.groups
         for g in groups:  # every group readable before any is timed (a run lost them all once)
             try:
                 read_group(store, g)
@@ -269,10 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
         rows = [row for g in groups for row in check_group(store, g, args.rounds, args.rep_ms)]
-        pairs = [
-            tuple(int(g) for g in p.split(":")) for p in (args.repeat_of or "").split(",") if p
-        ]
-        repeats = repeat_rows(store, pairs)  # type: ignore[arg-type]
+        repeats = repeat_rows(store, args.repeat_of)
     table = "## The same launches timed by triton\n\n" + to_markdown(rows)
     if repeats:
         table += "\n## Two group sweeps back to back\n\n" + repeat_markdown(repeats)

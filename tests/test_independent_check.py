@@ -132,3 +132,24 @@ def test_a_check_of_several_groups_says_which_group_each_row_is() -> None:
     assert several[3].startswith("| 19 | none | 8192 |")
     one = to_markdown([row(16, 4096, 0.98), row(16, 8192, 0.997)]).splitlines()
     assert one[0].startswith("| mask | k_len |")
+
+
+def test_bad_arguments_are_one_line_and_no_database_is_made(tmp_path: Path, capsys) -> None:
+    import pytest
+
+    from bench.independent_check import main
+
+    missing = tmp_path / "missing.db"
+    for argv, words in [
+        (["--db", str(missing), "--groups", ""], "--groups: expected group ids such as 3,4"),
+        (["--db", str(missing), "--groups", "1,x"], "--groups: expected group ids such as 3,4"),
+        (["--db", str(missing), "--groups", "1", "--repeat-of", "1-2"], "FIRST:SECOND"),
+    ]:
+        with pytest.raises(SystemExit) as ended:
+            main(argv)
+        assert ended.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert words in err[-1] and "Traceback" not in "\n".join(err)
+    assert main(["--db", str(missing), "--groups", "1"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --db {missing}: no such run database"
+    assert not missing.exists()
