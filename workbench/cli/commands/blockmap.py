@@ -40,6 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--batch", type=whole, default=1, help="batch (auto splits read the grid)")
     p.add_argument(
         "--backend",
+        metavar="NAME",
         help="a plugin's backend (load its file with --plugin): the blocks it reports it "
         "computes, at its --plugin-knob values; one that reports none: the schedule's model",
     )
