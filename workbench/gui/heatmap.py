@@ -357,7 +357,7 @@ class HeatmapPanel(QWidget):
         skipped = self.facts.counts["skipped"]
         splits = f" Read by {len(self._ranges)} splits of the key range." if self._ranges else ""
         origin = source_words(next(iter(self._extras(seq_len)), None))
-        origin = f" Block map {origin}." if origin else ""
+        origin = f" Block map: {origin}." if origin else ""
         self.summary.setText(
             f"{self._x()} = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}.{origin}{splits} "
             f"Skipped {skipped:,} of {grid.size:,} blocks "
