@@ -265,3 +265,25 @@ def test_a_wrong_block_map_is_one_line_naming_the_file_and_the_field_and_nothing
     assert line.startswith(f"error: {path}: block_map: "), line
     assert reason in line, line
     assert not db.exists()  # nothing written
+
+
+def test_a_report_of_booleans_or_counts_is_stored_as_the_three_kinds() -> None:
+    """A kernel that computes every block under a causal mask: the blocks above the diagonal
+    are stored masked (computed, then thrown away), never skipped; a count above 1 is kept as
+    how many blocks were computed more than once."""
+    from workbench.backends import BlockReport
+    from workbench.backends.plugin_blocks import reported_map
+    from workbench.config import KernelConfig, Problem
+
+    problem = Problem(heads=1, head_dim=32, q_len=100, k_len=100)
+    config = KernelConfig(mask="causal")
+    every = np.ones((4, 4), dtype=bool)
+    found = reported_map(lambda p, c, k: BlockReport(32, 32, every), problem, config, {}, "f.py")
+    # 100 keys in blocks of 32: the last key block is ragged, so masked wherever computed.
+    expected = np.array([[2, 2, 2, 2], [1, 2, 2, 2], [1, 1, 2, 2], [1, 1, 1, 2]], dtype=np.int8)
+    np.testing.assert_array_equal(found.grid, expected)
+    assert found.extra == {"block_map_source": "plugin", "block_map_tiles": [32, 32]}
+    twice = np.tril(np.ones((4, 4), dtype=np.int64)) * 2
+    again = reported_map(lambda p, c, k: BlockReport(32, 32, twice), problem, config, {}, "f.py")
+    np.testing.assert_array_equal(again.grid, np.where(twice > 0, expected, 0))
+    assert again.extra["block_map_repeated"] == 10
