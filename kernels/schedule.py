@@ -399,12 +399,18 @@ def recorded_packed(extra: Mapping[str, Any]) -> bool:
 def recorded_tile_shapes(
     extras: Iterable[Mapping[str, Any]], values: Mapping[str, Any]
 ) -> list[tuple[Any, Any]]:
-    """The tile shapes a point's records may have run, most specific first: the decode form's
-    tile rows (its row knob is only their upper bound), the tiles a point says it launched (an
-    autotuned point keeps them under ``launch``), then the config's own ``values``."""
+    """The tile shapes a point's records may have run, most specific first: the blocks a
+    plugin reported its map in, the decode form's tile rows (its row knob is only their upper
+    bound), the tiles a point says it launched (an autotuned point keeps them under
+    ``launch``), then the config's own ``values``."""
     extras = list(extras)
     tile_m, tile_n = tile_shape(values)
     found: list[tuple[Any, Any]] = [
+        (extra["block_map_tiles"][0], extra["block_map_tiles"][1])
+        for extra in extras
+        if isinstance(extra.get("block_map_tiles"), list) and len(extra["block_map_tiles"]) == 2
+    ]
+    found += [
         (extra["decode_tile_m"], (extra.get("launch") or {}).get("tile_n", tile_n))
         for extra in extras
         if isinstance(extra.get("decode_tile_m"), int)

@@ -6,11 +6,17 @@ A group's character follows the "any visited" rule, so no work disappears in the
 ``.`` only where every block of the group is skipped, ``m`` where any is computed with a mask,
 ``#`` where the visited blocks are all computed without one. In a split map a group shows the
 split that reads most of its visited blocks (the lower split on a tie).
+
+Also where a stored point's map came from, in the words ``show``, the window's block-map view
+and the CSV use (:func:`source_words`): the point's ``extra.block_map_source``, absent for the
+backends whose map is their walk of the schedule (the reference, the peers).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -65,20 +71,60 @@ def split_cells(split_map: np.ndarray, n_splits: int, b: int) -> np.ndarray:
 
 def draw(layout: Schedule, split: bool, columns: int | None = None) -> list[str]:
     """The map's lines: the grouping note where it is grouped, the rows, the legend."""
-    grid = layout.block_map
+    return draw_grid(layout.block_map, layout if split else None, columns)
+
+
+def draw_grid(
+    grid: np.ndarray, split_layout: Schedule | None = None, columns: int | None = None
+) -> list[str]:
+    """The lines of ``grid`` (BlockKind codes: a schedule's map or a plugin's report), or of
+    ``split_layout``'s splits where given."""
     b = group_size(grid.shape, map_columns() if columns is None else columns)
     lines = []
-    split = split and layout.n_splits <= len(SPLIT_SYMBOLS)
+    layout = split_layout
+    split = layout is not None and layout.n_splits <= len(SPLIT_SYMBOLS)
     if b > 1:
         rule = (
             "the split that reads most of them" if split else "'m' where any is masked"
         ) + ", '.' where all are skipped"
         tall, wide = min(b, grid.shape[0]), min(b, grid.shape[1])  # a one-row map groups keys only
         lines.append(f"each cell is {tall}×{wide} blocks ({rule})")
-    if split:
+    if split and layout is not None:
         for row in split_cells(layout.split_map, layout.n_splits, b):
             lines.append("".join("." if s < 0 else SPLIT_SYMBOLS[s] for s in row))
         return [*lines, SPLIT_LEGEND]
     for row in kind_cells(grid, b):
         lines.append("".join(KIND_SYMBOLS[BlockKind(int(c))] for c in row))
     return [*lines, KIND_LEGEND]
+
+
+SOURCE_WORDS = {
+    "plugin": "reported by the plugin",
+    "schedule": "the tile schedule's model (the plugin reports none)",
+    "kernel": "recorded by the kernel's instrumented launch",
+    "host model": "the tile schedule's model",
+}
+
+
+def source_words(extra: Mapping[str, Any] | None) -> str | None:
+    """One point's source in words (with the plugin's block size where it reported one);
+    None where the point does not say."""
+    extra = extra or {}
+    source = extra.get("block_map_source")
+    words = SOURCE_WORDS.get(source) if isinstance(source, str) else None
+    if words is None:
+        return None
+    tiles = extra.get("block_map_tiles")
+    if source == "plugin" and isinstance(tiles, list) and len(tiles) == 2:
+        words += f", blocks of {tiles[0]}×{tiles[1]}"
+    return words
+
+
+def run_source_words(extras: Iterable[Mapping[str, Any] | None]) -> str | None:
+    """The sources of a run's points in words, each once, in the order first seen."""
+    found: list[str] = []
+    for extra in extras:
+        words = source_words(extra)
+        if words is not None and words not in found:
+            found.append(words)
+    return "; ".join(found) or None

@@ -27,6 +27,7 @@ from workbench.backends.catalog import (
 from workbench.backends.declaration import BackendDeclaration, Capabilities
 from workbench.backends.isolated import IsolatedBackend
 from workbench.backends.plugin_backend import declare
+from workbench.backends.plugin_blocks import BlockReport
 
 __all__ = [
     "_REGISTRY",
@@ -34,6 +35,7 @@ __all__ = [
     "Backend",
     "BackendDeclaration",
     "BackendError",
+    "BlockReport",
     "Capabilities",
     "Knob",
     "PointResult",

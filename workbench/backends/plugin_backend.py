@@ -10,7 +10,9 @@ values of the problem's dtype (``inputs="numpy"``) or CPU torch tensors of them
 (``inputs="cuda"``, :class:`DevicePluginBackend`), timed by the torch peers' GPU sampler. The
 output is checked against float64 attention at every point; ``reference_scores(scores,
 knobs)`` transforms the float64 scores first where the plugin changes them on purpose (a soft
-cap).
+cap). ``block_map(problem, config, knobs)`` reports the blocks it computed
+(:mod:`workbench.backends.plugin_blocks`); without it a point's block map is the tile
+schedule's model.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from workbench.backends.declaration import (
     knob_violation,
 )
 from workbench.backends.gpu import gpu_machine_info
+from workbench.backends.plugin_blocks import BlockMapCall, check_at_load, reported_map, trial_cases
 from workbench.backends.plugin_compile import point_resources
 from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
@@ -70,6 +73,8 @@ class PluginCallable:
     source: PluginSource | None = None
     # (problem, config, knobs, arch) -> the cubin, compiled offline (plugin_compile)
     compile_cubin: Callable[..., bytes] | None = None
+    # (problem, config, knobs) -> BlockReport: the blocks it computed (plugin_blocks)
+    block_map: BlockMapCall | None = None
 
     def __call__(self) -> PluginBackend:
         if self.inputs == "cuda":
@@ -91,6 +96,7 @@ def declare(
     probe: Callable[[], Availability] | None = None,
     notes: str = "",
     compile_cubin: Callable[..., bytes] | None = None,
+    block_map: BlockMapCall | None = None,
 ) -> BackendDeclaration:
     """A plugin's backend declaration (see the module's text for the callable's form)."""
     caps = capabilities if capabilities is not None else Capabilities()
@@ -99,7 +105,7 @@ def declare(
         listed_probe = functools.partial(device_availability, probe, label)
     factory = PluginCallable(
         name, label, attention, prepare, reference_scores, inputs, caps, tuple(knobs),
-        tuple(rules), probe, compile_cubin=compile_cubin,
+        tuple(rules), probe, compile_cubin=compile_cubin, block_map=block_map,
     )  # fmt: skip
     return BackendDeclaration(
         name=name,
@@ -135,6 +141,18 @@ def plugin_errors(factory: PluginCallable) -> list[tuple[str, str]]:
     if factory.compile_cubin is not None and not callable(factory.compile_cubin):
         errors.append(("compile_cubin", "not callable"))
     return errors
+
+
+def check_block_map(declaration: BackendDeclaration, where: str) -> None:
+    """Refuse a plugin's ``block_map=`` that is not callable or reports wrongly on the trial
+    problems of each mask its default knobs run."""
+    factory = declaration.factory
+    if not isinstance(factory, PluginCallable) or factory.block_map is None:
+        return
+    caps = factory.capabilities
+    masks = tuple(m for m in caps.masks if knob_violation(declaration, {}, m) is None)
+    cases = trial_cases(caps.head_dims, caps.dtypes, masks)
+    check_at_load(factory.block_map, cases, declaration.knob_defaults(), where)
 
 
 class PluginBackend(Backend):
@@ -185,6 +203,15 @@ class PluginBackend(Backend):
         refused = knob_violation(self.declaration_view(), self.knob_values, config.mask)
         if refused is not None:  # named as the command line sets it
             raise ConfigError(f"--plugin-knob {refused.field}", refused.value, refused.reason)
+        if self.plugin.block_map is not None and problem.lengths is None:
+            self.reported(problem, config)  # a wrong report is refused before anything is written
+
+    def reported(self, problem: Problem, config: KernelConfig) -> Any:
+        """The plugin's report of ``problem``, checked
+        (:func:`~workbench.backends.plugin_blocks.reported_map`)."""
+        assert self.plugin.block_map is not None
+        where = self.plugin.source.path if self.plugin.source else self.name
+        return reported_map(self.plugin.block_map, problem, config, self.knob_values, where)
 
     def declaration_view(self) -> BackendDeclaration:
         p = self.plugin
@@ -243,13 +270,13 @@ class PluginBackend(Backend):
 
     def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
         result = super().close_point(opened, timing)
-        # The map is the tile schedule's visibility, not the plugin's report of its blocks.
-        result.extra.update(
-            block_map_source="schedule",
-            plugin_knobs=dict(self.knob_values),
-            returned_lse=self._lse is not None,
-        )
-        return result
+        result.extra.update(plugin_knobs=dict(self.knob_values), returned_lse=self._lse is not None)
+        if self.plugin.block_map is None:  # the tile schedule's visibility: the model of it
+            result.extra["block_map_source"] = "schedule"
+            return result
+        found = self.reported(opened.problem, opened.config)
+        result.extra.update(found.extra)
+        return dataclasses.replace(result, block_map=found.grid)  # what the plugin says it did
 
 
 class DevicePluginBackend(PluginBackend, TorchBackend):

@@ -23,7 +23,12 @@ from typing import Any
 
 from workbench.backends.declaration import BackendDeclaration, DeclarationError, PluginSource
 from workbench.backends.declaration import validate as validate_declaration
-from workbench.backends.plugin_backend import PluginCallable, plugin_errors, with_source
+from workbench.backends.plugin_backend import (
+    PluginCallable,
+    check_block_map,
+    plugin_errors,
+    with_source,
+)
 from workbench.backends.plugin_env import pinned_digests, plugin_paths
 
 ENTRY_POINT_GROUP = "fmha_workbench.backends"
@@ -122,6 +127,7 @@ def module_declarations(
         if isinstance(item.factory, PluginCallable):
             for field_name, reason in plugin_errors(item.factory):
                 raise DeclarationError(where, field_name, reason)
+            check_block_map(item, where)
         found.append(with_source(item, source))
     return found
 

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from kernels import schedule
 from kernels.schedule import BlockKind, cdiv
+from workbench.analysis.blockmap_text import source_words
 from workbench.config import AXIS_LABELS, SEQ_LEN_AXIS
 from workbench.gui.split_legend import SplitLegend, split_codes, split_lut, stored_ranges
 
@@ -355,8 +356,10 @@ class HeatmapPanel(QWidget):
             label.setText(f"{name}: {self.facts.counts[name]:,}")
         skipped = self.facts.counts["skipped"]
         splits = f" Read by {len(self._ranges)} splits of the key range." if self._ranges else ""
+        origin = source_words(next(iter(self._extras(seq_len)), None))
+        origin = f" Block map: {origin}." if origin else ""
         self.summary.setText(
-            f"{self._x()} = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}.{splits} "
+            f"{self._x()} = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}.{origin}{splits} "
             f"Skipped {skipped:,} of {grid.size:,} blocks "
             f"({100 * self.facts.skipped_share:.1f} %), "
             f"saving {format_flops(self.facts.flops_saved)} of "
@@ -364,6 +367,7 @@ class HeatmapPanel(QWidget):
             f"(B·H = {run.problem.batch * run.problem.heads} slices)."
         )
         self.legend_row.setToolTip(self.summary.text())
+        self.title.setToolTip(self.title.text() + (f"\n{origin.strip()}" if origin else ""))
 
     def _space_ticks(self) -> None:
         """Whole blocks only (pyqtgraph's own spacing puts ticks at half blocks on small maps),

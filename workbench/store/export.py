@@ -89,6 +89,7 @@ def point_rows(
                 "head_dim_v": run.problem.value_dim,
                 **plan_columns(plan),
                 **batch_cells(run.point_problem(point), batch),
+                "block_map_source": extra.get("block_map_source"),
             }
 
 
@@ -136,11 +137,14 @@ def export_columns() -> list[str]:
     # intensity_flop_per_byte: counted FLOPs over q, k, v and the output's bytes; the bound and
     # its % only where the database holds measured ceilings of the run's GPU.
     # head_dim_v: V's and the output's head dim (head_dim unless the run set another), last.
+    # block_map_source: whose block map the point stored: "plugin" (the plugin's report),
+    # "schedule" (a plugin's without one: the tile schedule's model), "kernel" (our kernel's
+    # instrumented launch), "host model"; empty where the backend walks the schedule itself.
     compiled_cols = [f"compiled_{name}" for name in COMPILED_COLUMNS]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
         *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS, "head_dim_v",
-        *plan_columns(None), *BATCH_COLS,
+        *plan_columns(None), *BATCH_COLS, "block_map_source",
     ]  # fmt: skip
 
 

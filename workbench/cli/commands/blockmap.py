@@ -1,6 +1,7 @@
 """``fmha-workbench blockmap``: which q×k blocks a configuration computes, masks and skips
 (and, in the decode form, which split reads each), drawn by
-:mod:`workbench.analysis.blockmap_text`."""
+:mod:`workbench.analysis.blockmap_text`; with ``--backend`` a plugin's report of its blocks
+(:mod:`workbench.cli.plugin_blockmap`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--kv-heads", type=whole, help="key/value heads (default: --heads)")
     p.add_argument("--batch", type=whole, default=1, help="batch (auto splits read the grid)")
+    p.add_argument(
+        "--backend",
+        metavar="NAME",
+        help="a plugin's backend (load its file with --plugin): the blocks it reports it "
+        "computes, at its --plugin-knob values; one that reports none: the schedule's model",
+    )
     serving_blockmap.add_flags(p)
     add_json(p)
 
@@ -46,16 +53,27 @@ def run(args: argparse.Namespace) -> int:
     from workbench.backends.base import decode_form
     from workbench.cli.blockmap_layout import blockmap_layout, map_data
     from workbench.cli.output import emit_json
+    from workbench.cli.plugin_blockmap import plugin_blockmap
 
     if serving_blockmap.wanted(args):  # a ragged batch: one line a sequence
+        if args.backend is not None:
+            raise UsageError("--backend: a ragged batch's map is the schedule's; leave it out")
         return serving_blockmap.run(args)
     if args.q_len is None:
         raise UsageError("blockmap: the following arguments are required: --q-len")
+    note: dict[str, str] = {}
+    if args.backend is not None:  # a plugin's own report, or a note above the schedule's
+        shown = plugin_blockmap(args)
+        if isinstance(shown, int):
+            return shown
+        note = shown
     problem, config, layout = blockmap_layout(args)
     split = decode_form(config)
     if args.json:
-        emit_json(map_data(problem, config, layout, split))
+        emit_json({**note, **map_data(problem, config, layout, split)})
         return EXIT_OK
+    if note:
+        print(note["note"])
     counts = layout.counts()
     grid = layout.block_map
     print(

@@ -20,6 +20,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis.blockmap_text import run_source_words
     from workbench.analysis.roofline import no_ceiling_reason
     from workbench.cli.database import db_of, open_db
     from workbench.cli.output import emit_json, printable, table
@@ -44,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
         if points:
             print(f"  compile  {compile_summary(points)}")
+        blocks = run_source_words(p.extra for p in points)
+        if blocks:  # whose block map: the plugin's report, or the schedule's model
+            print(f"  blocks   {blocks}")
         header, rows, ceilings = point_table(store, run, points)
         if rows:
             print(table(rows, header))
