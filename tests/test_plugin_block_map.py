@@ -97,6 +97,8 @@ def test_the_numpy_examples_reported_map_is_stored_shown_drawn_and_exported(
     shown = workbench(db, "show", plugin["id"])
     assert shown.returncode == 0, shown.stderr
     assert "  blocks   reported by the plugin, blocks of 32×32" in shown.stdout.splitlines()
+    # The plugin's run has no % of roofline for the CPU it ran on, named as its own backend.
+    assert "the run ran on the CPU (numpy-softcap backend)" in shown.stdout
     other = workbench(db, "show", reference["id"]).stdout.splitlines()
     assert not [line for line in other if line.startswith("  blocks ")]  # it walks its schedule
 

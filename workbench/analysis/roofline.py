@@ -128,7 +128,8 @@ def point_columns(
 def no_ceiling_reason(gpu_name: str, backend: str = "") -> str:
     """Why a run's points have no %: the CPU has no ceilings; a GPU has none recorded here."""
     if not gpu_name or backend == "reference":
-        return "no % of roofline: the run ran on the CPU (reference backend), which has no ceilings"
+        on = f"{backend or 'reference'} backend"  # a NumPy plugin runs on the CPU too
+        return f"no % of roofline: the run ran on the CPU ({on}), which has no ceilings"
     return (
         f"no % of roofline: no measured ceilings for {gpu_name} in this database "
         f"(run `{MEASURE_COMMAND}` on that GPU)"
