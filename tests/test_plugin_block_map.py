@@ -99,6 +99,12 @@ def test_the_numpy_examples_reported_map_is_stored_shown_drawn_and_exported(
     assert "  blocks   reported by the plugin, blocks of 32×32" in shown.stdout.splitlines()
     # The plugin's run has no % of roofline for the CPU it ran on, named as its own backend.
     assert "the run ran on the CPU (numpy-softcap backend)" in shown.stdout
+    # Nor is it handed to Nsight Compute: one line, whether or not ncu is installed.
+    profiled = workbench(db, "profile", plugin["id"], "--seq-len", "256")
+    assert profiled.returncode == 2 and profiled.stderr.strip() == (
+        f"error: cannot profile: run {plugin['id']} ran on the CPU (numpy-softcap backend): "
+        "Nsight Compute profiles GPU runs"
+    )
     other = workbench(db, "show", reference["id"]).stdout.splitlines()
     assert not [line for line in other if line.startswith("  blocks ")]  # it walks its schedule
 

@@ -125,6 +125,12 @@ def point_columns(
     }
 
 
+def ran_on_the_cpu(backend: str, machine: dict[str, Any]) -> bool:
+    """Whether a stored run's launches ran on the CPU: the reference backend (even on a GPU
+    machine), or a backend whose machine record names no GPU (a NumPy plugin)."""
+    return backend == "reference" or not machine.get("gpu_name")
+
+
 def no_ceiling_reason(gpu_name: str, backend: str = "") -> str:
     """Why a run's points have no %: the CPU has no ceilings; a GPU has none recorded here."""
     if not gpu_name or backend == "reference":

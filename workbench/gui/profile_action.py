@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 from PySide6.QtWidgets import QPushButton, QWidget
 
+from workbench.analysis.roofline import ran_on_the_cpu
 from workbench.reports.ncu import ProfileRefused, check_ncu, profile_point
 
 READY_TIP = (
@@ -74,8 +75,11 @@ class ProfilePointButton(QPushButton):
             return missing
         if self._run is None or self._point is None or self._db_path is None:
             return "show a run's point in the Block map to profile it"
-        if self._run.backend == "reference":
-            return "this run ran on the CPU (reference backend): Nsight Compute profiles GPU runs"
+        if ran_on_the_cpu(self._run.backend, self._run.machine):
+            return (
+                f"this run ran on the CPU ({self._run.backend} backend): Nsight Compute "
+                "profiles GPU runs"
+            )
         return None
 
     def _update(self) -> None:

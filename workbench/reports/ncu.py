@@ -28,6 +28,7 @@ from typing import Any
 
 from kernels import knobs
 from workbench.analysis.ncu_source import Waits, WaitSite, parse_source_csv, top_site
+from workbench.analysis.roofline import ran_on_the_cpu
 from workbench.config import KernelConfig, Problem
 from workbench.store import PointRecord, RunRecord
 
@@ -266,9 +267,9 @@ def profile_point(
 ) -> ProfileMetrics:
     """Profile the point's launch under ncu; raises :class:`ProfileRefused` (one line) when
     ncu is missing, may not read the counters or reports nothing, before anything is stored."""
-    if run.backend == "reference":
+    if ran_on_the_cpu(run.backend, run.machine):
         raise ProfileRefused(
-            f"run {run.id} ran on the CPU (reference backend): Nsight Compute profiles GPU runs"
+            f"run {run.id} ran on the CPU ({run.backend} backend): Nsight Compute profiles GPU runs"
         )
     why = check_ncu()
     if why:
