@@ -401,3 +401,17 @@ def test_the_pdl_trigger_reproduction_finds_the_shared_memory_grow() -> None:
     assert plain.stack == 0 and plain.shared > 64 * 1024  # a pipelined loop, no spill
     for place in ("first", "after-loop"):
         assert found[place].shared - plain.shared >= 32 * 1024, (place, found[place], plain)
+
+
+def test_without_cuda_tile_the_readout_says_it_compiles_here_without_a_gpu(monkeypatch) -> None:
+    """A CPU machine set up without the test extra: the line under the knobs sends the user to
+    the extra that brings the compiler, and says no GPU is needed (not the gpu extra)."""
+    import sys
+
+    from workbench.analysis.resources import missing_tools
+
+    monkeypatch.setitem(sys.modules, "cuda.tile", None)  # import cuda.tile now fails
+    assert missing_tools() == (
+        "cuda-tile is not installed (it compiles here without a GPU: "
+        "pip install 'fmha-workbench[test]')"
+    )

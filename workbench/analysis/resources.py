@@ -215,7 +215,11 @@ def missing_tools() -> str | None:
     try:
         import cuda.tile  # noqa: F401
     except Exception:
-        return "cuda-tile is not installed (pip install 'fmha-workbench[test]')"
+        # The compile readout needs no GPU: the test extra brings cuda-tile with cuobjdump.
+        return (
+            "cuda-tile is not installed (it compiles here without a GPU: "
+            "pip install 'fmha-workbench[test]')"
+        )
     from kernels.cubin_resources import cuobjdump_path
     from kernels.cutile.diagnostics import tileiras_version
 
