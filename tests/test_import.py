@@ -145,3 +145,47 @@ def test_a_file_that_is_not_a_run_database_is_refused_in_one_line_and_nothing_is
     }[kind]
     assert expected in result.err
     assert not db_path.exists()  # refused before the database was even made
+
+
+def test_imported_runs_keep_their_percent_of_roofline_with_their_gpus_ceilings(
+    run_cli: Any, tmp_path: Path, db_path: Path
+) -> None:
+    """The README's step 6: after importing the H200 prefill database, its groups' report has
+    the same % of roofline columns as in the H200's own file (the ceilings came along), once."""
+    source = tmp_path / "h200-prefill.db"
+    shutil.copy(ROOT / "bench" / "results" / "h200-prefill.db", source)
+    there = run_cli("report", "--db", source, "--group", "1", "--group", "2", "--markdown")
+    assert there.code == 0 and "cutile % of roofline" in there.out, there.err
+    first = run_cli("import", "--db", db_path, source)
+    assert first.code == 0, first.err
+    assert first.out.strip().endswith("; with the measured ceilings of NVIDIA H200"), first.out
+    with Store(db_path) as store:
+        groups = {g["label"]: g["id"] for g in store.groups()}
+    here = run_cli(
+        "report", "--db", db_path, "--markdown",
+        "--group", groups["prefill mha-causal"], "--group", groups["prefill mha-none"],
+    )  # fmt: skip
+    assert here.code == 0, here.err
+    table = [line for line in here.out.splitlines() if line.startswith("|")]
+    assert table == [line for line in there.out.splitlines() if line.startswith("|")]
+    again = run_cli("import", "--db", db_path, source)
+    assert "ceilings" not in again.out
+    with Store(db_path) as store:
+        assert [c["gpu_name"] for c in store.ceilings()] == ["NVIDIA H200"]
+
+
+def test_a_ceilings_record_measured_here_later_wins_over_an_imported_older_one(
+    run_cli: Any, tmp_path: Path, db_path: Path
+) -> None:
+    source = tmp_path / "h200-prefill.db"
+    shutil.copy(ROOT / "bench" / "results" / "h200-prefill.db", source)
+    with Store(source) as other:
+        imported = other.ceilings()[0]
+    with Store(db_path) as store:
+        newer = {**imported, "measured_at": "2099-01-01T00:00:00+00:00"}
+        newer.pop("id", None)
+        store.add_ceilings(newer)
+    assert run_cli("import", "--db", db_path, source).code == 0
+    with Store(db_path) as store:
+        records = store.ceilings()
+    assert [r["measured_at"] for r in records] == [newer["measured_at"], imported["measured_at"]]

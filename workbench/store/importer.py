@@ -4,13 +4,16 @@ groups, points, raw samples and block maps, into the open one.
 Each run and group has a stable identity (``uuid``, :func:`workbench.store.content_uuid` for
 those stored before identities were), so importing the same file twice adds nothing the second
 time. A run keeps its machine record (GPU, driver, clocks, host), which History filters by and
-Compare warns on. The other file is only read (SQLite's read-only mode): opening it as a Store
-would migrate it. A file that is not a run database, or one written by a newer fmha-workbench,
-is refused before anything is written (:class:`ImportRefused`, one line).
+Compare warns on, and its GPU's measured ceilings come along (the roofline's %). The other
+file is only read (SQLite's read-only mode): opening it as a Store would migrate it. A file
+that is not a run database, or one written by a newer fmha-workbench, is refused before
+anything is written (:class:`ImportRefused`, one line).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +36,15 @@ class ImportResult:
     skipped: int  # runs the open database already had
     groups_added: int
     unreadable: int = 0  # runs of a damaged file that could not be read
+    ceilings_of: tuple[str, ...] = ()  # GPUs whose measured ceilings came with the runs
 
     def line(self) -> str:
         runs = f"{len(self.added)} run{'s' if len(self.added) != 1 else ''}"
         tail = f"; {self.skipped} already here" if self.skipped else ""
         tail += f"; {self.unreadable} could not be read (damaged)" if self.unreadable else ""
         groups = f" in {self.groups_added} new group{'s' if self.groups_added != 1 else ''}"
+        if self.ceilings_of:
+            tail += f"; with the measured ceilings of {', '.join(self.ceilings_of)}"
         return f"imported {runs}{groups if self.groups_added else ''} from {self.source}{tail}"
 
 
@@ -147,6 +153,7 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
         have_runs = {r["uuid"] for r in store.db.query("SELECT uuid FROM runs")}
         have_groups = {g["uuid"]: g["id"] for g in store.db.query("SELECT id, uuid FROM groups")}
         wanted = [r for r in runs if _identity("run", r) not in have_runs]
+        ceilings = _new_ceilings(conn, tables, store, wanted)
         points: dict[int, list[dict[str, Any]]] = {}
         maps: dict[int, dict[str, Any]] = {}
         for r in list(wanted):
@@ -211,8 +218,34 @@ def import_runs(store: Store, source: str | Path) -> ImportResult:
                     store.db.table("block_maps").insert(
                         {**block, "point_id": int(cast(int, points_table.last_pk))}
                     )
+        for record in ceilings:  # the roofline's % for the imported runs, as on their machine
+            store.db.table("machine_ceilings").insert(record)
         return added, len(new_groups)
 
     added, groups_added = store._write(copy)  # one transaction: the whole file or nothing
     skipped = len(runs) - len(wanted) - (unreadable - first_unreadable)
-    return ImportResult(path, tuple(added), skipped, groups_added, unreadable)
+    gpus = tuple(sorted({str(r["gpu_name"]) for r in ceilings}))
+    return ImportResult(path, tuple(added), skipped, groups_added, unreadable, gpus)
+
+
+def _new_ceilings(
+    conn: sqlite3.Connection, tables: set[str], store: Store, runs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The source's measured ceilings of the GPUs the imported ``runs`` ran on that ``store``
+    does not hold yet (same GPU and time of measurement): without them an imported run has no
+    % of roofline here, though it had one on its machine."""
+    gpus = set()
+    for run in runs:
+        with contextlib.suppress(ValueError, TypeError):
+            gpus.add(json.loads(run.get("machine") or "{}").get("gpu_name"))
+    gpus.discard(None)
+    gpus.discard("")
+    if not gpus or "machine_ceilings" not in tables:
+        return []
+    have = {(c["gpu_name"], c["measured_at"]) for c in store.ceilings()}
+    rows = _readable(conn, "SELECT * FROM machine_ceilings ORDER BY id", tables, "machine_ceilings")
+    return [
+        {"gpu_name": r["gpu_name"], "measured_at": r["measured_at"], "record": r["record"]}
+        for r in rows
+        if r["gpu_name"] in gpus and (r["gpu_name"], r["measured_at"]) not in have
+    ]

@@ -350,11 +350,14 @@ class Store(OpenedStore):
         return self._write(insert)
 
     def ceilings(self) -> list[dict[str, Any]]:
-        """Every stored ceilings record, newest first (none in a database from before they
-        were kept, which a reading command does not migrate)."""
+        """Every stored ceilings record, newest measurement first (an imported record may be
+        older than one measured here; none in a database from before they were kept, which a
+        reading command does not migrate)."""
         if "machine_ceilings" not in self.db.table_names():
             return []
-        rows = self.db.query("SELECT id, record FROM machine_ceilings ORDER BY id DESC")
+        rows = self.db.query(
+            "SELECT id, record FROM machine_ceilings ORDER BY measured_at DESC, id DESC"
+        )
         return [{**json.loads(row["record"]), "id": row["id"]} for row in rows]
 
     # export ----------------------------------------------------------------------------------
