@@ -8,7 +8,14 @@ needs cuda.tile.
 
 from __future__ import annotations
 
-import cuda.tile as ct  # noqa: F401  (bench/explore_lib.py reads ct.__version__ through here)
+try:
+    import cuda.tile as ct  # noqa: F401  (bench/explore_lib.py reads ct.__version__ through here)
+except ModuleNotFoundError as exc:  # say what to install, not only "No module named 'cuda'"
+    raise ModuleNotFoundError(
+        "kernels.cutile_fmha needs cuda-tile (NVIDIA cuTile) and a GPU: on a machine with an "
+        "NVIDIA GPU, bash scripts/setup.sh installs it (or pip install 'fmha-workbench[gpu]')",
+        name=exc.name,
+    ) from exc
 
 from kernels.cutile.arrays import random_qkv, sm_count
 from kernels.cutile.blockmap import GpuBlockMap, gpu_block_map

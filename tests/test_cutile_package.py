@@ -485,3 +485,21 @@ def test_the_package_imports_nothing_from_the_workbench_or_qt(path: Path) -> Non
         if m.split(".")[0] in ("workbench", "PySide6", "pyqtgraph")
     ]
     assert bad == [], path.name
+
+
+def test_the_api_module_without_cuda_tile_says_what_to_install(python_facts) -> None:
+    """A new user who runs the README's Python API on a machine set up without the GPU extra
+    reads what to install, not a bare "No module named 'cuda'"."""
+    facts = python_facts(
+        "import json, sys\n"
+        "sys.modules['cuda.tile'] = None  # as if cuda-tile were not installed\n"
+        "try:\n"
+        "    from kernels import cutile_fmha\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(json.dumps({'message': str(exc)}))\n",
+        cwd=ROOT,
+    )
+    assert facts["message"] == (
+        "kernels.cutile_fmha needs cuda-tile (NVIDIA cuTile) and a GPU: on a machine with an "
+        "NVIDIA GPU, bash scripts/setup.sh installs it (or pip install 'fmha-workbench[gpu]')"
+    )
