@@ -194,3 +194,12 @@ def test_a_backend_without_the_serving_layouts_refuses_a_ragged_batch() -> None:
         DenseOnly().check_supported(problem, KernelConfig())
     assert refused.value.cli_message().startswith("--backend dense-only: does not run a ragged")
     ReferenceBackend().check_supported(problem, KernelConfig())  # the reference runs it
+
+
+def test_a_longest_length_typed_in_digits_is_shown_as_typed(run_cli: Any, db_path: Path) -> None:
+    """``--lengths 300,3000,1k``: runs says 300–3000 (what was typed), not 300–2.9k (3000/1024
+    rounded); an exact multiple of 1024 keeps its short form."""
+    result = run_cli("sweep", "--lengths", "300,3000,1k", "--q-len", "1", *SMALL, *FAST)
+    assert result.code == 0, result.err
+    listed = run_cli("runs").out
+    assert "ragged 3× 300–3000 (mean 1.4k) P16" in listed, listed

@@ -29,12 +29,21 @@ def short_size(n: float) -> str:
     return f"{round(n)}"
 
 
+def exact_size(n: int) -> str:
+    """``300``, ``3000``, ``1k``, ``32k``, ``1M``: a length as typed, shortened only where the
+    short form is exact (3000 is not 2.9k)."""
+    for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
 def lengths_summary(lengths: Sequence[int], page_size: int | None, varlen: bool) -> str:
     """``ragged 64× 1k–32k (mean 4.1k) P16``: the kind, the count, the range, the mean and the
     page size (none for a contiguous cache); ``varlen`` for a packed prefill."""
     kind = "varlen" if varlen else "ragged"
     mean = sum(lengths) / len(lengths)
-    span = f"{short_size(min(lengths))}–{short_size(max(lengths))}"
+    span = f"{exact_size(min(lengths))}–{exact_size(max(lengths))}"
     page = f" P{page_size}" if page_size else ""
     return f"{kind} {len(lengths)}× {span} (mean {short_size(mean)}){page}"
 
