@@ -48,7 +48,7 @@ def test_report_gives_the_subjects_speedup_as_peer_over_subject_latency(group_db
     text = markdown(report)
     assert "| mask | N | reference-b TFLOP/s | reference TFLOP/s | × reference |" in text
     assert "timer: wall clock around synchronous calls" in text
-    assert "groups 1: every backend on the same inputs" in text
+    assert "; group 1: every backend on the same inputs" in text
 
 
 def test_report_cli_refuses_a_subject_the_group_does_not_have(run_cli, group_db: Path) -> None:

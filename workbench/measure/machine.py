@@ -27,7 +27,7 @@ def git_commit() -> str | None:
     named = os.environ.get("FMHA_WORKBENCH_COMMIT")
     if named:
         return named
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout: workbench/measure/ is two down
     if not (root / ".git").exists():
         return None
     try:

@@ -349,7 +349,7 @@ def method_line(groups: list[GroupReport]) -> str:
         )
         measure = f"TFLOP/s = {flops} / median time (halved for causal)"
     return (
-        f"{shape}; {measure}; groups "
+        f"{shape}; {measure}; group{'s' if len(groups) > 1 else ''} "
         f"{', '.join(str(g.group_id) for g in groups)}: every "
         f"backend on the same inputs, timed in interleaved rounds in a balanced order; timer: "
         f"{timer}; median of {counted} samples a point; {gpu}, driver "
