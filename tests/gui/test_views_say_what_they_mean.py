@@ -125,6 +125,27 @@ def test_roofline_hover_describes_the_point_and_the_axes_read_plainly(
     qtbot.waitUntil(lambda: "N = 128" not in view.hover.text())
 
 
+def test_roofline_points_a_few_percent_apart_still_get_several_tflops_labels(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    """A new user's cancelled CPU run: two points 15 % apart in TFLOP/s drew one label ("0.03")
+    on the roofline's y axis, or none; the view now spans at least a decade."""
+    samples = {512: (2.3, 2.3, 2.3), 1024: (8.0, 8.0, 8.0)}  # 0.029 and 0.034 TFLOP/s
+    with Store(db_path) as store:
+        run = seed_run(store, label="two points", seq_lens=(512, 1024), samples_ms=samples)
+    window = make_window(probe_backends=False)
+    view = window.explain.roofline
+    window.tabs.setCurrentWidget(view)
+    window.history.select_runs([run])
+    qtbot.waitUntil(lambda: view.data is not None and run in view.scatters)
+    qtbot.wait(50)  # the layout places the plot
+    for side in ("left", "bottom"):
+        assert len(drawn_ticks(view.plot, side)) >= 2, (side, drawn_ticks(view.plot, side))
+    lo, hi = view.plot.getAxis("left").range  # both points in view
+    tflops = [p["tflops"] for p in view.data["runs"][0]["points"]]
+    assert all(10**lo < t < 10**hi for t in tflops), (lo, hi, tflops)
+
+
 def shows_whole(label: Any) -> bool:
     """A label shows all its text: one line as its text, or wrapped to the height its
     text needs at its width."""

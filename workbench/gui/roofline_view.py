@@ -134,6 +134,22 @@ class RooflineView(QWidget):
         names = {run["run_id"]: run["name"] for run in data["runs"]}
         for run_id in sorted(self.scatters):  # oldest first, as the Plots legend lists them
             self.legend.addItem(self.scatters[run_id], names[run_id])
+        self._span_a_decade()
+
+    def _span_a_decade(self) -> None:
+        """At least a decade of each log axis in view: points within a few % of each other
+        (a CPU run's) would otherwise get one tick label or none; the roofs span decades."""
+        self.plot.enableAutoRange()
+        xs, ys = [], []
+        for item in (*self.scatters.values(), self.memory_roof, self.compute_roof):
+            x, y = item.getData()
+            if x is not None and len(x):
+                xs += list(x)
+                ys += list(y)
+        for values, set_range in ((xs, self.plot.setXRange), (ys, self.plot.setYRange)):
+            if values and max(values) - min(values) < 1.0:
+                middle = (max(values) + min(values)) / 2
+                set_range(middle - 0.5, middle + 0.5, padding=0.05)
 
     def _draw_roofs(self, ceilings: dict[str, Any] | None, dtype: str) -> None:
         if not ceilings or dtype not in ceilings["matmul_tflops"]:
