@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -34,6 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 TABS = {"plots": 0, "blockmap": 1, "compare": 2, "ladder": 3, "roofline": 4}
 DEFAULT_SIZE = "1440x900"
 TOUR_SIZE = "1366x768"  # a laptop's screen: what the tour shows fits there
+
+
+def _upgraded_copy(source: Path, target: Path) -> None:
+    """A copy of a committed database at this schema: the window opens an older one as it is,
+    without writing (the tour relabels the prefill group's runs for its legend)."""
+    from workbench.store import Store
+
+    shutil.copy(source, target)
+    Store(target).close()  # a writer's open migrates
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -175,7 +185,6 @@ TOUR_PREFILL_PROFILED = (4, 6)
 def _tour(out: Path, width: int, height: int) -> int:
     """Plots and Compare of the prefill group; Roofline, a profiled Compare, Block map and
     Ladder from the decode database: the whole window at ``width`` × ``height``, one PNG each."""
-    import shutil
 
     sys.path.insert(0, str(ROOT))
     from PySide6.QtCore import QSettings
@@ -190,7 +199,7 @@ def _tour(out: Path, width: int, height: int) -> int:
     with tempfile.TemporaryDirectory(prefix="fmha-tour-") as tmp:
         settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)
         db = Path(tmp) / "h200.db"
-        shutil.copy(TOUR_DB, db)
+        _upgraded_copy(TOUR_DB, db)
         window = MainWindow(db, settings=settings, probe_backends=False)
         window.resize(width, height)
         window.show()
@@ -213,7 +222,7 @@ def _tour(out: Path, width: int, height: int) -> int:
         _save(app, window, out / "compare.png")
 
         decode = Path(tmp) / "h200-decode.db"
-        shutil.copy(TOUR_DECODE_DB, decode)
+        _upgraded_copy(TOUR_DECODE_DB, decode)
         window.database.open(decode)
         _select(app, window, [run.id for run in window.store.group_runs(TOUR_DECODE_GROUP)])
         window.tabs.setCurrentIndex(TABS["roofline"])
@@ -229,7 +238,7 @@ def _tour(out: Path, width: int, height: int) -> int:
         window.compare.pin_baseline(TOUR_PROFILED[0])
         _save(app, window, out / "compare-profiled.png")
         floor = Path(tmp) / "h200-decode-read-line.db"
-        shutil.copy(TOUR_READ_LINE_DB, floor)
+        _upgraded_copy(TOUR_READ_LINE_DB, floor)
         window.database.open(floor)
         _select(app, window, [run.id for run in window.store.group_runs(1)])
         window.tabs.setCurrentIndex(TABS["plots"])
@@ -238,7 +247,7 @@ def _tour(out: Path, width: int, height: int) -> int:
         _save(app, window, out / "plots-decode.png")
         window.plots.throughput.setCurrentIndex(0)
         prefill = Path(tmp) / "h200-prefill.db"
-        shutil.copy(TOUR_PREFILL_DB, prefill)
+        _upgraded_copy(TOUR_PREFILL_DB, prefill)
         window.database.open(prefill)
         _select(app, window, list(TOUR_PREFILL_PROFILED))
         window.compare.pin_baseline(TOUR_PREFILL_PROFILED[0])
