@@ -201,3 +201,29 @@ def test_a_measured_point_of_the_cutile_example_stores_what_it_compiled_to(
     (broken,) = file_declarations(str(path))
     stored = point_resources(broken.factory, problem, config, {}, "sm_90")
     assert stored is not None and stored["error"] == "my kernel does not build for sm_90"
+
+
+def test_a_plugins_answer_is_kept_on_disk_until_its_file_changes(
+    script: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second `resources` call of the same plugin file and knobs reads the cache (here a
+    planted register count proves it); an edit of the file compiles afresh."""
+    need_tools()
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FMHA_WORKBENCH_RESOURCE_CACHE", str(cache))
+    plugin = tmp_path / "my_naive.py"
+    plugin.write_text(CUTILE.read_text())
+    argv = (
+        tmp_path / "unused.db", "--plugin", plugin, "resources", "--backend", "cutile-naive",
+        "--plugin-knob", "tile=64", "--head-dim", "64", "--arch", "sm_90", "--json",
+    )  # fmt: skip
+    first = script(*argv, timeout=300)
+    assert first.returncode == 0, first.stderr
+    compiled = json.loads(first.stdout)["sm_90"]
+    (kept,) = cache.glob("plugin-*.json")
+    assert json.loads(kept.read_text()) == compiled
+    kept.write_text(json.dumps({**compiled, "registers": 7}))
+    assert json.loads(script(*argv, timeout=300).stdout)["sm_90"]["registers"] == 7
+    plugin.write_text(plugin.read_text() + "\n# edited\n")
+    again = json.loads(script(*argv, timeout=300).stdout)["sm_90"]
+    assert again == compiled and len(list(cache.glob("plugin-*.json"))) == 2

@@ -360,6 +360,18 @@ class ResourceService:
         self._store(self.key(problem, mask, launch, arch), answer)
         return answer
 
+    def remembered(self, key: str, compute: Callable[[], CompiledResources]) -> CompiledResources:
+        """The answer stored under ``key`` (a caller's own digest of what its compile depends
+        on, such as a plugin's), else ``compute()``, stored unless the tools were missing."""
+        try:
+            return CompiledResources.from_dict(json.loads(self._path(key).read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+        answer = compute()
+        if not answer.unavailable:
+            self._store(key, answer)
+        return answer
+
     def for_config(
         self, problem: Problem, config: KernelConfig, arch: str
     ) -> CompiledResources | None:

@@ -11,13 +11,19 @@ value as the launch passes it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.analysis.resources import CompiledResources, from_cubin_resources, missing_tools
+from workbench.analysis.resources import (
+    CompiledResources,
+    ResourceService,
+    from_cubin_resources,
+    missing_tools,
+)
 from workbench.backends.declaration import BackendDeclaration
 from workbench.config import KernelConfig, Problem
 
@@ -105,8 +111,33 @@ def plugin_resources(
         return CompiledResources(arch, error=text if len(text) <= 300 else text[:297] + "…")
 
 
-# This process's answers (the engine child's, across a run's points), by what they depend on.
-_answers: dict[str, CompiledResources] = {}
+def cached_plugin_resources(
+    plugin: Any,
+    problem: Problem,
+    config: KernelConfig,
+    knob_values: Mapping[str, Any],
+    arch: str,
+    service: ResourceService | None = None,
+) -> CompiledResources:
+    """:func:`plugin_resources` of ``plugin`` (a loaded plugin that declares
+    ``compile_cubin``), kept in the resources cache on disk as our kernel's are: keyed by the
+    plugin's name and the SHA-256 of its file, the problem, mask, knob values, arch and tool
+    versions, so an edit of the file compiles afresh and a repeat is read in milliseconds."""
+    service = service or ResourceService()
+    digest = plugin.source.sha256 if plugin.source is not None else ""
+    material = json.dumps(
+        [
+            plugin.name, digest, problem.to_dict(), config.mask, config.window,
+            dict(knob_values), arch, service.versions(),
+        ],
+        sort_keys=True,
+        default=str,
+    )  # fmt: skip
+    key = "plugin-" + hashlib.sha256(material.encode()).hexdigest()[:32]
+    return service.remembered(
+        key,
+        lambda: plugin_resources(plugin.compile_cubin, problem, config, knob_values, arch),
+    )
 
 
 def point_resources(
@@ -117,13 +148,5 @@ def point_resources(
     our kernel); None where it declares none or nothing can be compiled here."""
     if plugin.compile_cubin is None:
         return None
-    digest = plugin.source.sha256 if plugin.source is not None else ""
-    key = json.dumps(
-        [plugin.name, digest, problem.to_dict(), config.mask, config.window, knob_values, arch],
-        sort_keys=True,
-        default=str,
-    )
-    if key not in _answers:
-        _answers[key] = plugin_resources(plugin.compile_cubin, problem, config, knob_values, arch)
-    found = _answers[key]
+    found = cached_plugin_resources(plugin, problem, config, knob_values, arch)
     return None if found.unavailable else found.to_dict()

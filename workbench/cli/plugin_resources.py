@@ -20,8 +20,7 @@ def plugin_resources(args: argparse.Namespace) -> int:
     from workbench.analysis.resources import missing_tools
     from workbench.backends.catalog import declarations
     from workbench.backends.plugin_backend import PluginBackend
-    from workbench.backends.plugin_compile import compiles_offline
-    from workbench.backends.plugin_compile import plugin_resources as compile_plugin
+    from workbench.backends.plugin_compile import cached_plugin_resources, compiles_offline
 
     name = args.backend
     found = declarations().get(name)
@@ -55,10 +54,8 @@ def plugin_resources(args: argparse.Namespace) -> int:
     why = missing_tools()
     if why:
         raise UsageError(f"cannot compile here: {why}")
-    compile_cubin = backend.plugin.compile_cubin
-    assert compile_cubin is not None  # compiles_offline said so
     found_on = {
-        arch: compile_plugin(compile_cubin, problem, config, backend.knob_values, arch)
+        arch: cached_plugin_resources(backend.plugin, problem, config, backend.knob_values, arch)
         for arch in archs
     }
     if args.json:
