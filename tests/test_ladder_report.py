@@ -99,7 +99,7 @@ def test_report_refuses_a_ladder_mixed_with_a_peer_group(run_cli: Any, db_path: 
     result = run_cli("report", "--db", db_path, "--group", group, "--group", other)
     assert result.code == 2
     assert result.err.strip() == (
-        f"error: report ladders on their own: group {group} is a ladder, group {other} is not"
+        f"error: report ladders on their own (ladder groups: {group}; other groups: {other})"
     )
 
 

@@ -77,23 +77,16 @@ def speedup(subject: PointRecord | None, peer: PointRecord | None) -> float | No
     return peer.latency_ms / subject.latency_ms
 
 
-def _groups_are(ids: list[int], one: str, many: str) -> str:
-    """ "group 1 is a ladder", "groups 2, 3 are not": the refusal in plain English."""
-    names = ", ".join(str(g) for g in ids)
-    return f"group {names} is {one}" if len(ids) == 1 else f"groups {names} are {many}"
-
-
 def build_report(store: Store, group_ids: list[int], subject: str | None = None) -> dict[str, Any]:
     """The report as plain data (what ``--json`` prints and :func:`markdown` lays out). Ladders
     are reported as ladders (:func:`build_ladder_report`), not as peers timed together."""
     kinds = {g: store.group(g).get("kind") for g in group_ids}
     if any(kind == LADDER_GROUP_KIND for kind in kinds.values()):
         if set(kinds.values()) != {LADDER_GROUP_KIND}:
-            ladders = [g for g, k in kinds.items() if k == LADDER_GROUP_KIND]
-            others = [g for g, k in kinds.items() if k != LADDER_GROUP_KIND]
+            ladders = ", ".join(str(g) for g, k in kinds.items() if k == LADDER_GROUP_KIND)
+            others = ", ".join(str(g) for g, k in kinds.items() if k != LADDER_GROUP_KIND)
             raise StoreError(
-                f"report ladders on their own: {_groups_are(ladders, 'a ladder', 'ladders')}, "
-                f"{_groups_are(others, 'not', 'not')}"
+                f"report ladders on their own (ladder groups: {ladders}; other groups: {others})"
             )
         return build_ladder_report(store, group_ids)
     groups = [read_group(store, g) for g in group_ids]
