@@ -135,6 +135,21 @@ def hang_guard(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
+def no_plugins_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In-process CLI calls put their plugins in os.environ: restore it and the catalog
+    (``pytestmark = pytest.mark.usefixtures("no_plugins_left")`` in a module that loads them)."""
+    from workbench.backends import catalog
+    from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS
+
+    monkeypatch.setenv(ENV_PLUGINS, "")
+    monkeypatch.setenv(ENV_KNOBS, "")
+    catalog.forget_plugins()
+    yield
+    monkeypatch.undo()
+    catalog.forget_plugins()
+
+
+@pytest.fixture
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     """Fresh random inputs every run (never zeros), from the printed session seed: a failure
     replays with ``--seed``."""

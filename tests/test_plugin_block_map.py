@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +20,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import FAST_TIMING_ARGS, subprocess_env
-from workbench.backends import catalog
-from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMPY_EXAMPLE = ROOT / "examples" / "numpy_softcap.py"
 SMALL = ["--heads", "2", "--head-dim", "32", *FAST_TIMING_ARGS]
 
 
-@pytest.fixture(autouse=True)
-def no_plugins_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """In-process CLI calls put their plugins in os.environ: restore it and the catalog."""
-    monkeypatch.setenv(ENV_PLUGINS, "")
-    monkeypatch.setenv(ENV_KNOBS, "")
-    catalog.forget_plugins()
-    yield
-    monkeypatch.undo()
-    catalog.forget_plugins()
+pytestmark = pytest.mark.usefixtures("no_plugins_left")
 
 
 def workbench(db: Path, *argv: Any) -> subprocess.CompletedProcess[str]:

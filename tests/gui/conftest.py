@@ -73,6 +73,9 @@ if _QT_PROBLEM is None:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QPushButton
 
+    from workbench.backends import catalog
+    from workbench.backends.plugin_cli import apply_command_line
+    from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS
     from workbench.measure.timing import TimingSettings
 
     # Tiny timing so a reference sweep of two short lengths takes a fraction of a second.
@@ -204,3 +207,22 @@ if _QT_PROBLEM is None:
         win = make_window()
         qtbot.waitUntil(lambda: bool(win.backend_statuses), timeout=20_000)
         return win
+
+    @pytest.fixture
+    def plugin_window(
+        make_window: Callable[..., Any], qtbot: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> Iterator[Callable[[Path], Any]]:
+        """A window opened as ``fmha-workbench --plugin FILE gui`` opens it, its probe reported."""
+        monkeypatch.setenv(ENV_PLUGINS, "")
+        monkeypatch.setenv(ENV_KNOBS, "")
+
+        def open_with(plugin: Path) -> Any:
+            assert apply_command_line(["--plugin", str(plugin), "gui"]) == ["gui"]
+            window = make_window()
+            qtbot.waitUntil(lambda: bool(window.backend_statuses), timeout=20_000)
+            return window
+
+        yield open_with
+        monkeypatch.setenv(ENV_PLUGINS, "")
+        monkeypatch.setenv(ENV_KNOBS, "")
+        catalog.forget_plugins()

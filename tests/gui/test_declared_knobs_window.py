@@ -6,7 +6,7 @@ knob's label, and runs the backend with the values set in the form."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,6 @@ from gui_helpers import click_run, pick, run_and_wait, small_problem, tick_backe
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 
-from workbench.backends import catalog
-from workbench.backends.plugin_cli import apply_command_line
-from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS
 from workbench.gui.form_errors import row_label
 
 pytestmark = pytest.mark.gui
@@ -54,26 +51,6 @@ BACKENDS = (
     ),
 )
 """
-
-
-@pytest.fixture
-def plugin_window(
-    make_window: Callable[..., Any], qtbot: Any, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[Path], Any]]:
-    """A window opened as ``fmha-workbench --plugin FILE gui`` opens it, its probe reported."""
-    monkeypatch.setenv(ENV_PLUGINS, "")
-    monkeypatch.setenv(ENV_KNOBS, "")
-
-    def open_with(plugin: Path) -> Any:
-        assert apply_command_line(["--plugin", str(plugin), "gui"]) == ["gui"]
-        window = make_window()
-        qtbot.waitUntil(lambda: bool(window.backend_statuses), timeout=20_000)
-        return window
-
-    yield open_with
-    monkeypatch.setenv(ENV_PLUGINS, "")
-    monkeypatch.setenv(ENV_KNOBS, "")
-    catalog.forget_plugins()
 
 
 def test_the_plugins_knobs_show_when_it_is_ticked_and_its_run_carries_the_value_set(

@@ -4,7 +4,7 @@ reports none is said to show the tile schedule's model."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,33 +12,9 @@ import numpy as np
 import pytest
 from gui_helpers import pick, run_and_wait, small_problem, tick_backends
 
-from workbench.backends import catalog
-from workbench.backends.plugin_cli import apply_command_line
-from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS
-
 pytestmark = pytest.mark.gui
 
 NUMPY_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "numpy_softcap.py"
-
-
-@pytest.fixture
-def plugin_window(
-    make_window: Callable[..., Any], qtbot: Any, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[Path], Any]]:
-    """A window opened as ``fmha-workbench --plugin FILE gui`` opens it, its probe reported."""
-    monkeypatch.setenv(ENV_PLUGINS, "")
-    monkeypatch.setenv(ENV_KNOBS, "")
-
-    def open_with(plugin: Path) -> Any:
-        assert apply_command_line(["--plugin", str(plugin), "gui"]) == ["gui"]
-        window = make_window()
-        qtbot.waitUntil(lambda: bool(window.backend_statuses), timeout=20_000)
-        return window
-
-    yield open_with
-    monkeypatch.setenv(ENV_PLUGINS, "")
-    monkeypatch.setenv(ENV_KNOBS, "")
-    catalog.forget_plugins()
 
 
 def run_plugin(qtbot: Any, window: Any, name: str, chunk: int) -> int:

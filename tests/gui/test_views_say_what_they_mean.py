@@ -92,17 +92,23 @@ def test_an_empty_running_run_plots_no_negative_throughput_and_no_repeated_n(
     assert plots.tflops_plot.viewRange()[1] == pytest.approx([0.0, 1.0])
 
 
-def test_roofline_hover_describes_the_point_and_the_axes_read_plainly(
-    qtbot: Any, make_window: Any, db_path: Path
-) -> None:
-    with Store(db_path) as store:
-        run = seed_run(store, label="on the CPU", seq_lens=(64, 128, 256))
+def roofline_of(qtbot: Any, make_window: Any, run: int) -> Any:
+    """The Roofline tab of a new window with ``run`` selected, its points placed."""
     window = make_window(probe_backends=False)
     view = window.explain.roofline
     window.tabs.setCurrentWidget(view)
     window.history.select_runs([run])
     qtbot.waitUntil(lambda: view.data is not None and run in view.scatters)
     qtbot.wait(50)  # the layout places the plot
+    return view
+
+
+def test_roofline_hover_describes_the_point_and_the_axes_read_plainly(
+    qtbot: Any, make_window: Any, db_path: Path
+) -> None:
+    with Store(db_path) as store:
+        run = seed_run(store, label="on the CPU", seq_lens=(64, 128, 256))
+    view = roofline_of(qtbot, make_window, run)
     # CPU points span less than a decade of TFLOP/s: still several labels, no "(x0.001)".
     left = view.plot.getAxis("left")
     assert "x0.001" not in left.labelString() and left.labelString().count("TFLOP/s") == 1
@@ -133,12 +139,7 @@ def test_roofline_points_a_few_percent_apart_still_get_several_tflops_labels(
     samples = {512: (2.3, 2.3, 2.3), 1024: (8.0, 8.0, 8.0)}  # 0.029 and 0.034 TFLOP/s
     with Store(db_path) as store:
         run = seed_run(store, label="two points", seq_lens=(512, 1024), samples_ms=samples)
-    window = make_window(probe_backends=False)
-    view = window.explain.roofline
-    window.tabs.setCurrentWidget(view)
-    window.history.select_runs([run])
-    qtbot.waitUntil(lambda: view.data is not None and run in view.scatters)
-    qtbot.wait(50)  # the layout places the plot
+    view = roofline_of(qtbot, make_window, run)
     for side in ("left", "bottom"):
         assert len(drawn_ticks(view.plot, side)) >= 2, (side, drawn_ticks(view.plot, side))
     lo, hi = view.plot.getAxis("left").range  # both points in view
