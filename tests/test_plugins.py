@@ -405,3 +405,41 @@ def test_a_float_knob_with_many_values_refuses_a_bad_plugin_knob_in_one_line(tmp
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "cap" in lines[0] and "0.0, 10.0, 20.0, 30.0, 40.0, 50.0" in lines[0], lines[0]
     assert not (tmp_path / "runs.db").exists()
+
+
+STAMPED = """
+from workbench.backends import declare
+
+def attention(q, k, v, *, problem, config, knobs):
+    raise RuntimeError("not run here")
+
+BACKENDS = (declare({name!r}, "a plugin saved twice in one second", attention),)
+"""
+
+
+def test_a_save_of_the_same_size_within_the_same_second_loads_the_new_code(
+    tmp_path: Path,
+) -> None:
+    """An editor's quick re-save keeps a file's size and (to the second) its mtime, which is
+    all Python's bytecode cache checks: the second process must run the bytes on disk, not the
+    first version's cached bytecode."""
+    import subprocess
+
+    path = plugin_file(tmp_path, STAMPED.format(name="first"))
+    stat = path.stat()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def listed() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "workbench", "--plugin", str(path), "backends", "--json"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout))
+
+    assert "first" in listed()
+    path.write_text(STAMPED.format(name="other"))  # same length as "first"
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+    names = listed()
+    assert "other" in names and "first" not in names, names

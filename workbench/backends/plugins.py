@@ -57,7 +57,11 @@ def _module_name(path: Path, digest: str) -> str:
     return f"fmha_workbench_plugin_{stem}_{digest[:12]}"
 
 
-def _import_file(path: Path, digest: str) -> ModuleType:
+def _import_file(path: Path, digest: str, source: bytes) -> ModuleType:
+    """The module of ``source``, the bytes of ``path`` that hashed to ``digest``: compiled from
+    them, never from a cached .pyc (an editor's quick re-save keeps the size and the mtime's
+    second, all the bytecode cache checks, so it ran the previous version) nor from a second
+    read of a file that may have changed since."""
     module_name = _module_name(path, digest)
     if module_name in sys.modules:  # the same bytes loaded already in this process
         return sys.modules[module_name]
@@ -67,7 +71,7 @@ def _import_file(path: Path, digest: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)
     except BaseException as exc:
         del sys.modules[module_name]
         if isinstance(exc, KeyboardInterrupt | SystemExit):
@@ -95,13 +99,14 @@ def file_declarations(
     if path.suffix != ".py":
         raise DeclarationError(path_text, PLUGIN_FLAG, "expected a Python file (.py)")
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        source = path.read_bytes()
     except OSError as exc:
         raise DeclarationError(path_text, PLUGIN_FLAG, f"cannot read it: {exc.strerror}") from exc
+    digest = hashlib.sha256(source).hexdigest()
     pinned = pinned_digests().get(str(path))
     if pinned and pinned != digest and _module_name(path, pinned) in sys.modules:
         digest = pinned  # the window keeps the version it accepted while the file is refused
-    module = _import_file(path, digest)
+    module = _import_file(path, digest, source)
     return module_declarations(module, str(path), PluginSource(str(path), digest), taken)
 
 
