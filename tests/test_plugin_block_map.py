@@ -140,8 +140,11 @@ def test_the_numpy_examples_launch_never_reads_the_blocks_it_reports_skipped(
     (declared,) = file_declarations(str(NUMPY_EXAMPLE))
     plugin = declared.factory
     chunk = int(rng.choice([32, 64]))
-    q_len = int(rng.integers(90, 200))
-    input_pos = int(rng.integers(0, 100))
+    # At least three chunks of rows, each of the first two behind the keys of a later one, so
+    # causal skips some key block at every draw (the draws once made a chunked prefill whose
+    # chunks all saw every key block: nothing to prove).
+    q_len = int(rng.integers(3 * chunk, 4 * chunk))
+    input_pos = int(rng.integers(0, chunk))
     k_len = q_len + input_pos
     print(f"chunk {chunk}, q_len {q_len}, input_pos {input_pos}")
     knobs = {"softcap": 0.0, "chunk_rows": chunk}
