@@ -26,10 +26,55 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be: every run on the way out is stored cancelled."""
 
 
+# How long after a swallowed signal it is sent again: long enough for the main thread to have
+# left the callback it landed in (sent from inside the hook, it would land in the hook).
+REDELIVER_AFTER_S = 0.02
+
+
+def _redelivered(exc: BaseException, signum: int, rearm: Callable[[], None]) -> BaseException:
+    """``exc``, raised by a handler of ``signum``, marked so that :func:`_rescuing`'s hook can
+    deliver the signal again should it land where Python swallows exceptions."""
+
+    def send_again() -> None:
+        rearm()
+        main = threading.main_thread().ident
+        if main is not None:
+            signal.pthread_kill(main, signum)
+
+    def again() -> None:
+        timer = threading.Timer(REDELIVER_AFTER_S, send_again)
+        timer.daemon = True
+        timer.start()
+
+    exc.redeliver = again  # type: ignore[attr-defined]
+    return exc
+
+
+def _rescuing(previous: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An ``sys.unraisablehook`` for our handlers' exceptions: a signal that arrives while a
+    weakref or GC callback runs (importlib's module locks have them) raises there, and Python
+    prints "Exception ignored … KeyboardInterrupt" and carries on as if it never came. Such an
+    exception is delivered again, in the code that runs next; any other goes to ``previous``."""
+
+    def hook(unraisable: Any) -> None:
+        again = getattr(unraisable.exc_value, "redeliver", None)
+        if callable(again):
+            again()
+            return
+        previous(unraisable)
+
+    return hook
+
+
+_said_interrupted: list[bool] = []
+
+
 def _interrupted_while_starting(signum: int, frame: object) -> None:
-    with contextlib.suppress(OSError):
-        os.write(2, b"interrupted\n")
-    raise SystemExit(EXIT_INTERRUPTED)
+    if not _said_interrupted:  # once, however often a swallowed one is delivered again
+        _said_interrupted.append(True)
+        with contextlib.suppress(OSError):
+            os.write(2, b"interrupted\n")
+    raise _redelivered(SystemExit(EXIT_INTERRUPTED), signum, lambda: None)
 
 
 def _started_as_the_command() -> bool:
@@ -42,6 +87,7 @@ def _started_as_the_command() -> bool:
 
 if threading.current_thread() is threading.main_thread() and _started_as_the_command():
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+    sys.unraisablehook = _rescuing(sys.unraisablehook)
 
 
 @contextlib.contextmanager
@@ -58,7 +104,7 @@ def stop_signals(*, sigterm: bool = True) -> Iterator[None]:
             if fired:
                 return  # a second signal while the first is handled: ignored
             fired.append(True)
-            raise make()
+            raise _redelivered(make(), signum, fired.clear)
 
         return handler
 
@@ -69,9 +115,12 @@ def stop_signals(*, sigterm: bool = True) -> Iterator[None]:
         previous[signal.SIGTERM] = signal.signal(
             signal.SIGTERM, once(lambda: Terminated("stopped by SIGTERM"))
         )
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _rescuing(unraisable)
     try:
         yield
     finally:
+        sys.unraisablehook = unraisable
         for number, handler in previous.items():
             if fired and _started_as_the_command():
                 # The command is ending on a signal: a second one must not kill it while it
