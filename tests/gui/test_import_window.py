@@ -77,3 +77,22 @@ def test_a_file_that_is_not_a_run_database_is_refused_with_a_warning(
     assert dialogs.kinds()[-1] == "warning"
     assert "not a run database" in dialogs.texts("warning")[-1]
     assert window.history.model.total() == before
+
+
+def test_importing_more_runs_than_are_plotted_keeps_the_imports_line_in_the_status_bar(
+    qtbot: Any, make_window: Any, dialogs: Any, tmp_path: Path
+) -> None:
+    """The README's step 6: 36 H200 runs come in and are selected; the note that only 12 are
+    plotted joins the import's line instead of replacing it (a new user saw only the note)."""
+    other = tmp_path / "h200-prefill.db"
+    shutil.copy(H200_DB.with_name("h200-prefill.db"), other)
+    window = make_window(probe_backends=False)
+    import_through_menu(window, dialogs, other)
+    bar = window.statusBar()
+    qtbot.waitUntil(lambda: "plotting" in bar.currentMessage())
+    assert bar.currentMessage() == (
+        f"Imported 36 runs in 12 new groups from {other}; with the measured ceilings of "
+        "NVIDIA H200; plotting the first 12 of 36 selected runs"
+    )
+    window.history.select_runs(list(range(1, 15)))  # a later selection: the note alone
+    qtbot.waitUntil(lambda: bar.currentMessage() == "Plotting the first 12 of 14 selected runs")

@@ -63,6 +63,7 @@ class MainWindow(QMainWindow):
         self._probe: ProbeWorker | None = None
         self._probe_thread: QThread | None = None
         self.backend_statuses: dict[str, Any] = {}
+        self._status_before_plotting = ""  # a line the next selection's note must not replace
         # A group's members finish a length together: their points redraw the views once.
         self._views_timer = QTimer(self)
         self._views_timer.setSingleShot(True)
@@ -210,6 +211,8 @@ class MainWindow(QMainWindow):
         self.history.refresh(keep_selection=False)
         self.ladder.refresh_groups()
         if result.added:
+            # The selection reaches the plots after the import's line is shown: keep the line.
+            self._status_before_plotting = result.line()[:1].upper() + result.line()[1:]
             self.history.select_runs(list(result.added))
 
     # ---- backends -------------------------------------------------------------------------------
@@ -258,8 +261,10 @@ class MainWindow(QMainWindow):
     @Slot(list)
     def _on_selection(self, ids: list[int]) -> None:
         shown = ids[:MAX_PLOTTED]
+        kept, self._status_before_plotting = self._status_before_plotting, ""
         if len(ids) > MAX_PLOTTED:
-            self.show_status(f"Plotting the first {MAX_PLOTTED} of {len(ids)} selected runs")
+            plotting = f"plotting the first {MAX_PLOTTED} of {len(ids)} selected runs"
+            self.show_status(f"{kept}; {plotting}" if kept else f"P{plotting[1:]}")
         runs = self._runs_for(shown)
         points = self._points_for([r.id for r in runs])
         ceilings = self.explain.ceilings(runs)  # for each point's % of roofline
