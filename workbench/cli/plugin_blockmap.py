@@ -5,7 +5,6 @@ for a backend that reports none, the tile schedule's model, said so above the ma
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from kernels import schedule
 from kernels.knobs import KNOBS
@@ -14,16 +13,6 @@ from workbench.cli.exit_codes import EXIT_OK
 from workbench.cli.output import emit_json
 from workbench.cli.values import UsageError
 from workbench.config import KernelConfig, Problem
-
-
-def counts_line(grid: Any) -> str:
-    counts = {kind: int((grid == kind).sum()) for kind in BlockKind}
-    skipped = counts[BlockKind.SKIPPED]
-    return (
-        f"{grid.shape[0]}×{grid.shape[1]} blocks: {counts[BlockKind.COMPUTED]} computed, "
-        f"{counts[BlockKind.MASKED]} masked, {skipped} skipped "
-        f"({100 * skipped / max(1, grid.size):.1f} % skipped)"
-    )
 
 
 def schedule_note(name: str, plugin: bool) -> str:
@@ -88,7 +77,7 @@ def plugin_blockmap(args: argparse.Namespace) -> int | dict[str, str]:
         return EXIT_OK
     settings = " ".join(f"{k}={v}" for k, v in backend.knob_values.items())
     print(f"{name} {settings}: reported by the plugin, blocks of {rows}×{keys}")
-    print(counts_line(grid))
+    print(blockmap_text.counts_line(grid))
     for line in blockmap_text.draw_grid(grid):
         print(line)
     return EXIT_OK

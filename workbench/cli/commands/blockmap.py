@@ -74,13 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if note:
         print(note["note"])
-    counts = layout.counts()
-    grid = layout.block_map
-    print(
-        f"{grid.shape[0]}×{grid.shape[1]} blocks: {counts['computed']} computed, "
-        f"{counts['masked']} masked, {counts['skipped']} skipped "
-        f"({100 * counts['skipped'] / grid.size:.1f} % skipped)"
-    )
+    print(blockmap_text.counts_line(layout.block_map))
     if split:
         ranges = ", ".join(f"{lo}-{hi - 1}" for lo, hi in layout.split_ranges)
         print(f"{layout.n_splits} split(s) of the key range, key blocks {ranges}")
