@@ -267,3 +267,28 @@ def test_the_time_left_counts_down_while_a_point_runs() -> None:
     assert model.seconds_left_now == pytest.approx(at_start / 2)
     model.cancelling()
     assert model.live_text() == "Cancelling…"
+
+
+class _CtrlCAfterFlush(io.StringIO):
+    """stderr where a Ctrl-C lands the moment a progress line has been flushed."""
+
+    def flush(self) -> None:
+        super().flush()
+        if self.getvalue().endswith("…"):
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_just_after_a_point_line_is_shown_still_says_interrupted_on_its_own_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from workbench.cli.output import say_error
+    from workbench.run import progress
+
+    stderr = _CtrlCAfterFlush()
+    monkeypatch.setattr("sys.stderr", stderr)
+    monkeypatch.setattr(progress, "_line_open", False)
+    printer = ProgressPrinter()
+    with pytest.raises(KeyboardInterrupt):
+        printer.say("  [2/3] N=2048 …", end="")
+    say_error("interrupted")
+    assert stderr.getvalue().splitlines() == ["  [2/3] N=2048 …", "interrupted"]

@@ -389,10 +389,10 @@ _line_open = False  # stderr's last progress text did not end its line
 
 def _stderr(text: str) -> None:
     global _line_open
+    if text:  # before the write: a Ctrl-C landing just after it must still see the line open
+        _line_open = not text.endswith("\n")
     sys.stderr.write(text)
     sys.stderr.flush()
-    if text:
-        _line_open = not text.endswith("\n")
 
 
 def end_open_line() -> None:
