@@ -166,6 +166,11 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
         "preset: tile-optimization ladder, 128-row tiles (Hopper, Blackwell datacenter) "
         "(ladder.json, for sm_90/sm_100/sm_103)"
     ) in panel.info.text()
+    # The published Blackwell gains are a GPU's: beside a CPU ladder they are said to be.
+    published = "published on a Blackwell GPU: 1.60-1.66x over the baseline (not comparable"
+    assert published in panel.info.text()
+    fast_math = STEPS.index("+ fast math")
+    assert "(not comparable: this ran on the CPU)" in view.item(fast_math, 0).toolTip()
 
     # The chart: × baseline per step, one line per length, with a legend.
     assert legend_names(panel.legend) == ["N = 64", "N = 128"]
@@ -341,6 +346,8 @@ def test_the_committed_h200_ladder_opens_as_measured(
         assert set(points) == set(panel.data.seq_lens)
         for n in panel.data.seq_lens:
             assert f"{points[n].tflops:.3g}" in length_cell(panel.table, r, n).text()
+    # Measured on the H200: the published figure stands beside it plainly.
+    assert "· published on Blackwell: 1.60-1.66x over the baseline ·" in panel.info.text()
     # Hopper's story, as the table tells it: the 256x128 trap, then the worker-warp rescue.
     steps = [row.name for row in panel.data.rows]
     trap, rescue = steps.index("256x128 tiles"), steps.index("+ 8 worker warps (Hopper)")

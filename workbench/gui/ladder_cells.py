@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QTableWidgetItem
 from workbench.analysis.resources import CompiledResources
 from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.history_model import STATUS_COLORS, problem_summary
+from workbench.gui.ladder_text import published_words
 from workbench.jobs.ladder_steps import NOT_RUN, PENDING, StepRow, speedup_verdict
 
 GAIN = FASTER  # the Compare tab's green and red, so both views read alike
@@ -52,7 +53,7 @@ def step_item(step: StepRow, run: Any) -> QTableWidgetItem:
     if run is not None:
         tip.append(problem_summary(run))
     if step.published:
-        tip.append(f"published on Blackwell: {step.published}")
+        tip.append(published_words(step.published, run))
     item.setToolTip("\n".join(tip))
     return item
 

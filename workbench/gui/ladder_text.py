@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.analysis.roofline import ran_on_the_cpu
 from workbench.gui.history_model import format_created
 from workbench.jobs.ladder_steps import LadderData, ladder_preset_text
 
@@ -48,10 +49,19 @@ def info_text(data: LadderData | None, store_open: bool, key: str) -> str:
         parts.append(preset)
     total = (spec.get("published") or {}).get("total")
     if total:
-        parts.append(f"published on Blackwell: {total}")
+        parts.append(published_words(total, first))
     against = "previous step" if key == "vs_previous" else "baseline"
     parts.append(
         f"cells: TFLOP/s and the speed-up against the {against}, coloured only beyond "
         "the noise (~: within it; as in Compare)"
     )
     return " · ".join(parts)
+
+
+def published_words(figure: str, run: Any) -> str:
+    """A published Blackwell gain beside a stored ladder: a GPU's figure, said to be one where
+    the ladder ran on the CPU (the NumPy reference checks the steps; its timings are not a
+    kernel's)."""
+    if run is not None and ran_on_the_cpu(run.backend, run.machine):
+        return f"published on a Blackwell GPU: {figure} (not comparable: this ran on the CPU)"
+    return f"published on Blackwell: {figure}"
