@@ -143,6 +143,10 @@ def test_a_reference_ladder_from_the_gui_fills_table_chart_and_block_maps(
         assert view.item(r, 0).text() == f"{r + 1}. {step['step']}"
         assert step["config"] in view.item(r, 0).toolTip()
         assert view.item(r, 1).text() == "complete"
+        assert view.item(r, 2).text() == "–"  # the CPU compiles nothing, and says so
+        assert "nothing compiled: the reference backend runs on the CPU" in (
+            view.item(r, 2).toolTip()
+        )
         for n in (64, 128):
             cell = step["cells"][str(n)]
             item = length_cell(panel.table, r, n)

@@ -335,7 +335,7 @@ class LadderPanel(QWidget):
             run = data.runs.get(step.run_id) if step.run_id is not None else None
             table.setItem(r, 0, step_item(step, run))
             table.setItem(r, 1, status_item(step))
-            table.setItem(r, 2, compiled_item(step, data.seq_lens))
+            table.setItem(r, 2, compiled_item(step, data.seq_lens, run))
             for c, n in enumerate(data.seq_lens):
                 table.setItem(r, FIRST_LEN_COL + c, cell_item(step, n, key, data.decode))
         header = table.horizontalHeader()

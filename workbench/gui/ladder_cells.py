@@ -11,6 +11,7 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QTableWidgetItem
 
 from workbench.analysis.resources import CompiledResources
+from workbench.analysis.roofline import ran_on_the_cpu
 from workbench.gui.compare import FASTER, SLOWER
 from workbench.gui.history_model import STATUS_COLORS, problem_summary
 from workbench.gui.ladder_text import published_words
@@ -69,9 +70,10 @@ def status_item(step: StepRow) -> QTableWidgetItem:
     return item
 
 
-def compiled_item(step: StepRow, seq_lens: list[int]) -> QTableWidgetItem:
+def compiled_item(step: StepRow, seq_lens: list[int], run: Any = None) -> QTableWidgetItem:
     """What the step compiled to, once a row (its lengths share a config and head dim), so
-    a dip explains itself ("255r spill 5.5KB") and every step stays one line high."""
+    a dip explains itself ("255r spill 5.5KB") and every step stays one line high; a dash
+    says in its tooltip why there is nothing (``run``: the step's record, or None)."""
     found = [
         CompiledResources.from_dict(cell["compiled"])
         for n in seq_lens
@@ -84,7 +86,19 @@ def compiled_item(step: StepRow, seq_lens: list[int]) -> QTableWidgetItem:
         item.setForeground(QBrush(QColor("#b00020")))
     if found:
         item.setToolTip("\n".join(dict.fromkeys(f"compiled: {f.summary()}" for f in found)))
+    elif run is not None:
+        item.setToolTip(nothing_compiled(run.backend, run.machine))
     return item
+
+
+def nothing_compiled(backend: str, machine: Any) -> str:
+    """Why a step's compiled column is a dash."""
+    if ran_on_the_cpu(backend, machine):
+        return (
+            f"nothing compiled: the {backend} backend runs on the CPU; a ladder on the cutile "
+            "backend shows each step's registers, spills and shared memory here"
+        )
+    return f"no compiled resources stored: the {backend} backend's kernel is not compiled offline"
 
 
 def cell_item(step: StepRow, n: int, key: str, decode: bool) -> QTableWidgetItem:
