@@ -14,7 +14,9 @@ import errno
 import json
 import os
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -163,11 +165,51 @@ def emit_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
+# The narrowest last column worth wrapping into; a narrower terminal gets long lines instead.
+MIN_WRAPPED_COLUMN = 24
+
+
+def table(rows: list[list[str]], header: list[str], *, width: int | None = None) -> str:
+    """Columns padded to their widest cell, no trailing spaces. Where the table is wider than
+    the terminal, the last column wraps under itself, or, with too little room
+    beside the others, goes under its row as ``name: text``, so a long rule or label does not
+    run a 200-character line. ``width``: the room (None: the terminal's; piped output keeps
+    one line a row for grep)."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    room = output_width() if width is None else width
+    start = sum(widths[:-1]) + 2 * (len(widths) - 1)
+    if len(header) < 2 or not room or start + widths[-1] <= room:
+        return "\n".join(_padded(row, widths) for row in [header, *rows])
+    if room - start >= MIN_WRAPPED_COLUMN:  # beside the row, wrapped
+        lines = []
+        for row in [header, *rows]:
+            first, *more = textwrap.wrap(str(row[-1]), room - start) or [""]
+            lines.append(_padded([*row[:-1], first], widths))
+            lines += [" " * start + piece for piece in more]
+        return "\n".join(lines)
+    indent = " " * (widths[0] + 2)  # under the row, after its first column
+    lines = [_padded(header[:-1], widths)]
+    for row in rows:
+        lines.append(_padded(row[:-1], widths))
+        if str(row[-1]).strip():
+            said = f"{header[-1]}: {row[-1]}"
+            lines += textwrap.wrap(said, room, initial_indent=indent, subsequent_indent=indent)
     return "\n".join(lines)
+
+
+def _padded(row: list[str], widths: list[int]) -> str:
+    return "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+
+
+def output_width() -> int | None:
+    """How wide stdout's lines may be: a terminal's width (``COLUMNS`` where set, as argparse
+    reads it), or None for a pipe or a file, which keep one line a row."""
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def fmt(value: float | None, spec: str = ".3f") -> str:
