@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QTableWidget, QTableWidgetItem
 
 from workbench.gui.colors import run_color, run_style
-from workbench.gui.plots import format_seq_len
+from workbench.gui.plot_axes import format_seq_len
 
 
 # ---- tables ----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from workbench.gui.colors import run_color
-from workbench.gui.plots import Log2Axis, format_seq_len
+from workbench.gui.plot_axes import Log2Axis, format_seq_len
 from workbench.store import Store
 
 pytestmark = pytest.mark.gui

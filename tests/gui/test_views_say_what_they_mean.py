@@ -217,3 +217,40 @@ def test_labels_are_whole_and_autotune_is_in_view_at_1424x852(
     axis = window.compare.chart.plot.getAxis("left")
     assert axis.label.toPlainText().strip() == "× baseline"
     assert axis.label.boundingRect().width() <= axis.boundingRect().height()
+
+
+def painted_ticks(plot: pg.PlotItem, side: str = "left") -> list[str]:
+    """The tick labels the axis paints, after pyqtgraph drops a level whose labels would
+    crowd (what the user reads, unlike the labels it computes)."""
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = plot.getAxis(side).generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [text for _, _, text in specs[2]] if specs else []
+
+
+def test_a_narrow_latency_span_on_a_laptop_screen_reads_two_labels_or_more(
+    qtbot: Any, make_window: Any, db_path: Path, rng: Any
+) -> None:
+    low = float(rng.uniform(1.05, 1.3))  # ms: a run whose latencies stay between two ticks
+    high = low * float(rng.uniform(1.15, 1.4))
+    print(f"latencies {low:.3f} and {high:.3f} ms")
+    with Store(db_path) as store:
+        run = seed_run(store, samples_ms={64: (low,) * 3, 128: (high,) * 3})
+    window = make_window(probe_backends=False)
+    window.resize(1366, 768)
+    window.history.select_runs([run])
+    plot = window.plots.latency_plot
+    axis = plot.getAxis("left")
+    qtbot.waitUntil(lambda: 10.0 ** axis.range[1] < 2 * high, timeout=5_000)  # the run's span
+    labels = painted_ticks(plot)
+    print("painted", labels, [round(10.0**v, 3) for v in axis.range])
+    assert len(labels) >= 2, (labels, axis.range)
+    assert len(set(labels)) == len(labels), labels  # "1.2" and "1.4", never "1" twice
+    values = [float(text.replace(",", "")) for text in labels]
+    lo, hi = (10.0**v for v in axis.range)
+    assert all(lo <= v <= hi for v in values), (labels, lo, hi)

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.analysis.compare import Cell
 from workbench.gui.colors import run_style, with_alpha
-from workbench.gui.plots import Log2Axis
+from workbench.gui.plot_axes import Log2Axis
 
 _INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
 Y_LABEL = "× baseline"  # the ladder chart's words; "speed-up × vs baseline" was cut

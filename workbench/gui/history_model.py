@@ -40,7 +40,7 @@ def format_created(iso: str) -> str:
 
 
 def format_seq_lens(seq_lens: tuple[int, ...]) -> str:
-    from workbench.gui.plots import format_seq_len
+    from workbench.gui.plot_axes import format_seq_len
 
     if not seq_lens:
         return ""

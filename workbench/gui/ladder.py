@@ -48,7 +48,7 @@ from workbench.gui.ladder_cells import (
 )
 from workbench.gui.ladder_chart import LadderChart
 from workbench.gui.ladder_text import group_title, info_text
-from workbench.gui.plots import format_seq_len
+from workbench.gui.plot_axes import format_seq_len
 from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.jobs.ladder_steps import LADDER_PRESETS, LadderData, read_ladder
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from workbench.gui.plots import format_seq_len
+from workbench.gui.plot_axes import format_seq_len
 from workbench.jobs.ladder_steps import LadderData
 
 EMPTY_CHART_STEPS = 7  # the built-in ladders' steps: the empty chart's axis

@@ -21,6 +21,7 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.gui.colors import run_color, run_style, with_alpha
+from workbench.gui.plot_axes import Log2Axis, PlainLogAxis
 from workbench.gui.plot_view import frame_plots
 from workbench.safe_write import write_bytes_safely
 
@@ -32,64 +33,6 @@ READ_LINE_NAME = "plain read of K+V (this GPU)"
 # A fully transparent pen: FillBetweenItem draws nothing for curves plotted with pen=None
 # (docs/design.md trap), so the band's edge curves get this instead.
 _INVISIBLE_PEN = pg.mkPen(0, 0, 0, 0)
-
-
-def format_seq_len(n: float) -> str:
-    """1024 → "1k", 65536 → "64k", 1048576 → "1M", 96 → "96"."""
-    n = round(n)
-    if n >= 1 << 20 and n % (1 << 20) == 0:
-        return f"{n >> 20}M"
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n >> 10}k"
-    return str(n)
-
-
-class Log2Axis(pg.AxisItem):
-    """An x axis whose values are log2(N), ticked at powers of two and labelled as N."""
-
-    def tickValues(
-        self, minVal: float, maxVal: float, size: float
-    ) -> list[tuple[float, list[float]]]:
-        lo, hi = math.ceil(minVal), math.floor(maxVal)  # the ticks in view
-        if hi < lo:
-            return []
-        # About 45 px per label keeps "16k" and "32k" from overlapping on a narrow plot.
-        count = hi - lo + 1
-        step = max(1, math.ceil(count / max(size / 45.0, 1.0)))
-        # No ticks below N = 1: each would read "1" again.
-        major = [float(v) for v in range(max(lo, 0), hi + 1) if v % step == 0]
-        return [(float(step), major)]
-
-    def tickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
-        # Large exponents would overflow; the axis never needs more than 2^40 anyway.
-        return [format_seq_len(2.0 ** min(max(v, 0.0), 40.0)) for v in values]
-
-
-def format_axis_number(x: float) -> str:
-    """0.05 → "0.05", 200 → "200", 20000 → "20,000": latencies read as plain numbers."""
-    if x >= 1:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
-
-
-def _round_mantissa(x: float) -> bool:
-    """Is ``x`` a 1, 2 or 5 times a power of ten?"""
-    if x <= 0 or not math.isfinite(x):
-        return False
-    mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
-    return any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
-
-
-class PlainLogAxis(pg.AxisItem):
-    """A log axis labelled 1, 2, 5, 10, 20…: pyqtgraph's default writes 2·10¹ and labels
-    every minor tick, which crowds a latency axis spanning several decades."""
-
-    def logTickStrings(self, values: Sequence[float], scale: float, spacing: float) -> list[str]:
-        xs = [10.0 ** float(v) * scale for v in values]
-        every = [format_axis_number(x) if x > 0 and math.isfinite(x) else "" for x in xs]
-        labels = [text if _round_mantissa(x) else "" for x, text in zip(xs, every, strict=True)]
-        # Less than a decade in view holds one 1, 2 or 5 or none: label every tick then.
-        return labels if sum(map(bool, labels)) >= 2 else every
 
 
 @dataclass

@@ -22,7 +22,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
 
 from workbench.gui.colors import run_style
-from workbench.gui.plots import PlainLogAxis
+from workbench.gui.plot_axes import PlainLogAxis
 
 # The intensities the roofs are drawn across (FLOP/byte): decode-like problems to long prefill.
 X_RANGE = (0.1, 10_000.0)
