@@ -31,6 +31,7 @@ import math
 import multiprocessing as mp
 import os
 import pickle
+import sys
 import threading
 import time
 import traceback
@@ -95,6 +96,27 @@ def _exit_when_orphaned(parent_pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="orphan-guard", daemon=True).start()
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While a child starts: ``spawn`` would run the parent's ``__main__`` again in it, so a
+    user's script without an ``if __name__ == "__main__":`` guard (the README's example pasted
+    into a file) ran itself in the engine child, which died starting an engine of its own. The
+    child needs nothing of it: requests name ``module:function`` and carry workbench objects."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    names = [name for name in ("__file__", "__spec__") if name in main.__dict__]
+    saved = {name: main.__dict__[name] for name in names}
+    main.__dict__.pop("__file__", None)
+    if "__spec__" in saved:
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
 
 
 def _serve(conn: Connection, unset: tuple[str, ...] = (), parent_pid: int | None = None) -> None:
@@ -168,7 +190,8 @@ class Engine:
         process = self._context.Process(
             target=_serve, args=(child, unset, os.getpid()), name=self.name, daemon=self.daemon
         )
-        process.start()
+        with _main_module_hidden():
+            process.start()
         if not self.daemon:  # multiprocessing would wait for it at exit: end it first
             atexit.register(self.kill)
         child.close()  # only the child holds its end: EOF here then means the child is gone
