@@ -64,3 +64,53 @@ def test_a_bad_length_in_the_window_is_refused_naming_the_field(qtbot: Any, wind
         c.spec()
     assert refused.value.form_message().startswith("Lengths '40,-3': a length of -3")
     assert window.store.runs() == []
+
+
+def test_a_paged_batchs_block_map_reads_per_sequence_with_its_pages_and_splits(
+    qtbot: Any, make_window: Any, db_path: Any, rng: Any
+) -> None:
+    from workbench.cli import main
+
+    lengths = [int(n) for n in rng.permutation([300, 1000, 70, 2000, 0])]
+    print(f"lengths {lengths}")
+    argv = ["sweep", "--db", str(db_path), "--lengths", ",".join(map(str, lengths)),
+            "--q-len", "1", "--page-size", "64", "--kv-splits", "2", "--heads", "8",
+            "--kv-heads", "2", "--pack-gqa", "--mask", "none", "--warmup", "0",
+            "--samples", "1", "--min-time", "0"]  # fmt: skip
+    assert main(argv) == 0
+    window = make_window(probe_backends=False)
+    [run] = window.store.runs()
+    [point] = window.store.points(run.id)
+    reads = point.extra["sequences"]
+    window.history.select_runs([run.id])
+    window.tabs.setCurrentWidget(window.heatmap)
+    heat = window.heatmap
+    qtbot.waitUntil(lambda: heat.current_grid() is not None, timeout=5_000)
+    assert heat.plot.getAxis("left").labelText == "sequence (its q-blocks)"
+    rows = heat.plot.getAxis("left")._tickLevels[0]  # "#i" at each sequence's first row
+    assert [label for _, label in rows] == [f"#{i}" for i in range(len(lengths))]
+    # Counts of the sequences' own key blocks: the grey right of a short one is not work.
+    own = sum(-(-n // 64) for n in lengths)
+    counted = [int(heat.count_labels[k].text().split(": ")[1]) for k in ("computed", "masked")]
+    assert sum(counted) == own and heat.count_labels["skipped"].text() == "skipped: 0"
+    wasted = sum(r["wasted_tokens"] for r in reads)
+    assert wasted == sum(-(-n // 64) * 64 - n for n in lengths)
+    text = " ".join(heat.summary.text().split())
+    assert f"a ragged batch of {len(lengths)} sequences, 0–2,000 keys, pages of 64" in text
+    assert f"{own * 64:,} key positions a KV head, {wasted:,} of them the last pages'" in text
+    # Coloured by each sequence's own splits; the kind swatches step aside.
+    longest = lengths.index(2000)
+    start, (lo, hi) = sum(max(1, r["rows"]) for r in reads[:longest]), reads[longest]["splits"][1]
+    assert heat.show_splits.isVisible() and not any(s.isVisible() for s in heat.kind_swatches)
+    codes = heat.image.image
+    assert (codes[start, lo:hi] == 2).all() and (
+        codes[start, : reads[longest]["splits"][0][1]] == 1
+    ).all()
+    assert "read by split 1 of its 2 splits" in heat.block_text(start, hi - 1)
+    short = lengths.index(70)
+    tip = heat.block_text(sum(r["rows"] for r in reads[:short]), 10)
+    assert tip.startswith("sequence #")
+    assert "1 query, 70 keys, 2 pages (last page's wasted tail 58)" in tip
+    assert tip.endswith("past its keys (padding)")
+    heat.show_splits.setChecked(False)
+    assert all(s.isVisible() for s in heat.kind_swatches)

@@ -52,6 +52,7 @@ class SequenceRead:
             "index": self.index, "queries": self.queries, "keys": self.keys,
             "pages": self.pages, "wasted_tokens": self.wasted_tokens,
             "key_blocks": self.key_blocks, "splits": [list(s) for s in self.splits],
+            "rows": max(1, self.block_map.shape[0]),  # its rows of the stacked map
         }  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from kernels import schedule
 from kernels.schedule import BlockKind, cdiv
 from workbench.analysis.blockmap_text import source_words
+from workbench.analysis.ragged_map import RaggedMap
 from workbench.config import AXIS_LABELS, SEQ_LEN_AXIS
 from workbench.gui.split_legend import SplitLegend, split_codes, split_lut, stored_ranges
 
@@ -160,6 +161,8 @@ class HeatmapPanel(QWidget):
         self.plot.setLabel("bottom", "k-block (keys)", color="#222")
         self.plot.setLabel("left", "q-block (queries)", color="#222")
         for name in ("left", "bottom"):
+            # Block numbers, never "(x0.001)": a one-row map's axis spans -0.5 to 0.5.
+            self.plot.getAxis(name).enableAutoSIPrefix(False)
             self.plot.getAxis(name).setTextPen(pg.mkPen("#222"))
             self.plot.getAxis(name).setPen(pg.mkPen("#444"))
         self.plot.invertY(True)
@@ -184,6 +187,7 @@ class HeatmapPanel(QWidget):
 
         legend = QHBoxLayout()
         self.count_labels: dict[str, QLabel] = {}
+        self.kind_swatches: list[QLabel] = []  # hidden while the map is coloured by split
         for kind in (BlockKind.COMPUTED, BlockKind.MASKED, BlockKind.SKIPPED):
             swatch = QLabel()
             swatch.setFixedSize(14, 14)
@@ -192,6 +196,7 @@ class HeatmapPanel(QWidget):
             label = QLabel(f"{KIND_NAMES[kind]}: –")
             label.setObjectName(f"count_{KIND_NAMES[kind]}")
             self.count_labels[KIND_NAMES[kind]] = label
+            self.kind_swatches.append(swatch)
             legend.addWidget(swatch)
             legend.addWidget(label)
             legend.addSpacing(12)
@@ -199,6 +204,7 @@ class HeatmapPanel(QWidget):
         self.summary = QLabel()
         self.summary.setObjectName("heatmap_summary")
         self.summary.setWordWrap(True)
+        self._y_title = "q-block" if compact else "q-block (queries)"
         if compact:
             self.plot.setLabel("left", "q-block", color="#222")
             self.plot.setLabel("bottom", "k-block", color="#222")
@@ -206,6 +212,7 @@ class HeatmapPanel(QWidget):
         self.split_legend = SplitLegend()
         self.split_legend.setObjectName("heatmap_split_legend")
         self._ranges: list[tuple[int, int]] = []  # the shown point's splits, when it had some
+        self._ragged: RaggedMap | None = None  # the shown point's sequences, for a ragged batch
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -296,6 +303,7 @@ class HeatmapPanel(QWidget):
     # ---- drawing --------------------------------------------------------------------------------
     def _show_message(self, text: str) -> None:
         self._grid = None
+        self._ragged = None
         self.facts = None
         self.image.clear()
         self.empty_label.setText(text)
@@ -328,9 +336,17 @@ class HeatmapPanel(QWidget):
     def _show_grid(self, grid: np.ndarray, seq_len: int) -> None:
         self._grid = grid
         rows, cols = grid.shape
-        self._ranges = stored_ranges(next(iter(self._extras(seq_len)), None))
-        self.show_splits.setVisible(bool(self._ranges))
-        if self._ranges and self.show_splits.isChecked():
+        extra = next(iter(self._extras(seq_len)), None)
+        self._ranges = stored_ranges(extra)
+        self._ragged = ragged = RaggedMap.of(extra, rows)
+        ragged_splits = ragged.most_splits() if ragged is not None else 0
+        self.show_splits.setVisible(bool(self._ranges) or ragged_splits > 1)
+        if ragged is not None and ragged_splits > 1 and self.show_splits.isChecked():
+            self.image.setLookupTable(split_lut(ragged_splits))
+            codes = ragged.split_codes(grid)
+            self.image.setImage(codes, levels=(0, ragged_splits + 1), autoLevels=False)
+            self.split_legend.set_split_count(ragged_splits)
+        elif self._ranges and self.show_splits.isChecked():
             # Code s + 1 for split s, 0 for skipped, each its row of the splits' table.
             codes = split_codes(grid, self._ranges)
             self.image.setLookupTable(split_lut(len(self._ranges)))
@@ -342,6 +358,9 @@ class HeatmapPanel(QWidget):
             self.image.setLookupTable(KIND_LUT)
             self.image.setImage(grid.astype(np.uint8), levels=(0, 3), autoLevels=False)
             self.split_legend.set_splits([])
+        by_split = self.split_legend.isVisibleTo(self) and self.show_splits.isChecked()
+        for swatch in self.kind_swatches:  # the split colours reuse blue and orange
+            swatch.setVisible(not by_split)
         self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
         self.plot.setRange(xRange=(-0.5, cols - 0.5), yRange=(-0.5, rows - 0.5), padding=0.02)
         self.view_stack.setCurrentWidget(self.canvas)
@@ -352,6 +371,15 @@ class HeatmapPanel(QWidget):
         self.facts = map_facts(
             grid, tm, tn, run.problem.head_dim, run.problem.batch * run.problem.heads
         )
+        y_title = "sequence (its q-blocks)" if ragged else self._y_title
+        self.plot.setLabel("left", y_title, color="#222")
+        if ragged is not None:  # the sequences' own blocks, and what the batch read
+            for name, count in ragged.own_counts(grid).items():
+                self.count_labels[name].setText(f"{name}: {count:,}")
+            page_size = getattr(run.problem, "page_size", None)
+            self.summary.setText(ragged.summary(self._x(), seq_len, tn, page_size))
+            self.legend_row.setToolTip(self.summary.text())
+            return
         for name, label in self.count_labels.items():
             label.setText(f"{name}: {self.facts.counts[name]:,}")
         skipped = self.facts.counts["skipped"]
@@ -381,8 +409,13 @@ class HeatmapPanel(QWidget):
             ("left", rows, box.height(), TICK_PX_Y),
         ):
             most = max(2, min(10, int(pixels // per_label))) if pixels > 0 else 10
+            axis = self.plot.getAxis(name)
+            if name == "left" and self._ragged is not None:
+                axis.setTicks([self._ragged.tick_labels(most)])  # "#i" at each sequence
+                continue
+            axis.setTicks(None)
             step = block_tick_step(count, most)
-            self.plot.getAxis(name).setTickSpacing(step, step)
+            axis.setTickSpacing(step, step)
 
     def _on_view_resized(self) -> None:
         self._space_ticks()
@@ -392,6 +425,8 @@ class HeatmapPanel(QWidget):
         """Tooltip text for block (row, col): coordinates, token ranges and kind."""
         assert self._grid is not None and self._run is not None
         kind = KIND_NAMES[BlockKind(int(self._grid[row, col]))]
+        if self._ragged is not None:
+            return self._ragged_block_text(row, col, kind)
         text = f"q-block {row}, k-block {col}: {kind}"
         owner = [s for s, (lo, hi) in enumerate(self._ranges) if lo <= col < hi]
         if owner and kind != "skipped":
@@ -402,6 +437,24 @@ class HeatmapPanel(QWidget):
             q_lo, q_hi = row * tm, min((row + 1) * tm, q_len) - 1
             k_lo, k_hi = col * tn, min((col + 1) * tn, k_len) - 1
             text += f"\nqueries {q_lo}–{q_hi}, keys {k_lo}–{k_hi}"
+        return text
+
+    def _ragged_block_text(self, row: int, col: int, kind: str) -> str:
+        assert self._ragged is not None
+        ragged = self._ragged
+        keys = int(ragged.sequences[ragged.sequence_at(row)].get("keys", 0))
+        tn = (
+            self._tiles[1]
+            if self._tiles
+            else schedule.tile_shape(self._run.config.knob_values())[1]
+        )
+        if col * tn >= keys:
+            return f"{ragged.sequence_text(row)}\nk-block {col}: past its keys (padding)"
+        text = f"{ragged.sequence_text(row)}\nk-block {col} (keys {col * tn}–"
+        text += f"{min((col + 1) * tn, keys) - 1}): {kind}"
+        owner = ragged.split_of(row, col)
+        if owner is not None and owner[1] > 1 and kind != "skipped":
+            text += f", read by split {owner[0]} of its {owner[1]} splits"
         return text
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:

@@ -65,17 +65,27 @@ class SplitLegend(QWidget):
         self.hide()
 
     def set_splits(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """One point's splits: each swatch with the key blocks it read."""
+        texts = [f"split {s}: key blocks {lo}–{hi - 1}" for s, (lo, hi) in enumerate(ranges)]
+        shorts = [f"{s}: {lo}–{hi - 1}" for s, (lo, hi) in enumerate(ranges)]
+        self._fill("splits (key blocks):", texts, shorts)
+
+    def set_split_count(self, count: int) -> None:
+        """A ragged batch, whose sequences each split their own key range: swatches by number."""
+        texts = [f"split {s} of a sequence's key range" for s in range(count)]
+        self._fill("splits (of each sequence's keys):", texts, [str(s) for s in range(count)])
+
+    def _fill(self, title: str, texts: list[str], shorts: list[str]) -> None:
         while self._grid.count():
             item = self._grid.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
-        self.texts = [f"split {s}: key blocks {lo}–{hi - 1}" for s, (lo, hi) in enumerate(ranges)]
-        title = QLabel("splits (key blocks):")
-        self._grid.addWidget(title, 0, 0)
-        for s, ((lo, hi), text) in enumerate(zip(ranges, self.texts[:LEGEND_SPLITS])):
+        self.texts = texts
+        self._grid.addWidget(QLabel(title), 0, 0)
+        for s, (short, text) in enumerate(zip(shorts, texts[:LEGEND_SPLITS])):
             row, col = divmod(s, LEGEND_COLUMNS)
-            swatch = QLabel(f"{s}: {lo}–{hi - 1}")
+            swatch = QLabel(short)
             r, g, b = split_rgb(s)
             swatch.setStyleSheet(
                 f"border-left: 12px solid rgb({r},{g},{b}); padding-left: 3px; margin-right: 6px;"
