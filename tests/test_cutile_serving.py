@@ -80,7 +80,8 @@ def test_the_backend_runs_a_varlen_batch_through_the_varlen_kernel(
     report = check_serving_output(inputs, out.astype(np.float32), problem, config, rng)
     assert report.passed and report.checked_rows > 0, report
     # A wrong mask on the same launch fails the same check: the check can tell.
-    other = KernelConfig(mask="none" if mask != "none" else "causal")
+    # (Decode's causal differs from none by one key of one row: too close to tell every time.)
+    other = KernelConfig(mask="none") if mask != "none" else KernelConfig(mask="window", window=1)
     if problem.varlen or mask == "none":
         assert not check_serving_output(inputs, out.astype(np.float32), problem, other, rng).passed
 

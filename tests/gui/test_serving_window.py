@@ -97,7 +97,7 @@ def test_a_paged_batchs_block_map_reads_per_sequence_with_its_pages_and_splits(
     assert wasted == sum(-(-n // 64) * 64 - n for n in lengths)
     text = " ".join(heat.summary.text().split())
     assert f"a ragged batch of {len(lengths)} sequences, 0–2,000 keys, pages of 64" in text
-    assert f"{own * 64:,} key positions a KV head, {wasted:,} of them the last pages'" in text
+    assert f"{own * 64:,} positions a KV head, {wasted:,} of them the last pages'" in text
     # Coloured by each sequence's own splits; the kind swatches step aside.
     longest = lengths.index(2000)
     start, (lo, hi) = sum(max(1, r["rows"]) for r in reads[:longest]), reads[longest]["splits"][1]

@@ -99,7 +99,7 @@ class RaggedMap:
             text += f"; its q-block {row - self.starts[index]}"
         return text
 
-    def summary(self, axis: str, seq_len: int, tile_n: int, page_size: int | None) -> str:
+    def summary(self, axis: str, seq_len: int, keys_a_block: int, page_size: int | None) -> str:
         """The sentence under the map."""
         keys = [int(s.get("keys", 0)) for s in self.sequences]
         wasted = sum(int(s.get("wasted_tokens", 0)) for s in self.sequences)
@@ -107,7 +107,7 @@ class RaggedMap:
         text = (
             f"{axis} = {seq_len:,}: a ragged batch of {len(keys)} sequences, {min(keys):,}–"
             f"{max(keys):,} keys{paged}; a row per query block of each sequence (one KV head), "
-            f"key blocks of {tile_n}. K+V read at {sum(keys) + wasted:,} key positions a KV head"
+            f"key blocks of {keys_a_block}. K+V read at {sum(keys) + wasted:,} positions a KV head"
         )
         text += f", {wasted:,} of them the last pages' wasted tails." if page_size else "."
         if self.most_splits() > 1:

@@ -112,7 +112,7 @@ def _main_module_hidden() -> Iterator[None]:
     saved = {name: main.__dict__[name] for name in names}
     main.__dict__.pop("__file__", None)
     if "__spec__" in saved:
-        main.__spec__ = None
+        main.__dict__["__spec__"] = None
     try:
         yield
     finally:
