@@ -3,6 +3,7 @@ under their row instead of running 200-character lines; a pipe keeps one line a 
 
 from __future__ import annotations
 
+import itertools
 import os
 import pty
 import subprocess
@@ -56,9 +57,12 @@ def test_knobs_on_a_narrow_terminal_fit_and_keep_every_rule(
     lines = _on_a_terminal(db, beside, "knobs")
     assert max(len(line) for line in lines) <= beside and lines[0].endswith("rules")
     persistent = next(i for i, line in enumerate(lines) if line.startswith("persistent "))
-    assert "only with mask none or causal" in lines[persistent]
     rules_at = lines[0].index("rules")
-    assert lines[persistent + 1][:rules_at].strip() == ""  # its rule goes on below, in place
+    more = list(itertools.takewhile(lambda ln: not ln[:rules_at].strip(), lines[persistent + 1 :]))
+    assert more  # its rule goes on below, in place, and reads whole
+    rule = " ".join(ln[rules_at:].strip() for ln in [lines[persistent], *more])
+    assert rule.startswith("only with mask none or causal; not with clusters")
+    assert rule.endswith("not with the software pipeline")
 
     piped = subprocess.run(
         [_console_script(), "knobs"], capture_output=True, text=True, env=subprocess_env(db)
