@@ -59,6 +59,15 @@ def split_map_of(block_map: np.ndarray, ranges: list[tuple[int, int]]) -> np.nda
     return grid
 
 
+def kind_counts(grid: np.ndarray) -> dict[str, int]:
+    """Blocks of each kind in a block map (or a part of one), by name."""
+    return {
+        "computed": int((grid == BlockKind.COMPUTED).sum()),
+        "masked": int((grid == BlockKind.MASKED).sum()),
+        "skipped": int((grid == BlockKind.SKIPPED).sum()),
+    }
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The whole tile schedule of one (batch, head) slice, with derived counts.
@@ -172,12 +181,7 @@ class Schedule:
 
     def counts(self) -> dict[str, int]:
         """Blocks per kind for one (batch, head) slice."""
-        grid = self.block_map
-        return {
-            "computed": int((grid == BlockKind.COMPUTED).sum()),
-            "masked": int((grid == BlockKind.MASKED).sum()),
-            "skipped": int((grid == BlockKind.SKIPPED).sum()),
-        }
+        return kind_counts(self.block_map)
 
     def flops_useful(self, head_dim: int, head_dim_v: int | None = None) -> int:
         """FLOPs on visible (row, key) pairs only, for one (batch, head) slice (times B·H for

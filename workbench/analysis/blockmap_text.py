@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.schedule import BlockKind, Schedule, cdiv
+from kernels.schedule import BlockKind, Schedule, cdiv, kind_counts
 
 # Wider than this a map wraps in most terminals and reads as noise, whatever the terminal says.
 MAX_COLUMNS = 120
@@ -71,11 +71,11 @@ def split_cells(split_map: np.ndarray, n_splits: int, b: int) -> np.ndarray:
 
 def counts_line(grid: np.ndarray) -> str:
     """``32×32 blocks: 496 computed, 32 masked, 496 skipped (48.4 % skipped)``."""
-    counts = {kind: int((grid == kind).sum()) for kind in BlockKind}
-    skipped = counts[BlockKind.SKIPPED]
+    counts = kind_counts(grid)
+    skipped = counts["skipped"]
     return (
-        f"{grid.shape[0]}×{grid.shape[1]} blocks: {counts[BlockKind.COMPUTED]} computed, "
-        f"{counts[BlockKind.MASKED]} masked, {skipped} skipped "
+        f"{grid.shape[0]}×{grid.shape[1]} blocks: {counts['computed']} computed, "
+        f"{counts['masked']} masked, {skipped} skipped "
         f"({100 * skipped / max(1, grid.size):.1f} % skipped)"
     )
 

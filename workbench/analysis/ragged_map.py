@@ -10,9 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.schedule import BlockKind
-
-KINDS = {BlockKind.COMPUTED: "computed", BlockKind.MASKED: "masked", BlockKind.SKIPPED: "skipped"}
+from kernels.schedule import BlockKind, kind_counts
 
 
 @dataclass(frozen=True)
@@ -52,11 +50,10 @@ class RaggedMap:
 
     def own_counts(self, grid: np.ndarray) -> dict[str, int]:
         """Blocks of each kind within each sequence's own key blocks."""
-        counts = dict.fromkeys(KINDS.values(), 0)
+        counts = kind_counts(grid[:0, :0])  # every kind, at zero
         for index in range(len(self.sequences)):
-            part = grid[self._own(index)]
-            for kind, name in KINDS.items():
-                counts[name] += int((part == kind).sum())
+            for name, count in kind_counts(grid[self._own(index)]).items():
+                counts[name] += count
         return counts
 
     def most_splits(self) -> int:

@@ -68,10 +68,7 @@ class MapFacts:
 def map_facts(grid: np.ndarray, rows: int, keys: int, head_dim: int, slices: int) -> MapFacts:
     """Counts per kind, and what skipping saved: 4·rows·keys·D FLOPs per block (a tile of
     ``rows`` query rows by ``keys`` keys) and slice."""
-    counts = {
-        KIND_NAMES[kind]: int((grid == kind).sum())
-        for kind in (BlockKind.COMPUTED, BlockKind.MASKED, BlockKind.SKIPPED)
-    }
+    counts = schedule.kind_counts(grid)
     total = int(grid.size)
     per_block = 4.0 * rows * keys * head_dim * slices
     return MapFacts(
@@ -329,6 +326,10 @@ class HeatmapPanel(QWidget):
                 return tm, tn
         return None
 
+    def _tile_sizes(self) -> tuple[int, int]:
+        """The shown map's tiles: those its point launched, else the run's config's."""
+        return self._tiles or schedule.tile_shape(self._run.config.knob_values())
+
     def _extras(self, seq_len: int) -> list[dict[str, Any]]:
         found = self._point_extras.get(seq_len)
         return [found] if isinstance(found, dict) else []
@@ -367,7 +368,7 @@ class HeatmapPanel(QWidget):
         self._space_ticks()
         self._tiles = self._tiles_for(grid, seq_len)
         run = self._run
-        tm, tn = self._tiles or schedule.tile_shape(run.config.knob_values())
+        tm, tn = self._tile_sizes()
         self.facts = map_facts(
             grid, tm, tn, run.problem.head_dim, run.problem.batch * run.problem.heads
         )
@@ -443,11 +444,7 @@ class HeatmapPanel(QWidget):
         assert self._ragged is not None
         ragged = self._ragged
         keys = int(ragged.sequences[ragged.sequence_at(row)].get("keys", 0))
-        tn = (
-            self._tiles[1]
-            if self._tiles
-            else schedule.tile_shape(self._run.config.knob_values())[1]
-        )
+        tn = self._tile_sizes()[1]
         if col * tn >= keys:
             return f"{ragged.sequence_text(row)}\nk-block {col}: past its keys (padding)"
         text = f"{ragged.sequence_text(row)}\nk-block {col} (keys {col * tn}–"
