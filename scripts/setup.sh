@@ -12,7 +12,8 @@ want_tests=0
 qt_libs=(libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 fonts-dejavu-core
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-randr0 libxcb-render-util0
   libxcb-shape0 libxcb-xkb1 libxcb-xinerama0 libglib2.0-0)
-[[ $want_tests == 1 ]] && qt_libs+=(xvfb xauth)
+# The tests also build a stand-in libcuda with gcc (tests/test_offline_signature.py).
+[[ $want_tests == 1 ]] && qt_libs+=(xvfb xauth gcc)
 
 if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
   missing=()
@@ -22,7 +23,7 @@ if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
   if ((${#missing[@]})); then
     sudo=""
     [[ $(id -u) == 0 ]] || sudo="sudo"
-    echo "setup: installing system libraries for Qt: ${missing[*]}"
+    echo "setup: installing system packages (Qt's libraries; for the tests Xvfb and gcc): ${missing[*]}"
     # Wait for another apt (unattended upgrades at boot) rather than fail on its lock.
     lock=(-o DPkg::Lock::Timeout=600)
     $sudo apt-get "${lock[@]}" update -qq

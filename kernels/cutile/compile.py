@@ -40,7 +40,11 @@ class ShapedArray(Protocol):
 
 
 def array_constraint(spec: ShapedArray) -> Any:
-    """What the JIT would assume for a contiguous, 16-byte aligned array of this shape."""
+    """What the JIT derives from a contiguous, 16-byte aligned array of this shape, constraint
+    for constraint (checked against ``get_parameter_constraints_from_pyargs`` in
+    tests/test_offline_signature.py): a dim of 1 is a constant shape, a stride of 1 a constant
+    stride with no lower bound. Equal constraints give the JIT's bytecode, so a cubin compiled
+    here is the one cuTile's disk cache hands the launch."""
     from cuda.tile.compilation import ArrayConstraint
 
     dtype = _DTYPES[spec.dtype]
@@ -50,14 +54,16 @@ def array_constraint(spec: ShapedArray) -> Any:
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * shape[i + 1]
     per16 = 16 // itemsize
+    stride_constant = tuple(1 if s == 1 else None for s in strides)
     return ArrayConstraint(
         dtype,
         len(shape),
         index_dtype=ct.int32,
-        stride_lower_bound_incl=0,
+        stride_lower_bound_incl=tuple(None if c else 0 for c in stride_constant),
         alias_groups=(),
         may_alias_internally=False,
-        stride_constant=(*([None] * (len(shape) - 1)), 1),
+        stride_constant=stride_constant,
+        shape_constant=tuple(1 if d == 1 else None for d in shape),
         stride_divisible_by=tuple(per16 if s % per16 == 0 else 1 for s in strides),
         shape_divisible_by=tuple(16 if d % 16 == 0 else 1 for d in shape),
         base_addr_divisible_by=16,

@@ -4,9 +4,9 @@ Steps are data (a preset in ``workbench/presets/``, or a user's own file in the 
 a user can edit a step or add one. Each architecture's default is a ladder whose every step
 compiles to a kernel that fits it without spilling (``tests/test_ladder_presets_offline.py``
 compiles them): ``ladder.json`` (sm_90, sm_100: 128x128 tiles with 8 worker warps) and
-``ladder-sm120.json`` (sm_120: 128x64 with 8 worker warps, the K split with the exp2
-polynomial). ``ladder-blackwell.json`` is the published study's ladder in its order (baseline,
-256x128, fast math, K split, program-id remapping, the tuner), no architecture's default because
+``ladder-sm120.json`` (sm_120: 128x64 with 8 worker warps, no K split: it spills there).
+``ladder-blackwell.json`` is the published study's ladder in its order (baseline, 256x128,
+fast math, K split, program-id remapping, the tuner), no architecture's default because
 its 256x128 step spills everywhere; ``--steps ladder-blackwell.json`` runs it. Without a file,
 :func:`load_ladder` picks the preset whose ``archs`` list the local GPU (read with
 ``nvidia-smi``, so no CUDA context is made in the caller); with no GPU, or one no preset lists,
