@@ -28,6 +28,7 @@ from kernels.cutile.forms import Problem, grid_form
 from kernels.cutile.launch import LaunchConfig, check_inputs, check_mask
 from kernels.cutile.launches import Allocator, launch_of, planned_launcher
 from kernels.cutile.plan import decode_ctas_per_sm
+from kernels.cutile.precompile import job, precompile
 from kernels.decode_choice import DECODE_SEARCHED, decode_bound, decode_candidates
 from kernels.knobs import FIXED_IN_TUNING, KNOBS, TUNABLE, applies
 from kernels.measure import (
@@ -241,6 +242,16 @@ def autotune(
         return cfg.hints()
 
     t0 = time.perf_counter()
+    # Every candidate's kernels compiled at once, one process a core, before the first launch
+    # would compile them one after another.
+    sms = sm_count(device_id(q, p.lib) or 0, p.lib)
+    compiled = precompile(
+        [
+            job(p, cfg, mask=mask, input_pos=int(input_pos), window=window, sm_count=sms, arch=arch)
+            for cfg in space
+        ],
+        timeout_s=compile_timeout_s,
+    )
     if decode:
         # cuTile's search would time the split kernel without its combine: every candidate
         # goes straight to the second stage, which times the whole call (the decode preset's
@@ -256,6 +267,7 @@ def autotune(
             p, arch, space_id, len(space), t0, best_us, None, best_config, sustained, []
         )
         tuning["decode"] = True
+        tuning["precompile"] = compiled
         return _store(path, key, chosen, tuning)
     with friendly_errors(), ct.compiler_timeout(compile_timeout_s):
         try:
@@ -298,6 +310,7 @@ def autotune(
         p, arch, space_id, len(space), t0, result.best.mean_us, result.best.error_margin_us,
         result.best.config, sustained, failed,
     )  # fmt: skip
+    tuning["precompile"] = compiled
     return _store(path, key, chosen, tuning)
 
 
