@@ -97,7 +97,13 @@ def rotating(launches: list[Any]) -> Any:
     return step
 
 
-def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list[dict[str, Any]]:
+def check_group(
+    store: Store,
+    group_id: int,
+    rounds: int,
+    rep_ms: float,
+    into: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     import torch
     import triton.testing
 
@@ -106,7 +112,7 @@ def check_group(store: Store, group_id: int, rounds: int, rep_ms: float) -> list
     subject = "cutile" if "cutile" in group.backends else group.backends[0]
     runs = {r.backend: r for r in group.runs}
     seeds = dict(zip(group.seq_lens, np.random.SeedSequence(seed).spawn(len(group.seq_lens))))
-    rows = []
+    rows = [] if into is None else into  # each row lands as it is timed
     for n in group.seq_lens:
         names = [b for b in group.backends if n in group.points[b]]
         first = runs[names[0]]
@@ -292,9 +298,19 @@ def main(argv: list[str] | None = None) -> int:
             except StoreError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
-        rows = [row for g in groups for row in check_group(store, g, args.rounds, args.rep_ms)]
-        repeats = repeat_rows(store, args.repeat_of)
+        rows: list[dict[str, Any]] = []
+        interrupted = False
+        try:
+            for g in groups:
+                check_group(store, g, args.rounds, args.rep_ms, rows)
+            repeats = repeat_rows(store, args.repeat_of)
+        except KeyboardInterrupt:  # a call's time limit: keep the groups already timed
+            interrupted, repeats = True, []
+            done = sorted({row["group"] for row in rows})
+            print(f"interrupted: the rows of groups {done or 'none'} are kept", file=sys.stderr)
     table = "## The same launches timed by triton\n\n" + to_markdown(rows)
+    if interrupted:
+        table += "\nInterrupted before every group was timed: these are the groups it finished.\n"
     if repeats:
         table += "\n## Two group sweeps back to back\n\n" + repeat_markdown(repeats)
     print(table)
@@ -303,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
     if args.markdown:
         Path(args.markdown).write_text(table, encoding="utf-8")
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":

@@ -79,6 +79,6 @@ if stage check; then
   timeout "${CHECK_TIMEOUT:-200}" python3 bench/independent_check.py --db "$DB" \
     --groups "$(group_ids "$GROUPS_FILE")" --rounds "${CHECK_ROUNDS:-6}" \
     --json "$OUT/front-door-independent.json" --markdown "$OUT/front-door-independent.md" \
-    2>&1 | tail -30
+    2>&1 | tee "$OUT/front-door-independent.log" | tail -30
 fi 2>&1 | tee -a "$OUT/front-door.txt"
 save_db "$DB" "$OUT/front-door.db"

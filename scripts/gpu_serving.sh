@@ -96,6 +96,6 @@ if stage check; then
   timeout -s INT -k 10 "${CHECK_TIMEOUT:-120}" python3 bench/independent_check.py --db "$DB" \
     --groups "$checked" --rounds "${CHECK_ROUNDS:-3}" \
     --json "$OUT/serving-independent.json" --markdown "$OUT/serving-independent.md" \
-    2>&1 | tail -30
+    2>&1 | tee "$OUT/serving-independent.log" | tail -30
 fi 2>&1 | tee -a "$OUT/serving.txt"
 save_db "$DB" "$OUT/serving.db"

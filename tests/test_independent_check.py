@@ -153,3 +153,31 @@ def test_bad_arguments_are_one_line_and_no_database_is_made(tmp_path: Path, caps
     assert main(["--db", str(missing), "--groups", "1"]) == 2
     assert capsys.readouterr().err.strip() == f"error: --db {missing}: no such run database"
     assert not missing.exists()
+
+
+def test_an_interrupted_check_keeps_the_groups_it_timed(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A device call's time limit stopped a check at its last group, and the rows of the groups
+    before it, already timed, were lost with it (the JSON was written only at the end): they
+    are written, with a line saying the check was cut short, and the exit code says so."""
+    import json
+    import shutil
+
+    import bench.independent_check as check
+
+    db = tmp_path / "results.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "bench/results/h200-prefill.db", db)
+
+    def timed(store, group, rounds, rep_ms, into):
+        if group == 2:
+            raise KeyboardInterrupt
+        into.append({"group": group, "mask": "causal", "seq_len": 1024, "axis": "seq_len"})
+
+    monkeypatch.setattr(check, "check_group", timed)
+    out, md = tmp_path / "check.json", tmp_path / "check.md"
+    argv = ["--db", str(db), "--groups", "1,2", "--json", str(out), "--markdown", str(md)]
+    assert check.main(argv) == 130
+    assert [row["group"] for row in json.loads(out.read_text())["independent"]] == [1]
+    assert "Interrupted before every group was timed" in md.read_text()
+    assert "interrupted: the rows of groups [1] are kept" in capsys.readouterr().err
