@@ -142,3 +142,18 @@ def test_the_streaming_read_fills_every_sm_once_and_no_more_than_it_has_words() 
         with pytest.raises(ValueError, match="at least one word and one SM"):
             grid_ctas(words, sms)
     assert "one-launch read" in describe() and "16-byte loads" in describe()
+
+
+def test_a_decode_group_at_one_length_says_nothing_about_a_fit(run_cli, monkeypatch) -> None:
+    """A front-door sweep at one k_len printed "no fit for group 1: 1 length with K+V past 128
+    MB … a fit needs 3" under every report: a line through one point was never in reach."""
+    cpu_peers.register(monkeypatch)
+    sweep = ("sweep", "--batch", "1", "--heads", "4", "--kv-heads", "2", "--head-dim", "32",
+             *FAST_TIMING_ARGS)  # fmt: skip
+    result = run_cli(*sweep, "--backends", f"reference,{cpu_peers.NAME}", "--k-lens", "128")
+    assert result.code == 0, result.err
+    text = run_cli("report", "--group", "1").out
+    assert "× " in text and "no fit" not in text
+    assert "no fit" not in run_cli("report", "--group", "1", "--markdown").out
+    fits = json.loads(run_cli("report", "--group", "1", "--json").out)["streaming"]
+    assert fits and all(f["fit"] is None and f["lengths"] == 1 for f in fits)

@@ -67,6 +67,12 @@ def plain_read_ms(run: Any, points: Sequence[Any]) -> dict[int, float]:
     }
 
 
+def wants_a_fit(fit: Mapping[str, Any]) -> bool:
+    """Whether a group's missing fit is worth a line: not where it was swept at one length
+    (a line through one point was never in reach, and every such decode group said so)."""
+    return fit.get("lengths", 2) > 1
+
+
 def summary(fit: StreamingFit) -> str:
     """``7.5 µs + 4470 GB/s (98 % of read)``, and whether the points lie on the line."""
     read = f" ({fit.read_pct:.0f} % of read)" if fit.read_pct is not None else ""

@@ -105,8 +105,11 @@ def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
 
         for line in dict.fromkeys(tuple(f["read_line"]) for f in fits if f.get("read_line")):
             print(f"a plain read on this machine (one launch): {read_line_text(line)}")
-    for group in dict.fromkeys(f["group"] for f in fits if not f["fit"]):
-        reason = next(f["reason"] for f in fits if f["group"] == group and not f["fit"])
+    from workbench.analysis.streaming import wants_a_fit
+
+    missing = [f for f in fits if not f["fit"] and wants_a_fit(f)]
+    for group in dict.fromkeys(f["group"] for f in missing):
+        reason = next(f["reason"] for f in missing if f["group"] == group)
         print(f"no fit for group {group}: {reason}")
 
 

@@ -23,7 +23,7 @@ from workbench.analysis.bandwidth import (
 )
 from workbench.analysis.resources import CompiledResources
 from workbench.analysis.roofline import Ceilings, ceilings_for, no_ceiling_reason, point_roofline
-from workbench.analysis.streaming import COLD_KV_BYTES, POOR_FIT_PCT, fit_run
+from workbench.analysis.streaming import COLD_KV_BYTES, POOR_FIT_PCT, fit_run, wants_a_fit
 from workbench.config import K_LEN_AXIS
 from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.store import PointRecord, RunRecord, Store, StoreError
@@ -168,6 +168,7 @@ def streaming_fits(groups: list[GroupReport], shown: tuple[str, ...]) -> list[di
                 "q_len": points[0].q_len if points else None,
                 "backend": run.backend,
                 "fit": None,
+                "lengths": len(points),
                 # The machine's plain read as a line (fixed µs, GB/s), where it was measured.
                 "read_line": read_line(run.machine),
             }
@@ -471,7 +472,7 @@ def _streaming_markdown(fits: list[dict[str, Any]]) -> list[str]:
         ]
     unfitted: dict[int, dict[str, Any]] = {}
     for f in fits:
-        if not f["fit"]:
+        if not f["fit"] and wants_a_fit(f):
             unfitted.setdefault(f["group"], f)
     if unfitted:
         lines.append("")
