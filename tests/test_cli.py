@@ -200,6 +200,9 @@ def test_show_prints_the_run_and_its_points(
     with Store(db_path) as store:
         assert data["points"] == [p.to_dict() for p in store.points(run_id)]
         assert data["config"] == store.run(run_id).config.to_dict()
+    unlabelled = int(sweep(run_cli, fast_args, "--seq-lens", "16").out)
+    first = run_cli("show", str(unlabelled)).out.splitlines()[0]
+    assert first == f"run {unlabelled}"  # no label: no trailing blanks after the id
 
 
 def _store_launches(db_path: Path, run_id: int, launches: dict[int, dict[str, Any]]) -> None:

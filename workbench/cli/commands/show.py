@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({**run.to_dict(), "points": [p.to_dict() for p in points]})
             return EXIT_OK
-        print(f"run {run.id}  {printable(run.label)}")
+        print(f"run {run.id}  {printable(run.label)}".rstrip())
         error = f": {printable(run.error, keep_newlines=True)}" if run.error else ""
         print(f"  status   {run.status}{error}")
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
