@@ -53,3 +53,40 @@ def test_a_plugin_runs_show_lists_its_own_knobs_and_none_of_cutiles(
     rows = {r["backend"]: r for r in csv.DictReader(io.StringIO(exported.stdout))}
     assert rows["numpy-softcap"]["config_tile_m"] == "" and rows["reference"]["config_tile_m"]
     assert rows["numpy-softcap"]["config_mask"] == "causal"
+
+
+def test_a_ladder_step_naming_a_plugins_knob_says_how_to_set_it_and_writes_nothing(
+    script: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A ladder whose steps change the numpy example's soft cap was refused with the cuTile
+    kernel's knob list ("knobs among ['autotune', 'bnhd_inputs', …]"), which the user had not
+    asked about: the refusal names the plugin's knob and the flag that sets it."""
+    steps = tmp_path / "softcap-steps.json"
+    steps.write_text(
+        json.dumps(
+            {
+                "name": "soft caps",
+                "steps": [
+                    {"name": "cap 20", "changes": {"softcap": 20.0}},
+                    {"name": "cap 50", "changes": {"softcap": 50.0}},
+                ],
+            }
+        )
+    )
+    db = tmp_path / "runs.db"
+    refused = script(
+        db, "--plugin", NUMPY_EXAMPLE, "ladder", "--backend", "numpy-softcap",
+        "--steps", steps, "--seq-lens", "64", *FAST_TIMING_ARGS,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert "softcap is a knob of the plugin numpy-softcap" in line
+    assert "--plugin-knob softcap=VALUE" in line and "bnhd_inputs" not in line
+    assert not db.exists()
+    # What it says to do runs: the cap for the whole ladder, the kernel's steps as they are.
+    kept = script(
+        db, "--plugin", NUMPY_EXAMPLE, "--plugin-knob", "softcap=20", "ladder", "--backend",
+        "numpy-softcap", "--heads", "2", "--head-dim", "32", "--seq-lens", "64",
+        *FAST_TIMING_ARGS,
+    )  # fmt: skip
+    assert kept.returncode == 0, kept.stderr

@@ -185,7 +185,7 @@ def load_ladder(
         changes = raw.get("changes", {})
         unknown = set(changes) - known
         if unknown:
-            raise ConfigError("steps", f"{name}: {sorted(unknown)}", f"knobs among {sorted(known)}")
+            raise ConfigError("steps", f"{name}: {sorted(unknown)}", _unknown_knobs(unknown, known))
         try:
             current = dataclasses.replace(current, **changes)
         except ConfigError as exc:
@@ -215,6 +215,26 @@ def _ladder_axis(data: dict[str, Any], source: str) -> dict[str, Any]:
     elif q_len is not None:
         raise ConfigError("steps", f"{source}: q_len {q_len!r}", "q_len with axis k_len only")
     return {"axis": axis, "q_len": q_len}
+
+
+def _unknown_knobs(unknown: set[str], known: set[str]) -> str:
+    """What a step may change instead: a loaded plugin's own knob is named as one, since a ladder
+    steps through the kernel config and a plugin's knobs are set once a command
+    (``--plugin-knob``), not per run."""
+    from workbench.backends import catalog
+
+    owners = {
+        knob.name: d.name for d in catalog.declarations().values() for knob in d.knobs
+    }  # fmt: skip
+    theirs = sorted(k for k in unknown if k in owners)
+    if theirs:
+        first = theirs[0]
+        return (
+            f"{first} is a knob of the plugin {owners[first]}, which a ladder step cannot change: "
+            f"set it for the whole ladder with --plugin-knob {first}=VALUE, or run one sweep "
+            "per value and compare them"
+        )
+    return f"knobs among {sorted(known)}"
 
 
 def step_label(label: str, step: LadderStep) -> str:
