@@ -84,9 +84,16 @@ def test_a_ladder_step_naming_a_plugins_knob_says_how_to_set_it_and_writes_nothi
     assert "--plugin-knob softcap=VALUE" in line and "bnhd_inputs" not in line
     assert not db.exists()
     # What it says to do runs: the cap for the whole ladder, the kernel's steps as they are.
+    # With no sizes given, a plugin that computes on the host gets the reference's (128, 256 at
+    # B 1 H 2 D 64), not a GPU's 1k-16k at B 4 H 32 D 128, which took the numpy example 22 h.
     kept = script(
         db, "--plugin", NUMPY_EXAMPLE, "--plugin-knob", "softcap=20", "ladder", "--backend",
-        "numpy-softcap", "--heads", "2", "--head-dim", "32", "--seq-lens", "64",
-        *FAST_TIMING_ARGS,
+        "numpy-softcap", *FAST_TIMING_ARGS,
     )  # fmt: skip
     assert kept.returncode == 0, kept.stderr
+    from workbench.store import Store
+
+    with Store(db) as store:
+        runs = store.runs()
+        assert runs and {r.problem.heads for r in runs} == {2}
+        assert {p.seq_len for r in runs for p in store.points(r.id)} == {128, 256}

@@ -52,8 +52,22 @@ LADDER_DEFAULTS = {
 
 
 def ladder_defaults(backend: str, *, decode: bool = False) -> dict[str, Any]:
-    where = "reference" if backend == "reference" else "gpu"
+    where = "reference" if computes_on_the_host(backend) else "gpu"
     return LADDER_DEFAULTS[f"decode-{where}" if decode else where]
+
+
+def computes_on_the_host(backend: str) -> bool:
+    """The reference, and a plugin given host arrays (``inputs="numpy"`` or ``"torch"``): a
+    GPU's default sizes would take such a backend hours (the numpy example: about 22 h)."""
+    if backend == "reference":
+        return True
+    from workbench.backends import catalog
+    from workbench.backends.plugin_backend import PluginCallable
+
+    if backend not in catalog.backend_names():
+        return False
+    factory = catalog.declaration_of(backend).factory
+    return isinstance(factory, PluginCallable) and factory.inputs != "cuda"
 
 
 class LadderStepError(ConfigError):

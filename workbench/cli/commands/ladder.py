@@ -30,7 +30,11 @@ def register(subparsers: Any) -> None:
         help="a built-in ladder: hopper, blackwell (default: the local GPU's), or decode "
         "(baseline, GQA packing, KV split, autotuned; its x axis is k_len)",
     )
-    p.add_argument("--seq-lens", help="default 1k-16k on a GPU backend, 128,256 on reference")
+    p.add_argument(
+        "--seq-lens",
+        help="default 1k-16k on a GPU backend, 128,256 on the reference (and on a plugin that "
+        "computes on the host, as every default below)",
+    )
     p.add_argument(
         "--k-lens",
         help="a decode ladder's key lengths (default 4k-32k on a GPU backend, 256,512 on "
