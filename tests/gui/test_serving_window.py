@@ -114,3 +114,61 @@ def test_a_paged_batchs_block_map_reads_per_sequence_with_its_pages_and_splits(
     assert tip.endswith("past its keys (padding)")
     heat.show_splits.setChecked(False)
     assert all(s.isVisible() for s in heat.kind_swatches)
+
+
+def _per_sequence(qtbot: Any, window: Any, run_id: int) -> Any:
+    window.history.select_runs([run_id])
+    window.tabs.setCurrentWidget(window.heatmap)
+    heat = window.heatmap
+    qtbot.waitUntil(lambda: heat.current_grid() is not None, timeout=5_000)
+    return heat
+
+
+def test_a_ragged_point_stored_without_its_sequences_still_reads_per_sequence(
+    qtbot: Any, make_window: Any, db_path: Any, rng: Any
+) -> None:
+    """The GPU backends' ragged points stored no per-sequence reads (only the reference's did),
+    so the window drew their maps as one dense batch: "Skipped 27,851 of 30,848 blocks" where
+    the grey was the short sequences' padding. It reads them from the run's problem now."""
+    import json
+    import sqlite3
+
+    from workbench.cli import main
+
+    lengths = [int(n) for n in rng.integers(1, 700, size=4)]
+    print(f"lengths {lengths}")
+    argv = ["sweep", "--db", str(db_path), "--lengths", ",".join(map(str, lengths)),
+            "--q-len", "1", "--page-size", "16", "--heads", "4", "--kv-heads", "2",
+            "--pack-gqa", "--mask", "none", "--warmup", "0", "--samples", "1",
+            "--min-time", "0"]  # fmt: skip
+    assert main(argv) == 0
+    with sqlite3.connect(db_path) as db:  # as a GPU backend's point was stored
+        [(point_id, extra)] = db.execute("SELECT id, extra FROM points").fetchall()
+        kept = json.loads(extra)
+        del kept["sequences"]
+        db.execute("UPDATE points SET extra = ? WHERE id = ?", [json.dumps(kept), point_id])
+    window = make_window(probe_backends=False)
+    [run] = window.store.runs()
+    heat = _per_sequence(qtbot, window, run.id)
+    assert heat.plot.getAxis("left").labelText == "sequence (its q-blocks)"
+    assert heat.count_labels["skipped"].text() == "skipped: 0"
+    text = " ".join(heat.summary.text().split())
+    assert f"a ragged batch of {len(lengths)} sequences" in text
+
+
+def test_the_h100s_paged_decode_reads_per_sequence(
+    qtbot: Any, make_window: Any, tmp_path: Any
+) -> None:
+    """This session's serving-decode-64 at pages of 64, measured on an H100
+    (bench/results/h100-serving.db, run 7): 64 sequences of 1,024-30,825 keys."""
+    import shutil
+    from pathlib import Path
+
+    db = tmp_path / "h100-serving.db"
+    shutil.copy(Path(__file__).resolve().parents[2] / "bench/results/h100-serving.db", db)
+    window = make_window(db, probe_backends=False)
+    heat = _per_sequence(qtbot, window, 7)
+    assert heat.count_labels["skipped"].text() == "skipped: 0"
+    text = " ".join(heat.summary.text().split())
+    assert "a ragged batch of 64 sequences, 1,024–30,825 keys, pages of 64" in text
+    assert "positions a KV head" in text and "Skipped" not in text

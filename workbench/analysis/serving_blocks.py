@@ -10,7 +10,9 @@ sequences' maps, one below the other, padded with skipped blocks to the longest.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +80,18 @@ def sequence_reads(problem: Problem, config: KernelConfig) -> list[SequenceRead]
         keys_blocks = plan.n_k_blocks if plan is not None else 0
         reads.append(SequenceRead(b, lq, lk, pages, wasted, keys_blocks, splits, grid))
     return reads
+
+
+def with_sequences(
+    extra: Mapping[str, Any] | None, problem: Problem, config: KernelConfig
+) -> dict[str, Any]:
+    """A ragged point's ``extra`` with its sequences' reads: those it stored, else the ones its
+    problem and config give (what its stored map was made of; the GPU backends' points stored
+    none before 2026-12-07, so the window drew their ragged maps as one dense batch)."""
+    found = dict(extra or {})
+    if problem.lengths is not None and not found.get("sequences"):
+        found["sequences"] = [r.to_dict() for r in sequence_reads(problem, config)]
+    return found
 
 
 def stacked_block_map(reads: list[SequenceRead]) -> np.ndarray:

@@ -295,6 +295,13 @@ class Backend(ABC):
         finally:
             opened.inputs = ()
             self.release()
+        extra = timing_facts(timing)
+        if opened.problem.lengths is not None:
+            # Each sequence's pages, tail, key blocks and splits (`show`, the CSV, the window's
+            # map), where the map is theirs (a plugin's own report may not be).
+            reads = sequence_reads(opened.problem, opened.config)
+            if np.array_equal(stacked_block_map(reads), grid):
+                extra["sequences"] = [r.to_dict() for r in reads]
         return PointResult(
             problem=opened.problem,
             timing=timing,
@@ -303,7 +310,7 @@ class Backend(ABC):
             block_map=np.asarray(grid, dtype=np.int8),
             flops=problem_flops(opened.problem, opened.config),
             peak_mem_bytes=peak,
-            extra=timing_facts(timing),
+            extra=extra,
         )
 
     def measure_point(

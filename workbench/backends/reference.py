@@ -101,10 +101,8 @@ class ReferenceBackend(Backend):
     def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
         result = super().close_point(opened, timing)
         schedule = self._schedule
-        if self._reads is not None:
-            # Per sequence: its pages, wasted tail, key blocks and splits (`show`, the CSV).
-            result.extra["sequences"] = [r.to_dict() for r in self._reads]
-        elif schedule is not None and decode_form(opened.config):
+        # A ragged batch's sequences are in result.extra already (Backend.close_point).
+        if self._reads is None and schedule is not None and decode_form(opened.config):
             # Which split read which key blocks: the block map tab and `show` draw the splits.
             result.extra.update(split_facts(schedule))
         return result

@@ -32,6 +32,7 @@ from kernels import schedule
 from kernels.schedule import BlockKind, cdiv
 from workbench.analysis.blockmap_text import source_words
 from workbench.analysis.ragged_map import RaggedMap
+from workbench.analysis.serving_blocks import with_sequences
 from workbench.config import AXIS_LABELS, SEQ_LEN_AXIS
 from workbench.gui.split_legend import SplitLegend, split_codes, split_lut, stored_ranges
 
@@ -339,6 +340,9 @@ class HeatmapPanel(QWidget):
         rows, cols = grid.shape
         extra = next(iter(self._extras(seq_len)), None)
         self._ranges = stored_ranges(extra)
+        run = self._run
+        if run is not None and run.problem.lengths is not None:
+            extra = with_sequences(extra, run.problem.at(run.axis, seq_len), run.config)
         self._ragged = ragged = RaggedMap.of(extra, rows)
         ragged_splits = ragged.most_splits() if ragged is not None else 0
         self.show_splits.setVisible(bool(self._ranges) or ragged_splits > 1)
