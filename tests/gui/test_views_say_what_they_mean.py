@@ -254,3 +254,24 @@ def test_a_narrow_latency_span_on_a_laptop_screen_reads_two_labels_or_more(
     values = [float(text.replace(",", "")) for text in labels]
     lo, hi = (10.0**v for v in axis.range)
     assert all(lo <= v <= hi for v in values), (labels, lo, hi)
+
+
+def test_a_one_point_runs_latency_has_a_label_next_to_its_point(
+    qtbot: Any, make_window: Any, db_path: Path, rng: Any
+) -> None:
+    """A decode run measured at one length (0.33 ms on the H100) sat under an axis labelled
+    only 1 and 0.5: nothing near the point said what it was. 3 and 4 are labelled too there."""
+    latency = float(rng.uniform(0.31, 0.39))
+    print(f"latency {latency:.3f} ms")
+    with Store(db_path) as store:
+        run = seed_run(store, seq_lens=(32768,), samples_ms={32768: (latency,) * 3})
+    window = make_window(probe_backends=False)
+    window.resize(1366, 768)
+    window.history.select_runs([run])
+    plot = window.plots.latency_plot
+    axis = plot.getAxis("left")
+    qtbot.waitUntil(lambda: 10.0 ** axis.range[1] < 2.0, timeout=5_000)  # the run's own range
+    labels = painted_ticks(plot)
+    print("painted", labels, [round(10.0**v, 3) for v in axis.range])
+    values = [float(text.replace(",", "")) for text in labels]
+    assert any(latency / 1.25 <= v <= latency * 1.25 for v in values), (labels, latency)

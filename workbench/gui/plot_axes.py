@@ -48,12 +48,12 @@ def format_axis_number(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _round_mantissa(x: float) -> bool:
-    """Is ``x`` a 1, 2 or 5 times a power of ten?"""
+def _round_mantissa(x: float, mantissas: Sequence[float] = (1.0, 2.0, 5.0)) -> bool:
+    """Is ``x`` one of ``mantissas`` (1, 2 or 5) times a power of ten?"""
     if x <= 0 or not math.isfinite(x):
         return False
     mantissa = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
-    return any(abs(mantissa - m) < 1e-6 * m for m in (1.0, 2.0, 5.0))
+    return any(abs(mantissa - m) < 1e-6 * m for m in mantissas)
 
 
 def fine_ticks(lo: float, hi: float) -> list[float]:
@@ -94,6 +94,14 @@ class PlainLogAxis(pg.AxisItem):
         xs = [10.0 ** float(v) * scale for v in values]
         every = [format_axis_number(x) if x > 0 and math.isfinite(x) else "" for x in xs]
         labels = [text if _round_mantissa(x) else "" for x, text in zip(xs, every, strict=True)]
+        if sum(map(bool, labels)) == 2:
+            # Two labels a decade apart or less (0.5 and 1) leave a point between them unread
+            # (a one-point decode run at 0.33 ms): 3 and 4 are labelled too, which the log
+            # scale spaces as far apart as 1, 2 and 5.
+            finer = (1.0, 2.0, 3.0, 4.0, 5.0)
+            labels = [
+                text if _round_mantissa(x, finer) else "" for x, text in zip(xs, every, strict=True)
+            ]
         if sum(map(bool, labels)) >= 2:
             return labels
         # Less than a decade in view holds one 1, 2 or 5 or none: label every tick, with the
