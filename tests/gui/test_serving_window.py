@@ -172,3 +172,5 @@ def test_the_h100s_paged_decode_reads_per_sequence(
     text = " ".join(heat.summary.text().split())
     assert "a ragged batch of 64 sequences, 1,024–30,825 keys, pages of 64" in text
     assert "positions a KV head" in text and "Skipped" not in text
+    # Not what the kernel recorded: the host's model of each sequence's tiles, and it says so.
+    assert text.endswith("Block map: the tile schedule's model.")

@@ -378,19 +378,19 @@ class HeatmapPanel(QWidget):
         )
         y_title = "sequence (its q-blocks)" if ragged else self._y_title
         self.plot.setLabel("left", y_title, color="#222")
+        origin = source_words(next(iter(self._extras(seq_len)), None))
+        origin = f" Block map: {origin}." if origin else ""
         if ragged is not None:  # the sequences' own blocks, and what the batch read
             for name, count in ragged.own_counts(grid).items():
                 self.count_labels[name].setText(f"{name}: {count:,}")
             page_size = getattr(run.problem, "page_size", None)
-            self.summary.setText(ragged.summary(self._x(), seq_len, tn, page_size))
+            self.summary.setText(ragged.summary(self._x(), seq_len, tn, page_size) + origin)
             self.legend_row.setToolTip(self.summary.text())
             return
         for name, label in self.count_labels.items():
             label.setText(f"{name}: {self.facts.counts[name]:,}")
         skipped = self.facts.counts["skipped"]
         splits = f" Read by {len(self._ranges)} splits of the key range." if self._ranges else ""
-        origin = source_words(next(iter(self._extras(seq_len)), None))
-        origin = f" Block map: {origin}." if origin else ""
         self.summary.setText(
             f"{self._x()} = {seq_len:,}: {rows} × {cols} blocks of {tm} × {tn}.{origin}{splits} "
             f"Skipped {skipped:,} of {grid.size:,} blocks "
