@@ -94,6 +94,29 @@ def with_sequences(
     return found
 
 
+def ragged_method(problems: list[Problem]) -> tuple[str, str] | None:
+    """A report's method words for ragged batches, (problem, measure), or None where none of
+    ``problems`` is one: each batch by its summary, and the rule its figures follow, per
+    sequence (a dense batch's ``2·B·Hkv·k_len·D`` would count 64 sequences at the longest's
+    length)."""
+    ragged = [q for q in problems if q.lengths is not None]
+    if not ragged:
+        return None
+    shape = "; ".join(dict.fromkeys(q.summary() for q in ragged))
+    if all(q.varlen for q in ragged):
+        measure = (
+            "TFLOP/s = 2·H·(D+Dv) per visible (query, key) pair of each sequence on its own "
+            "(a causal sequence's half) / median time"
+        )
+    else:
+        measure = (
+            "GB/s = bytes of K and V each sequence reads (its own keys; on a paged cache whole "
+            "pages, the last one's tail included, a shared page once), Hkv·(D+Dv)·itemsize a "
+            "key position / median time"
+        )
+    return shape, measure
+
+
 def stacked_block_map(reads: list[SequenceRead]) -> np.ndarray:
     """The sequences' block maps one below the other, padded with skipped blocks."""
     width = max(1, *(r.block_map.shape[1] for r in reads))

@@ -23,6 +23,7 @@ from workbench.analysis.bandwidth import (
 )
 from workbench.analysis.resources import CompiledResources
 from workbench.analysis.roofline import Ceilings, ceilings_for, no_ceiling_reason, point_roofline
+from workbench.analysis.serving_blocks import ragged_method
 from workbench.analysis.streaming import COLD_KV_BYTES, POOR_FIT_PCT, fit_run, wants_a_fit
 from workbench.config import K_LEN_AXIS
 from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
@@ -342,6 +343,7 @@ def method_line(groups: list[GroupReport]) -> str:
             else "4·B·H·Nq·Nk·D"
         )
         measure = f"TFLOP/s = {flops} / median time (halved for causal)"
+    shape, measure = ragged_method([r.problem for r in runs]) or (shape, measure)
     return (
         f"{shape}; {measure}; group{'s' if len(groups) > 1 else ''} "
         f"{', '.join(str(g.group_id) for g in groups)}: every "
