@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kernels import schedule
-from kernels.schedule import BlockKind, Schedule
+from kernels.schedule import Schedule, kind_counts
+from workbench.analysis.ragged_map import RaggedMap
 from workbench.analysis.serving_blocks import sequence_reads, serving_flops, stacked_block_map
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.errors import BackendError as BackendError  # re-exported: where backends raise it
@@ -59,12 +60,10 @@ class PointResult:
         return self.flops / (self.timing.median_ms * 1e-3) / 1e12
 
     def block_counts(self) -> dict[str, int]:
-        grid = self.block_map
-        return {
-            "computed": int((grid == BlockKind.COMPUTED).sum()),
-            "masked": int((grid == BlockKind.MASKED).sum()),
-            "skipped": int((grid == BlockKind.SKIPPED).sum()),
-        }
+        """Blocks of each kind; a ragged batch's within each sequence's own key blocks (the
+        grey right of a short sequence is the stacked picture's padding, not skipped work)."""
+        ragged = RaggedMap.of(self.extra, self.block_map.shape[0])
+        return ragged.own_counts(self.block_map) if ragged else kind_counts(self.block_map)
 
 
 def problem_flops(problem: Problem, config: KernelConfig) -> int:

@@ -10,6 +10,7 @@ from kernels import knobs, schedule
 from workbench.analysis.bandwidth import point_bandwidth
 from workbench.analysis.compare import compiled_of, point_pct, run_ceilings
 from workbench.analysis.resources import CompiledResources
+from workbench.analysis.serving_blocks import point_block_counts
 from workbench.analysis.tuned import tuned_labels
 from workbench.cli.output import fmt
 from workbench.config import AXIS_LABELS
@@ -32,7 +33,7 @@ def point_table(
             fmt(bw["kv_gbs"], ".1f"),
             fmt(bw["qo_gbs"], ".2f"),
             fmt(p.rel_err, ".1e"),
-            f"{p.blocks_computed}/{p.blocks_masked}/{p.blocks_skipped}",
+            "/".join(str(n) for n in point_block_counts(run, p).values()),
             f"{p.compile_s:.2f}",
         ]
         for p, bw in zip(points, bandwidths, strict=True)

@@ -17,6 +17,7 @@ from kernels.cutile.plan import plan_columns
 from kernels.knobs import TUNABLE
 from workbench.analysis.bandwidth import point_bandwidth
 from workbench.analysis.roofline import ROOFLINE_COLUMNS, Ceilings, ceilings_for, point_columns
+from workbench.analysis.serving_blocks import point_block_counts
 from workbench.batch_lengths import lengths_summary
 from workbench.config import KernelConfig, Problem
 from workbench.safe_write import UnsafeTarget, write_bytes_safely
@@ -75,6 +76,7 @@ def point_rows(
             yield {
                 **base,
                 **data,
+                **{f"blocks_{k}": n for k, n in point_block_counts(run, point).items()},
                 "latency_se_pct": extra.get("median_noise_pct"),
                 **{f"tuned_{name}": launched.get(name) for name in TUNABLE},
                 "axis": run.axis,
