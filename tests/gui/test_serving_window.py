@@ -174,3 +174,20 @@ def test_the_h100s_paged_decode_reads_per_sequence(
     assert "positions a KV head" in text and "Skipped" not in text
     # Not what the kernel recorded: the host's model of each sequence's tiles, and it says so.
     assert text.endswith("Block map: the tile schedule's model.")
+
+
+def test_compare_of_the_h100s_one_length_serving_group_says_nothing_about_a_fit(
+    qtbot: Any, make_window: Any, tmp_path: Any
+) -> None:
+    """Compare of serving-decode-64 (group 3, one length) printed "no fit: 1 length with K+V
+    past 128 MB (twice the L2); a fit needs 3" under each of its three runs."""
+    import shutil
+    from pathlib import Path
+
+    db = tmp_path / "h100-serving.db"
+    shutil.copy(Path(__file__).resolve().parents[2] / "bench/results/h100-serving.db", db)
+    window = make_window(db, probe_backends=False)
+    window.open_group_compare(3)
+    panel = window.compare
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=5_000)
+    assert window.tabs.currentWidget() is panel and not panel.streaming.isVisible()

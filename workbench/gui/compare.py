@@ -45,7 +45,7 @@ from workbench.analysis.compare import (
 from workbench.analysis.ncu_source import cell_tooltip
 from workbench.analysis.resources import CompiledResources
 from workbench.analysis.roofline import Ceilings, no_ceiling_reason
-from workbench.analysis.streaming import COLD_KV_BYTES, fit_run
+from workbench.analysis.streaming import COLD_KV_BYTES, fit_run, wants_a_fit
 from workbench.analysis.streaming import summary as streaming_summary
 from workbench.config import AXIS_LABELS
 from workbench.gui.colors import run_color
@@ -261,9 +261,12 @@ class ComparePanel(QWidget):
         """Each decode run's fixed cost and streaming rate (or why its lengths allow none)."""
         lines = []
         for run in runs:
+            points = self._points.get(run.id, [])
             try:
-                said = streaming_summary(fit_run(run, self._points.get(run.id, [])))
+                said = streaming_summary(fit_run(run, points))
             except ValueError as exc:
+                if not wants_a_fit({"lengths": len(points)}):
+                    continue  # one length: a line through one point was never in reach
                 said = f"no fit: {exc}"
             lines.append(f"<b>{html.escape(run_name(run))}</b> {html.escape(said)}")
         for line in dict.fromkeys(filter(None, (read_line(r.machine) for r in runs))):
@@ -279,7 +282,7 @@ class ComparePanel(QWidget):
             "first loads, tail, a second launch). A plain read (`fmha-workbench bandwidth`: one "
             "launch that reads each byte once) pays the least a kernel can."
         )
-        self.streaming.setVisible(bool(runs))
+        self.streaming.setVisible(bool(lines))
 
     def keep_split(self, *_: Any) -> None:
         """Leave the table/chart split where the user put it."""
