@@ -10,6 +10,10 @@
 #   varlen    serving-prefill-varlen at 64x128 tiles beside the preset's 64x64 (0.729x FA4)
 #   beyond    decode shapes past the presets through the plain calls (B1 k128k, B4 q4 k16k D64,
 #             B64 k1k), beside cuDNN
+#   d96       (not in the default list: STAGES=d96) the D 96 causal prefill (0.842x FA4) beside
+#             our own D 128 of the same shape: D 96 runs as column chunks of 64 and 32, whose key
+#             block compiles to 462 instructions a warp against D 128's 443 (`resources`), so
+#             a D 96 time near D 128's, not 0.75 of it, points at the chunking
 #   source .gpuhost/activate.sh .gpuhost && FMHA_WORKBENCH_COMMIT=<hash> bash scripts/gpu_next.sh
 # Each stage starts only while the call has time for it (BEFORE_*), so a slow one cuts the
 # rest short with a line saying so rather than the call's limit cutting everything off.
@@ -66,5 +70,11 @@ if stage beyond && before "${BEFORE_BEYOND:-470}"; then
   OUT=$WORK/beyond PEERS=cutile,torch-cudnn STAGES=sweep ROUNDS=3 SWEEP_TIMEOUT=${BEYOND_SWEEP_TIMEOUT:-40} \
     PROBLEMS="B1-k128k|--batch 1 --head-dim 128 --q-len 1 --k-lens 128k;B4-q4-k16k-D64|--batch 4 --head-dim 64 --q-len 4 --k-lens 16k;B64-k1k|--batch 64 --head-dim 128 --q-len 1 --k-lens 1k" \
     bash scripts/gpu_front_door.sh 2>&1 | grep -v Warning | tail -20
+fi
+if stage d96 && before "${BEFORE_D96:-300}"; then
+  echo "== $(elapsed) d96: D 96 against D 128, causal prefill B2 N4k, tuned"
+  OUT=$WORK/d96 PEERS=cutile,torch-cudnn STAGES=sweep ROUNDS=3 SWEEP_TIMEOUT=${D96_SWEEP_TIMEOUT:-120} \
+    PROBLEMS="D96|--batch 2 --head-dim 96 --seq-lens 4k --mask causal;D128|--batch 2 --head-dim 128 --seq-lens 4k --mask causal" \
+    bash scripts/gpu_front_door.sh 2>&1 | grep -v Warning | tail -16
 fi
 echo "== $(elapsed) done"
