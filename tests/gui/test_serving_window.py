@@ -191,3 +191,10 @@ def test_compare_of_the_h100s_one_length_serving_group_says_nothing_about_a_fit(
     panel = window.compare
     qtbot.waitUntil(lambda: panel.table.rowCount() == 1, timeout=5_000)
     assert window.tabs.currentWidget() is panel and not panel.streaming.isVisible()
+    # The chart's axis is about its one length, not stretched to N = 1 by an empty noise band.
+    import math
+
+    view = panel.chart.plot.getViewBox()
+    qtbot.waitUntil(lambda: view.viewRange()[0][1] > 5, timeout=5_000)  # ranged to the data
+    (lo, hi), _ = view.viewRange()
+    assert 10 < lo < math.log2(30825) < hi < 20, (lo, hi)

@@ -130,6 +130,10 @@ class CompareChart(QWidget):
         curve.line.setData(x, y)
         curve.low.setData(x, low)
         curve.high.setData(x, high)
+        # One point has no band to fill, and the empty fill's bounds at the origin stretched
+        # the x axis to N = 1 (a one-length decode group read "1 2 4 … 32k").
+        for item in (curve.band, curve.low, curve.high):
+            item.setVisible(x.size > 1)
         self.legend.removeItem(curve.line)
         self.legend.addItem(curve.line, name)
 
