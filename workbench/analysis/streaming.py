@@ -67,10 +67,10 @@ def plain_read_ms(run: Any, points: Sequence[Any]) -> dict[int, float]:
     }
 
 
-def wants_a_fit(fit: Mapping[str, Any]) -> bool:
-    """Whether a group's missing fit is worth a line: not where it was swept at one length
+def wants_a_fit(lengths: int) -> bool:
+    """Whether a run's missing fit is worth a line: not where it was measured at one length
     (a line through one point was never in reach, and every such decode group said so)."""
-    return fit.get("lengths", 2) > 1
+    return lengths > 1
 
 
 def summary(fit: StreamingFit) -> str:

@@ -83,7 +83,9 @@ class BackendDeclaration:
     flags) mean something to it (our kernel, the reference that walks its schedule); a peer or
     a plugin runs the mask alone with its own tiling. ``tunes``: its tuner sets the tunable
     knobs per length when the config asks for it. ``in_engine``: it computes in the supervised
-    engine child (GPU backends and every plugin). ``source``: a plugin's file and hash."""
+    engine child (GPU backends and every plugin). ``on_host``: it computes on the CPU (the
+    reference, a plugin given host arrays), so it gets the reference's default sizes, not a
+    GPU's. ``source``: a plugin's file and hash."""
 
     name: str
     label: str
@@ -95,6 +97,7 @@ class BackendDeclaration:
     kernel_knobs: bool = False
     tunes: bool = False
     in_engine: bool = True
+    on_host: bool = False
     probe: Callable[[], Availability] | None = None
     notes: str = ""
     source: PluginSource | None = None

@@ -116,6 +116,7 @@ def declare(
         rules=tuple(rules),
         probe=listed_probe,
         notes=notes,
+        on_host=inputs != "cuda",  # numpy or torch: host arrays
     )
 
 

@@ -116,5 +116,6 @@ DECLARATIONS = (
         capabilities=Capabilities(layouts=("bhnd",)),
         kernel_knobs=True,  # it walks the kernel's tile schedule
         in_engine=False,  # NumPy on the CPU cannot poison a CUDA context: it runs where called
+        on_host=True,
     ),
 )

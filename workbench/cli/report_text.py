@@ -107,7 +107,7 @@ def _print_streaming_fits(fits: list[dict[str, Any]]) -> None:
             print(f"a plain read on this machine (one launch): {read_line_text(line)}")
     from workbench.analysis.streaming import wants_a_fit
 
-    missing = [f for f in fits if not f["fit"] and wants_a_fit(f)]
+    missing = [f for f in fits if not f["fit"] and wants_a_fit(f["lengths"])]
     for group in dict.fromkeys(f["group"] for f in missing):
         reason = next(f["reason"] for f in missing if f["group"] == group)
         print(f"no fit for group {group}: {reason}")

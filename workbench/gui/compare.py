@@ -265,7 +265,7 @@ class ComparePanel(QWidget):
             try:
                 said = streaming_summary(fit_run(run, points))
             except ValueError as exc:
-                if not wants_a_fit({"lengths": len(points)}):
+                if not wants_a_fit(len(points)):
                     continue  # one length: a line through one point was never in reach
                 said = f"no fit: {exc}"
             lines.append(f"<b>{html.escape(run_name(run))}</b> {html.escape(said)}")

@@ -57,17 +57,11 @@ def ladder_defaults(backend: str, *, decode: bool = False) -> dict[str, Any]:
 
 
 def computes_on_the_host(backend: str) -> bool:
-    """The reference, and a plugin given host arrays (``inputs="numpy"`` or ``"torch"``): a
-    GPU's default sizes would take such a backend hours (the numpy example: about 22 h)."""
-    if backend == "reference":
-        return True
+    """Its declaration says it computes on the CPU (the reference, a plugin given host
+    arrays): a GPU's default sizes would take it hours (the numpy example: about 22 h)."""
     from workbench.backends import catalog
-    from workbench.backends.plugin_backend import PluginCallable
 
-    if backend not in catalog.backend_names():
-        return False
-    factory = catalog.declaration_of(backend).factory
-    return isinstance(factory, PluginCallable) and factory.inputs != "cuda"
+    return backend in catalog.backend_names() and catalog.declaration_of(backend).on_host
 
 
 class LadderStepError(ConfigError):

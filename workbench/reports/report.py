@@ -474,7 +474,7 @@ def _streaming_markdown(fits: list[dict[str, Any]]) -> list[str]:
         ]
     unfitted: dict[int, dict[str, Any]] = {}
     for f in fits:
-        if not f["fit"] and wants_a_fit(f):
+        if not f["fit"] and wants_a_fit(f["lengths"]):
             unfitted.setdefault(f["group"], f)
     if unfitted:
         lines.append("")
