@@ -11,7 +11,8 @@ for every launch on it:
   on the long one (256 blocks against an average of 12). Each sequence's key range is cut into
   work units of about equal key blocks (a short sequence stays one unit), units run longest
   first, and the combine merges each sequence's own units (FlashInfer's scheduler and FA3's
-  ``num_splits`` heuristic address the same imbalance).
+  ``num_splits`` heuristic address the same imbalance). A batch that already fills the SMs
+  whole is not cut: the split count with the shortest estimated end, combine included, wins.
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ MAX_SPLITS = 32
 # A unit shorter than this many key blocks costs more in its fixed part (Q load, partial
 # store, its share of the combine) than splitting it saves.
 MIN_UNIT_BLOCKS = 4
-# Work units per SM slot the chunk size aims at: several waves, so that no one unit sets the
-# end time (list scheduling ends within one unit of the ideal).
-WAVES = 4
-# The fixed cost of a unit in key blocks, in the makespan estimate (Q load, epilogue).
-UNIT_OVERHEAD_BLOCKS = 1.0
+# The pieces the longest sequence may be cut into, tried in turn (the others are cut into
+# pieces of about the same number of key blocks): list scheduling's end moves in steps with the
+# piece size, so a few sizes are tried rather than one aimed at a number of waves.
+LONGEST_PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# A unit's fixed cost in keys (Q load, the first loads in flight, the partial store) and the
+# combine launch's, in the makespan estimate. On an H100, 16 sequences of 8k at pages of 64
+# ran 9 % slower cut 4 ways over 64-key blocks than whole (192.3 against 176.4 us,
+# bench/results/h100-serving.db): about 4 us a unit beyond the combine's 3 us, where a CTA
+# reads 64 keys of D 128 in about 1.4 us.
+UNIT_OVERHEAD_KEYS = 192
+COMBINE_KEYS = 128
 # Columns of the varlen tile table (int32): where its queries and keys start, how many.
 VARLEN_COLUMNS = ("q_start", "q_len", "k_start", "k_len", "q_block", "seq", "work", "pad")
 
@@ -108,16 +115,23 @@ class SplitSchedule:
         next CTA in launch order as it frees (how the hardware hands out CTAs); every unit
         runs ``ctas_per_unit`` CTAs (KV heads × row blocks), adjacent in launch order."""
         free = [0.0] * max(sm_slots, 1)
+        overhead = UNIT_OVERHEAD_KEYS / self.block_n
         for unit in self.units:
-            cost = unit.blocks + UNIT_OVERHEAD_BLOCKS
+            cost = unit.blocks + overhead
             for _ in range(ctas_per_unit):
                 heapq.heappush(free, heapq.heappop(free) + cost)
         return max(free)
 
     def ideal_span(self, sm_slots: int, ctas_per_unit: int = 1) -> float:
         """The makespan of perfectly divisible work: all key blocks spread evenly."""
-        total = sum(u.blocks for u in self.units) + UNIT_OVERHEAD_BLOCKS * len(self.splits)
+        overhead = UNIT_OVERHEAD_KEYS / self.block_n
+        total = sum(u.blocks for u in self.units) + overhead * len(self.splits)
         return total * ctas_per_unit / max(sm_slots, 1)
+
+    def estimated_end(self, sm_slots: int, ctas_per_unit: int = 1) -> float:
+        """The makespan with the combine launch after it where a sequence is split."""
+        combine = COMBINE_KEYS / self.block_n if self.needs_combine else 0.0
+        return self.makespan(sm_slots, ctas_per_unit) + combine
 
 
 def _even_pieces(blocks: int, pieces: int) -> list[tuple[int, int]]:
@@ -143,18 +157,28 @@ def plan_splits(
     """Key splits per sequence for ``sm_slots`` CTA slots (SMs × CTAs an SM holds), each unit
     running ``ctas_per_unit`` CTAs (KV heads × row blocks).
 
-    The chunk is the key blocks per unit that gives about :data:`WAVES` units per slot over
-    the whole batch, at least ``min_blocks``; each sequence is cut into as many even pieces of
-    about that chunk as it needs (at most ``max_splits``). A sequence with no key is one unit
-    of no block (its rows get 0 and -inf).
+    A chunk is the key blocks per unit: the longest sequence's blocks over each count of
+    :data:`LONGEST_PIECES`, at least ``min_blocks``; each sequence is cut into as many even
+    pieces of about that chunk as it needs (at most ``max_splits``). Of those cuts (the first
+    is none at all) the one whose estimated end (:meth:`SplitSchedule.estimated_end`) is
+    soonest wins, the fewer units on a tie. A sequence with no key is one unit of no block
+    (its rows get 0 and -inf).
     """
     if block_n <= 0:
         raise ValueError(f"block_n must be positive, got {block_n}")
     if sm_slots <= 0:
         raise ValueError(f"sm_slots must be positive, got {sm_slots}")
     blocks = [key_blocks(int(n), block_n) for n in seq_lens]
-    total_ctas_blocks = sum(blocks) * max(ctas_per_unit, 1)
-    chunk = max(min_blocks, cdiv(total_ctas_blocks, sm_slots * WAVES), 1)
+    longest = max(blocks, default=1) or 1
+    chunks = {longest} | {max(min_blocks, cdiv(longest, n), 1) for n in LONGEST_PIECES}
+    schedules = [_cut(blocks, block_n, chunk, max_splits) for chunk in sorted(chunks)]
+    return min(
+        schedules, key=lambda s: (round(s.estimated_end(sm_slots, ctas_per_unit), 6), s.slots)
+    )
+
+
+def _cut(blocks: list[int], block_n: int, chunk: int, max_splits: int) -> SplitSchedule:
+    """Each sequence of ``blocks`` key blocks cut into even pieces of about ``chunk``."""
     splits = [min(max(cdiv(n, chunk), 1), max_splits) for n in blocks]
     first_slot, slot = [], 0
     for n in splits:

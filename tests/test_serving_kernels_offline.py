@@ -38,8 +38,19 @@ def check_no_spill(cubin: bytes) -> None:
         dict(window=256, head_dim=96, dtype="bfloat16"),  # a padded head dim, window mask
         dict(causal=True, block_n=128),  # 64×128, two CTAs an SM
         dict(causal=True, with_lse=False),
+        # 128-row tiles: 8 worker warps, one CTA an SM (the compiler's own choice spills).
+        dict(causal=True, dtype="bfloat16", block_m=128, block_n=128, with_lse=False),
+        dict(causal=True, block_m=128, block_n=64),
     ],
-    ids=["causal-d128", "none-bf16-d64", "window-bf16-d96", "causal-64x128", "no-lse"],
+    ids=[
+        "causal-d128",
+        "none-bf16-d64",
+        "window-bf16-d96",
+        "causal-64x128",
+        "no-lse",
+        "causal-bf16-128x128",
+        "causal-128x64",
+    ],
 )
 def test_the_varlen_kernel_compiles_without_spilling(knobs: dict) -> None:
     check_no_spill(compile_varlen_cubin(**knobs))
@@ -77,9 +88,13 @@ def test_the_paged_combine_compiles_without_spilling_at_several_ctas_an_sm(q_len
 def test_a_page_of_16_runs_in_64_key_blocks_because_16_key_steps_spill() -> None:
     # The choice default_block_n makes, measured: one 16-key page a step spills on sm_90, and
     # so do eight pages joined into 128 keys; four joined into 64 keys do not (the p16 case).
-    assert default_block_n(16) == 64 and default_block_n(64) == 64 and default_block_n(256) == 128
+    # From pages of 32 up the block is 128 keys, which ran as fast as the dense decode.
+    assert default_block_n(16) == 64 and default_block_n(32) == 128
+    assert default_block_n(64) == 128 and default_block_n(256) == 128
     if cuobjdump_path() is None:
         pytest.skip("cuobjdump is not installed: spills cannot be read")
     assert read_resources(compile_paged_cubin(page_size=16, block_n=16)).spills
     assert read_resources(compile_paged_cubin(page_size=16, block_n=128)).spills
     assert not read_resources(compile_paged_cubin(page_size=16, block_n=32)).spills
+    for page_size in (32, 64):
+        assert not read_resources(compile_paged_cubin(page_size=page_size, block_n=128)).spills

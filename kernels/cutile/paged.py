@@ -33,6 +33,7 @@ from kernels.cutile.serving_checks import (
     check_tensor,
     host_ints,
 )
+from kernels.decode_choice import decode_tile_n
 from kernels.head_dims import pads_head_dim, tile_head_dim
 from kernels.serving_schedule import (
     MAX_SPLITS,
@@ -157,16 +158,20 @@ class PagedPlan:
         return self.rows_q * self.rows_g
 
 
-def default_block_n(page_size: int) -> int:
-    """Key block per step: the page itself from 64 tokens up (one TMA load a block, two
-    128-key blocks a page of 256), 64 keys below (four pages of 16 or two of 32 joined).
+def default_block_n(page_size: int, head_dim: int = 128) -> int:
+    """Key block per step: 128 keys from pages of 32 up (four pages of 32 or two of 64 joined,
+    one TMA load a block; two blocks a page of 256), 64 keys for pages of 16 (four joined);
+    at most the decode form's 32 KB of K (:func:`kernels.decode_choice.decode_tile_n`: 64 keys
+    at D 256).
 
     Why (compiled offline for sm_90, tileiras 13.4, bf16, D 128, q_len 1, group 4): a 16-key
     block spills 456 B a thread whichever way its page comes, eight 16-token pages joined into
     128 keys spill 464 B, while two to four pages joined into 32-128 keys and one page of
-    32-256 tokens spill nothing (tests/test_serving_kernels_offline.py).
+    32-256 tokens spill nothing (tests/test_serving_kernels_offline.py). Measured on an H100
+    (16 sequences of 8k at pages of 64, one split, bench/results/h100-serving.db): 128-key
+    blocks ran 173.8 us, 64-key blocks 176.4 us, the dense decode over 128-key blocks 173.0.
     """
-    return min(max(page_size, 64), 128)
+    return min(64 if page_size < 32 else 128, decode_tile_n(head_dim))
 
 
 def tile_rows(q_len: int, group: int) -> tuple[int, int, int]:
