@@ -103,6 +103,36 @@ def test_lengths_from_a_file_and_a_seeded_distribution(
     assert set(uniform) <= set(range(10, 21)) and len(set(uniform)) > 5
 
 
+@pytest.mark.parametrize(
+    ("asked", "block"),
+    [
+        (["--preset", "serving-decode-64", "--page-size", "16"], 64),
+        (["--preset", "serving-decode-64", "--page-size", "64"], 128),
+        (["--preset", "serving-decode-64", "--page-size", "16", "--tile-n", "32"], 32),
+        (["--q-len", "1", "--page-size", "64"], 128),  # no preset: the registry's 64 is not typed
+    ],
+    ids=["preset-p16", "preset-p64", "typed", "plain-p64"],
+)
+def test_a_paged_sweep_reads_pages_in_the_paged_kernels_own_block(
+    run_cli: Callable, db_path: Path, asked: list[str], block: int
+) -> None:
+    # The decode presets bring 256-key blocks at D 64 (128 at D 128): on a paged cache the
+    # block is the paged kernel's own for the page (eight 16-token pages joined spill, 256 is
+    # not one of its blocks); a --tile-n the user types still wins.
+    result = run_cli(
+        "sweep", *asked, "--lengths", "300,2k", "--heads", "4", "--kv-heads", "2",
+        "--head-dim", "64", *FAST,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    conn = sqlite3.connect(db_path)
+    try:
+        (config,) = [json.loads(row[0]) for row in conn.execute("SELECT config FROM runs")]
+    finally:
+        conn.close()
+    assert config["tile_n"] == block
+    assert config["pack_gqa"] is ("--preset" in asked)  # the preset's other knobs still come
+
+
 def test_the_serving_presets_state_their_batch() -> None:
     from workbench.problem_presets import serving_presets
 

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from kernels import knobs
+from kernels.cutile.plan import SERVING_KNOBS
 from kernels.schedule import MASK_MODES
 from workbench.cli.knob_flags import add_arch, add_knob_flag, knob_arch
 from workbench.cli.serving_flags import add_batch_flags, ragged_axis_and_problem
@@ -45,6 +46,9 @@ PROBLEM_DEFAULTS = {
     "dtype": "float16",
 }
 SEQ_LENS_DEFAULT = "128,256,512"
+
+
+KEYS = SERVING_KNOBS[1]  # the key block knob a paged cache's page sets
 
 
 def add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> None:
@@ -143,20 +147,28 @@ def _or(given: Any, default: Any) -> Any:
     return default if given is None else given
 
 
-def knob_values(args: argparse.Namespace, head_dim: int) -> dict[str, Any]:
+def knob_values(args: argparse.Namespace, problem: Problem) -> dict[str, Any]:
     """Every knob's value for a sweep: the registry's default, under a ``--preset``'s kernel
-    settings at ``head_dim`` (:func:`~workbench.problem_presets.preset_knobs`), under the
-    flags the user typed."""
+    settings at the problem's head dim (:func:`~workbench.problem_presets.preset_knobs`),
+    under the flags the user typed. A paged cache's key block, unless typed, is the paged
+    kernel's own for the page and head dim (:func:`kernels.cutile.paged.default_block_n`):
+    a dense preset's 128 keys at pages of 16 join eight pages and spill, its 256 at D 64 is
+    not one of the paged kernel's blocks."""
     values = {knob.name: knob.default for knob in knobs.EXPOSED}
     if getattr(args, "preset", None) is not None and brings_decode_knobs(args.preset):
-        values.update(preset_knobs(head_dim))
-    values.update({k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)})
+        values.update(preset_knobs(problem.head_dim))
+    typed = {k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)}
+    if problem.page_size is not None and KEYS not in typed:
+        from kernels.cutile.paged import default_block_n
+
+        values[KEYS] = default_block_n(problem.page_size, problem.head_dim)
+    values.update(typed)
     return values
 
 
 def spec_from_args(args: argparse.Namespace, backend: str) -> SweepSpec:
     axis, lengths, problem, mask = axis_and_problem(args)
-    config = KernelConfig(mask=mask, window=args.window, **knob_values(args, problem.head_dim))
+    config = KernelConfig(mask=mask, window=args.window, **knob_values(args, problem))
     from workbench.backends import check_offered
 
     check_offered(config, sweep_backend_names(args), knob_arch(args))
