@@ -357,6 +357,9 @@ def plan_words(stored: Mapping[str, Any]) -> str:
 # The knobs a ragged launch (the serving kernels, kernels/cutile/varlen.py and paged.py) reads:
 # its tile rows, its key block, its KV splits, its CTAs an SM and whether heads are packed.
 SERVING_KNOBS = ("tile_m", "tile_n", "kv_splits", "occupancy", "pack_gqa")
+# The knobs whose compiler hints the serving kernels are compiled with: CTAs an SM, and the
+# worker warps the varlen kernel's 128-row tile takes.
+SERVING_HINT_KNOBS = ("occupancy", "num_worker_warps")
 
 
 def serving_plan_record(

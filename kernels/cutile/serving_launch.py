@@ -15,10 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from kernels import knobs as registry
+from kernels.cutile.plan import SERVING_HINT_KNOBS
+
 # Device copies of host tables, the newest last; the oldest go past this many.
 DEVICE_TABLES_KEPT = 64
 _DEVICE_TABLES: dict[tuple[int, str], tuple[np.ndarray, Any]] = {}
-_VARIANTS: dict[tuple[int, int | None], Any] = {}
+_VARIANTS: dict[tuple[int, int | None, int | None], Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -30,14 +33,16 @@ class ArrayArg:
     shape: tuple[int, ...]
 
 
-def variant(kernel: Any, ctas_per_sm: int | None = None) -> Any:
-    """``kernel`` compiled to fit ``ctas_per_sm`` CTAs an SM (cuTile's occupancy hint; None:
-    the compiler's choice), made once: a ``replace_hints`` per launch would recompile."""
-    key = (id(kernel), ctas_per_sm)
+def variant(kernel: Any, ctas_per_sm: int | None = None, worker_warps: int | None = None) -> Any:
+    """``kernel`` compiled to fit ``ctas_per_sm`` CTAs an SM (cuTile's occupancy hint) with
+    ``worker_warps`` warps (None: the compiler's choice for either), made once: a
+    ``replace_hints`` per launch would recompile."""
+    key = (id(kernel), ctas_per_sm, worker_warps)
+    names = [registry.KNOBS[name].hint for name in SERVING_HINT_KNOBS]
+    hints = {name: value for name, value in zip(names, (ctas_per_sm, worker_warps)) if value}
     with _LOCK:
         if key not in _VARIANTS:
-            hinted = kernel.replace_hints(occupancy=ctas_per_sm) if ctas_per_sm else kernel
-            _VARIANTS[key] = hinted
+            _VARIANTS[key] = kernel.replace_hints(**hints) if hints else kernel
         return _VARIANTS[key]
 
 

@@ -36,10 +36,13 @@ LOG2E = 1.4426950408889634
 # 64×64, two CTAs an SM: the tile form's fastest spill-free config on the H200 (notes §6).
 DEFAULT_CTAS_PER_SM = 2
 DEFAULT_TILE = (64, 64)
-# Query rows and keys per tile. 128-row tiles compile to 384 threads that spill (32-376 B a
-# thread on sm_90) unless given 8 worker warps, a hint these wrappers do not pass yet.
-BLOCK_M_SIZES = (64,)
+# Query rows and keys per tile.
+BLOCK_M_SIZES = (64, 128)
 BLOCK_N_SIZES = (64, 128)
+# A 128-row tile runs 8 worker warps, one CTA an SM: so it compiles to 168 registers and no
+# spill on sm_90 (bf16, D 128, 128 keys), where the compiler's own choice spills 288 B a
+# thread and two CTAs an SM 552 B (tests/test_serving_kernels_offline.py).
+WIDE_ROWS, WIDE_WORKER_WARPS, WIDE_CTAS_PER_SM = 128, 8, 1
 # The kernel's load latency hints (TileGym's).
 K_LATENCY, V_LATENCY = 2, 4
 
@@ -100,6 +103,16 @@ def check_varlen(
     )
 
 
+def default_ctas_per_sm(block_m: int) -> int:
+    """CTAs an SM a tile of ``block_m`` rows runs when the caller does not say."""
+    return WIDE_CTAS_PER_SM if block_m >= WIDE_ROWS else DEFAULT_CTAS_PER_SM
+
+
+def worker_warps(block_m: int) -> int | None:
+    """The worker warps a tile of ``block_m`` rows is compiled for (None: the compiler's)."""
+    return WIDE_WORKER_WARPS if block_m >= WIDE_ROWS else None
+
+
 def _mask_code(causal: bool, window: int | None) -> int:
     return 2 if window is not None else (1 if causal else 0)
 
@@ -157,13 +170,14 @@ def prepare_varlen(
     scale: float | None = None,
     block_m: int = DEFAULT_TILE[0],
     block_n: int = DEFAULT_TILE[1],
-    ctas_per_sm: int | None = DEFAULT_CTAS_PER_SM,
+    ctas_per_sm: int | None = None,
     with_lse: bool = True,
 ) -> tuple[Callable[[], None], Any, Any]:
     """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
     launches into ``out`` and ``lse`` on torch's current stream with no host work (a timing
     loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
-    bottom-right causal with a width)."""
+    bottom-right causal with a width); ``ctas_per_sm`` None: the tile's own
+    (:func:`default_ctas_per_sm`)."""
     s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
     check_tile(block_m, block_n)
     for name, arr in (("q", q), ("k", k), ("v", v)):
@@ -203,7 +217,8 @@ def prepare_varlen(
         device_table(tiles, q),
         *values.values(),
     )
-    kern = variant(fmha_varlen_kernel, ctas_per_sm)
+    ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
+    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m))
     grid = (s.heads, len(tiles), 1)
 
     def run() -> None:
@@ -224,7 +239,7 @@ def compile_varlen_cubin(
     window: int | None = None,
     block_m: int = DEFAULT_TILE[0],
     block_n: int = DEFAULT_TILE[1],
-    ctas_per_sm: int | None = DEFAULT_CTAS_PER_SM,
+    ctas_per_sm: int | None = None,
     with_lse: bool = True,
     total_tokens: int = 4096,
 ) -> bytes:
@@ -249,5 +264,6 @@ def compile_varlen_cubin(
         ArrayArg("int32", (64, len(VARLEN_COLUMNS))),
     ]
     params = [*arrays, float, int, int, *list(values.values())[3:]]
-    kern = variant(fmha_varlen_kernel, ctas_per_sm)
+    ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
+    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m))
     return compile_offline(kern, params, arch)

@@ -64,16 +64,25 @@ def cu(lengths) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("dtype", "head_dim", "heads", "kv_heads", "mask"),
+    ("dtype", "head_dim", "heads", "kv_heads", "mask", "tile"),
     [
-        ("float16", 128, 8, 2, "causal"),
-        ("bfloat16", 64, 4, 4, "none"),
-        ("bfloat16", 96, 8, 1, "window"),
-        ("float16", 128, 6, 2, "none"),
+        ("float16", 128, 8, 2, "causal", (64, 64)),
+        ("bfloat16", 64, 4, 4, "none", (64, 64)),
+        ("bfloat16", 96, 8, 1, "window", (64, 64)),
+        ("float16", 128, 6, 2, "none", (64, 64)),
+        ("bfloat16", 128, 8, 2, "causal", (128, 128)),  # 8 worker warps, one CTA an SM
+        ("bfloat16", 96, 8, 1, "window", (128, 64)),
     ],
-    ids=["fp16-d128-gqa4-causal", "bf16-d64-mha-none", "bf16-d96-mqa-window", "fp16-group3"],
+    ids=[
+        "fp16-d128-gqa4-causal",
+        "bf16-d64-mha-none",
+        "bf16-d96-mqa-window",
+        "fp16-group3",
+        "bf16-d128-causal-128x128",
+        "bf16-d96-window-128x64",
+    ],
 )
-def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_heads, mask):
+def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_heads, mask, tile):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     rng = np.random.default_rng(seed)
     # Odd lengths, an empty sequence, one token, keys beyond the queries (a cached prefix), a
@@ -84,7 +93,10 @@ def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_h
     k = randn(gen, (sum(lk), kv_heads, head_dim), dtype)
     v = randn(gen, (sum(lk), kv_heads, head_dim), dtype)
     window = 100 if mask == "window" else None
-    out, lse = varlen_attention(q, k, v, cu(lq), cu(lk), causal=mask == "causal", window=window)
+    out, lse = varlen_attention(
+        q, k, v, cu(lq), cu(lk), causal=mask == "causal", window=window, block_m=tile[0],
+        block_n=tile[1],
+    )  # fmt: skip
     torch.cuda.synchronize()
     assert out.shape == (sum(lq), heads, head_dim) and lse.shape == (heads, sum(lq))
     qo, ko = np.cumsum([0, *lq]), np.cumsum([0, *lk])
@@ -96,6 +108,7 @@ def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_h
             q[qs], k[ks], v[ks], causal=mask == "causal", window=window
         )
         what = f"seed {seed} sequence {b} (lq {lq[b]}, lk {lk[b]}) {mask} {dtype} D{head_dim}"
+        what += f" {tile[0]}x{tile[1]} tiles"
         compare(out[qs], lse[:, qs], want, want_lse, sees, what)
 
 

@@ -83,7 +83,7 @@ def _varlen_launch(
             PACKED, True, "the cuTile varlen kernel runs one query head a CTA; a paged cache "
             "(--kv-cache paged) packs the heads of a KV head",
         )  # fmt: skip
-    ctas = values[CTAS] if values[CTAS] is not None else varlen.DEFAULT_CTAS_PER_SM
+    ctas = values[CTAS] if values[CTAS] is not None else varlen.default_ctas_per_sm(values[ROWS])
     return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1)
 
 
