@@ -152,3 +152,26 @@ def test_decode_classes_that_split_differently_are_tuned_apart() -> None:
     assert decode_key(1, 8, 4) != decode_key(8, 8, 4)
     assert decode_key(5, 8, 4) == decode_key(8, 8, 4)  # a power-of-two bucket of slices
     assert decode_key(8, 8, 4) != decode_key(8, 8, 64)
+
+
+def test_a_decode_class_compiles_each_distinct_kernel_once_before_tuning() -> None:
+    # The tuner's precompile (kernels.cutile.precompile): auto and 4 key splits of B8 k8k
+    # launch one split kernel (the split count is a launch argument), so of the candidates'
+    # nine calls six are distinct compiles; every call is covered by exactly one task.
+    pytest.importorskip("cuda.tile")
+    from kernels.cutile.config import LaunchConfig
+    from kernels.cutile.precompile import distinct_kernels, job, kernel_key, planned_calls
+    from kernels.cutile.problem import Problem
+
+    p = Problem(8, 32, 8, 1, 8192, 128, "bfloat16")
+    where = dict(mask="causal", input_pos=8191, window=None, sm_count=132, arch="sm_90")
+    jobs = [
+        job(p, LaunchConfig.of(c), **where) for c in decode_candidates(8, 8, 4, 1, 8192, 128, 132)
+    ]
+    every = {kernel_key(call) for spec in jobs for call in planned_calls(spec)}
+    tasks = distinct_kernels(jobs)
+    keys = [kernel_key(planned_calls(t)[t["calls"][0]]) for t in tasks]
+    assert all(len(t["calls"]) == 1 for t in tasks)
+    assert sorted(keys) == sorted(every) and len(keys) == len(set(keys))
+    calls = sum(len(planned_calls(spec)) for spec in jobs)
+    assert (len(jobs), calls, len(tasks)) == (5, 9, 6)

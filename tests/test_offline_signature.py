@@ -200,8 +200,9 @@ def test_a_precompiled_space_is_in_the_cache_the_launch_reads(
         mask = kw.pop("mask")
         config = LaunchConfig.of(kw)
         jobs.append(job(p, config, mask=mask, input_pos=0, window=None, sm_count=132, arch="sm_90"))
-    report = precompile(jobs, timeout_s=300)
-    assert report["compiled"] == 2 and report["failed"] == 0 and report["workers"] >= 1, report
+    report = precompile([*jobs, jobs[0]], timeout_s=300)  # a repeated config compiles once
+    assert report["jobs"] == 3 and report["kernels"] == 3, report  # two splits, one combine
+    assert report["compiled"] == 3 and report["failed"] == 0 and report["workers"] >= 1, report
     rows = _child(stub_libcuda, plans, "cached", cache)
     assert len(rows) == 3  # two split kernels and the combine
     assert all(r["from_cache"] is True for r in rows), rows

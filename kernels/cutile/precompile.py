@@ -55,13 +55,11 @@ def job(
     }
 
 
-def compile_job(spec: dict[str, Any]) -> float:
-    """Plan ``spec``'s launch as the device would (its SM count) and compile each of its kernel
-    calls (the decode form's combine too) into cuTile's disk cache; the seconds it took."""
+def planned_calls(spec: dict[str, Any]) -> list[Any]:
+    """The kernel calls of ``spec``'s launch, planned as the device would (its SM count): the
+    decode form's split kernel and its combine, or the one call of every other form."""
     from kernels.cutile import forms
-    from kernels.cutile.compile import compile_call
 
-    t0 = time.perf_counter()
     sms = int(spec["sm_count"])
     call: forms.KernelCall | None = forms.plan(
         Problem(**spec["problem"]),
@@ -74,23 +72,70 @@ def compile_job(spec: dict[str, Any]) -> float:
         with_map=False,
         sm_count=lambda: sms,
     )
+    calls = []
     while call is not None:
-        compile_call(call, spec["arch"])
+        calls.append(call)
         call = call.then
+    return calls
+
+
+def kernel_key(call: Any) -> str:
+    """What makes two calls one compile: the form, its compiler hints and the signature (the
+    JIT's bytecode and cache key follow from them)."""
+    from kernels.cutile.compile import signature_parameters
+
+    return repr((call.form, sorted(call.hints.items()), signature_parameters(call)))
+
+
+def compile_job(spec: dict[str, Any]) -> float:
+    """Compile the calls of ``spec``'s launch (those its ``calls`` lists, every one without
+    it) into cuTile's disk cache; the seconds it took."""
+    from kernels.cutile.compile import compile_call
+
+    t0 = time.perf_counter()
+    calls = planned_calls(spec)
+    for index in spec.get("calls", range(len(calls))):
+        compile_call(calls[index], spec["arch"])
     return time.perf_counter() - t0
 
 
+def distinct_kernels(jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One task a distinct kernel of ``jobs``: the first job that has it, ``calls`` naming
+    that one of its calls, so the children share the compiles out evenly. A decode class's
+    candidates share kernels: a split count is a launch argument, so auto and 4 splits run
+    one split kernel."""
+    seen: set[str] = set()
+    out = []
+    for spec in jobs:
+        try:
+            calls = planned_calls(spec)
+        except Exception:  # the launch will meet the error and say so; compile it there
+            continue
+        for index, call in enumerate(calls):
+            key = kernel_key(call)
+            if key not in seen:
+                seen.add(key)
+                out.append({**spec, "calls": [index]})
+    return out
+
+
 def precompile(jobs: Sequence[dict[str, Any]], *, timeout_s: float = 90.0) -> dict[str, Any]:
-    """Compile ``jobs`` (from :func:`job`) in up to :data:`MAX_WORKERS` child processes, one
-    per core, and wait for them (at most ``timeout_s``; the ones still compiling then are
-    stopped). Returns what happened: how many compiled, failed or were cut off, the workers
-    and the wall seconds. One job is not worth a process: the launch compiles it as soon."""
+    """Compile the distinct kernels of ``jobs`` (from :func:`job`) in up to
+    :data:`MAX_WORKERS` child processes, one per core, and wait for them (at most
+    ``timeout_s``; the ones still compiling then are stopped). Returns what happened: the
+    jobs, the distinct kernels they need, how many compiled, failed or were cut off, the
+    workers, the slowest child's own compile seconds and the wall seconds. One kernel is not
+    worth a process: the launch compiles it as soon."""
     t0 = time.perf_counter()
-    report: dict[str, Any] = {"jobs": len(jobs), "compiled": 0, "failed": 0, "cut_off": 0}
-    if len(jobs) < 2:
-        return {**report, "workers": 0, "seconds": 0.0}
-    workers = max(1, min(len(jobs), os.cpu_count() or 1, MAX_WORKERS))
-    shares = [list(jobs[i::workers]) for i in range(workers)]
+    tasks = distinct_kernels(jobs)
+    kernels = len(tasks)
+    report: dict[str, Any] = {
+        "jobs": len(jobs), "kernels": kernels, "compiled": 0, "failed": 0, "cut_off": 0,
+    }  # fmt: skip
+    if kernels < 2:
+        return {**report, "workers": 0, "slowest_s": 0.0, "seconds": 0.0}
+    workers = max(1, min(len(tasks), os.cpu_count() or 1, MAX_WORKERS))
+    shares = [list(tasks[i::workers]) for i in range(workers)]
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # where the ``kernels`` package lives
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
@@ -105,6 +150,7 @@ def precompile(jobs: Sequence[dict[str, Any]], *, timeout_s: float = 90.0) -> di
         )
         for share in shares
     ]
+    slowest = 0.0
     for child, share in zip(children, shares):
         left = max(0.1, timeout_s - (time.perf_counter() - t0))
         try:
@@ -116,11 +162,15 @@ def precompile(jobs: Sequence[dict[str, Any]], *, timeout_s: float = 90.0) -> di
         report["compiled"] += sum(line.startswith("ok ") for line in results)
         report["failed"] += sum(line.startswith("failed ") for line in results)
         report["cut_off"] += len(share) - len(results)
-    return {**report, "workers": workers, "seconds": round(time.perf_counter() - t0, 2)}
+        slowest = max([slowest, *(float(line.split()[1]) for line in results if line[:3] == "ok ")])
+    return {
+        **report, "workers": workers, "slowest_s": round(slowest, 2),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }  # fmt: skip
 
 
 def main() -> int:
-    """A child: compile the jobs of the JSON list in argv[1], one result line each ("ok
+    """A child: compile the jobs of the JSON list in argv[1], one result line a job ("ok
     SECONDS" or "failed ERROR"), printed as each finishes."""
     for spec in json.loads(sys.argv[1]):
         try:

@@ -259,7 +259,7 @@ def autotune(
         with friendly_errors(), ct.compiler_timeout(compile_timeout_s):
             best_config, sustained = _sustained_pick(
                 space, p, (q, k, v, scratch), scale=scale, mask=mask,
-                input_pos=int(input_pos), window=window,
+                input_pos=int(input_pos), window=window, rounds=DECODE_ROUNDS,
             )  # fmt: skip
         best_us = min(sustained.values())
         chosen = dataclasses.asdict(best_config)
@@ -373,6 +373,10 @@ SUSTAINED_FINALISTS = 4
 SUSTAINED_TARGET_MS = GRAPH_TARGET_MS  # the sampler's own turn: exactly as the benchmark times
 SUSTAINED_REPLAYS = GRAPH_REPLAYS
 SUSTAINED_ROUNDS = 4
+# A decode class's candidates, all timed this way, take fewer rounds: their round-to-round
+# spread on an H100 was 0.04-0.08 % (bench/results/h100-serving.txt) against gaps of percents
+# between candidates, and 4 rounds of 5 candidates were 4.3 s of a cold 12 s tuning.
+DECODE_ROUNDS = 2
 # Below this (the search's best, microseconds) a config's launches are too short for the
 # sustained clock to matter, and a graph of them would need too many nodes.
 SUSTAINED_MIN_US = 100.0
@@ -407,10 +411,11 @@ def _sustained_pick(
     mask: str,
     input_pos: int,
     window: int | None,
+    rounds: int = SUSTAINED_ROUNDS,
 ) -> tuple[LaunchConfig, dict[str, float]]:
-    """Time each finalist as the benchmark does (see SUSTAINED_* above), on a side stream;
-    return the fastest by median and every config's microseconds per launch (keyed by its
-    JSON).
+    """Time each finalist as the benchmark does (see SUSTAINED_* above), over ``rounds``
+    timed rounds, on a side stream; return the fastest by median and every config's
+    microseconds per launch (keyed by its JSON).
 
     Graphs, not launches from Python: the same launches issued from Python ranked the configs
     differently, with the host far from being the bound
@@ -432,7 +437,7 @@ def _sustained_pick(
     synchronize(p.lib)
     stream = side_stream(p.lib)
     samples: list[list[float]] = [[] for _ in runs]
-    for r in range(-1, SUSTAINED_ROUNDS):  # round -1 only warms the GPU up
+    for r in range(-1, rounds):  # round -1 only warms the GPU up
         # A config inherits the clock its predecessor left: vary who goes before whom.
         for i in balanced_order(len(runs), r):  # round -1 is the cycle's last
             ms = graph_median_ms(
