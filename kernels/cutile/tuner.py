@@ -374,8 +374,8 @@ SUSTAINED_TARGET_MS = GRAPH_TARGET_MS  # the sampler's own turn: exactly as the 
 SUSTAINED_REPLAYS = GRAPH_REPLAYS
 SUSTAINED_ROUNDS = 4
 # A decode class's candidates, all timed this way, take fewer rounds: their round-to-round
-# spread on an H100 was 0.04-0.08 % (bench/results/h100-serving.txt) against gaps of percents
-# between candidates, and 4 rounds of 5 candidates were 4.3 s of a cold 12 s tuning.
+# spread on an H100 was 0.04-0.08 % (bench/results/h100-paged-splits-independent.md) against
+# gaps of percents between candidates, and 4 rounds of 5 candidates were 4.3 s of a cold 12 s.
 DECODE_ROUNDS = 2
 # Below this (the search's best, microseconds) a config's launches are too short for the
 # sustained clock to matter, and a graph of them would need too many nodes.
