@@ -55,45 +55,60 @@ def test_a_plugin_runs_show_lists_its_own_knobs_and_none_of_cutiles(
     assert rows["numpy-softcap"]["config_mask"] == "causal"
 
 
-def test_a_ladder_step_naming_a_plugins_knob_says_how_to_set_it_and_writes_nothing(
+def test_a_ladder_steps_a_plugins_own_knob_each_step_its_value(
     script: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """A ladder whose steps change the numpy example's soft cap was refused with the cuTile
-    kernel's knob list ("knobs among ['autotune', 'bnhd_inputs', …]"), which the user had not
-    asked about: the refusal names the plugin's knob and the flag that sets it."""
+    """A ladder whose steps change the numpy example's soft cap: each step's run ran (and
+    recorded) its own cap over the --plugin-knob one, and a bad value or another backend is
+    refused in one line naming the step, nothing written."""
     steps = tmp_path / "softcap-steps.json"
-    steps.write_text(
-        json.dumps(
-            {
-                "name": "soft caps",
-                "steps": [
-                    {"name": "cap 20", "changes": {"softcap": 20.0}},
-                    {"name": "cap 50", "changes": {"softcap": 50.0}},
-                ],
-            }
-        )
-    )
+    ladder = {
+        "name": "soft caps",
+        "steps": [
+            {"name": "as given", "changes": {}},
+            {"name": "cap 20", "changes": {"softcap": 20}},
+            {"name": "cap 50 in 64 rows", "changes": {"softcap": 50.0, "chunk_rows": 64}},
+        ],
+    }
+    steps.write_text(json.dumps(ladder))
     db = tmp_path / "runs.db"
-    refused = script(
-        db, "--plugin", NUMPY_EXAMPLE, "ladder", "--backend", "numpy-softcap",
-        "--steps", steps, "--seq-lens", "64", *FAST_TIMING_ARGS,
+    bad = tmp_path / "bad-steps.json"
+    for changes, said in (({"softcap": -3.0}, "cap 20: softcap -3.0"), ({"softcap": "x"}, "x")):
+        bad.write_text(json.dumps({"steps": [{"name": "cap 20", "changes": changes}]}))
+        refused = script(
+            db, "--plugin", NUMPY_EXAMPLE, "ladder", "--backend", "numpy-softcap",
+            "--steps", bad, "--seq-lens", "64", *FAST_TIMING_ARGS,
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert said in line and "softcap" in line, line
+    other = script(
+        db, "--plugin", NUMPY_EXAMPLE, "ladder", "--backend", "reference", "--steps", steps,
+        "--seq-lens", "64", *FAST_TIMING_ARGS,
     )  # fmt: skip
-    assert refused.returncode == 2
-    (line,) = refused.stderr.strip().splitlines()
-    assert "softcap is a knob of the plugin numpy-softcap" in line
-    assert "--plugin-knob softcap=VALUE" in line and "bnhd_inputs" not in line
+    assert other.returncode == 2
+    (line,) = other.stderr.strip().splitlines()
+    assert "cap 20: softcap" in line and "--backend numpy-softcap" in line, line
     assert not db.exists()
-    # What it says to do runs: the cap for the whole ladder, the kernel's steps as they are.
-    # With no sizes given, a plugin that computes on the host gets the reference's (128, 256 at
-    # B 1 H 2 D 64), not a GPU's 1k-16k at B 4 H 32 D 128, which took the numpy example 22 h.
+    # The cap for the whole ladder from --plugin-knob; the steps over it. With no sizes given, a
+    # plugin that computes on the host gets the reference's (128, 256 at B 1 H 2 D 64), not a
+    # GPU's 1k-16k at B 4 H 32 D 128, which took the numpy example 22 h.
     kept = script(
-        db, "--plugin", NUMPY_EXAMPLE, "--plugin-knob", "softcap=20", "ladder", "--backend",
-        "numpy-softcap", *FAST_TIMING_ARGS,
+        db, "--plugin", NUMPY_EXAMPLE, "--plugin-knob", "softcap=30", "ladder", "--backend",
+        "numpy-softcap", "--steps", steps, *FAST_TIMING_ARGS,
     )  # fmt: skip
     assert kept.returncode == 0, kept.stderr
     from workbench.store import Store
 
     with Store(db) as store:
-        runs = store.runs()
+        runs = sorted(store.runs(), key=lambda r: r.id)
         assert runs and {r.problem.heads for r in runs} == {2}
         assert {p.seq_len for r in runs for p in store.points(r.id)} == {128, 256}
+        ran = [(r.label, r.machine["plugin_knobs"]) for r in runs]
+        assert ran == [
+            ("as given", {"softcap": 30.0, "chunk_rows": 128}),
+            ("cap 20", {"softcap": 20.0, "chunk_rows": 128}),
+            ("cap 50 in 64 rows", {"softcap": 50.0, "chunk_rows": 64}),
+        ], ran
+        (group,) = store.groups()
+        assert group["spec"]["configs"][1].endswith("softcap 20.0"), group["spec"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,25 @@ def knob_settings() -> dict[str, Any]:
     """The plugin knob values the command line set (``--plugin-knob``)."""
     text = os.environ.get(ENV_KNOBS, "")
     return dict(json.loads(text)) if text else {}
+
+
+@contextmanager
+def knob_values_set(values: Mapping[str, Any]) -> Iterator[None]:
+    """Plugin knob ``values`` over the command line's while the block runs (a ladder step's),
+    the command line's again after it; the engine child follows the environment at its next
+    call (:mod:`workbench.backends.isolated`)."""
+    if not values:
+        yield
+        return
+    before = os.environ.get(ENV_KNOBS)
+    os.environ[ENV_KNOBS] = json.dumps({**knob_settings(), **values})
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_KNOBS, None)
+        else:
+            os.environ[ENV_KNOBS] = before
 
 
 def pinned_digests() -> dict[str, str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from workbench.backends import Backend, get_backend
+from workbench.backends.plugin_env import knob_values_set
 from workbench.config import K_LEN_AXIS, SEQ_LEN_AXIS, ConfigError, Problem, SweepSpec
 from workbench.jobs.base import (
     Job,
@@ -97,6 +98,7 @@ class LadderJob(Job):
         knob that cannot run is a :class:`LadderStepError` naming the step."""
         backend = backend_for(self.backend)  # asks whether it is available
         for step in self.ladder.steps:
+            check_step_backend(step, self.backend)
             spec = SweepSpec(
                 self.problem,
                 self.seq_lens,
@@ -106,7 +108,8 @@ class LadderJob(Job):
                 axis=self.axis,
             )
             try:
-                check_points(spec, backend)
+                with knob_values_set(step.plugin_knobs):
+                    check_points(spec, backend)
             except ConfigError as exc:
                 if exc.field in GIVEN_FIELDS:
                     raise
@@ -177,15 +180,17 @@ def run_ladder(
     ]
     if not checked:
         check_available(specs[0], backend)
-        for spec in specs:
-            check_points(spec, backend)
+        for step, spec in zip(ladder.steps, specs):
+            check_step_backend(step, backend_name)
+            with knob_values_set(step.plugin_knobs):
+                check_points(spec, backend)
     group_id = store.create_group(
         LADDER_GROUP_KIND,
         label or f"{ladder.name} on {backend_name}",
         {
             "steps": [s.name for s in ladder.steps],
             # Each step's knobs, so a view can name a step that never ran (cancelled, failed).
-            "configs": [s.config.summary() for s in ladder.steps],
+            "configs": [s.summary() for s in ladder.steps],
             "published": ladder.published,
             # Which preset ran, so the view can say so (a Hopper ladder is not Blackwell's).
             "preset": ladder.preset,
@@ -199,18 +204,31 @@ def run_ladder(
             if cancel is not None and cancel():
                 return
             yield StepStarted(index, len(specs), step.name, step.config)
-            yield from run_sweep(
-                spec,
-                store,
-                timing=timing,
-                backend=backend,
-                cancel=cancel,
-                group_id=group_id,
-                step=step.name,
-                checked=True,  # every step was checked before the group was stored
-            )
+            with knob_values_set(step.plugin_knobs):  # the step's run records them
+                yield from run_sweep(
+                    spec,
+                    store,
+                    timing=timing,
+                    backend=backend,
+                    cancel=cancel,
+                    group_id=group_id,
+                    step=step.name,
+                    checked=True,  # every step was checked before the group was stored
+                )
 
     return group_id, events()
+
+
+def check_step_backend(step: Any, backend_name: str) -> None:
+    """A step that sets a plugin's own knobs runs on that plugin only: a LadderStepError naming
+    the step and the knob otherwise."""
+    if step.plugin_knobs and step.plugin != backend_name:
+        first = next(iter(step.plugin_knobs))
+        raise LadderStepError(
+            "steps", f"{step.name}: {first}",
+            f"a knob of this ladder's backend; {first} is the plugin {step.plugin}'s, and the "
+            f"ladder runs on {backend_name} (--backend {step.plugin})",
+        )  # fmt: skip
 
 
 def ladder_job(

@@ -42,8 +42,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LadderStep:
+    """One step: the kernel config it runs, and the loaded plugin's own knob values it sets
+    (``plugin_knobs``, by name; ``plugin``: whose they are), each on top of the step before."""
+
     name: str
     config: KernelConfig
+    plugin_knobs: Mapping[str, Any] = field(default_factory=dict)
+    plugin: str = ""
+
+    def summary(self) -> str:
+        """The step's knobs in words: the config's, then the plugin's own."""
+        own = " · ".join(f"{name} {value}" for name, value in self.plugin_knobs.items())
+        return " · ".join(part for part in (self.config.summary(), own) if part)
 
 
 @dataclass(frozen=True)
@@ -172,6 +182,9 @@ def load_ladder(
     mask = data.get("mask", "causal") if mask is None else mask  # "" is refused, not the default
     current = KernelConfig(mask=mask, window=window)  # a window without mask window is refused
     known = {f.name for f in dataclasses.fields(KernelConfig)}
+    owners = _plugin_knobs()
+    own: dict[str, Any] = {}  # the plugin knob values the steps so far set
+    plugin = ""
     steps = []
     for number, raw in enumerate(raw_steps, start=1):
         if not isinstance(raw, dict) or not isinstance(raw.get("changes", {}), dict):
@@ -182,17 +195,30 @@ def load_ladder(
             raise ConfigError(
                 "steps", f"{name}: {sorted(unknown_keys)}", f"step keys among {sorted(STEP_KEYS)}"
             )
-        changes = raw.get("changes", {})
+        changes = dict(raw.get("changes", {}))
+        theirs = {k: changes.pop(k) for k in list(changes) if k not in known and k in owners}
         unknown = set(changes) - known
         if unknown:
-            raise ConfigError("steps", f"{name}: {sorted(unknown)}", _unknown_knobs(unknown, known))
+            allowed = f"knobs among {sorted(known)}"
+            if owners:
+                allowed += f", or a loaded plugin's own ({', '.join(sorted(owners))})"
+            raise ConfigError("steps", f"{name}: {sorted(unknown)}", allowed)
+        for knob_name, value in theirs.items():
+            owner, knob = owners[knob_name]
+            if plugin and owner != plugin:
+                raise ConfigError(
+                    "steps", f"{name}: {knob_name}",
+                    f"the knobs of one plugin ({plugin}'s); {knob_name} is {owner}'s",
+                )  # fmt: skip
+            plugin = owner
+            own[knob_name] = _plugin_value(knob, value, name)
         try:
             current = dataclasses.replace(current, **changes)
         except ConfigError as exc:
             raise ConfigError(
                 exc.field, exc.value, f"{exc.allowed} (in ladder step {name!r})"
             ) from exc
-        steps.append(LadderStep(name, current))
+        steps.append(LadderStep(name, current, dict(own), plugin))
     return Ladder(
         str(data.get("name", "ladder")),
         tuple(steps),
@@ -217,24 +243,29 @@ def _ladder_axis(data: dict[str, Any], source: str) -> dict[str, Any]:
     return {"axis": axis, "q_len": q_len}
 
 
-def _unknown_knobs(unknown: set[str], known: set[str]) -> str:
-    """What a step may change instead: a loaded plugin's own knob is named as one, since a ladder
-    steps through the kernel config and a plugin's knobs are set once a command
-    (``--plugin-knob``), not per run."""
+def _plugin_knobs() -> dict[str, tuple[str, Any]]:
+    """Each loaded plugin's own knob by name: (the plugin's backend, the knob)."""
     from workbench.backends import catalog
 
-    owners = {
-        knob.name: d.name for d in catalog.declarations().values() for knob in d.knobs
-    }  # fmt: skip
-    theirs = sorted(k for k in unknown if k in owners)
-    if theirs:
-        first = theirs[0]
-        return (
-            f"{first} is a knob of the plugin {owners[first]}, which a ladder step cannot change: "
-            f"set it for the whole ladder with --plugin-knob {first}=VALUE, or run one sweep "
-            "per value and compare them"
-        )
-    return f"knobs among {sorted(known)}"
+    return {
+        knob.name: (d.name, knob)
+        for d in catalog.declarations().values()
+        if d.source is not None
+        for knob in d.knobs
+    }
+
+
+def _plugin_value(knob: Any, value: Any, step: str) -> Any:
+    """``value`` as the plugin knob's type (a JSON 30 for a float knob is 30.0), or a
+    ConfigError naming the step and what the knob takes."""
+    try:
+        typed = value if isinstance(value, bool) == (knob.kind is bool) else None
+        typed = knob.kind(value) if typed is not None else None
+    except (TypeError, ValueError):
+        typed = None
+    if typed is None or typed not in knob.values:
+        raise ConfigError("steps", f"{step}: {knob.name} {value!r}", knob.expected())
+    return typed
 
 
 def step_label(label: str, step: LadderStep) -> str:
