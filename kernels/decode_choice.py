@@ -37,8 +37,6 @@ DECODE_MIN_KEYS = 512
 # Bytes of K per key block of the decode form: the decode preset's by_head_dim, the shape that
 # read best on the H200 (docs/experiments.md).
 DECODE_BLOCK_BYTES = 32 * 1024
-# The deeper load-latency hints the tuner also tries (K, V).
-DECODE_DEEP_LATENCY = (4, 8)
 
 
 def decode_tile_n(head_dim: int) -> int:
@@ -96,9 +94,14 @@ def decode_candidates(
 ) -> list[dict[str, Any]]:
     """What the tuner times on a decode-bound problem, the decode preset's config first: the
     split count the kernel's model picks (auto) and its neighbours (the explicit counts either
-    side of the model's), half-size key blocks, and deeper load latencies. Each entry sets every
-    tunable knob and the decode ones; ``sm_slots`` is the CTA slots the launch fills."""
-    keys = decode_tile_n(head_dim)
+    side of the model's). Each entry sets every tunable knob and the decode ones; ``sm_slots``
+    is the CTA slots the launch fills.
+
+    Why no more: on an H100 (2026-12-07, bench/results/h100-front-door-cold.txt and
+    h100-decode-beyond.txt) the model's count won 6 of 7 decode shapes and a neighbour the
+    seventh, while half-size key blocks and deeper load latencies, timed at all 7, never won
+    (a tie within 0.1 % once); each candidate is a compile of several seconds on a cold cache,
+    which the host's cores did not share out."""
     tile_rows = KNOBS[_ROWS].default if group * q_len <= 64 else 128
     base = {name: KNOBS[name].default for name in TUNABLE}
     base.update({_ROWS: tile_rows, **decode_defaults(head_dim)})
@@ -124,7 +127,4 @@ def decode_candidates(
     above = [n for n in KV_SPLIT_COUNTS if n > model]
     for splits in below[-1:] + above[:1]:
         add({_SPLITS: splits})
-    if keys > 64:
-        add({_KEYS: keys // 2})
-    add(dict(zip(("k_latency", "v_latency"), DECODE_DEEP_LATENCY, strict=True)))
     return out

@@ -119,7 +119,7 @@ def test_the_tuners_decode_space_is_small_valid_and_seeded_by_the_model(
     slots = int(rng.choice([78, 114, 132, 144]))  # whatever the GPU has
     print("sm slots", slots)
     space = decode_candidates(batch, 8, 4, 1, k_len, 128, slots)
-    assert 3 <= len(space) <= 6  # a decode class tunes in seconds
+    assert 2 <= len(space) <= 3  # the model and its neighbours: a cold class compiles in seconds
     assert space[0]["kv_splits"] is None and space[0]["tile_n"] == 128  # the preset's config
     for config in space:
         assert config["pack_gqa"] is True
@@ -157,7 +157,7 @@ def test_decode_classes_that_split_differently_are_tuned_apart() -> None:
 def test_a_decode_class_compiles_each_distinct_kernel_once_before_tuning() -> None:
     # The tuner's precompile (kernels.cutile.precompile): auto and 4 key splits of B8 k8k
     # launch one split kernel (the split count is a launch argument), so of the candidates'
-    # nine calls six are distinct compiles; every call is covered by exactly one task.
+    # five calls four are distinct compiles; every call is covered by exactly one task.
     pytest.importorskip("cuda.tile")
     from kernels.cutile.config import LaunchConfig
     from kernels.cutile.precompile import distinct_kernels, job, kernel_key, planned_calls
@@ -174,4 +174,4 @@ def test_a_decode_class_compiles_each_distinct_kernel_once_before_tuning() -> No
     assert all(len(t["calls"]) == 1 for t in tasks)
     assert sorted(keys) == sorted(every) and len(keys) == len(set(keys))
     calls = sum(len(planned_calls(spec)) for spec in jobs)
-    assert (len(jobs), calls, len(tasks)) == (5, 9, 6)
+    assert (len(jobs), calls, len(tasks)) == (3, 5, 4)
