@@ -133,6 +133,28 @@ def test_a_paged_sweep_reads_pages_in_the_paged_kernels_own_block(
     assert config["pack_gqa"] is ("--preset" in asked)  # the preset's other knobs still come
 
 
+@pytest.mark.parametrize(
+    ("typed", "head_dim", "tile"),
+    [([], "64", (128, 128)), (["--tile-n", "64"], "64", (128, 64)), ([], "256", (64, 64))],
+    ids=["d64", "typed-n", "d256"],
+)
+def test_a_varlen_prefill_runs_the_varlen_kernels_own_tile_unless_typed(
+    run_cli: Callable, db_path: Path, typed: list[str], head_dim: str, tile: tuple[int, int]
+) -> None:
+    # 128x128 ran fastest on an H100 up to D 128; past it that tile spills, and 64x64 stays.
+    result = run_cli(
+        "sweep", "--lengths", "100,300", "--heads", "2", "--kv-heads", "1", "--head-dim",
+        head_dim, "--mask", "causal", *typed, *FAST,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    conn = sqlite3.connect(db_path)
+    try:
+        (config,) = [json.loads(row[0]) for row in conn.execute("SELECT config FROM runs")]
+    finally:
+        conn.close()
+    assert (config["tile_m"], config["tile_n"]) == tile
+
+
 def test_the_serving_presets_state_their_batch() -> None:
     from workbench.problem_presets import serving_presets
 

@@ -43,6 +43,17 @@ BLOCK_N_SIZES = (64, 128)
 # spill on sm_90 (bf16, D 128, 128 keys), where the compiler's own choice spills 288 B a
 # thread and two CTAs an SM 552 B (tests/test_serving_kernels_offline.py).
 WIDE_ROWS, WIDE_WORKER_WARPS, WIDE_CTAS_PER_SM = 128, 8, 1
+# The tile a caller who names none gets: 128x128 up to D 128, where it compiles without a spill
+# and ran fastest (H100, serving-prefill-varlen: 538.5 TFLOP/s against 502.5 at 64x128 and
+# 475.6 at 64x64, bench/results/h100-varlen-tiles.db); past D 128 it spills, and 64x64 stays.
+WIDE_TILE, WIDE_TILE_MAX_HEAD_DIM = (128, 128), 128
+
+
+def default_tile(head_dim: int) -> tuple[int, int]:
+    """(block_m, block_n) of a varlen launch at ``head_dim`` when the caller names none."""
+    return WIDE_TILE if head_dim <= WIDE_TILE_MAX_HEAD_DIM else DEFAULT_TILE
+
+
 # The kernel's load latency hints (TileGym's).
 K_LATENCY, V_LATENCY = 2, 4
 
@@ -168,17 +179,20 @@ def prepare_varlen(
     causal: bool = False,
     window: int | None = None,
     scale: float | None = None,
-    block_m: int = DEFAULT_TILE[0],
-    block_n: int = DEFAULT_TILE[1],
+    block_m: int | None = None,
+    block_n: int | None = None,
     ctas_per_sm: int | None = None,
     with_lse: bool = True,
 ) -> tuple[Callable[[], None], Any, Any]:
     """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
     launches into ``out`` and ``lse`` on torch's current stream with no host work (a timing
     loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
-    bottom-right causal with a width); ``ctas_per_sm`` None: the tile's own
-    (:func:`default_ctas_per_sm`)."""
+    bottom-right causal with a width); ``block_m``/``block_n`` None: :func:`default_tile`'s;
+    ``ctas_per_sm`` None: the tile's own (:func:`default_ctas_per_sm`)."""
     s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
+    wide_m, wide_n = default_tile(s.head_dim)
+    block_m = wide_m if block_m is None else block_m
+    block_n = wide_n if block_n is None else block_n
     check_tile(block_m, block_n)
     for name, arr in (("q", q), ("k", k), ("v", v)):
         if arr.stride(-1) != 1:
