@@ -38,17 +38,17 @@ decode="--preset serving-decode-64"
 # The same batch on a contiguous cache: the preset's lengths and heads without its pages.
 decode_lens="--lengths lognormal:n=64,mean=4k,min=1k,max=32k,seed=1 --heads 32 --kv-heads 8 --head-dim 128 --dtype bfloat16 --q-len 1 --mask none"
 uniform="--lengths $(printf '8k,%.0s' {1..15})8k --heads 32 --kv-heads 8 --head-dim 128 --dtype bfloat16 --q-len 1 --mask none --pack-gqa --kv-splits auto"
-# name|backends|flags. The paged kernel's key block: 64 keys at P16 (four pages joined; 128
-# would spill, kernels/cutile/paged.py), the page itself at P64, 128 keys (half a page) at P256.
+# name|backends|flags. The paged kernel's key block is its own for the page unless --tile-n is
+# typed (kernels/cutile/paged.py: 64 keys at P16, where 128 would spill, 128 from P32 up).
 default_groups=(
-  "decode64-P16|cutile,$PEERS|$decode --page-size 16 --tile-n 64"
-  "decode64-P64|cutile,$PEERS|$decode --page-size 64 --tile-n 64"
-  "decode64-P256|cutile,$PEERS|$decode --page-size 256 --tile-n 128"
+  "decode64-P16|cutile,$PEERS|$decode --page-size 16"
+  "decode64-P64|cutile,$PEERS|$decode --page-size 64"
+  "decode64-P256|cutile,$PEERS|$decode --page-size 256"
   "decode64-contiguous|cutile,$PEERS|$decode_lens --kv-cache contiguous --tile-n 64"
   "prefill-varlen|cutile,torch-flash,$PEERS|--preset serving-prefill-varlen"
   "uniform16x8k-dense|cutile,$PEERS|--batch 16 --heads 32 --kv-heads 8 --head-dim 128 --dtype bfloat16 --q-len 1 --k-lens 8k --pack-gqa --kv-splits auto --tile-n 128"
-  "uniform16x8k-P64|cutile,$PEERS|$uniform --page-size 64 --tile-n 64"
-  "uniform16x8k-P16|cutile,$PEERS|$uniform --page-size 16 --tile-n 64"
+  "uniform16x8k-P64|cutile,$PEERS|$uniform --page-size 64"
+  "uniform16x8k-P16|cutile,$PEERS|$uniform --page-size 16"
 )
 groups=("${default_groups[@]}")
 if [[ -n ${GROUPS_LIST:-} ]]; then IFS=';' read -r -a groups <<< "$GROUPS_LIST"; fi
