@@ -113,10 +113,12 @@ def run_paged(q, k_cache, v_cache, table, seq_lens, plan, heads, kv_heads):
 @pytest.mark.parametrize(
     ("page", "block_n", "q_len", "heads", "kv_heads", "sms"),
     [
-        (16, None, 1, 8, 2, 2),  # four pages joined a block, split
-        (16, 16, 3, 8, 2, 2),  # a page a block, three positions
-        (64, None, 1, 4, 4, 8),  # a page a block, MHA
-        (256, None, 2, 6, 2, 2),  # two blocks a page, group 3 (padded to 4 rows)
+        # SMs enough that the long sequence alone would hold a few while the rest wait, so the
+        # split table cuts it (with fewer it keeps every sequence whole: no combine to check).
+        (16, None, 1, 8, 2, 16),  # four pages joined a block, split
+        (16, 16, 3, 8, 2, 16),  # a page a block, three positions
+        (64, None, 1, 4, 4, 32),  # two pages joined a block, MHA
+        (256, None, 2, 6, 2, 16),  # two blocks a page, group 3 (padded to 4 rows)
         (32, None, 40, 4, 2, 64),  # chunked prefill: 40 positions in q-blocks of 32
     ],
     ids=["p16-joined", "p16-page-a-block-q3", "p64-mha", "p256-group3-q2", "p32-chunk40"],

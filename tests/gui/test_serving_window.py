@@ -74,8 +74,8 @@ def test_a_paged_batchs_block_map_reads_per_sequence_with_its_pages_and_splits(
     lengths = [int(n) for n in rng.permutation([300, 1000, 70, 2000, 0])]
     print(f"lengths {lengths}")
     argv = ["sweep", "--db", str(db_path), "--lengths", ",".join(map(str, lengths)),
-            "--q-len", "1", "--page-size", "64", "--kv-splits", "2", "--heads", "8",
-            "--kv-heads", "2", "--pack-gqa", "--mask", "none", "--warmup", "0",
+            "--q-len", "1", "--page-size", "64", "--tile-n", "64", "--kv-splits", "2",
+            "--heads", "8", "--kv-heads", "2", "--pack-gqa", "--mask", "none", "--warmup", "0",
             "--samples", "1", "--min-time", "0"]  # fmt: skip
     assert main(argv) == 0
     window = make_window(probe_backends=False)
