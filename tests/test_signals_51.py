@@ -136,3 +136,37 @@ def test_a_ctrl_c_that_lands_in_a_weakref_callback_still_stops_the_command() -> 
     )  # fmt: skip
     assert done.stdout.strip() == "stopped", (done.stdout, done.stderr)
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_sigterm_that_lands_in_the_sweeps_consumer_is_still_the_runs_reason(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM raises where the main thread is: between two points that is the loop reading
+    the sweep's events, not the sweep itself, whose generator is then closed only when the
+    command's traceback lets go, after the signal handlers are gone. The run was stored
+    "stopped before the sweep finished" (a loaded CI machine hit it); its reason is SIGTERM's."""
+    import gc
+
+    from workbench.cli.signals import Terminated, stop_signals
+    from workbench.config import KernelConfig, Problem, SweepSpec
+    from workbench.jobs.sweep import run_sweep
+    from workbench.measure.timing import TimingSettings
+
+    db = tmp_path / "runs.db"
+    spec = SweepSpec(Problem(heads=2, head_dim=32), (64, 128, 256), KernelConfig(), seed=7)
+    timing = TimingSettings(warmup=0, min_samples=1, min_time_s=0.0)
+    with Store(db) as store:
+        try:
+            with stop_signals():
+                events = run_sweep(spec, store, timing=timing)
+                for event in events:
+                    if type(event).__name__ == "PointFinished":
+                        os.kill(os.getpid(), signal.SIGTERM)  # lands in this loop
+                        time.sleep(1)  # the handler raises here, in the consumer's frame
+        except Terminated:
+            pass
+        del events
+        gc.collect()
+        [run] = store.runs()
+        assert run.status == "cancelled" and run.error == "stopped by SIGTERM", run.error
+        assert len(store.points(run.id)) == 1

@@ -19,7 +19,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from workbench.run import stop_reason
+
 EXIT_INTERRUPTED = 130
+TERMINATED = "stopped by SIGTERM"  # a run's stored reason when SIGTERM stopped it
 
 
 class Terminated(KeyboardInterrupt):
@@ -98,6 +101,10 @@ def stop_signals(*, sigterm: bool = True) -> Iterator[None]:
         yield  # only the main thread may set handlers (a test calling main from a thread)
         return
     fired: list[bool] = []
+    # A reason noted by an earlier command of this process is not this one's. It is not
+    # cleared on the way out: the run a signal stopped may be closed after this block ends,
+    # when the command's traceback lets its frames go.
+    stop_reason.clear()
 
     def once(make: Callable[[], BaseException]) -> Callable[[int, object], None]:
         def handler(signum: int, frame: object) -> None:
@@ -112,9 +119,12 @@ def stop_signals(*, sigterm: bool = True) -> Iterator[None]:
         signal.SIGINT: signal.signal(signal.SIGINT, once(KeyboardInterrupt)),
     }
     if sigterm:
-        previous[signal.SIGTERM] = signal.signal(
-            signal.SIGTERM, once(lambda: Terminated("stopped by SIGTERM"))
-        )
+
+        def terminated() -> BaseException:
+            stop_reason.note(TERMINATED)  # for a run closed in the consumer's frame
+            return Terminated(TERMINATED)
+
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, once(terminated))
     unraisable = sys.unraisablehook
     sys.unraisablehook = _rescuing(unraisable)
     try:

@@ -33,6 +33,7 @@ from workbench.jobs.base import (
 )
 from workbench.measure.machine import host_info
 from workbench.measure.timing import TimingSettings
+from workbench.run import stop_reason
 from workbench.run.events import (
     Event,
     PointFinished,
@@ -201,7 +202,9 @@ def _measure(
         raise
     except GeneratorExit:
         # The consumer stopped listening (window closed, Ctrl-C in a caller): keep what we have.
-        store.finish_run(run_id, "cancelled", "stopped before the sweep finished")
+        store.finish_run(
+            run_id, "cancelled", stop_reason.reason_or("stopped before the sweep finished")
+        )
         raise
     except (BackendError, ConfigError, MemoryError, RuntimeError, OSError, ValueError) as exc:
         status, error = "failed", f"{type(exc).__name__}: {exc}"
