@@ -268,3 +268,40 @@ def test_a_group_of_the_reference_beside_a_plugin_runs_from_the_window(
     assert {r.backend for r in runs} == {"reference", "numpy-softcap"}
     assert all(r.status == "complete" for r in runs), [r.error for r in runs]
     assert len({r.group_id for r in runs}) == 1 and runs[0].group_id is not None
+
+
+def test_a_ladder_from_a_steps_file_steps_the_plugins_own_knob(
+    qtbot: Any, window: Any, dialogs: Any, tmp_path: Path
+) -> None:
+    """Ladder › "a steps file…": the user's own steps, here the numpy example's soft cap, run
+    as a ladder on that plugin, each step's run with its cap; Cancel in the file dialog goes
+    back to this GPU's ladder."""
+    import json
+
+    from gui_helpers import pick
+    from PySide6.QtCore import Qt
+
+    add_kernel(window, dialogs, NUMPY_EXAMPLE)
+    wait_for_backend(qtbot, window, "numpy-softcap")
+    small_problem(qtbot, window, seq_lens="64", mask="causal")
+    steps = tmp_path / "caps.json"
+    steps.write_text(json.dumps({"name": "soft caps", "steps": [
+        {"name": "no cap", "changes": {}},
+        {"name": "cap 20", "changes": {"softcap": 20}},
+        {"name": "cap 50", "changes": {"softcap": 50}},
+    ]}))  # fmt: skip
+    panel = window.ladder
+    dialogs.save_path = ""  # Cancel
+    pick(panel.preset, "file")
+    assert panel.preset.currentData() is None  # this GPU's again
+    dialogs.save_path = str(steps)
+    pick(panel.preset, "file")
+    assert panel.preset.currentData() == str(steps) and panel.preset.currentText() == "caps.json"
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.jobs.is_running(), timeout=LOAD_TIMEOUT_MS)
+    group_id = panel.group_id()
+    assert group_id is not None, dialogs.shown
+    runs = window.store.group_runs(group_id)
+    assert [r.step for r in runs] == ["no cap", "cap 20", "cap 50"]
+    assert [r.machine["plugin_knobs"]["softcap"] for r in runs] == [0.0, 20.0, 50.0]
+    assert all(r.status == "complete" and r.backend == "numpy-softcap" for r in runs)

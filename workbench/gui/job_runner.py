@@ -90,12 +90,18 @@ class JobRunner(QObject):
 
     def _ladder_job(self) -> Any:
         from workbench.jobs import ladder_job  # the core, only once a ladder is asked for
-        from workbench.jobs.ladder_steps import load_ladder
+        from workbench.jobs.ladder_steps import LADDER_PRESETS, load_ladder
 
         # The ladder's own label, not the form's: that one names a sweep, left from the last.
         label = self.window.ladder.label_edit.text().strip()
-        preset = self.window.ladder.preset.currentData()
-        ladder = load_ladder(preset=preset) if preset else None  # None: this GPU's
+        choice = self.window.ladder.preset.currentData()  # a built-in's name, a file, or None
+        ladder = (
+            load_ladder(preset=choice)
+            if choice in LADDER_PRESETS
+            else load_ladder(choice)
+            if choice
+            else None  # None: this GPU's
+        )
         controls = self.window.controls
         return ladder_job(controls.spec(), controls.backends.checked(), label, ladder)
 

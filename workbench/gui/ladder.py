@@ -14,6 +14,7 @@ chart, at the length of the clicked column (or the length the map already shows)
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -21,6 +22,7 @@ from PySide6.QtGui import QColor, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -51,6 +53,10 @@ from workbench.gui.ladder_text import group_title, info_text
 from workbench.gui.plot_axes import format_seq_len
 from workbench.jobs.ladder_steps import GROUP_KIND as LADDER_GROUP_KIND
 from workbench.jobs.ladder_steps import LADDER_PRESETS, LadderData, read_ladder
+
+# The preset box's last item, and what its file dialog lists.
+FROM_FILE = "file"
+STEPS_FILTER = "Ladder steps (*.json);;All files (*)"
 
 # The cell roles and colours tests read from here since before the cells had their module.
 __all__ = ["CELL_ROLE", "GAIN", "LOSS", "MISSING", "VERDICT_ROLE", "LadderPanel"]
@@ -137,10 +143,13 @@ class LadderPanel(QWidget):
         self.preset.addItem("this GPU's", None)
         for name in LADDER_PRESETS:
             self.preset.addItem(name, name)
+        self.preset.addItem("a steps file…", FROM_FILE)  # the user's own, a plugin's knobs too
+        self.preset.activated.connect(self._on_preset_activated)
         self.preset.setToolTip(
-            "The built-in ladder Run ladder runs: this GPU's tile ladder, Hopper's, "
-            "Blackwell's, or the decode ladder (baseline, GQA packing, KV split, autotuned) "
-            "on a k_len form"
+            "The ladder Run ladder runs: this GPU's tile ladder, Hopper's, Blackwell's, the "
+            "decode ladder (baseline, GQA packing, KV split, autotuned) on a k_len form, or "
+            "a steps file of your own (a JSON 'steps' list; a step may change a loaded "
+            "plugin's knobs)"
         )
         # As wide as its longest name: four characters showed "this GPU'".
         self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -452,6 +461,22 @@ class LadderPanel(QWidget):
         self.run_button.setEnabled(self._can_run and not self._running and self._store is not None)
         self.cancel_button.setEnabled(self._running)
         self.export_button.setEnabled(self.data is not None and bool(self.data.runs))
+
+    def _on_preset_activated(self, index: int) -> None:
+        """ "a steps file…": pick one; it joins the box by its file name, and Cancel goes back
+        to this GPU's ladder."""
+        if self.preset.itemData(index) != FROM_FILE:
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "A ladder's steps", "", STEPS_FILTER)
+        if not path:
+            self.preset.setCurrentIndex(0)
+            return
+        at = self.preset.findData(path)
+        if at < 0:
+            at = self.preset.count() - 1  # before "a steps file…"
+            self.preset.insertItem(at, os.path.basename(path), path)
+            self.preset.setItemData(at, path, Qt.ItemDataRole.ToolTipRole)
+        self.preset.setCurrentIndex(at)
 
     def _on_export_clicked(self) -> None:
         gid = self.group_id()
