@@ -13,7 +13,7 @@ pytest.importorskip("cuda.tile")
 
 from kernels.cubin_resources import cuobjdump_path, read_resources
 from kernels.cutile.diagnostics import tileiras_version
-from kernels.cutile.paged import compile_paged_cubin, default_block_n
+from kernels.cutile.paged import compile_paged_cubin, default_block_n, plan_paged
 from kernels.cutile.varlen import compile_varlen_cubin
 
 
@@ -91,6 +91,9 @@ def test_a_page_of_16_runs_in_64_key_blocks_because_16_key_steps_spill() -> None
     # From pages of 32 up the block is 128 keys, which ran as fast as the dense decode.
     assert default_block_n(16) == 64 and default_block_n(32) == 128
     assert default_block_n(64) == 128 and default_block_n(256) == 128
+    # At most the decode form's 32 KB of K a block: 64 keys at D 256, whose plan says so too.
+    assert default_block_n(64, head_dim=256) == 64
+    assert plan_paged([300], q_len=1, heads=8, kv_heads=2, page_size=64, head_dim=256).block_n == 64
     if cuobjdump_path() is None:
         pytest.skip("cuobjdump is not installed: spills cannot be read")
     assert read_resources(compile_paged_cubin(page_size=16, block_n=16)).spills

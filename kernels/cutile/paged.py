@@ -195,14 +195,16 @@ def plan_paged(
     ctas_per_sm: int = 1,
     split: bool = True,
     splits: int | None = None,
+    head_dim: int = 128,
 ) -> PagedPlan:
     """The plan of a batch with these key lengths (a host sequence, NumPy or torch array).
-    ``splits``: every sequence cut into that many even pieces of its key blocks (fewer where
-    it has fewer blocks) instead of the ragged chunks; ValueError past the combine's limit."""
+    ``block_n`` None: :func:`default_block_n` of the page and ``head_dim``. ``splits``: every
+    sequence cut into that many even pieces of its key blocks (fewer where it has fewer
+    blocks) instead of the ragged chunks; ValueError past the combine's limit."""
     if hasattr(seq_lens, "detach"):
         seq_lens = seq_lens.detach().cpu().numpy()
     lens = [int(n) for n in np.asarray(seq_lens).reshape(-1)]
-    block_n = default_block_n(page_size) if block_n is None else block_n
+    block_n = default_block_n(page_size, head_dim) if block_n is None else block_n
     if block_n not in BLOCK_N_CHOICES:
         raise ValueError(f"block_n must be one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if page_size not in PAGE_SIZES:
@@ -318,6 +320,7 @@ def prepare_paged(
         plan = plan_paged(
             s.seq_lens, q_len=s.q_len, heads=s.heads, kv_heads=s.kv_heads,
             page_size=s.page_size, block_n=block_n, sm_count=sms, ctas_per_sm=ctas_per_sm or 1,
+            head_dim=s.head_dim,
         )  # fmt: skip
     check_plan(plan, s)
     scale = 1.0 / math.sqrt(s.head_dim) if scale is None else float(scale)
@@ -414,7 +417,7 @@ def compile_paged_cubin(
     s = PagedShape(batch, q_len, heads, kv_heads, head_dim, dv, num_pages, page_size, dtype,
                    tuple(lens))  # fmt: skip
     plan = plan_paged(lens, q_len=q_len, heads=heads, kv_heads=kv_heads, page_size=page_size,
-                      block_n=block_n, split=split)  # fmt: skip
+                      block_n=block_n, split=split, head_dim=head_dim)  # fmt: skip
     g = heads // kv_heads
     rows = plan.q_blocks * plan.block_m
     slots = plan.schedule.slots
