@@ -21,6 +21,16 @@ FAST = ["--warmup", "0", "--samples", "1", "--min-time", "0"]
 SMALL = ["--heads", "4", "--kv-heads", "2", "--head-dim", "32"]
 
 
+def the_runs_config(db: Path) -> dict[str, Any]:
+    """The config of the one run in ``db``, as stored."""
+    conn = sqlite3.connect(db)
+    try:
+        (config,) = [json.loads(row[0]) for row in conn.execute("SELECT config FROM runs")]
+    finally:
+        conn.close()
+    return config
+
+
 def stored_points(db: Path) -> list[dict[str, Any]]:
     conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
@@ -124,11 +134,7 @@ def test_a_paged_sweep_reads_pages_in_the_paged_kernels_own_block(
         "--head-dim", "64", *FAST,
     )  # fmt: skip
     assert result.code == 0, result.err
-    conn = sqlite3.connect(db_path)
-    try:
-        (config,) = [json.loads(row[0]) for row in conn.execute("SELECT config FROM runs")]
-    finally:
-        conn.close()
+    config = the_runs_config(db_path)
     assert config["tile_n"] == block
     assert config["pack_gqa"] is ("--preset" in asked)  # the preset's other knobs still come
 
@@ -147,11 +153,7 @@ def test_a_varlen_prefill_runs_the_varlen_kernels_own_tile_unless_typed(
         head_dim, "--mask", "causal", *typed, *FAST,
     )  # fmt: skip
     assert result.code == 0, result.err
-    conn = sqlite3.connect(db_path)
-    try:
-        (config,) = [json.loads(row[0]) for row in conn.execute("SELECT config FROM runs")]
-    finally:
-        conn.close()
+    config = the_runs_config(db_path)
     assert (config["tile_m"], config["tile_n"]) == tile
 
 
