@@ -137,6 +137,7 @@ def test_a_paged_sweep_reads_pages_in_the_paged_kernels_own_block(
     config = the_runs_config(db_path)
     assert config["tile_n"] == block
     assert config["pack_gqa"] is ("--preset" in asked)  # the preset's other knobs still come
+    assert config["kv_splits"] is None  # auto: the ragged split table, preset or not
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ PROBLEM_DEFAULTS = {
 SEQ_LENS_DEFAULT = "128,256,512"
 
 
-ROWS, KEYS = SERVING_KNOBS[:2]  # the tile knobs the serving kernels' own defaults set
+ROWS, KEYS, SPLITS = SERVING_KNOBS[:3]  # the knobs the serving kernels' own defaults set
 
 
 def add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> None:
@@ -153,16 +153,20 @@ def knob_values(args: argparse.Namespace, problem: Problem) -> dict[str, Any]:
     under the flags the user typed. A paged cache's key block, unless typed, is the paged
     kernel's own for the page and head dim (:func:`kernels.cutile.paged.default_block_n`):
     a dense preset's 128 keys at pages of 16 join eight pages and spill, its 256 at D 64 is
-    not one of the paged kernel's blocks. A varlen prefill's tile, unless typed, is the varlen
-    kernel's (:func:`kernels.cutile.varlen.default_tile`)."""
+    not one of the paged kernel's blocks; its split count, unless typed, is auto (the ragged
+    split table). A varlen prefill's tile, unless typed, is the varlen kernel's
+    (:func:`kernels.cutile.varlen.default_tile`)."""
     values = {knob.name: knob.default for knob in knobs.EXPOSED}
     if getattr(args, "preset", None) is not None and brings_decode_knobs(args.preset):
         values.update(preset_knobs(problem.head_dim))
     typed = {k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)}
-    if problem.page_size is not None and KEYS not in typed:
+    if problem.page_size is not None:
         from kernels.cutile.paged import default_block_n
 
-        values[KEYS] = default_block_n(problem.page_size, problem.head_dim)
+        if KEYS not in typed:
+            values[KEYS] = default_block_n(problem.page_size, problem.head_dim)
+        if SPLITS not in typed:  # the ragged split table, which keeps a full batch whole
+            values[SPLITS] = None
     if problem.varlen:  # a varlen prefill: the varlen kernel's own tile where none is typed
         from kernels.cutile.varlen import default_tile
 
