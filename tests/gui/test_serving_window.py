@@ -198,3 +198,36 @@ def test_compare_of_the_h100s_one_length_serving_group_says_nothing_about_a_fit(
     qtbot.waitUntil(lambda: view.viewRange()[0][1] > 5, timeout=5_000)  # ranged to the data
     (lo, hi), _ = view.viewRange()
     assert 10 < lo < math.log2(30825) < hi < 20, (lo, hi)
+
+
+def test_the_batch_shape_puts_the_serving_kernels_own_knobs_in_the_form(
+    qtbot: Any, window: Any
+) -> None:
+    """The obvious path in the window is the fast one, as at the CLI: a paged decode at pages
+    of 64 reads 128-key blocks with the ragged split table, at pages of 16 64-key blocks (128
+    would spill), a varlen prefill runs 128x128 tiles; a value the user chose stays, and the
+    uniform batch gets the registry's values back."""
+    c = window.controls
+    pick(c.head_dim, 128)
+    assert (c.spec().config.tile_m, c.spec().config.tile_n) == (64, 64)
+    pick(c.decode.axis, "k_len")
+    type_into(qtbot, c.decode.q_len, "1")
+    type_into(qtbot, c.serving.lengths, "300,30000")
+    pick(c.serving.kv_cache, "paged")
+    pick(c.serving.page_size, 64)
+    config = c.spec().config
+    assert (config.tile_n, config.kv_splits) == (128, None)
+    pick(c.serving.page_size, 16)
+    assert c.spec().config.tile_n == 64
+    pick(c.serving.page_size, 64)
+    assert c.spec().config.tile_n == 128
+    c.apply_state({"tile_n": 64})  # the user's own choice
+    pick(c.serving.page_size, 256)
+    assert c.spec().config.tile_n == 64
+    pick(c.decode.axis, "seq_len")  # the same lengths as a varlen prefill
+    type_into(qtbot, c.seq_lens, "30000")
+    config = c.spec().config
+    assert c.spec().problem.varlen and (config.tile_m, config.tile_n) == (128, 64)
+    assert config.kv_splits == 1  # the paged shape's auto went back to the registry's
+    type_into(qtbot, c.serving.lengths, "")
+    assert (c.spec().config.tile_m, c.spec().config.tile_n) == (64, 64)

@@ -47,6 +47,21 @@ class RaggedLaunch:
     splits: int | None
 
 
+def kernel_defaults(problem: Problem) -> dict[str, Any]:
+    """The serving kernels' own knob values for ``problem``'s batch, which a sweep takes for
+    every knob the user left alone (the CLI: not typed; the window: still at the value the
+    last batch shape gave). A paged cache: its key block for the page and head dim
+    (:func:`kernels.cutile.paged.default_block_n`: 128 keys at pages of 16 would join eight
+    pages and spill, a dense preset's 256 at D 64 is not one of its blocks) and the ragged
+    split table (auto, which keeps a batch that fills the SMs whole). A varlen prefill: the
+    varlen kernel's tile (:func:`kernels.cutile.varlen.default_tile`). Else nothing."""
+    if problem.page_size is not None:
+        return {KEYS: paged.default_block_n(problem.page_size, problem.head_dim), SPLITS: None}
+    if problem.varlen:
+        return dict(zip((ROWS, KEYS), varlen.default_tile(problem.head_dim), strict=True))
+    return {}
+
+
 def ragged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
     """The launch of ``problem`` (a ragged batch) under ``config``; a ConfigError naming the
     field (so the CLI names its flag) for anything the serving kernels cannot run as asked."""

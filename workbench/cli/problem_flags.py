@@ -11,7 +11,6 @@ import argparse
 from typing import Any
 
 from kernels import knobs
-from kernels.cutile.plan import SERVING_KNOBS
 from kernels.schedule import MASK_MODES
 from workbench.cli.knob_flags import add_arch, add_knob_flag, knob_arch
 from workbench.cli.serving_flags import add_batch_flags, ragged_axis_and_problem
@@ -46,9 +45,6 @@ PROBLEM_DEFAULTS = {
     "dtype": "float16",
 }
 SEQ_LENS_DEFAULT = "128,256,512"
-
-
-ROWS, KEYS, SPLITS = SERVING_KNOBS[:3]  # the knobs the serving kernels' own defaults set
 
 
 def add_problem_and_config(p: argparse.ArgumentParser, *, seq_default: str) -> None:
@@ -150,28 +146,15 @@ def _or(given: Any, default: Any) -> Any:
 def knob_values(args: argparse.Namespace, problem: Problem) -> dict[str, Any]:
     """Every knob's value for a sweep: the registry's default, under a ``--preset``'s kernel
     settings at the problem's head dim (:func:`~workbench.problem_presets.preset_knobs`),
-    under the flags the user typed. A paged cache's key block, unless typed, is the paged
-    kernel's own for the page and head dim (:func:`kernels.cutile.paged.default_block_n`):
-    a dense preset's 128 keys at pages of 16 join eight pages and spill, its 256 at D 64 is
-    not one of the paged kernel's blocks; its split count, unless typed, is auto (the ragged
-    split table). A varlen prefill's tile, unless typed, is the varlen kernel's
-    (:func:`kernels.cutile.varlen.default_tile`)."""
+    under a ragged batch's serving-kernel values
+    (:func:`~workbench.backends.cutile_serving.kernel_defaults`), under the flags typed."""
+    from workbench.backends.cutile_serving import kernel_defaults
+
     values = {knob.name: knob.default for knob in knobs.EXPOSED}
     if getattr(args, "preset", None) is not None and brings_decode_knobs(args.preset):
         values.update(preset_knobs(problem.head_dim))
-    typed = {k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)}
-    if problem.page_size is not None:
-        from kernels.cutile.paged import default_block_n
-
-        if KEYS not in typed:
-            values[KEYS] = default_block_n(problem.page_size, problem.head_dim)
-        if SPLITS not in typed:  # the ragged split table, which keeps a full batch whole
-            values[SPLITS] = None
-    if problem.varlen:  # a varlen prefill: the varlen kernel's own tile where none is typed
-        from kernels.cutile.varlen import default_tile
-
-        values.update(zip((ROWS, KEYS), default_tile(problem.head_dim), strict=True))
-    values.update(typed)
+    values.update(kernel_defaults(problem))
+    values.update({k.name: getattr(args, k.name) for k in knobs.EXPOSED if hasattr(args, k.name)})
     return values
 
 

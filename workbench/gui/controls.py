@@ -33,11 +33,13 @@ from PySide6.QtWidgets import (
 )
 
 from kernels import knobs, schedule
+from workbench.backends.cutile_serving import kernel_defaults
 from workbench.config import (
     DTYPES,
     HEAD_DIMS,
     MAX_LABEL_CHARS,
     SEQ_LEN_AXIS,
+    ConfigError,
     KernelConfig,
     Problem,
     SweepSpec,
@@ -110,6 +112,11 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
         outer.addWidget(self.form_scroll, 1)
         outer.addWidget(self._build_run_group())
 
+        # The serving kernels' own knob values for the batch the form states, as last put in.
+        self._serving_shown = self._serving_defaults()
+        for changed in (self.serving.changed, self.decode.changed):
+            changed.connect(self._on_serving_shape)
+        self.head_dim.currentIndexChanged.connect(self._on_serving_shape)
         self._on_mask_changed()
         self.set_running(False)
 
@@ -402,6 +409,32 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
             return
         before, after = head_dim_knobs(old), head_dim_knobs(new)
         follow = {k: v for k, v in after.items() if k in before and state.get(k) == before[k]}
+        if follow:
+            self.apply_state(follow)
+
+    def _serving_defaults(self) -> dict[str, Any]:
+        """The serving kernels' knob values for the form's ragged batch ({} for none, or
+        lengths that do not read yet)."""
+        try:
+            template = Problem(head_dim=self.head_dim.currentData())
+            problem = self.serving.apply(template, self.decode.decode())
+        except ConfigError:
+            return {}
+        return kernel_defaults(problem) if problem.lengths else {}
+
+    def _on_serving_shape(self) -> None:
+        """A new batch shape (ragged or not, paged or varlen, page size, head dim) puts the
+        serving kernels' own values (:func:`~workbench.backends.cutile_serving.kernel_defaults`)
+        in each knob that still holds the last shape's, as the CLI takes them for the knobs not
+        typed; a value the user chose stays. Setting the form (Load into form) moves none."""
+        old, new = self._serving_shown, self._serving_defaults()
+        self._serving_shown = new
+        if self._quiet or old == new:
+            return
+        state, registry = self.state(), knobs.defaults()
+        follow = {k: v for k, v in new.items() if state.get(k) == old.get(k, registry[k])}
+        # A knob the last shape set and this one does not: back to the registry's value.
+        follow |= {k: registry[k] for k in old if k not in new and state.get(k) == old[k]}
         if follow:
             self.apply_state(follow)
 
