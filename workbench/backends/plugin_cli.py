@@ -48,17 +48,30 @@ def parse_knob(text: str, declared: Iterable[BackendDeclaration]) -> tuple[str, 
     if knob is None:
         known = ", ".join(sorted(own)) or "none (load a plugin with --plugin)"
         raise BackendError(f"{KNOB_FLAG} {text}: no plugin knob {name!r}; plugin knobs: {known}")
-    try:
-        if knob.kind is bool:
-            words = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
-            value: Any = words[raw.lower()]
-        else:
-            value = knob.kind(raw)
-    except (KeyError, ValueError):
-        raise BackendError(f"{KNOB_FLAG} {text}: {knob.expected()}") from None
-    if value not in knob.values:
+    value = knob_value(knob, raw)
+    if value is None:
         raise BackendError(f"{KNOB_FLAG} {text}: {knob.expected()}")
     return name, value
+
+
+_SWITCH_WORDS = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
+
+
+def knob_value(knob: Any, given: Any) -> Any:
+    """``given`` (the text of ``--plugin-knob``, or a ladder step's JSON value) as the plugin
+    knob's type, or None where it is not one of the knob's values (a JSON 30 for a float knob
+    is 30.0; a switch takes on/off words as text, a JSON bool as itself)."""
+    try:
+        if knob.kind is bool:
+            value = _SWITCH_WORDS[given.lower()] if isinstance(given, str) else given
+            value = value if isinstance(value, bool) else None
+        elif isinstance(given, bool):
+            value = None  # true is not a number
+        else:
+            value = knob.kind(given)
+    except (KeyError, TypeError, ValueError):
+        value = None
+    return value if value is not None and value in knob.values else None
 
 
 def apply_command_line(argv: Sequence[str]) -> list[str]:

@@ -98,7 +98,6 @@ class LadderJob(Job):
         knob that cannot run is a :class:`LadderStepError` naming the step."""
         backend = backend_for(self.backend)  # asks whether it is available
         for step in self.ladder.steps:
-            check_step_backend(step, self.backend)
             spec = SweepSpec(
                 self.problem,
                 self.seq_lens,
@@ -108,8 +107,7 @@ class LadderJob(Job):
                 axis=self.axis,
             )
             try:
-                with knob_values_set(step.plugin_knobs):
-                    check_points(spec, backend)
+                check_step(step, spec, backend)
             except ConfigError as exc:
                 if exc.field in GIVEN_FIELDS:
                     raise
@@ -181,9 +179,7 @@ def run_ladder(
     if not checked:
         check_available(specs[0], backend)
         for step, spec in zip(ladder.steps, specs):
-            check_step_backend(step, backend_name)
-            with knob_values_set(step.plugin_knobs):
-                check_points(spec, backend)
+            check_step(step, spec, backend)
     group_id = store.create_group(
         LADDER_GROUP_KIND,
         label or f"{ladder.name} on {backend_name}",
@@ -219,16 +215,18 @@ def run_ladder(
     return group_id, events()
 
 
-def check_step_backend(step: Any, backend_name: str) -> None:
-    """A step that sets a plugin's own knobs runs on that plugin only: a LadderStepError naming
-    the step and the knob otherwise."""
-    if step.plugin_knobs and step.plugin != backend_name:
+def check_step(step: Any, spec: SweepSpec, backend: Backend) -> None:
+    """Every point of ``step`` checked as it will run: its plugin knobs set, and on that plugin
+    only (a LadderStepError naming the step and the knob on another backend)."""
+    if step.plugin_knobs and step.plugin != spec.backend:
         first = next(iter(step.plugin_knobs))
         raise LadderStepError(
             "steps", f"{step.name}: {first}",
             f"a knob of this ladder's backend; {first} is the plugin {step.plugin}'s, and the "
-            f"ladder runs on {backend_name} (--backend {step.plugin})",
+            f"ladder runs on {spec.backend} (--backend {step.plugin})",
         )  # fmt: skip
+    with knob_values_set(step.plugin_knobs):
+        check_points(spec, backend)
 
 
 def ladder_job(

@@ -256,14 +256,12 @@ def _plugin_knobs() -> dict[str, tuple[str, Any]]:
 
 
 def _plugin_value(knob: Any, value: Any, step: str) -> Any:
-    """``value`` as the plugin knob's type (a JSON 30 for a float knob is 30.0), or a
-    ConfigError naming the step and what the knob takes."""
-    try:
-        typed = value if isinstance(value, bool) == (knob.kind is bool) else None
-        typed = knob.kind(value) if typed is not None else None
-    except (TypeError, ValueError):
-        typed = None
-    if typed is None or typed not in knob.values:
+    """``value`` as the plugin knob's type (as ``--plugin-knob`` takes it), or a ConfigError
+    naming the step and what the knob takes."""
+    from workbench.backends.plugin_cli import knob_value
+
+    typed = knob_value(knob, value)
+    if typed is None:
         raise ConfigError("steps", f"{step}: {knob.name} {value!r}", knob.expected())
     return typed
 
