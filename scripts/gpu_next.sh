@@ -6,6 +6,7 @@
 #             rounds (11.6-12.1 s before, 7.1-8.2 s of it compiling); the host's CPUs printed
 #   tests     the serving kernels' GPU tests (the varlen kernel's 128-row tiles, the paged
 #             kernel's new key blocks and split table)
+#   gputests  (STAGES=gputests) every GPU test but the timed front door's, 8 workers
 #   paged     16 x 8k as a paged batch beside our dense decode, as a plain sweep now runs it
 #             (pages of 64: 128-key blocks, one split a sequence; pages of 16: 64-key blocks),
 #             and serving-decode-64 at pages of 16 and 64 with the new split table
@@ -56,6 +57,15 @@ if stage tests && before "${BEFORE_TESTS:-120}"; then
   pack
 fi
 
+if stage gputests && before "${BEFORE_GPUTESTS:-150}"; then
+  echo "== $(elapsed) gputests: every GPU correctness test (the front door's timed ones apart)"
+  timeout -s INT -k 10 "${GPUTESTS_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider -rfEs \
+    -n "${TEST_WORKERS:-8}" tests/gpu tests/test_cutile_serving.py --deselect tests/gpu/test_front_door.py \
+    -k "not in_a_group" > "$WORK/gpu-tests.txt" 2>&1
+  echo "exit $?"; tail -6 "$WORK/gpu-tests.txt"
+  pack
+fi
+
 uniform="--lengths $(printf '8k,%.0s' {1..15})8k --heads 32 --kv-heads 8 --head-dim 128 --dtype bfloat16 --q-len 1 --mask none --pack-gqa"
 dense="--batch 16 --heads 32 --kv-heads 8 --head-dim 128 --dtype bfloat16 --q-len 1 --k-lens 8k --pack-gqa --kv-splits auto --tile-n 128"
 if stage paged && before "${BEFORE_PAGED:-200}"; then
@@ -79,7 +89,7 @@ fi
 
 if stage beyond && before "${BEFORE_BEYOND:-460}"; then
   echo "== $(elapsed) beyond: decode shapes past the presets through the plain calls"
-  OUT=$WORK/beyond PEERS=cutile,torch-cudnn STAGES=sweep ROUNDS=3 SWEEP_TIMEOUT=${BEYOND_SWEEP_TIMEOUT:-40} \
+  OUT=$WORK/beyond PEERS=cutile,torch-cudnn STAGES=${BEYOND_STAGES:-sweep} CHECK_ROUNDS=2 CHECK_TIMEOUT=${BEYOND_CHECK_TIMEOUT:-90} ROUNDS=3 SWEEP_TIMEOUT=${BEYOND_SWEEP_TIMEOUT:-40} \
     PROBLEMS="B64-k1k|--batch 64 --head-dim 128 --q-len 1 --k-lens 1k;B4-q4-k16k-D64|--batch 4 --head-dim 64 --q-len 4 --k-lens 16k;B1-k128k|--batch 1 --head-dim 128 --q-len 1 --k-lens 128k" \
     bash scripts/gpu_front_door.sh 2>&1 | grep -v Warning | tail -20
 fi
