@@ -47,7 +47,8 @@ def run_varlen_emulated(problem: Problem, launch: cutile_serving.RaggedLaunch, i
                          window=launch.window)  # fmt: skip
     values = kernel_arguments(s, causal=launch.causal, window=launch.window,
                               scale=1 / math.sqrt(problem.head_dim), block_m=launch.block_m,
-                              block_n=launch.block_n, with_lse=True)  # fmt: skip
+                              block_n=launch.block_n, with_lse=True, poly_cols=launch.step[0],
+                              key_latency=launch.step[1], value_latency=launch.step[2])  # fmt: skip
     out = np.full((s.total_q, problem.heads, problem.value_dim), np.nan, dtype=np.float16)
     lse = np.full((problem.heads, s.total_q), np.nan, dtype=np.float32)
     args = (*(as_array(x.transpose(1, 0, 2)[None]) for x in (q, k, v, out)),
@@ -58,23 +59,33 @@ def run_varlen_emulated(problem: Problem, launch: cutile_serving.RaggedLaunch, i
 
 
 @pytest.mark.parametrize(
-    ("lengths", "fields", "mask", "window"),
+    ("lengths", "fields", "mask", "window", "step"),
     [
-        ([37, 0, 130, 1, 70], {"varlen": True}, "causal", None),
-        ([37, 0, 130, 1, 70], {"varlen": True}, "window", 20),
-        ([200, 3, 0, 65], {"q_len": 2}, "none", None),  # decode on a contiguous cache
+        ([37, 0, 130, 1, 70], {"varlen": True}, "causal", None, {}),
+        ([37, 0, 130, 1, 70], {"varlen": True}, "window", 20, {}),
+        ([200, 3, 0, 65], {"q_len": 2}, "none", None, {}),  # decode on a contiguous cache
+        # The polynomial exp2 on the unmasked blocks (130's second q-block sees its first
+        # 64 keys whole), with other load latencies.
+        ([37, 0, 130, 1, 70], {"varlen": True}, "causal", None,
+         {"poly_exp2_cols": 16, "k_latency": 3, "v_latency": 6}),
+        ([300, 129], {"varlen": True}, "none", None, {"poly_exp2_cols": 32}),
     ],
-    ids=["varlen-causal", "varlen-window", "contiguous-decode"],
-)
+    ids=["varlen-causal", "varlen-window", "contiguous-decode", "varlen-poly16", "varlen-poly32"],
+)  # fmt: skip
 def test_the_backend_runs_a_varlen_batch_through_the_varlen_kernel(
-    rng, lengths, fields, mask, window
+    rng, lengths, fields, mask, window, step
 ):
     problem = ragged(lengths, **fields)
-    config = KernelConfig(mask=mask, window=window, tile_n=128 if window else 64)
+    config = KernelConfig(mask=mask, window=window, tile_n=128 if window else 64, **step)
     CutileBackend().check_supported(problem, config)
     launch = cutile_serving.ragged_launch(problem, config)
     assert (launch.kernel, launch.block_n, launch.causal) == ("varlen", config.tile_n,
                                                                mask != "none")  # fmt: skip
+    assert launch.step == (step.get("poly_exp2_cols", 0), step.get("k_latency", 2),
+                           step.get("v_latency", 4))  # fmt: skip
+    if step:  # the stored plan says what ran
+        words = plan_words(cutile_serving.plan_record(problem, launch, None, None))
+        assert f"poly exp2 on {step['poly_exp2_cols']} columns" in words, words
     inputs = host_inputs(problem, rng)
     out = run_varlen_emulated(problem, launch, inputs)
     report = check_serving_output(inputs, out.astype(np.float32), problem, config, rng)
@@ -127,6 +138,8 @@ def test_the_backend_runs_a_paged_batch_through_the_paged_kernel(
         ({"varlen": True}, {"k_split": False}, "--no-k-split: does not apply to the cuTile"),
         ({"varlen": True}, {"autotune": True}, "--autotune: does not apply to the cuTile"),
         (PAGED, {"tile_n": 256}, "--tile-n 256: the cuTile paged"),
+        (PAGED, {"poly_exp2_cols": 8}, "--poly-exp2-cols 8: the cuTile paged kernel's block"),
+        (PAGED, {"v_latency": 6}, "--v-latency 6: the cuTile paged kernel's block"),
         (PAGED, {"tile_m": 16}, "--tile-m 16: the cuTile paged"),
         (
             PAGED,

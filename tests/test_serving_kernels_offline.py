@@ -41,6 +41,18 @@ def check_no_spill(cubin: bytes) -> None:
         # 128-row tiles: 8 worker warps, one CTA an SM (the compiler's own choice spills).
         dict(causal=True, dtype="bfloat16", block_m=128, block_n=128, with_lse=False),
         dict(causal=True, block_m=128, block_n=64),
+        # The polynomial exp2 on the unmasked blocks, with the dense prefill's load latencies.
+        dict(
+            causal=True,
+            dtype="bfloat16",
+            block_m=128,
+            block_n=128,
+            with_lse=False,
+            poly_cols=16,
+            key_latency=3,
+            value_latency=6,
+        ),
+        dict(causal=True, dtype="bfloat16", block_m=128, block_n=128, with_lse=False, poly_cols=32),
     ],
     ids=[
         "causal-d128",
@@ -50,6 +62,8 @@ def check_no_spill(cubin: bytes) -> None:
         "no-lse",
         "causal-bf16-128x128",
         "causal-128x64",
+        "causal-bf16-128x128-poly16-lat36",
+        "causal-bf16-128x128-poly32",
     ],
 )
 def test_the_varlen_kernel_compiles_without_spilling(knobs: dict) -> None:

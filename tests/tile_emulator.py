@@ -161,6 +161,15 @@ def where(cond, x, y):
     return np.where(cond, x, y)
 
 
+def bitcast(x, dtype):
+    """The same bits as another dtype of the same width (the polynomial exp2's exponent trick);
+    a width that differs raises, as cuTile refuses it."""
+    x = np.ascontiguousarray(x)
+    if x.dtype.itemsize != np.dtype(dtype).itemsize:
+        raise TypeError(f"bitcast of {x.dtype} to {np.dtype(dtype)}")
+    return x.view(dtype)
+
+
 def _scalar_or_tile(fn):
     def both(a, b):
         out = fn(a, b)
@@ -194,6 +203,7 @@ FAKE_CT = types.SimpleNamespace(
     cat=cat,
     extract=extract,
     where=where,
+    bitcast=bitcast,
     static_iter=iter,
 )
 

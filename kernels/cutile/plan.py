@@ -357,6 +357,10 @@ def plan_words(stored: Mapping[str, Any]) -> str:
 # The knobs a ragged launch (the serving kernels, kernels/cutile/varlen.py and paged.py) reads:
 # its tile rows, its key block, its KV splits, its CTAs an SM and whether heads are packed.
 SERVING_KNOBS = ("tile_m", "tile_n", "kv_splits", "occupancy", "pack_gqa")
+# The knobs of the varlen kernel's block step (kernels/cutile/varlen.py): the score columns of
+# an unmasked key block whose exp2 is the FMA polynomial, and the K and V load latency hints;
+# the paged kernel takes none of them.
+VARLEN_STEP_KNOBS = ("poly_exp2_cols", "k_latency", "v_latency")
 # The knobs whose compiler hints the serving kernels are compiled with: CTAs an SM, and the
 # worker warps the varlen kernel's 128-row tile takes.
 SERVING_HINT_KNOBS = ("occupancy", "num_worker_warps")
@@ -388,6 +392,10 @@ def serving_plan_words(stored: Mapping[str, Any]) -> str:
         words.append(f"{units} units, {spread} splits a sequence ({stored.get('split_request')})")
     else:
         words.append(f"{units} q-block tiles")
+        if stored.get("poly_exp2_cols"):
+            words.append(f"poly exp2 on {stored['poly_exp2_cols']} columns")
+        if stored.get("k_latency") is not None:
+            words.append(f"lat {stored['k_latency']}/{stored.get('v_latency')}")
     if stored.get("pack_gqa"):
         words.append("heads packed")
     words.append("grid " + "×".join(str(n) for n in stored.get("grid") or ()))

@@ -30,6 +30,7 @@ from kernels.cutile.serving_checks import (
     host_ints,
 )
 from kernels.head_dims import pads_head_dim, tile_head_dim
+from kernels.knob_defs import poly_exp2_choices
 from kernels.serving_schedule import VARLEN_COLUMNS, varlen_tiles
 
 LOG2E = 1.4426950408889634
@@ -54,8 +55,9 @@ def default_tile(head_dim: int) -> tuple[int, int]:
     return WIDE_TILE if head_dim <= WIDE_TILE_MAX_HEAD_DIM else DEFAULT_TILE
 
 
-# The kernel's load latency hints (TileGym's).
+# The kernel's load latency hints (TileGym's), and the range a caller may give.
 K_LATENCY, V_LATENCY = 2, 4
+LATENCY_RANGE = range(1, 11)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,19 @@ def check_tile(block_m: int, block_n: int) -> None:
             raise ValueError(f"{name} must be one of {sizes}, got {value!r}")
 
 
+def check_block_step(block_n: int, poly_cols: int, key_latency: int, value_latency: int) -> None:
+    """ValueError (one line, naming the argument) for a block step the kernel cannot compile:
+    the polynomial's columns are 0 or ``block_n`` over 16, 8, 4 or 2; a latency hint 1-10."""
+    allowed = poly_exp2_choices(block_n)
+    if poly_cols not in allowed:
+        raise ValueError(
+            f"poly_cols must be one of {allowed} at block_n {block_n}, got {poly_cols!r}"
+        )
+    for name, value in (("key_latency", key_latency), ("value_latency", value_latency)):
+        if value not in LATENCY_RANGE:
+            raise ValueError(f"{name} must be 1 to 10, got {value!r}")
+
+
 def kernel_arguments(
     s: VarlenShape,
     *,
@@ -145,16 +160,22 @@ def kernel_arguments(
     block_n: int,
     with_lse: bool,
     fast_math: bool = True,
+    poly_cols: int = 0,
+    key_latency: int = K_LATENCY,
+    value_latency: int = V_LATENCY,
 ) -> dict[str, Any]:
-    """The scalars and constants of one launch, by parameter name (the arrays apart)."""
+    """The scalars and constants of one launch, by parameter name (the arrays apart);
+    ``poly_cols``: score columns of each unmasked key block whose exp2 is the FMA polynomial
+    (the masked blocks always take the MUFU's, :func:`kernels.cutile.device.exp2_mixed`)."""
     d_padded = pads_head_dim(s.head_dim) or pads_head_dim(s.head_dim_v)
+    opts = (_mask_code(causal, window), fast_math, key_latency, value_latency, poly_cols, d_padded)
     return {
         "qk_scale_log2": scale * LOG2E,
         "kv_group": s.group,
         "window": int(window or 0),
         "TILE": (block_m, block_n, tile_head_dim(s.head_dim)),
         "VALUE_TILE": (tile_head_dim(s.head_dim_v),),
-        "OPTS": (_mask_code(causal, window), fast_math, K_LATENCY, V_LATENCY, 0, d_padded),
+        "OPTS": opts,
         "WITH_LSE": with_lse,
     }
 
@@ -183,17 +204,22 @@ def prepare_varlen(
     block_n: int | None = None,
     ctas_per_sm: int | None = None,
     with_lse: bool = True,
+    poly_cols: int = 0,
+    key_latency: int = K_LATENCY,
+    value_latency: int = V_LATENCY,
 ) -> tuple[Callable[[], None], Any, Any]:
     """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
     launches into ``out`` and ``lse`` on torch's current stream with no host work (a timing
     loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
     bottom-right causal with a width); ``block_m``/``block_n`` None: :func:`default_tile`'s;
-    ``ctas_per_sm`` None: the tile's own (:func:`default_ctas_per_sm`)."""
+    ``ctas_per_sm`` None: the tile's own (:func:`default_ctas_per_sm`); ``poly_cols``,
+    ``key_latency``, ``value_latency``: the block step's (:func:`kernel_arguments`)."""
     s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
     wide_m, wide_n = default_tile(s.head_dim)
     block_m = wide_m if block_m is None else block_m
     block_n = wide_n if block_n is None else block_n
     check_tile(block_m, block_n)
+    check_block_step(block_n, poly_cols, key_latency, value_latency)
     for name, arr in (("q", q), ("k", k), ("v", v)):
         if arr.stride(-1) != 1:
             raise ValueError(f"{name}'s head dim must be contiguous (stride 1): call .contiguous()")
@@ -219,7 +245,8 @@ def prepare_varlen(
 
     values = kernel_arguments(
         s, causal=causal, window=window, scale=scale, block_m=block_m, block_n=block_n,
-        with_lse=with_lse,
+        with_lse=with_lse, poly_cols=poly_cols, key_latency=key_latency,
+        value_latency=value_latency,
     )  # fmt: skip
     lse_arg = lse.unsqueeze(0) if with_lse else torch.empty((1, 1, 1), device=q.device)
     args = (
@@ -256,6 +283,9 @@ def compile_varlen_cubin(
     ctas_per_sm: int | None = None,
     with_lse: bool = True,
     total_tokens: int = 4096,
+    poly_cols: int = 0,
+    key_latency: int = K_LATENCY,
+    value_latency: int = V_LATENCY,
 ) -> bytes:
     """The varlen kernel's cubin for ``arch``, compiled without a GPU (tileiras only), for
     reading its registers, spills and shared memory."""
@@ -263,11 +293,13 @@ def compile_varlen_cubin(
     from kernels.cutile.serving_launch import ArrayArg, compile_offline, variant
 
     check_tile(block_m, block_n)
+    check_block_step(block_n, poly_cols, key_latency, value_latency)
     dv = head_dim_v or head_dim
     s = VarlenShape(total_tokens, total_tokens, heads, kv_heads, head_dim, dv, dtype, (0,), (0,))
     values = kernel_arguments(
         s, causal=causal, window=window, scale=1.0 / math.sqrt(head_dim), block_m=block_m,
-        block_n=block_n, with_lse=with_lse,
+        block_n=block_n, with_lse=with_lse, poly_cols=poly_cols, key_latency=key_latency,
+        value_latency=value_latency,
     )  # fmt: skip
     arrays = [
         ArrayArg(dtype, (1, heads, total_tokens, head_dim)),

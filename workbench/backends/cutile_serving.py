@@ -5,8 +5,10 @@ cache), with which of the config's knobs, and what the point stores of the launc
 The knobs that mean something to a ragged launch come from the config
 (:data:`kernels.cutile.plan.SERVING_KNOBS`): the tiles (the paged kernel's key block), the KV
 splits (auto: the ragged split table; 1: none; N: every sequence in N pieces, paged only), the
-CTAs an SM and whether heads are packed. Any other knob set away from its default is refused in
-one line naming its flag, before anything is launched.
+CTAs an SM and whether heads are packed; a varlen launch's block step also takes the polynomial
+exp2's columns and the load latencies (:data:`kernels.cutile.plan.VARLEN_STEP_KNOBS`). Any other
+knob set away from its default is refused in one line naming its flag, before anything is
+launched.
 Nothing here imports torch or cuda.tile at module level: the choices and refusals run on any
 machine (tests/test_cutile_serving.py).
 """
@@ -21,13 +23,16 @@ import numpy as np
 
 from kernels import knobs
 from kernels.cutile import paged, varlen
-from kernels.cutile.plan import SERVING_KNOBS, serving_plan_record
+from kernels.cutile.plan import SERVING_KNOBS, VARLEN_STEP_KNOBS, serving_plan_record
+from kernels.knob_defs import poly_exp2_choices
 from kernels.serving_schedule import varlen_tiles
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.errors import BackendError
 
 # The registry knobs a ragged launch reads (rows, key block, splits, CTAs an SM, heads packed).
 ROWS, KEYS, SPLITS, CTAS, PACKED = SERVING_KNOBS
+# The varlen kernel's block step: the polynomial exp2's columns, the K and V load latencies.
+POLY, K_LAT, V_LAT = VARLEN_STEP_KNOBS
 VARLEN_KERNEL = "fmha_varlen_kernel"
 PAGED_KERNEL = "fmha_paged_kernel"
 COMBINE_KERNEL = "paged_combine_kernel"
@@ -36,7 +41,8 @@ COMBINE_KERNEL = "paged_combine_kernel"
 @dataclass(frozen=True)
 class RaggedLaunch:
     """What one ragged point launches: the kernel's family ("varlen" or "paged"), its mask,
-    tiles, CTAs an SM and split request (None: auto)."""
+    tiles, CTAs an SM and split request (None: auto); a varlen launch's block step (the
+    polynomial exp2's columns, the K and V load latencies)."""
 
     kernel: str
     causal: bool
@@ -45,6 +51,7 @@ class RaggedLaunch:
     block_n: int
     ctas_per_sm: int | None
     splits: int | None
+    step: tuple[int, int, int] = (0, varlen.K_LATENCY, varlen.V_LATENCY)
 
 
 def kernel_defaults(problem: Problem) -> dict[str, Any]:
@@ -69,7 +76,7 @@ def ragged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
     values = config.knob_values()
     defaults = knobs.defaults()
     for name, value in values.items():
-        if name not in SERVING_KNOBS and value != defaults[name]:
+        if name not in SERVING_KNOBS + VARLEN_STEP_KNOBS and value != defaults[name]:
             raise ConfigError(
                 name, value, "does not apply to the cuTile serving kernels (varlen, paged); "
                 "leave it at its default for a ragged batch",
@@ -98,8 +105,16 @@ def _varlen_launch(
             PACKED, True, "the cuTile varlen kernel runs one query head a CTA; a paged cache "
             "(--kv-cache paged) packs the heads of a KV head",
         )  # fmt: skip
+    try:
+        varlen.check_block_step(values[KEYS], *(values[name] for name in VARLEN_STEP_KNOBS))
+    except ValueError:
+        raise ConfigError(
+            POLY, values[POLY], "the cuTile varlen kernel takes 0 or its key block over 16, 8, "
+            f"4 or 2 ({_words(poly_exp2_choices(values[KEYS]))} at {values[KEYS]} keys)",
+        ) from None  # fmt: skip
     ctas = values[CTAS] if values[CTAS] is not None else varlen.default_ctas_per_sm(values[ROWS])
-    return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1)
+    step = (values[POLY], values[K_LAT], values[V_LAT])
+    return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1, step)
 
 
 def _paged_launch(problem: Problem, config: KernelConfig, values: dict[str, Any]) -> RaggedLaunch:
@@ -113,6 +128,12 @@ def _paged_launch(problem: Problem, config: KernelConfig, values: dict[str, Any]
     if problem.q_len > paged.MAX_Q_LEN:
         raise ConfigError("q_len", problem.q_len, f"the cuTile paged kernel takes 1 to "
                           f"{paged.MAX_Q_LEN} queries a sequence")  # fmt: skip
+    for name in VARLEN_STEP_KNOBS:
+        if values[name] != knobs.KNOBS[name].default:
+            raise ConfigError(
+                name, values[name], "the cuTile paged kernel's block step has no such knob "
+                "(the varlen prefill's has); leave it out",
+            )  # fmt: skip
     if values[ROWS] != knobs.KNOBS[ROWS].default:
         raise ConfigError(
             ROWS, values[ROWS], "the cuTile paged kernel's rows are a KV head's packed "
@@ -170,6 +191,7 @@ def plan_record(
         cu_q, cu_k = _offsets(problem.q_lens).tolist(), _offsets(problem.k_lens).tolist()
         table = varlen_tiles(cu_q, cu_k, *tiles, causal=launch.causal, window=launch.window)
         grid = [problem.heads, len(table), 1]
+        facts.update(zip(VARLEN_STEP_KNOBS, launch.step, strict=True))
         return serving_plan_record("varlen", VARLEN_KERNEL, tiles, 1, launch.ctas_per_sm, False,
                                    grid, units=len(table), **facts)  # fmt: skip
     splits = plan.schedule.splits
@@ -219,7 +241,8 @@ def prepare(problem: Problem, launch: RaggedLaunch, inputs: tuple[Any, ...],
             run, out, _ = varlen.prepare_varlen(
                 q, inputs[1], inputs[2], *tables, causal=launch.causal, window=launch.window,
                 block_m=launch.block_m, block_n=launch.block_n, ctas_per_sm=launch.ctas_per_sm,
-                with_lse=False,
+                with_lse=False, poly_cols=launch.step[0], key_latency=launch.step[1],
+                value_latency=launch.step[2],
             )  # fmt: skip
         else:
             run, out, _ = paged.prepare_paged(
