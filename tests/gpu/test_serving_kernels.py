@@ -63,15 +63,22 @@ def cu(lengths) -> torch.Tensor:
     return torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int32).cuda()
 
 
+POLY16 = {"poly_cols": 16, "key_latency": 3, "value_latency": 6}
+
+
 @pytest.mark.parametrize(
-    ("dtype", "head_dim", "heads", "kv_heads", "mask", "tile"),
+    ("dtype", "head_dim", "heads", "kv_heads", "mask", "tile", "step"),
     [
-        ("float16", 128, 8, 2, "causal", (64, 64)),
-        ("bfloat16", 64, 4, 4, "none", (64, 64)),
-        ("bfloat16", 96, 8, 1, "window", (64, 64)),
-        ("float16", 128, 6, 2, "none", (64, 64)),
-        ("bfloat16", 128, 8, 2, "causal", (128, 128)),  # 8 worker warps, one CTA an SM
-        ("bfloat16", 96, 8, 1, "window", (128, 64)),
+        ("float16", 128, 8, 2, "causal", (64, 64), {}),
+        ("bfloat16", 64, 4, 4, "none", (64, 64), {}),
+        ("bfloat16", 96, 8, 1, "window", (64, 64), {}),
+        ("float16", 128, 6, 2, "none", (64, 64), {}),
+        ("bfloat16", 128, 8, 2, "causal", (128, 128), {}),  # 8 worker warps, one CTA an SM
+        ("bfloat16", 96, 8, 1, "window", (128, 64), {}),
+        # The polynomial exp2 on the unmasked key blocks.
+        ("bfloat16", 128, 8, 2, "causal", (128, 128), POLY16),
+        ("float16", 128, 8, 2, "none", (128, 128), {"poly_cols": 32}),
+        ("bfloat16", 96, 8, 1, "window", (64, 128), {"poly_cols": 8}),
     ],
     ids=[
         "fp16-d128-gqa4-causal",
@@ -80,9 +87,14 @@ def cu(lengths) -> torch.Tensor:
         "fp16-group3",
         "bf16-d128-causal-128x128",
         "bf16-d96-window-128x64",
+        "bf16-d128-causal-128x128-poly16",
+        "fp16-d128-none-128x128-poly32",
+        "bf16-d96-window-64x128-poly8",
     ],
 )
-def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_heads, mask, tile):
+def test_varlen_prefill_matches_the_reference(
+    seed, dtype, head_dim, heads, kv_heads, mask, tile, step
+):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     rng = np.random.default_rng(seed)
     # Odd lengths, an empty sequence, one token, keys beyond the queries (a cached prefix), a
@@ -95,7 +107,7 @@ def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_h
     window = 100 if mask == "window" else None
     out, lse = varlen_attention(
         q, k, v, cu(lq), cu(lk), causal=mask == "causal", window=window, block_m=tile[0],
-        block_n=tile[1],
+        block_n=tile[1], **step,
     )  # fmt: skip
     torch.cuda.synchronize()
     assert out.shape == (sum(lq), heads, head_dim) and lse.shape == (heads, sum(lq))
@@ -108,7 +120,7 @@ def test_varlen_prefill_matches_the_reference(seed, dtype, head_dim, heads, kv_h
             q[qs], k[ks], v[ks], causal=mask == "causal", window=window
         )
         what = f"seed {seed} sequence {b} (lq {lq[b]}, lk {lk[b]}) {mask} {dtype} D{head_dim}"
-        what += f" {tile[0]}x{tile[1]} tiles"
+        what += f" {tile[0]}x{tile[1]} tiles {step or ''}"
         compare(out[qs], lse[:, qs], want, want_lse, sees, what)
 
 
