@@ -13,6 +13,9 @@
 #   varlen    serving-prefill-varlen at 64x64 (the preset), 64x128, 128x64 and 128x128 tiles
 #   beyond    decode shapes past the presets through the plain calls (B1 k128k, B4 q4 k16k D64,
 #             B64 k1k), beside cuDNN
+#   varlenfa4 (STAGES=varlenfa4, with FA4 sourced) serving-prefill-varlen at its 128x128 tile beside
+#             FA4's varlen, as it comes and with the polynomial exp2 on 16 or 32 columns of each
+#             unmasked key block (and the dense prefill's load latencies 3/6), one group each
 #   d96       (not in the default list: STAGES=d96) the D 96 causal prefill beside our own D 128
 #             of the same shape (2026-12-07: 468.9 against 487.9 us, 0.96 of D 128's time for
 #             0.75 of its FLOPs)
@@ -92,6 +95,16 @@ if stage beyond && before "${BEFORE_BEYOND:-460}"; then
   OUT=$WORK/beyond PEERS=cutile,torch-cudnn STAGES=${BEYOND_STAGES:-sweep} CHECK_ROUNDS=2 CHECK_TIMEOUT=${BEYOND_CHECK_TIMEOUT:-90} ROUNDS=3 SWEEP_TIMEOUT=${BEYOND_SWEEP_TIMEOUT:-40} \
     PROBLEMS="B64-k1k|--batch 64 --head-dim 128 --q-len 1 --k-lens 1k;B4-q4-k16k-D64|--batch 4 --head-dim 64 --q-len 4 --k-lens 16k;B1-k128k|--batch 1 --head-dim 128 --q-len 1 --k-lens 128k" \
     bash scripts/gpu_front_door.sh 2>&1 | grep -v Warning | tail -20
+fi
+if stage varlenfa4 && before "${BEFORE_VARLENFA4:-300}"; then
+  echo "== $(elapsed) varlenfa4: the varlen prefill's block step beside FA4's varlen"
+  v="--preset serving-prefill-varlen"
+  OUT=$WORK/varlenfa4 STAGES=${VARLENFA4_STAGES:-sweep} ROUNDS=3 CHECK_ROUNDS=2 PEERS=fa4 \
+    SWEEP_TIMEOUT=${VARLENFA4_SWEEP_TIMEOUT:-60} SWEEP_BUDGET=${VARLENFA4_BUDGET:-240} \
+    CHECK_TIMEOUT=${VARLENFA4_CHECK_TIMEOUT:-80} CHECK_NAMES=${VARLENFA4_CHECK:-varlen-poly16} \
+    GROUPS_LIST="varlen-plain|cutile,fa4|$v;varlen-poly16|cutile,fa4|$v --poly-exp2-cols 16;varlen-poly16-lat36|cutile,fa4|$v --poly-exp2-cols 16 --k-latency 3 --v-latency 6;varlen-poly32|cutile,fa4|$v --poly-exp2-cols 32" \
+    bash scripts/gpu_serving.sh 2>&1 | grep -v Warning | tail -16
+  pack
 fi
 if stage d96 && before "${BEFORE_D96:-300}"; then
   echo "== $(elapsed) d96: D 96 against D 128, causal prefill B2 N4k, tuned"
