@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernels.cutile.plan import VARLEN_STEP_KNOBS
 from kernels.cutile.serving_checks import (
     check_cu_seqlens,
     check_head_dims,
@@ -31,6 +32,7 @@ from kernels.cutile.serving_checks import (
 )
 from kernels.head_dims import pads_head_dim, tile_head_dim
 from kernels.knob_defs import poly_exp2_choices
+from kernels.knobs import KNOBS
 from kernels.serving_schedule import VARLEN_COLUMNS, varlen_tiles
 
 LOG2E = 1.4426950408889634
@@ -55,9 +57,9 @@ def default_tile(head_dim: int) -> tuple[int, int]:
     return WIDE_TILE if head_dim <= WIDE_TILE_MAX_HEAD_DIM else DEFAULT_TILE
 
 
-# The kernel's load latency hints (TileGym's), and the range a caller may give.
+# The kernel's load latency hints (TileGym's), and the values a caller may give: the registry's.
 K_LATENCY, V_LATENCY = 2, 4
-LATENCY_RANGE = range(1, 11)
+LATENCY_VALUES = KNOBS[VARLEN_STEP_KNOBS[1]].values
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,8 @@ def check_block_step(block_n: int, poly_cols: int, key_latency: int, value_laten
             f"poly_cols must be one of {allowed} at block_n {block_n}, got {poly_cols!r}"
         )
     for name, value in (("key_latency", key_latency), ("value_latency", value_latency)):
-        if value not in LATENCY_RANGE:
-            raise ValueError(f"{name} must be 1 to 10, got {value!r}")
+        if value not in LATENCY_VALUES:
+            raise ValueError(f"{name} must be one of {LATENCY_VALUES}, got {value!r}")
 
 
 def kernel_arguments(

@@ -105,13 +105,11 @@ def _varlen_launch(
             PACKED, True, "the cuTile varlen kernel runs one query head a CTA; a paged cache "
             "(--kv-cache paged) packs the heads of a KV head",
         )  # fmt: skip
-    try:
-        varlen.check_block_step(values[KEYS], *(values[name] for name in VARLEN_STEP_KNOBS))
-    except ValueError:
+    if values[POLY] not in poly_exp2_choices(values[KEYS]):  # the latencies: the registry's
         raise ConfigError(
             POLY, values[POLY], "the cuTile varlen kernel takes 0 or its key block over 16, 8, "
             f"4 or 2 ({_words(poly_exp2_choices(values[KEYS]))} at {values[KEYS]} keys)",
-        ) from None  # fmt: skip
+        )  # fmt: skip
     ctas = values[CTAS] if values[CTAS] is not None else varlen.default_ctas_per_sm(values[ROWS])
     step = (values[POLY], values[K_LAT], values[V_LAT])
     return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1, step)
