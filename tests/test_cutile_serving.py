@@ -169,7 +169,7 @@ def test_the_backend_prepares_and_checks_a_ragged_point_on_cpu_torch(rng, monkey
     from kernels.cutile import device_paged
 
     monkeypatch.setattr(serving_launch, "launch", launch_torch_on_cpu)
-    monkeypatch.setattr(serving_launch, "variant", lambda kernel, ctas_per_sm=None: kernel)
+    monkeypatch.setattr(serving_launch, "variant", lambda kernel, *hints: kernel)
     backend = CutileBackend()
     for problem, config in (
         (ragged([90, 0, 33], varlen=True), KernelConfig(mask="causal")),

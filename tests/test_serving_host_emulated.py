@@ -22,7 +22,7 @@ from tests.tile_emulator import emulated, launch_torch_on_cpu  # noqa: E402
 @pytest.fixture
 def on_cpu(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(serving_launch, "launch", launch_torch_on_cpu)
-    monkeypatch.setattr(serving_launch, "variant", lambda kernel, ctas_per_sm=None: kernel)
+    monkeypatch.setattr(serving_launch, "variant", lambda kernel, *hints: kernel)
     with emulated(device, device_varlen, device_paged):
         yield
 
