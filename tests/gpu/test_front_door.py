@@ -71,6 +71,7 @@ def test_autotune_takes_the_decode_form_in_seconds_and_is_right(
     assert knobs["pack_gqa"] is True, what
     # The candidates compiled at once before the first launch (kernels/cutile/precompile.py).
     assert how["precompile"]["compiled"] == how["precompile"]["kernels"], how["precompile"]
+    print(f"tuning took {how['seconds']} s ({how['precompile']}): {what}")  # shown under -s
     assert how["seconds"] <= 10.0, f"tuning took {how['seconds']} s ({how['precompile']}): {what}"
     form, splits = form_of(q, k, v, mask, input_pos, knobs)
     assert form == "decode", what
