@@ -51,10 +51,14 @@ def count_then_refuse(n: int):  # type: ignore[no-untyped-def]
     raise ConfigError("heads", 3, "expected a divisor of the query heads")
 
 
-def engine_grandchild_pid(pid_file: str) -> None:
+def engine_grandchild_pid(pid_file: str, fork_server: bool = False) -> None:
     """Start an engine of this process's own (as a window's job child does for its GPU
-    members), write that engine child's pid, and keep it busy in a long call."""
-    from workbench.run.engine import Engine
+    members; ``fork_server``: from a fork server, as a window does), write that engine child's
+    pid, and keep it busy in a long call."""
+    from workbench.run.engine import Engine, use_fork_server
+
+    if fork_server:
+        use_fork_server()
 
     engine = Engine(timeout_s=120)
     engine.start()

@@ -19,6 +19,7 @@ from workbench.backends.reference import ReferenceBackend
 from workbench.config import KernelConfig, Problem, SweepSpec
 from workbench.jobs import run_sweep
 from workbench.measure.timing import TimingSettings
+from workbench.run import engine as engine_module
 from workbench.run.engine import Engine, EngineFailure
 from workbench.run.events import RunFinished
 from workbench.store import Store
@@ -27,8 +28,18 @@ H = "tests.engine.helpers"
 QUICK = TimingSettings(warmup=0, min_samples=2, min_time_s=0.0)
 
 
+@pytest.fixture(params=["spawn", "forkserver"])
+def start_method(request, monkeypatch) -> str:
+    """Each test both ways children start: spawned (the command line's) and forked from the
+    window's fork server."""
+    if request.param == "forkserver":
+        engine_module.use_fork_server()
+    monkeypatch.setattr(engine_module, "_start_method", request.param)
+    return str(request.param)
+
+
 @pytest.fixture
-def engine():
+def engine(start_method):
     with Engine(timeout_s=60) as eng:
         yield eng
 
@@ -229,7 +240,23 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_path):
+def test_the_child_runs_with_the_environment_of_its_start_not_the_servers(
+    engine, monkeypatch, start_method
+):
+    """A plugin named on the command line reaches the child through the environment; a child
+    forked from a server started earlier must see the window's variables as they are now."""
+    monkeypatch.setenv("FMHA_WORKBENCH_PLUGINS", "/tmp/named-after-the-server-started.py")
+    monkeypatch.delenv("HOME", raising=False)
+    assert engine.call("os:getenv", "FMHA_WORKBENCH_PLUGINS") == (
+        "/tmp/named-after-the-server-started.py"
+    )
+    assert engine.call("os:getenv", "HOME") is None
+    # The fork server's children are not this process's own: the path under test is taken.
+    assert (engine.call("os:getppid") == os.getpid()) == (start_method == "spawn")
+
+
+@pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "fork-server"])
+def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_path, fork_server):
     """Cancel kills a job child; the GPU engine that child started must not compute on."""
     import multiprocessing as mp
     import signal
@@ -239,7 +266,7 @@ def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_pat
     from tests.engine import helpers
 
     middle = mp.get_context("spawn").Process(
-        target=helpers.engine_grandchild_pid, args=(str(pid_file),)
+        target=helpers.engine_grandchild_pid, args=(str(pid_file), fork_server)
     )
     middle.start()
     deadline = time.monotonic() + 30

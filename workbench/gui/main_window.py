@@ -30,6 +30,7 @@ from workbench.gui.ladder import LadderPanel
 from workbench.gui.plots import PlotsPanel
 from workbench.gui.plugin_menu import PluginMenu
 from workbench.gui.worker import ProbeWorker, start_in_thread
+from workbench.run.engine import use_fork_server
 from workbench.store import Store, StoreError, default_db_path, env_db_path
 
 MACHINE_LABEL_WIDTH = 380  # px of the status bar's backend line; the rest is for messages
@@ -48,6 +49,7 @@ class MainWindow(QMainWindow):
         probe_backends: bool = True,
     ) -> None:
         _pyside_fix.apply()  # idempotent; see the module (PySide6 6.12.0 on Python < 3.12)
+        use_fork_server()  # every sweep, and every cancel, starts a child; idempotent
         super().__init__()
         self.settings = settings if settings is not None else QSettings()
         self.jobs = JobRunner(self, timing)

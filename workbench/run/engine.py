@@ -2,7 +2,7 @@
 
 A kernel fault (an illegal memory access) poisons a CUDA context for good, and a hang never
 returns, so the workbench never touches the GPU in its own process; and a CPU backend's Python
-loops would hold the GIL a window needs to repaint. :class:`Engine` starts a ``spawn`` child and
+loops would hold the GIL a window needs to repaint. :class:`Engine` starts a child and
 talks to it over one pipe, one request at a time:
 
 - :meth:`Engine.call` runs ``module:function`` there and returns its result (the GPU backends'
@@ -42,10 +42,43 @@ from typing import Any
 from workbench.errors import BackendError
 from workbench.measure.machine import cuda_home_problem
 
-# A first cuTile compile of a large tile takes tens of seconds, a tuner search minutes;
-# FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it.
-DEFAULT_TIMEOUT_S = float(os.environ.get("FMHA_WORKBENCH_ENGINE_TIMEOUT", "900"))
 POLL_S = 0.25  # how often a wait checks that the child is still alive
+# What a child imports before its first request (a job's run and a backend's calls), loaded
+# once in the fork server (:func:`use_fork_server`) instead of in every child.
+FORK_SERVER_PRELOAD = ("workbench.jobs.background", "workbench.backends.isolated")
+_start_method = "spawn"
+
+
+def default_timeout_s() -> float:
+    """A first cuTile compile of a large tile takes tens of seconds, a tuner search minutes;
+    FMHA_WORKBENCH_ENGINE_TIMEOUT overrides it (read now: a child forked from the fork server
+    imported this module under the server's environment)."""
+    return float(os.environ.get("FMHA_WORKBENCH_ENGINE_TIMEOUT", "900"))
+
+
+def use_fork_server() -> None:
+    """Start later children from a fork server that has imported what they need, and start it
+    now, in the background: a window starts a child for every sweep and after every cancel,
+    and a spawned child spent 0.4-0.6 s of CPU importing the workbench before its first
+    request. Where the platform has no fork server (Windows) children stay spawned. A
+    command-line run, which starts one child, keeps ``spawn``: a server would be one process
+    more for it."""
+    global _start_method
+    if _start_method == "forkserver" or "forkserver" not in mp.get_all_start_methods():
+        return
+    from multiprocessing import forkserver
+
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
+    with _main_module_hidden():
+        forkserver.ensure_running()
+    _start_method = "forkserver"
+
+
+def _child_context() -> mp.context.SpawnContext | mp.context.ForkServerContext:
+    if _start_method == "forkserver":
+        return mp.get_context("forkserver")
+    return mp.get_context("spawn")
 
 
 class EngineFailure(BackendError):
@@ -86,13 +119,17 @@ def _error_reply(exc: BaseException) -> tuple[Any, ...]:
     return ("error", type(exc).__name__, str(exc), traceback.format_exc(limit=12), sent)
 
 
-def _exit_when_orphaned(parent_pid: int) -> None:
+def _exit_when_orphaned() -> None:
     """End this child as the process that started it is gone: a GPU engine started by a
-    window's job child must not keep computing after Cancel killed that job child."""
+    window's job child must not keep computing after Cancel killed that job child. The
+    parent's end of the start-up pipe closes with it (a forked child's own parent is the fork
+    server, so its parent process id says nothing)."""
+    parent = mp.parent_process()
+    if parent is None:
+        return
 
     def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(POLL_S)
+        parent.join()
         os._exit(1)
 
     threading.Thread(target=watch, name="orphan-guard", daemon=True).start()
@@ -119,13 +156,17 @@ def _main_module_hidden() -> Iterator[None]:
         main.__dict__.update(saved)
 
 
-def _serve(conn: Connection, unset: tuple[str, ...] = (), parent_pid: int | None = None) -> None:
+def _serve(conn: Connection, environment: dict[str, str], unset: tuple[str, ...] = ()) -> None:
     """Child loop: answer requests until told to stop or until one fails.
 
-    ``unset`` names environment variables to drop before anything CUDA loads (a CUDA_HOME that
-    would break tileiras); doing it here leaves the parent's environment untouched."""
-    if parent_pid is not None:
-        _exit_when_orphaned(parent_pid)
+    ``environment``: the parent's at the start, which a child forked from the fork server does
+    not inherit (it has the server's). ``unset`` names variables to drop before anything CUDA
+    loads (a CUDA_HOME that would break tileiras); doing it here leaves the parent's
+    environment untouched."""
+    _exit_when_orphaned()
+    if os.environ != environment:
+        os.environ.clear()
+        os.environ.update(environment)
     for name in unset:
         os.environ.pop(name, None)
     while True:
@@ -157,19 +198,18 @@ class Engine:
 
     def __init__(
         self,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float | None = None,
         *,
         name: str = "fmha-gpu-engine",
         label: str = "the GPU engine",
         daemon: bool = True,
     ) -> None:
-        self.timeout_s = timeout_s
+        self.timeout_s = default_timeout_s() if timeout_s is None else timeout_s
         # A daemonic child may not start children: a job child that runs an engine of its own
         # (a plugin's) is started non-daemonic, and killed at exit instead (see start()).
         self.daemon = daemon
         self.name = name  # the child's process name
         self.label = label  # what the error messages call it
-        self._context = mp.get_context("spawn")
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self.restarts = 0
@@ -185,10 +225,14 @@ class Engine:
         if self._process is not None:
             self._stop(kill=True)
             self.restarts += 1
-        parent, child = self._context.Pipe()
+        context = _child_context()
+        parent, child = context.Pipe()
         unset = ("CUDA_HOME", "CUDA_PATH") if cuda_home_problem() else ()
-        process = self._context.Process(
-            target=_serve, args=(child, unset, os.getpid()), name=self.name, daemon=self.daemon
+        process = context.Process(
+            target=_serve,
+            args=(child, dict(os.environ), unset),
+            name=self.name,
+            daemon=self.daemon,
         )
         with _main_module_hidden():
             process.start()
