@@ -255,6 +255,16 @@ def test_the_child_runs_with_the_environment_of_its_start_not_the_servers(
     assert (engine.call("os:getppid") == os.getpid()) == (start_method == "spawn")
 
 
+def test_the_child_follows_the_blas_threads_its_parent_asks_for(start_method, monkeypatch):
+    """A forked child's NumPy was loaded in the fork server: its BLAS threads are set again
+    from the window's environment, or a reference run would record (and run with) the
+    server's."""
+    for threads in (1, 2):
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", str(threads))
+        with Engine(timeout_s=60) as eng:
+            assert eng.call("workbench.measure.blas:blas_threads") == threads
+
+
 @pytest.mark.parametrize("fork_server", [False, True], ids=["spawned", "fork-server"])
 def test_an_engine_child_ends_when_the_process_that_started_it_is_killed(tmp_path, fork_server):
     """Cancel kills a job child; the GPU engine that child started must not compute on."""

@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from workbench.errors import BackendError
+from workbench.measure.blas import limit_blas_threads
 from workbench.measure.machine import cuda_home_problem
 
 POLL_S = 0.25  # how often a wait checks that the child is still alive
@@ -169,6 +170,9 @@ def _serve(conn: Connection, environment: dict[str, str], unset: tuple[str, ...]
         os.environ.update(environment)
     for name in unset:
         os.environ.pop(name, None)
+    # A forked child's NumPy was loaded in the server, its BLAS threads set by the server's
+    # environment: the policy again, by the parent's.
+    limit_blas_threads()
     while True:
         try:
             message = conn.recv()
