@@ -90,6 +90,28 @@ def pytest_collection(session: pytest.Session) -> Any:
         sys.dont_write_bytecode = keep
 
 
+# The real compiler over every kernel form, 2-25 s a test from an empty cuTile cache (a new
+# checkout's, CI's): the slow tier, which scripts/test.sh runs second and CI runs too.
+# tests/test_cutile_offline.py keeps the compiler in the default suite.
+COMPILER_TIER = frozenset(
+    {
+        "test_arch_tables_offline.py",
+        "test_cutile_head_dim_v_offline.py",
+        "test_head_dim_chunks_offline.py",
+        "test_ladder_presets_offline.py",
+        "test_offline_signature.py",
+        "test_serving_kernels_offline.py",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in COMPILER_TIER and item.path.parent.name == "tests":
+            item.add_marker(pytest.mark.slow)
+
+
 def _replay_hint(config: pytest.Config) -> str:
     seed = config.stash[SESSION_SEED]
     return f"random seed {seed}: replay with --seed {seed} (or {SEED_ENV}={seed})"
