@@ -41,114 +41,122 @@ PERSISTENT_128 = dict(
 )
 
 
+# Every form compiled; the first (the production default) in the default suite, the rest in
+# the slow tier with the other compiles of every form (tests/conftest.py, COMPILER_TIER).
+SM90_FORMS = [
+    # The production default path: causal, k-split, fast math, 64x64 at occupancy 2.
+    dict(mask="causal", tile_m=64, tile_n=64, occupancy=2, head_dim=128),
+    # One loop with a per-block branch, window mask, bf16, exact math, LSE + block map.
+    dict(
+        mask="window",
+        tile_m=128,
+        tile_n=64,
+        k_split=False,
+        fast_math=False,
+        dtype="bfloat16",
+        head_dim=64,
+        with_lse=True,
+        with_map=True,
+        q_len=1000,
+        num_worker_warps=8,
+    ),
+    # The polynomial exp2 on a quarter of the unmasked columns.
+    dict(mask="none", tile_m=64, tile_n=128, occupancy=2, head_dim=128, poly_exp2_cols=32),
+    # The persistent grid: a ragged last key block (EVEN_K false), LSE and block map.
+    dict(PERSISTENT_128, q_len=1000),
+    dict(
+        mask="none",
+        tile_m=64,
+        tile_n=128,
+        occupancy=2,
+        persistent=True,
+        k_split=False,
+        store_tma=False,
+        dtype="bfloat16",
+        head_dim=64,
+    ),
+    # The smallest head dim: the persistent grid fetches Q in column halves of 8 values
+    # (16 bytes, TMA's smallest row), here with the next tile's Q prefetched.
+    dict(mask="none", tile_m=64, tile_n=64, persistent=True, q_len=256, head_dim=16),
+    # Key blocks in pairs (two K and two V buffers), with LSE and the block map.
+    dict(PERSISTENT_128, k_unroll=2, q_len=1024),
+    # The causal persistent grid (its tile assignment as an extra array), LSE and map.
+    dict(PERSISTENT_128, mask="causal", q_len=2048),
+    dict(mask="causal", tile_m=64, tile_n=64, persistent=True, dtype="bfloat16", head_dim=64),
+    # Decode: packed GQA heads, the key range split 16 ways (q_len 1, 32k keys).
+    dict(
+        mask="none",
+        q_len=1,
+        k_len=32768,
+        tile_n=128,
+        dtype="bfloat16",
+        kv_splits=16,
+        pack_gqa=True,
+    ),
+    # Head dims that are not powers of two: Phi-3's 96 in the decode form with 16 splits
+    # (a padded 128 tile, every K/V load checked), StableLM's 80 in the persistent grid
+    # (64 + 16 column chunks).
+    dict(
+        mask="none",
+        q_len=1,
+        k_len=32768,
+        tile_n=128,
+        head_dim=96,
+        kv_splits=16,
+        pack_gqa=True,
+        dtype="bfloat16",
+    ),
+    dict(PERSISTENT_128, head_dim=80, q_len=1000),
+    # Speculative decode, bottom-right causal, ragged keys, LSE, 4 splits, D 64.
+    dict(
+        mask="causal",
+        q_len=16,
+        k_len=1000,
+        input_pos=984,
+        tile_n=64,
+        head_dim=64,
+        kv_splits=4,
+        pack_gqa=True,
+        with_lse=True,
+    ),
+    # Unpacked heads, one loop with a per-block branch, exact math, the LSE, no split.
+    dict(
+        mask="causal",
+        q_len=4,
+        k_len=4100,
+        input_pos=4096,
+        tile_n=64,
+        k_split=False,
+        fast_math=False,
+        dtype="bfloat16",
+        kv_splits=1,
+        pack_gqa=True,
+        with_lse=True,
+    ),
+]
+SM90_IDS = [
+    "causal-64x64-occ2",
+    "window-128x64-nosplit-bf16-lse-map",
+    "none-64x128-poly32",
+    "none-persistent-128x128-ww8-ragged-lse-map",
+    "none-persistent-64x128-occ2-nosplit",
+    "none-persistent-64x64-d16-prefetch",
+    "none-persistent-128x128-pairs-lse-map",
+    "causal-persistent-128x128-ww8-lse-map",
+    "causal-persistent-64x64-bf16-d64",
+    "decode-packed-split16-bf16",
+    "decode-packed-split16-bf16-d96-padded",
+    "none-persistent-128x128-ww8-d80-chunked",
+    "decode-packed-causal-ragged-split4-lse-d64",
+    "decode-packed-onesplit-nosplit-loop-exact-lse",
+]
+
+
 @pytest.mark.parametrize(
     "knobs",
     [
-        # The production default path: causal, k-split, fast math, 64x64 at occupancy 2.
-        dict(mask="causal", tile_m=64, tile_n=64, occupancy=2, head_dim=128),
-        # One loop with a per-block branch, window mask, bf16, exact math, LSE + block map.
-        dict(
-            mask="window",
-            tile_m=128,
-            tile_n=64,
-            k_split=False,
-            fast_math=False,
-            dtype="bfloat16",
-            head_dim=64,
-            with_lse=True,
-            with_map=True,
-            q_len=1000,
-            num_worker_warps=8,
-        ),
-        # The polynomial exp2 on a quarter of the unmasked columns.
-        dict(mask="none", tile_m=64, tile_n=128, occupancy=2, head_dim=128, poly_exp2_cols=32),
-        # The persistent grid: a ragged last key block (EVEN_K false), LSE and block map.
-        dict(PERSISTENT_128, q_len=1000),
-        dict(
-            mask="none",
-            tile_m=64,
-            tile_n=128,
-            occupancy=2,
-            persistent=True,
-            k_split=False,
-            store_tma=False,
-            dtype="bfloat16",
-            head_dim=64,
-        ),
-        # The smallest head dim: the persistent grid fetches Q in column halves of 8 values
-        # (16 bytes, TMA's smallest row), here with the next tile's Q prefetched.
-        dict(mask="none", tile_m=64, tile_n=64, persistent=True, q_len=256, head_dim=16),
-        # Key blocks in pairs (two K and two V buffers), with LSE and the block map.
-        dict(PERSISTENT_128, k_unroll=2, q_len=1024),
-        # The causal persistent grid (its tile assignment as an extra array), LSE and map.
-        dict(PERSISTENT_128, mask="causal", q_len=2048),
-        dict(mask="causal", tile_m=64, tile_n=64, persistent=True, dtype="bfloat16", head_dim=64),
-        # Decode: packed GQA heads, the key range split 16 ways (q_len 1, 32k keys).
-        dict(
-            mask="none",
-            q_len=1,
-            k_len=32768,
-            tile_n=128,
-            dtype="bfloat16",
-            kv_splits=16,
-            pack_gqa=True,
-        ),
-        # Head dims that are not powers of two: Phi-3's 96 in the decode form with 16 splits
-        # (a padded 128 tile, every K/V load checked), StableLM's 80 in the persistent grid
-        # (64 + 16 column chunks).
-        dict(
-            mask="none",
-            q_len=1,
-            k_len=32768,
-            tile_n=128,
-            head_dim=96,
-            kv_splits=16,
-            pack_gqa=True,
-            dtype="bfloat16",
-        ),
-        dict(PERSISTENT_128, head_dim=80, q_len=1000),
-        # Speculative decode, bottom-right causal, ragged keys, LSE, 4 splits, D 64.
-        dict(
-            mask="causal",
-            q_len=16,
-            k_len=1000,
-            input_pos=984,
-            tile_n=64,
-            head_dim=64,
-            kv_splits=4,
-            pack_gqa=True,
-            with_lse=True,
-        ),
-        # Unpacked heads, one loop with a per-block branch, exact math, the LSE, no split.
-        dict(
-            mask="causal",
-            q_len=4,
-            k_len=4100,
-            input_pos=4096,
-            tile_n=64,
-            k_split=False,
-            fast_math=False,
-            dtype="bfloat16",
-            kv_splits=1,
-            pack_gqa=True,
-            with_lse=True,
-        ),
-    ],
-    ids=[
-        "causal-64x64-occ2",
-        "window-128x64-nosplit-bf16-lse-map",
-        "none-64x128-poly32",
-        "none-persistent-128x128-ww8-ragged-lse-map",
-        "none-persistent-64x128-occ2-nosplit",
-        "none-persistent-64x64-d16-prefetch",
-        "none-persistent-128x128-pairs-lse-map",
-        "causal-persistent-128x128-ww8-lse-map",
-        "causal-persistent-64x64-bf16-d64",
-        "decode-packed-split16-bf16",
-        "decode-packed-split16-bf16-d96-padded",
-        "none-persistent-128x128-ww8-d80-chunked",
-        "decode-packed-causal-ragged-split4-lse-d64",
-        "decode-packed-onesplit-nosplit-loop-exact-lse",
+        pytest.param(knobs, id=name, marks=() if i == 0 else pytest.mark.slow)
+        for i, (knobs, name) in enumerate(zip(SM90_FORMS, SM90_IDS, strict=True))
     ],
 )
 def test_compiles_for_sm90(knobs: dict) -> None:
