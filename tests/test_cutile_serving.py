@@ -97,6 +97,23 @@ def test_the_backend_runs_a_varlen_batch_through_the_varlen_kernel(
         assert not check_serving_output(inputs, out.astype(np.float32), problem, other, rng).passed
 
 
+def test_a_varlen_batch_runs_on_two_cta_clusters_and_its_plan_says_so(rng):
+    problem = ragged([37, 0, 130, 1, 70], varlen=True)
+    config = KernelConfig(mask="causal", tile_m=128, tile_n=128, num_ctas=2, occupancy=2)
+    CutileBackend().check_supported(problem, config)
+    launch = cutile_serving.ragged_launch(problem, config)
+    assert (launch.cluster_ctas, launch.ctas_per_sm, launch.block_m) == (2, 2, 128)
+    record = cutile_serving.plan_record(problem, launch, None, None)
+    assert record["num_ctas"] == 2 and "2-CTA clusters" in plan_words(record), record
+    plain = cutile_serving.ragged_launch(problem, KernelConfig(mask="causal"))
+    assert plain.cluster_ctas is None
+    assert "clusters" not in plan_words(cutile_serving.plan_record(problem, plain, None, None))
+    inputs = host_inputs(problem, rng)
+    out = run_varlen_emulated(problem, launch, inputs)
+    report = check_serving_output(inputs, out.astype(np.float32), problem, config, rng)
+    assert report.passed and report.checked_rows > 0, report
+
+
 @pytest.mark.parametrize(
     ("page", "q_len", "kv_splits", "tile_n"),
     [(16, 1, None, 64), (64, 3, 2, 64), (32, 1, 1, 32), (256, 1, None, 128)],
@@ -140,6 +157,8 @@ def test_the_backend_runs_a_paged_batch_through_the_paged_kernel(
         (PAGED, {"tile_n": 256}, "--tile-n 256: the cuTile paged"),
         (PAGED, {"poly_exp2_cols": 8}, "--poly-exp2-cols 8: the cuTile paged kernel's block"),
         (PAGED, {"v_latency": 6}, "--v-latency 6: the cuTile paged kernel's block"),
+        (PAGED, {"num_ctas": 2}, "--cluster-ctas 2: the cuTile paged kernel's block"),
+        ({"varlen": True}, {"num_ctas": 4}, "--cluster-ctas 4: the cuTile varlen kernel runs"),
         (PAGED, {"tile_m": 16}, "--tile-m 16: the cuTile paged"),
         (
             PAGED,

@@ -70,6 +70,19 @@ def test_the_varlen_kernel_compiles_without_spilling(knobs: dict) -> None:
     check_no_spill(compile_varlen_cubin(**knobs))
 
 
+def test_the_varlen_tile_fits_two_ctas_an_sm_only_on_a_two_cta_cluster() -> None:
+    """The dense prefill's fastest 128x128 form: 2 CTAs an SM of 256 threads at 128 registers.
+    The varlen tile asked for it alone spills; on a 2-CTA cluster it does not."""
+    if cuobjdump_path() is None:
+        pytest.skip("cuobjdump is not installed")
+    tile = dict(causal=True, dtype="bfloat16", block_m=128, block_n=128, ctas_per_sm=2)
+    clustered = read_resources(compile_varlen_cubin(**tile, cluster_ctas=2))
+    assert clustered.stack == 0 and clustered.local == 0, clustered
+    assert clustered.registers * clustered.threads * 2 <= 65536, clustered  # two fit an SM
+    with pytest.raises(ValueError, match="cluster_ctas must be one of"):
+        compile_varlen_cubin(**tile, cluster_ctas=4)
+
+
 @pytest.mark.parametrize(
     "knobs",
     [

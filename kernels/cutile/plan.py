@@ -361,9 +361,11 @@ SERVING_KNOBS = ("tile_m", "tile_n", "kv_splits", "occupancy", "pack_gqa")
 # an unmasked key block whose exp2 is the FMA polynomial, and the K and V load latency hints;
 # the paged kernel takes none of them.
 VARLEN_STEP_KNOBS = ("poly_exp2_cols", "k_latency", "v_latency")
-# The knobs whose compiler hints the serving kernels are compiled with: CTAs an SM, and the
-# worker warps the varlen kernel's 128-row tile takes.
-SERVING_HINT_KNOBS = ("occupancy", "num_worker_warps")
+# The knobs whose compiler hints the serving kernels are compiled with: CTAs an SM, the
+# worker warps the varlen kernel's 128-row tile takes, and the varlen kernel's cluster.
+SERVING_HINT_KNOBS = ("occupancy", "num_worker_warps", "num_ctas")
+# The varlen kernel's CTAs a cluster (one tile program on two CTAs), the paged kernel has none.
+VARLEN_CLUSTER_KNOB = SERVING_HINT_KNOBS[2]
 
 
 def serving_plan_record(
@@ -396,6 +398,8 @@ def serving_plan_words(stored: Mapping[str, Any]) -> str:
             words.append(f"poly exp2 on {stored['poly_exp2_cols']} columns")
         if stored.get("k_latency") is not None:
             words.append(f"lat {stored['k_latency']}/{stored.get('v_latency')}")
+        if (stored.get(VARLEN_CLUSTER_KNOB) or 1) > 1:
+            words.append(f"{stored[VARLEN_CLUSTER_KNOB]}-CTA clusters")
     if stored.get("pack_gqa"):
         words.append("heads packed")
     words.append("grid " + "×".join(str(n) for n in stored.get("grid") or ()))

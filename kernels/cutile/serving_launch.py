@@ -21,7 +21,7 @@ from kernels.cutile.plan import SERVING_HINT_KNOBS
 # Device copies of host tables, the newest last; the oldest go past this many.
 DEVICE_TABLES_KEPT = 64
 _DEVICE_TABLES: dict[tuple[int, str], tuple[np.ndarray, Any]] = {}
-_VARIANTS: dict[tuple[int, int | None, int | None], Any] = {}
+_VARIANTS: dict[tuple[int, int | None, int | None, int | None], Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -33,13 +33,19 @@ class ArrayArg:
     shape: tuple[int, ...]
 
 
-def variant(kernel: Any, ctas_per_sm: int | None = None, worker_warps: int | None = None) -> Any:
+def variant(
+    kernel: Any,
+    ctas_per_sm: int | None = None,
+    worker_warps: int | None = None,
+    cluster_ctas: int | None = None,
+) -> Any:
     """``kernel`` compiled to fit ``ctas_per_sm`` CTAs an SM (cuTile's occupancy hint) with
-    ``worker_warps`` warps (None: the compiler's choice for either), made once: a
-    ``replace_hints`` per launch would recompile."""
-    key = (id(kernel), ctas_per_sm, worker_warps)
+    ``worker_warps`` warps, each program on ``cluster_ctas`` CTAs of a cluster (None: the
+    compiler's choice for each), made once: a ``replace_hints`` per launch would recompile."""
+    wanted = (ctas_per_sm, worker_warps, cluster_ctas)
+    key = (id(kernel), *wanted)
     names = [registry.KNOBS[name].hint for name in SERVING_HINT_KNOBS]
-    hints = {name: value for name, value in zip(names, (ctas_per_sm, worker_warps)) if value}
+    hints = {name: value for name, value in zip(names, wanted, strict=True) if value}
     with _LOCK:
         if key not in _VARIANTS:
             _VARIANTS[key] = kernel.replace_hints(**hints) if hints else kernel

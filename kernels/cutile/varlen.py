@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernels.cutile.plan import VARLEN_STEP_KNOBS
+from kernels.cutile.plan import VARLEN_CLUSTER_KNOB, VARLEN_STEP_KNOBS
 from kernels.cutile.serving_checks import (
     check_cu_seqlens,
     check_head_dims,
@@ -57,6 +57,11 @@ def default_tile(head_dim: int) -> tuple[int, int]:
     return WIDE_TILE if head_dim <= WIDE_TILE_MAX_HEAD_DIM else DEFAULT_TILE
 
 
+# Each tile program on a 2-CTA cluster (cuTile's cluster hint) at 2 CTAs an SM: the dense
+# prefill's fastest 128x128 form, to which the varlen tile compiles with no spill (128
+# registers, 256 threads, 83 KB of shared memory, the compiler's worker warps) where 2 CTAs an
+# SM alone spill 552 B (docs/lab/varlen-prefill.md). Untimed yet: no cluster by default.
+CLUSTER_SIZES = tuple(n for n in KNOBS[VARLEN_CLUSTER_KNOB].values if n is None or n <= 2)
 # The kernel's load latency hints (TileGym's), and the values a caller may give: the registry's.
 K_LATENCY, V_LATENCY = 2, 4
 LATENCY_VALUES = KNOBS[VARLEN_STEP_KNOBS[1]].values
@@ -123,9 +128,18 @@ def default_ctas_per_sm(block_m: int) -> int:
     return WIDE_CTAS_PER_SM if block_m >= WIDE_ROWS else DEFAULT_CTAS_PER_SM
 
 
-def worker_warps(block_m: int) -> int | None:
-    """The worker warps a tile of ``block_m`` rows is compiled for (None: the compiler's)."""
+def worker_warps(block_m: int, cluster_ctas: int | None = None) -> int | None:
+    """The worker warps a tile of ``block_m`` rows is compiled for (None: the compiler's, as
+    in a cluster: see :data:`CLUSTER_SIZES`)."""
+    if cluster_ctas is not None and cluster_ctas > 1:
+        return None
     return WIDE_WORKER_WARPS if block_m >= WIDE_ROWS else None
+
+
+def check_cluster(cluster_ctas: int | None) -> None:
+    """ValueError (one line) unless the kernel takes ``cluster_ctas`` CTAs a cluster."""
+    if cluster_ctas not in CLUSTER_SIZES:
+        raise ValueError(f"cluster_ctas must be one of {CLUSTER_SIZES}, got {cluster_ctas!r}")
 
 
 def _mask_code(causal: bool, window: int | None) -> int:
@@ -209,19 +223,22 @@ def prepare_varlen(
     poly_cols: int = 0,
     key_latency: int = K_LATENCY,
     value_latency: int = V_LATENCY,
+    cluster_ctas: int | None = None,
 ) -> tuple[Callable[[], None], Any, Any]:
     """Check, build the tile table and allocate once: ``(run, out, lse)``, where ``run()``
     launches into ``out`` and ``lse`` on torch's current stream with no host work (a timing
     loop or a CUDA graph replays it). ``window`` implies causal (the window mask is
     bottom-right causal with a width); ``block_m``/``block_n`` None: :func:`default_tile`'s;
     ``ctas_per_sm`` None: the tile's own (:func:`default_ctas_per_sm`); ``poly_cols``,
-    ``key_latency``, ``value_latency``: the block step's (:func:`kernel_arguments`)."""
+    ``key_latency``, ``value_latency``: the block step's (:func:`kernel_arguments`);
+    ``cluster_ctas``: CTAs a cluster (:data:`CLUSTER_SIZES`)."""
     s = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, window=window)
     wide_m, wide_n = default_tile(s.head_dim)
     block_m = wide_m if block_m is None else block_m
     block_n = wide_n if block_n is None else block_n
     check_tile(block_m, block_n)
     check_block_step(block_n, poly_cols, key_latency, value_latency)
+    check_cluster(cluster_ctas)
     for name, arr in (("q", q), ("k", k), ("v", v)):
         if arr.stride(-1) != 1:
             raise ValueError(f"{name}'s head dim must be contiguous (stride 1): call .contiguous()")
@@ -261,7 +278,7 @@ def prepare_varlen(
         *values.values(),
     )
     ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
-    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m))
+    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m, cluster_ctas), cluster_ctas)
     grid = (s.heads, len(tiles), 1)
 
     def run() -> None:
@@ -288,6 +305,7 @@ def compile_varlen_cubin(
     poly_cols: int = 0,
     key_latency: int = K_LATENCY,
     value_latency: int = V_LATENCY,
+    cluster_ctas: int | None = None,
 ) -> bytes:
     """The varlen kernel's cubin for ``arch``, compiled without a GPU (tileiras only), for
     reading its registers, spills and shared memory."""
@@ -296,6 +314,7 @@ def compile_varlen_cubin(
 
     check_tile(block_m, block_n)
     check_block_step(block_n, poly_cols, key_latency, value_latency)
+    check_cluster(cluster_ctas)
     dv = head_dim_v or head_dim
     s = VarlenShape(total_tokens, total_tokens, heads, kv_heads, head_dim, dv, dtype, (0,), (0,))
     values = kernel_arguments(
@@ -313,5 +332,5 @@ def compile_varlen_cubin(
     ]
     params = [*arrays, float, int, int, *list(values.values())[3:]]
     ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
-    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m))
+    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m, cluster_ctas), cluster_ctas)
     return compile_offline(kern, params, arch)

@@ -79,6 +79,9 @@ POLY16 = {"poly_cols": 16, "key_latency": 3, "value_latency": 6}
         ("bfloat16", 128, 8, 2, "causal", (128, 128), POLY16),
         ("float16", 128, 8, 2, "none", (128, 128), {"poly_cols": 32}),
         ("bfloat16", 96, 8, 1, "window", (64, 128), {"poly_cols": 8}),
+        # Each tile on a 2-CTA cluster, 2 CTAs an SM (the dense prefill's fastest form).
+        ("bfloat16", 128, 8, 2, "causal", (128, 128), {"cluster_ctas": 2, "ctas_per_sm": 2}),
+        ("float16", 64, 4, 4, "none", (128, 64), {"cluster_ctas": 2, "ctas_per_sm": 2}),
     ],
     ids=[
         "fp16-d128-gqa4-causal",
@@ -90,6 +93,8 @@ POLY16 = {"poly_cols": 16, "key_latency": 3, "value_latency": 6}
         "bf16-d128-causal-128x128-poly16",
         "fp16-d128-none-128x128-poly32",
         "bf16-d96-window-64x128-poly8",
+        "bf16-d128-causal-128x128-cluster2",
+        "fp16-d64-none-128x64-cluster2",
     ],
 )
 def test_varlen_prefill_matches_the_reference(

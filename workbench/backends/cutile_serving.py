@@ -23,7 +23,12 @@ import numpy as np
 
 from kernels import knobs
 from kernels.cutile import paged, varlen
-from kernels.cutile.plan import SERVING_KNOBS, VARLEN_STEP_KNOBS, serving_plan_record
+from kernels.cutile.plan import (
+    SERVING_KNOBS,
+    VARLEN_CLUSTER_KNOB,
+    VARLEN_STEP_KNOBS,
+    serving_plan_record,
+)
 from kernels.knob_defs import poly_exp2_choices
 from kernels.serving_schedule import varlen_tiles
 from workbench.config import ConfigError, KernelConfig, Problem
@@ -42,7 +47,7 @@ COMBINE_KERNEL = "paged_combine_kernel"
 class RaggedLaunch:
     """What one ragged point launches: the kernel's family ("varlen" or "paged"), its mask,
     tiles, CTAs an SM and split request (None: auto); a varlen launch's block step (the
-    polynomial exp2's columns, the K and V load latencies)."""
+    polynomial exp2's columns, the K and V load latencies) and its CTAs a cluster."""
 
     kernel: str
     causal: bool
@@ -52,6 +57,7 @@ class RaggedLaunch:
     ctas_per_sm: int | None
     splits: int | None
     step: tuple[int, int, int] = (0, varlen.K_LATENCY, varlen.V_LATENCY)
+    cluster_ctas: int | None = None
 
 
 def kernel_defaults(problem: Problem) -> dict[str, Any]:
@@ -76,7 +82,9 @@ def ragged_launch(problem: Problem, config: KernelConfig) -> RaggedLaunch:
     values = config.knob_values()
     defaults = knobs.defaults()
     for name, value in values.items():
-        if name not in SERVING_KNOBS + VARLEN_STEP_KNOBS and value != defaults[name]:
+        if name not in (*SERVING_KNOBS, *VARLEN_STEP_KNOBS, VARLEN_CLUSTER_KNOB) and (
+            value != defaults[name]
+        ):
             raise ConfigError(
                 name, value, "does not apply to the cuTile serving kernels (varlen, paged); "
                 "leave it at its default for a ragged batch",
@@ -110,9 +118,15 @@ def _varlen_launch(
             POLY, values[POLY], "the cuTile varlen kernel takes 0 or its key block over 16, 8, "
             f"4 or 2 ({_words(poly_exp2_choices(values[KEYS]))} at {values[KEYS]} keys)",
         )  # fmt: skip
+    if values[VARLEN_CLUSTER_KNOB] not in varlen.CLUSTER_SIZES:
+        raise ConfigError(
+            VARLEN_CLUSTER_KNOB, values[VARLEN_CLUSTER_KNOB], "the cuTile varlen kernel runs a "
+            "tile on 1 or 2 CTAs of a cluster",
+        )  # fmt: skip
     ctas = values[CTAS] if values[CTAS] is not None else varlen.default_ctas_per_sm(values[ROWS])
     step = (values[POLY], values[K_LAT], values[V_LAT])
-    return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1, step)
+    return RaggedLaunch("varlen", config.causal, window, values[ROWS], values[KEYS], ctas, 1, step,
+                        values[VARLEN_CLUSTER_KNOB])  # fmt: skip
 
 
 def _paged_launch(problem: Problem, config: KernelConfig, values: dict[str, Any]) -> RaggedLaunch:
@@ -126,7 +140,7 @@ def _paged_launch(problem: Problem, config: KernelConfig, values: dict[str, Any]
     if problem.q_len > paged.MAX_Q_LEN:
         raise ConfigError("q_len", problem.q_len, f"the cuTile paged kernel takes 1 to "
                           f"{paged.MAX_Q_LEN} queries a sequence")  # fmt: skip
-    for name in VARLEN_STEP_KNOBS:
+    for name in (*VARLEN_STEP_KNOBS, VARLEN_CLUSTER_KNOB):
         if values[name] != knobs.KNOBS[name].default:
             raise ConfigError(
                 name, values[name], "the cuTile paged kernel's block step has no such knob "
@@ -190,6 +204,7 @@ def plan_record(
         table = varlen_tiles(cu_q, cu_k, *tiles, causal=launch.causal, window=launch.window)
         grid = [problem.heads, len(table), 1]
         facts.update(zip(VARLEN_STEP_KNOBS, launch.step, strict=True))
+        facts[VARLEN_CLUSTER_KNOB] = launch.cluster_ctas
         return serving_plan_record("varlen", VARLEN_KERNEL, tiles, 1, launch.ctas_per_sm, False,
                                    grid, units=len(table), **facts)  # fmt: skip
     splits = plan.schedule.splits
@@ -240,7 +255,7 @@ def prepare(problem: Problem, launch: RaggedLaunch, inputs: tuple[Any, ...],
                 q, inputs[1], inputs[2], *tables, causal=launch.causal, window=launch.window,
                 block_m=launch.block_m, block_n=launch.block_n, ctas_per_sm=launch.ctas_per_sm,
                 with_lse=False, poly_cols=launch.step[0], key_latency=launch.step[1],
-                value_latency=launch.step[2],
+                value_latency=launch.step[2], cluster_ctas=launch.cluster_ctas,
             )  # fmt: skip
         else:
             run, out, _ = paged.prepare_paged(
