@@ -143,9 +143,15 @@ def test_cursor_readout_shows_values_under_the_mouse(qtbot: Any, window: Any) ->
     point = window.store.points(run_id)[1]
     plots = window.plots
     box = plots.tflops_plot.getViewBox()
-    scene = box.mapViewToScene(QPointF(math.log2(128), point.tflops))
-    qtbot.mouseMove(plots.canvas.viewport(), plots.canvas.mapFromScene(scene))
-    qtbot.waitUntil(lambda: plots.cursor_seq_len == 128)
+
+    def hover_the_point() -> bool:
+        # Mapped again at each try: the views redraw (and rescale) just after the run ends,
+        # so a position mapped once can point where the point no longer is.
+        scene = box.mapViewToScene(QPointF(math.log2(128), point.tflops))
+        qtbot.mouseMove(plots.canvas.viewport(), plots.canvas.mapFromScene(scene))
+        return bool(plots.cursor_seq_len == 128)
+
+    qtbot.waitUntil(hover_the_point)
     text = plots.readout.text().replace("&nbsp;", " ")
     assert "N = 128" in text and f"{point.latency_ms:.4g} ms" in text
     assert f"{point.tflops:.4g} TFLOP/s" in text and "readout" in text
