@@ -142,6 +142,16 @@ def check_cluster(cluster_ctas: int | None) -> None:
         raise ValueError(f"cluster_ctas must be one of {CLUSTER_SIZES}, got {cluster_ctas!r}")
 
 
+def _compiled_for(block_m: int, ctas_per_sm: int | None, cluster_ctas: int | None) -> Any:
+    """The kernel with the hints a launch and an offline compile share: CTAs an SM (None: the
+    tile's own), the tile's worker warps, the cluster."""
+    from kernels.cutile.device_varlen import fmha_varlen_kernel
+    from kernels.cutile.serving_launch import variant
+
+    ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
+    return variant(fmha_varlen_kernel, ctas, worker_warps(block_m, cluster_ctas), cluster_ctas)
+
+
 def _mask_code(causal: bool, window: int | None) -> int:
     return 2 if window is not None else (1 if causal else 0)
 
@@ -259,8 +269,7 @@ def prepare_varlen(
             lse.fill_(-math.inf)
 
         return no_keys, out, kept_lse
-    from kernels.cutile.device_varlen import fmha_varlen_kernel
-    from kernels.cutile.serving_launch import device_table, launch, variant
+    from kernels.cutile.serving_launch import device_table, launch
 
     values = kernel_arguments(
         s, causal=causal, window=window, scale=scale, block_m=block_m, block_n=block_n,
@@ -277,8 +286,7 @@ def prepare_varlen(
         device_table(tiles, q),
         *values.values(),
     )
-    ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
-    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m, cluster_ctas), cluster_ctas)
+    kern = _compiled_for(block_m, ctas_per_sm, cluster_ctas)
     grid = (s.heads, len(tiles), 1)
 
     def run() -> None:
@@ -309,8 +317,7 @@ def compile_varlen_cubin(
 ) -> bytes:
     """The varlen kernel's cubin for ``arch``, compiled without a GPU (tileiras only), for
     reading its registers, spills and shared memory."""
-    from kernels.cutile.device_varlen import fmha_varlen_kernel
-    from kernels.cutile.serving_launch import ArrayArg, compile_offline, variant
+    from kernels.cutile.serving_launch import ArrayArg, compile_offline
 
     check_tile(block_m, block_n)
     check_block_step(block_n, poly_cols, key_latency, value_latency)
@@ -331,6 +338,4 @@ def compile_varlen_cubin(
         ArrayArg("int32", (64, len(VARLEN_COLUMNS))),
     ]
     params = [*arrays, float, int, int, *list(values.values())[3:]]
-    ctas = default_ctas_per_sm(block_m) if ctas_per_sm is None else ctas_per_sm
-    kern = variant(fmha_varlen_kernel, ctas, worker_warps(block_m, cluster_ctas), cluster_ctas)
-    return compile_offline(kern, params, arch)
+    return compile_offline(_compiled_for(block_m, ctas_per_sm, cluster_ctas), params, arch)
