@@ -147,6 +147,7 @@ BACKENDS = (
                 "--plugin-knob tile",
                 "Tile",
                 "query rows per CTA and keys per step of its loop",
+                tunable=True,
             ),
         ),
     ),

@@ -125,6 +125,7 @@ BACKENDS = (
                 "--plugin-knob chunk_rows",
                 "Chunk rows",
                 "query rows (and keys) per block of scores held at once",
+                tunable=True,  # speed, not the result: --autotune picks it per length
             ),
         ),
     ),

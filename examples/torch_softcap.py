@@ -112,6 +112,7 @@ BACKENDS = (
                 "--plugin-knob threads",
                 "Threads",
                 "torch CPU threads for the launch",
+                tunable=True,
             ),
         ),
     ),

@@ -147,8 +147,12 @@ def _block_n_above_block_m(values: Any, mask: str) -> bool:
     return mask == "causal" and values["BLOCK_N"] > values["BLOCK_M"]
 
 
-def _knob(name: str, default: int, values: tuple[int, ...], help_text: str) -> Knob:
-    return Knob(name, int, default, values, f"--plugin-knob {name}", name, help_text)
+def _knob(
+    name: str, default: int, values: tuple[int, ...], help_text: str, tunable: bool = True
+) -> Knob:
+    return Knob(
+        name, int, default, values, f"--plugin-knob {name}", name, help_text, tunable=tunable
+    )
 
 
 BACKENDS = (
@@ -165,7 +169,9 @@ BACKENDS = (
             _knob("BLOCK_M", 64, (32, 64, 128), "query rows per program"),
             _knob("BLOCK_N", 64, (16, 32, 64, 128), "keys per step of a program's loop"),
             _knob("num_warps", 4, (2, 4, 8), "warps per program"),
-            _knob("num_stages", 2, (1, 2, 3, 4), "software-pipelining stages of the key loop"),
+            _knob(
+                "num_stages", 2, (1, 2, 3, 4), "software-pipelining stages of the key loop", False
+            ),
         ),
         rules=(
             Rule(

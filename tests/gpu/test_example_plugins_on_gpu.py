@@ -159,3 +159,41 @@ def test_each_example_in_a_group_beside_cutile_is_timed_on_the_device_without_th
     print(f"{backend} N={smallest['seq_len']}: {smallest['latency_ms']:.4f} ms stored, "
           f"{round_trip:.4f} ms for the copies alone")  # fmt: skip
     assert smallest["latency_ms"] < round_trip, (smallest["latency_ms"], round_trip)
+
+
+TUNED = [
+    # file, backend, needs, combinations the rules leave under the causal mask
+    ("cutile_naive.py", "cutile-naive", "cupy", 3),  # tile 32, 64, 128
+    ("triton_attention.py", "triton-attention", "triton", 27),  # BLOCK_N <= BLOCK_M, 3 warps
+]
+
+
+@pytest.mark.parametrize(("file", "backend", "needs", "tried"), TUNED, ids=[c[1] for c in TUNED])
+def test_autotune_searches_an_examples_declared_knobs_on_the_device(
+    script: Callable[..., Any],
+    tmp_path: Path,
+    seed: int,
+    file: str,
+    backend: str,
+    needs: str,
+    tried: int,
+) -> None:
+    """``--autotune`` on a GPU example: each point times every combination of its tunable
+    knobs that its rules allow and runs one of them, still within the dtype's tolerance."""
+    pytest.importorskip(needs)
+    print(f"seed {seed}")
+    db = tmp_path / "runs.db"
+    swept = script(
+        db, "--plugin", EXAMPLES / file, "sweep", "--backend", backend, *TINY,
+        "--mask", "causal", "--seed", str(seed), "--autotune", *FAST_TIMING_ARGS, "--json",
+        timeout=600,
+    )  # fmt: skip
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    ((run,),) = [json.loads(swept.stdout)["runs"]]
+    assert run["status"] == "complete", run.get("error")
+    for point in run["points"]:
+        record = point["extra"]["plugin_tuning"]
+        assert record["tried"] == tried == len(record["times_ms"]), record
+        assert all(ms > 0 for _, ms in record["times_ms"]), record
+        assert record["chosen"].items() <= point["extra"]["plugin_knobs"].items()
+        assert point["max_abs_err"] <= TOLERANCE["float16"], point

@@ -297,7 +297,7 @@ def compare_runs(store: Any, run_ids: list[int]) -> dict[str, Any]:
                 "id": r.id,
                 "label": r.label,
                 "backend": r.backend,
-                "config": r.config.summary_for(r.backend, r.machine.get("plugin_knobs")),
+                "config": r.config.summary_for(r.backend, r.own_knobs),
                 "machine": machine_name(r.machine),
                 "roofline": ""
                 if ceilings[r.id]
@@ -337,7 +337,7 @@ def roofline_points(store: Any, run_ids: Sequence[int]) -> dict[str, Any]:
             {
                 "run_id": run.id,
                 "name": run_name(run),
-                "config": run.config.summary_for(run.backend, run.machine.get("plugin_knobs")),
+                "config": run.config.summary_for(run.backend, run.own_knobs),
                 "dtype": run.problem.dtype,
                 "points": points,
             }

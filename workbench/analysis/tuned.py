@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kernels import knobs, schedule
+from workbench.config import own_knob_words
 
 
 def _clean(name: str, value: Any) -> Any:
@@ -48,9 +49,14 @@ def tuned_label(tuned: bool, extra: Any) -> str:
     :attr:`~workbench.config.KernelConfig.tuned`) or has no record.
 
     A run the tuner did not set stores its launch too, but that is just the form's config again.
+    A plugin's point (``plugin_tuning``): the values its tuner chose for the plugin's own knobs.
     """
     if not tuned or not isinstance(extra, Mapping):
         return ""
+    plugin = extra.get("plugin_tuning")
+    if isinstance(plugin, Mapping):  # a plugin's tuner: the own knobs it chose
+        chosen = plugin.get("chosen")
+        return own_knob_words(chosen) if isinstance(chosen, Mapping) else ""
     return launch_summary(extra.get("launch"))
 
 

@@ -47,6 +47,7 @@ from workbench.backends.plugin_blocks import BlockMapCall, check_at_load, report
 from workbench.backends.plugin_compile import point_resources
 from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
+from workbench.backends.plugin_tuning import candidate_timer, search_space, tune, tuned_names
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
 from workbench.measure.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
@@ -164,8 +165,11 @@ class PluginBackend(Backend):
         self.name = plugin.name  # type: ignore[misc]
         self.description = plugin.label  # type: ignore[misc]
         own = {k.name for k in plugin.knobs}
-        given = {k: v for k, v in knob_settings().items() if k in own}
-        self.knob_values = {**{k.name: k.default for k in plugin.knobs}, **given}
+        # What the user set with --plugin-knob: the tuner leaves these alone.
+        self.fixed = {k: v for k, v in knob_settings().items() if k in own}
+        self.given_values = {**{k.name: k.default for k in plugin.knobs}, **self.fixed}
+        self.knob_values = dict(self.given_values)  # this point's: the tuner's where tuned
+        self._tuning: dict[str, Any] | None = None
         self._lse: Any = None
 
     def availability(self) -> Availability:
@@ -179,7 +183,9 @@ class PluginBackend(Backend):
 
     def machine_info(self) -> dict[str, Any]:
         source = self.plugin.source.to_dict() if self.plugin.source else {}
-        return {**source, "plugin_knobs": dict(self.knob_values)}
+        # plugin_tunable: the knobs an autotuned run's tuner chose per point (its summary says so).
+        tunable = tuned_names(self.declaration_view(), self.fixed)
+        return {**source, "plugin_knobs": dict(self.given_values), "plugin_tunable": tunable}
 
     def check_supported(self, problem: Problem, config: KernelConfig) -> None:
         super().check_supported(problem, config)
@@ -201,9 +207,12 @@ class PluginBackend(Backend):
             raise ConfigError("q_len", problem.q_len, f"{who} runs q_len = k_len only")
         if config.bnhd_inputs and "bnhd" not in caps.layouts:
             raise ConfigError("bnhd_inputs", True, f"{who} takes (B, H, N, D) inputs only")
-        refused = knob_violation(self.declaration_view(), self.knob_values, config.mask)
-        if refused is not None:  # named as the command line sets it
-            raise ConfigError(f"--plugin-knob {refused.field}", refused.value, refused.reason)
+        if config.tuned:  # the tuner's space, refused before anything runs when it is empty
+            search_space(self.declaration_view(), self.fixed, config.mask)
+        else:
+            refused = knob_violation(self.declaration_view(), self.knob_values, config.mask)
+            if refused is not None:  # named as the command line sets it
+                raise ConfigError(f"--plugin-knob {refused.field}", refused.value, refused.reason)
         if self.plugin.block_map is not None and problem.lengths is None:
             self.reported(problem, config)  # a wrong report is refused before anything is written
 
@@ -234,8 +243,31 @@ class PluginBackend(Backend):
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
     ) -> Callable[[], Any]:
+        self._tuning = None
+        self.knob_values = dict(self.given_values)
+        if config.tuned:
+            version = self.plugin.source.sha256 if self.plugin.source else ""
+
+            def make(values: dict[str, Any]) -> Callable[[], Any]:
+                return self._launch_with(problem, config, inputs, values)
+
+            timer = candidate_timer(make, self.sampler, self.synchronize)
+            chosen, self._tuning = tune(
+                self.declaration_view(), self.fixed, version, problem, config, timer
+            )
+            self.knob_values = dict(chosen)
+        return self._launch_with(problem, config, inputs, self.knob_values)
+
+    def _launch_with(
+        self,
+        problem: Problem,
+        config: KernelConfig,
+        inputs: tuple[Any, ...],
+        values: dict[str, Any],
+    ) -> Callable[[], Any]:
+        """The plugin's launch on ``inputs`` with its own knobs at ``values``."""
         q, k, v = inputs
-        given = {"problem": problem, "config": config, "knobs": dict(self.knob_values)}
+        given = {"problem": problem, "config": config, "knobs": dict(values)}
         plugin = self.plugin
         if plugin.prepare is not None:
             call = plugin.prepare(q, k, v, **given)
@@ -272,6 +304,8 @@ class PluginBackend(Backend):
     def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
         result = super().close_point(opened, timing)
         result.extra.update(plugin_knobs=dict(self.knob_values), returned_lse=self._lse is not None)
+        if self._tuning is not None:  # what the tuner tried and chose at this point
+            result.extra["plugin_tuning"] = self._tuning
         if self.plugin.block_map is None:  # the tile schedule's visibility: the model of it
             result.extra["block_map_source"] = "schedule"
             return result

@@ -253,7 +253,7 @@ class HeatmapPanel(QWidget):
             self.title.setText("No run selected")
             self._show_message(self._empty_text)
             return
-        config = run.config.summary_for(run.backend)
+        config = run.config.summary_for(run.backend, run.own_knobs)
         self.title.setText(f"#{run.id} {run.label or '(no label)'} · {run.backend} · {config}")
         self.title.setToolTip(self.title.text())
         self._on_seq_len_changed()

@@ -51,7 +51,7 @@ def format_seq_lens(seq_lens: tuple[int, ...]) -> str:
 
 def problem_summary(run: Any) -> str:
     axis = getattr(run, "axis", "seq_len")
-    return f"{run.problem.summary(axis)} · {run.config.summary_for(run.backend)}"
+    return f"{run.problem.summary(axis)} · {run.config.summary_for(run.backend, run.own_knobs)}"
 
 
 class RunsModel(QAbstractTableModel):

@@ -310,7 +310,7 @@ class MainWindow(QMainWindow):
         """Compare's name for the run (a group's runs share a label, the backend tells them
         apart); an unlabelled run adds its config."""
         name = run_name(run)
-        config = run.config.summary_for(run.backend, run.machine.get("plugin_knobs"))
+        config = run.config.summary_for(run.backend, run.own_knobs)
         return name if run.label else f"{name} {config}"
 
     @Slot(int)

@@ -92,6 +92,7 @@ def point_rows(
                 **plan_columns(plan),
                 **batch_cells(run.point_problem(point), batch),
                 "block_map_source": extra.get("block_map_source"),
+                "plugin_knobs": own_knob_cell(extra.get("plugin_knobs")),
             }
 
 
@@ -142,11 +143,13 @@ def export_columns() -> list[str]:
     # block_map_source: whose block map the point stored: "plugin" (the plugin's report),
     # "schedule" (a plugin's without one: the tile schedule's model), "kernel" (our kernel's
     # instrumented launch), "host model"; empty where the backend walks the schedule itself.
+    # plugin_knobs: a plugin's own knob values at that point (an autotuned run's: its tuner's
+    # choice there), as JSON; empty for other backends.
     compiled_cols = [f"compiled_{name}" for name in COMPILED_COLUMNS]
     return [
         *run_cols, *config_cols, "gpu", "hostname", "git_commit", *POINT_FIELDS, "latency_se_pct",
         *tuned_cols, "axis", *BANDWIDTH_COLS, *compiled_cols, *ROOFLINE_COLUMNS, "head_dim_v",
-        *plan_columns(None), *BATCH_COLS, "block_map_source",
+        *plan_columns(None), *BATCH_COLS, "block_map_source", "plugin_knobs",
     ]  # fmt: skip
 
 
@@ -154,6 +157,11 @@ BANDWIDTH_COLS = ("kv_gbs", "qo_gbs", "kv_read_pct")
 # A ragged batch's point: its summary, the hash and JSON list of its lengths, its KV cache and
 # page size (docs/serving.md); empty for a uniform batch.
 BATCH_COLS = ("lengths_summary", "lengths_hash", "lengths", "kv_cache", "page_size")
+
+
+def own_knob_cell(values: Any) -> str | None:
+    """A point's own knob values as one JSON cell (None: the backend has none)."""
+    return json.dumps(values, sort_keys=False) if isinstance(values, dict) and values else None
 
 
 def batch_cells(problem: Problem, stored: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,16 @@ class RunRecord:
             "axis": self.axis,
         }
 
+    @property
+    def own_knobs(self) -> dict[str, Any] | None:
+        """A plugin's own knob values as its run stored them (None for other backends); in an
+        autotuned run the knobs its tuner chose at each point read ``tuned``."""
+        own = self.machine.get("plugin_knobs")
+        if not isinstance(own, dict) or not own:
+            return None
+        tuned = (self.machine.get("plugin_tunable") or ()) if self.config.tuned else ()
+        return {name: ("tuned" if name in tuned else value) for name, value in own.items()}
+
     def point_problem(self, point: PointRecord) -> Problem:
         """The problem one of its points solved (its own q_len, k_len and offset; a ragged
         batch's own lengths)."""

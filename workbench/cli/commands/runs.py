@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 r.status,
                 seq_summary(r.seq_lens, r.axis),
                 r.problem.summary(r.axis),
-                r.config.summary_for(r.backend),
+                r.config.summary_for(r.backend, r.own_knobs),
                 r.label,
             ]
             for r in runs

@@ -40,8 +40,7 @@ def run(args: argparse.Namespace) -> int:
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
         print(f"  backend  {printable(run.backend)}   machine {printable(where)}")
         print(f"  problem  {run.problem.summary(run.axis)}")
-        own = run.machine.get("plugin_knobs")  # a plugin's knobs, stored with its run
-        print(f"  config   {run.config.summary_for(run.backend, own)}")
+        print(f"  config   {run.config.summary_for(run.backend, run.own_knobs)}")
         print(f"  created  {run.created_at}   finished {run.finished_at or '-'}")
         if points:
             print(f"  compile  {compile_summary(points)}")
