@@ -30,6 +30,13 @@ from kernels import knobs
 from workbench.analysis.ncu_source import Waits, WaitSite, parse_source_csv, top_site
 from workbench.analysis.roofline import ran_on_the_cpu
 from workbench.config import KernelConfig, Problem
+from workbench.reports.ncu_plugin import (
+    PLUGIN_SPEC,
+    plugin_config,
+    plugin_env,
+    plugin_spec,
+    version_refusal,
+)
 from workbench.store import PointRecord, RunRecord
 
 NVTX_RANGE = "fmha-workbench-profile"
@@ -232,13 +239,18 @@ def parse_raw_csv(text: str, *, report: str = "", profiled_at: str = "") -> Prof
 def launch_spec(run: RunRecord, point: PointRecord) -> dict[str, Any]:
     """What the child process launches: the run's backend, its problem at the point's
     lengths, and its config with the knobs the point launched with (the tuner's choice for
-    an autotuned point, so the profile is of the kernel that was timed)."""
+    an autotuned point, so the profile is of the kernel that was timed); a plugin's run also
+    names its file, version and the point's own knobs (:mod:`workbench.reports.ncu_plugin`)."""
     config = run.config.to_dict()
     launch = (point.extra or {}).get("launch")
     if run.config.tuned and isinstance(launch, Mapping):
         config = knobs.untuned({**config, **launch})
     problem = {**run.problem.to_dict(), "q_len": point.q_len, "k_len": point.k_len}
-    return {"backend": run.backend, "problem": problem, "config": config}
+    spec: dict[str, Any] = {"backend": run.backend, "problem": problem, "config": config}
+    plugin = plugin_spec(run, point)
+    if plugin is not None:  # the run's file and the point's own knobs (ncu_plugin)
+        spec.update(config=plugin_config(config), **{PLUGIN_SPEC: plugin})
+    return spec
 
 
 def ncu_command(
@@ -276,14 +288,19 @@ def profile_point(
         raise ProfileRefused(why)
     ncu = ncu_path()
     assert ncu is not None
+    spec = launch_spec(run, point)
+    plugin = spec.get(PLUGIN_SPEC)
+    refused = version_refusal(run.id, plugin) if plugin else None
+    if refused:
+        raise ProfileRefused(refused)
     report = report_path(db_path, run.id, point.seq_len)
     report.parent.mkdir(parents=True, exist_ok=True)
     root = str(Path(__file__).resolve().parent.parent)  # the child runs this checkout's code
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [root, *filter(None, [os.environ.get("PYTHONPATH")])]
-    )}  # fmt: skip
+    ), **(plugin_env(plugin) if plugin else {})}  # fmt: skip
     done = subprocess.run(
-        ncu_command(ncu, report, launch_spec(run, point)),
+        ncu_command(ncu, report, spec),
         capture_output=True, text=True, timeout=timeout_s, env=env,
     )  # fmt: skip
     output = done.stdout + done.stderr
