@@ -132,7 +132,7 @@ def test_a_plugins_compile_error_is_its_answer_in_one_line_exit_1(
         ),
         (
             ["--runs", "1"],
-            "error: --runs: stored runs' resources are our cuTile kernel's; leave out "
+            "error: --runs: each stored run names its own backend and plugin file; leave out "
             "--backend cutile-naive",
         ),
         (

@@ -34,8 +34,8 @@ def plugin_resources(args: argparse.Namespace) -> int:
             "compile_cubin= compile offline"
         )
     if args.runs:
-        raise UsageError("--runs: stored runs' resources are our cuTile kernel's; leave out "
-                         f"--backend {name}")  # fmt: skip
+        raise UsageError("--runs: each stored run names its own backend and plugin file; "
+                         f"leave out --backend {name}")  # fmt: skip
     if db_of(args) is not None:
         raise UsageError("--db: only with --runs (a config alone is compiled, not stored)")
     for knob in knobs.EXPOSED:  # our kernel's knobs mean nothing to a plugin's kernel
