@@ -47,6 +47,7 @@ from workbench.backends.plugin_blocks import BlockMapCall, check_at_load, report
 from workbench.backends.plugin_compile import point_resources
 from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
+from workbench.backends.plugin_errors import guarded, plugin_code
 from workbench.backends.plugin_tuning import candidate_timer, search_space, tune, tuned_names
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
@@ -216,12 +217,15 @@ class PluginBackend(Backend):
         if self.plugin.block_map is not None and problem.lengths is None:
             self.reported(problem, config)  # a wrong report is refused before anything is written
 
+    def where(self) -> str:
+        """The plugin's file (its name where it has none), as its errors name it."""
+        return self.plugin.source.path if self.plugin.source else self.name
+
     def reported(self, problem: Problem, config: KernelConfig) -> Any:
         """The plugin's report of ``problem``, checked
         (:func:`~workbench.backends.plugin_blocks.reported_map`)."""
         assert self.plugin.block_map is not None
-        where = self.plugin.source.path if self.plugin.source else self.name
-        return reported_map(self.plugin.block_map, problem, config, self.knob_values, where)
+        return reported_map(self.plugin.block_map, problem, config, self.knob_values, self.where())
 
     def declaration_view(self) -> BackendDeclaration:
         p = self.plugin
@@ -268,12 +272,13 @@ class PluginBackend(Backend):
         """The plugin's launch on ``inputs`` with its own knobs at ``values``."""
         q, k, v = inputs
         given = {"problem": problem, "config": config, "knobs": dict(values)}
-        plugin = self.plugin
+        plugin, where = self.plugin, self.where()
         if plugin.prepare is not None:
-            call = plugin.prepare(q, k, v, **given)
+            with plugin_code(where, "prepare"):  # its error at the line of its file
+                call = guarded(plugin.prepare(q, k, v, **given), where, "its launch")
         else:
             assert plugin.attention is not None
-            attention = plugin.attention
+            attention = guarded(plugin.attention, where, "attention")
 
             def call() -> Any:
                 return attention(q, k, v, **given)
@@ -299,6 +304,7 @@ class PluginBackend(Backend):
         transform = self.plugin.reference_scores
         if transform is None:
             return check_output(q, k, v, out, problem, config, rng)
+        transform = guarded(transform, self.where(), "reference_scores")
         return check_transformed(q, k, v, out, problem, config, rng, transform, self.knob_values)
 
     def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:

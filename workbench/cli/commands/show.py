@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
             emit_json({**run.to_dict(), "points": [p.to_dict() for p in points]})
             return EXIT_OK
         print(f"run {run.id}  {printable(run.label)}".rstrip())
-        error = f": {printable(run.error, keep_newlines=True)}" if run.error else ""
+        # A plugin's traceback lines sit under the reason, indented as the fields are.
+        error = printable(run.error, keep_newlines=True).replace("\n", "\n           ")
+        error = f": {error}" if run.error else ""
         print(f"  status   {run.status}{error}")
         where = run.machine.get("gpu_name") or run.machine.get("hostname", "")
         print(f"  backend  {printable(run.backend)}   machine {printable(where)}")
