@@ -65,6 +65,8 @@ def test_the_plugins_knobs_show_when_it_is_ticked_and_its_run_carries_the_value_
     assert "numpy-softcap" in c.declared.title()
     # Below the Kernel group, the new rows are scrolled into view where the user is looking.
     qtbot.waitUntil(lambda: not c.declared.visibleRegion().isEmpty(), timeout=2000)
+    # ...and only down: a sideways scroll would cut the first letters of every label off.
+    assert c.form_scroll.horizontalScrollBar().value() == 0
     cap = c.declared.widgets["--plugin-knob softcap"]
     rows = c.declared.widgets["--plugin-knob chunk_rows"]
     assert isinstance(cap, QComboBox) and isinstance(rows, QComboBox)

@@ -337,7 +337,10 @@ class ControlsPanel(KernelKnobs, FieldMarks, QWidget):  # type: ignore[misc]
                 QTimer.singleShot(0, self._scroll_to_declared)
 
     def _scroll_to_declared(self) -> None:
-        self.form_scroll.ensureWidgetVisible(self.declared)
+        # Down only: the form's sideways bar is hidden, so a sideways scroll (the 50 px margin
+        # ensureWidgetVisible takes by default) would cut the labels' first letters off.
+        self.form_scroll.ensureWidgetVisible(self.declared, 0, 50)
+        self.form_scroll.horizontalScrollBar().setValue(0)
 
     def load_run(
         self,
