@@ -4,6 +4,7 @@
     python scripts/screenshot.py --out assets/screenshot.png --tab blockmap
     python scripts/screenshot.py --tab ladder     # a small reference ladder: assets/ladder.png
     python scripts/screenshot.py --tour docs/screenshots    # the tour, from the H200's results
+    python scripts/screenshot.py --loop docs/screenshots/your-kernel-loop.png   # a plugin's loop
 
 It uses a temporary database and temporary settings, so it never touches the user's own. The
 runs go through the window the way a user would: set the form, press Run, wait, select both runs.
@@ -16,7 +17,9 @@ tab the README's tour shows (``plots.png``, ``compare.png``, ``roofline.png``,
 ``h200-prefill.db`` ours and FA4 profiled at N 8k (``compare-prefill-profiled.png``), and from
 ``h200-decode-read-line.db`` the 8B decode group's GB/s over the plain read
 (``plots-decode.png``). The README's first picture comes from ``scripts/window_group.py`` on
-the GPU host.
+the GPU host. ``--loop FILE`` is the plugin loop of docs/your-kernel.md: a copy of the NumPy
+example loaded as ``--plugin`` would, a sweep on it, one line of the copy changed and saved (its
+soft cap's default, 0 to 30), the window's own rerun, both runs selected.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--tour", type=Path, metavar="DIR", help="save the README tour's pictures into DIR"
     )
+    parser.add_argument(
+        "--loop", type=Path, metavar="FILE", help="save the plugin edit-and-rerun loop's picture"
+    )
     return parser.parse_args(argv)
 
 
@@ -76,6 +82,9 @@ def _wait(app: object, condition: object, timeout_s: float) -> None:
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
+    if args.loop is not None:
+        width, height = (int(v) for v in LOOP_SIZE.split("x"))
+        return _plugin_loop(args.loop, width, height)
     if args.tour is not None:
         size = args.size if args.size != DEFAULT_SIZE else TOUR_SIZE
         width, height = (int(v) for v in size.lower().split("x"))
@@ -268,6 +277,60 @@ def _tour(out: Path, width: int, height: int) -> int:
         window.ladder.show_group(TOUR_LADDER_GROUP)
         window.ladder.select_step(1)  # the 128x128 step with the warps it needs: its map
         _save(app, window, out / "ladder.png")
+        window.shutdown()
+    return 0
+
+
+LOOP_SIZE = "1500x950"
+# The one line the loop changes: the soft cap's default, as the example declares it.
+SOFTCAP_BEFORE = "                0.0,\n                (0.0, 20.0"
+SOFTCAP_AFTER = SOFTCAP_BEFORE.replace("0.0,", "30.0,", 1)
+
+
+def _plugin_loop(out: Path, width: int, height: int) -> int:
+    """A copy of examples/numpy_softcap.py swept, then saved with its soft cap's default
+    changed; the window reruns the sweep by itself; both runs on the plots."""
+    sys.path.insert(0, str(ROOT))
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from workbench.backends.plugin_cli import apply_command_line
+    from workbench.gui.app import configure_application
+    from workbench.gui.main_window import MainWindow
+    from workbench.measure.timing import TimingSettings
+
+    app = QApplication(sys.argv[:1])
+    configure_application(app)
+    with tempfile.TemporaryDirectory(prefix="fmha-loop-") as tmp:
+        mine = Path(tmp) / "my_softcap.py"
+        mine.write_text((ROOT / "examples" / "numpy_softcap.py").read_text())
+        apply_command_line(["--plugin", str(mine), "gui"])  # as `--plugin FILE gui` opens it
+        settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)
+        timing = TimingSettings(warmup=1, min_samples=7, min_time_s=0.0)
+        window = MainWindow(Path(tmp) / "runs.db", settings=settings, timing=timing)
+        window.resize(width, height)
+        window.show()
+        _wait(app, lambda: bool(window.backend_statuses), 60)
+        c = window.controls
+        c.backends.set_checked(["numpy-softcap"])
+        c.batch.setValue(1)
+        c.heads.setValue(4)
+        c.head_dim.setCurrentIndex(c.head_dim.findData(32))
+        c.seq_lens.setText("128,256,512,1024")
+        c.mask.setCurrentIndex(c.mask.findData("causal"))
+        c.run_button.click()
+        _wait(app, lambda: not window.jobs.is_running() and window.store.runs(), 300)
+        text = mine.read_text()
+        assert SOFTCAP_BEFORE in text, "the example's soft-cap default moved"
+        mine.write_text(text.replace(SOFTCAP_BEFORE, SOFTCAP_AFTER, 1))  # one line, saved
+        _wait(
+            app, lambda: len([r for r in window.store.runs() if r.status == "complete"]) == 2, 300
+        )
+        _select(app, window, sorted(r.id for r in window.store.runs()))
+        window.tabs.setCurrentIndex(TABS["plots"])
+        window.statusBar().clearMessage()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _save(app, window, out)
         window.shutdown()
     return 0
 
