@@ -85,6 +85,44 @@ def not_a_file(path: Path, info: os.stat_result) -> str | None:
     return None
 
 
+# The database files this process holds open through a store: path -> (pid, header, count).
+# Closing any other descriptor of a file SQLite has open drops every POSIX lock this process
+# holds on it (SQLite's documented hazard). Another process's last connection then finds the
+# file unused, checkpoints, and deletes the -wal and -shm this process's connection still maps,
+# so that connection never sees a later run (the window's History stopped at the run before).
+# A file held here is therefore never opened again outside SQLite: its header is the one read
+# when the first store opened it.
+_held: dict[Path, tuple[int, bytes, int]] = {}
+
+
+def hold(path: Path, header: bytes | None) -> None:
+    """A store of this process now has ``path`` open (``header``: what check_file read; None
+    for a file it created)."""
+    pid, kept, count = _held.get(path, (os.getpid(), header or SQLITE_MAGIC, 0))
+    if pid != os.getpid():  # inherited through a fork: not this process's connection
+        kept, count = header or SQLITE_MAGIC, 0
+    _held[path] = (os.getpid(), kept, count + 1)
+
+
+def release(path: Path) -> None:
+    """A store of this process closed ``path``."""
+    pid, header, count = _held.get(path, (0, b"", 0))
+    if pid != os.getpid() or count <= 1:
+        _held.pop(path, None)
+    else:
+        _held[path] = (pid, header, count - 1)
+
+
+def held_here(path: Path) -> bool:
+    """Whether a store of this process has ``path`` open (then only SQLite may open it)."""
+    return _held_header(path) is not None
+
+
+def _held_header(path: Path) -> bytes | None:
+    found = _held.get(path)
+    return found[1] if found is not None and found[0] == os.getpid() else None
+
+
 def check_file(path: Path, *, read_only: bool) -> bytes | None:
     """The file's first 100 bytes (its SQLite header; b"" for an empty file), None when there
     is no file. Whatever cannot be a run database is refused here, untouched."""
@@ -96,8 +134,10 @@ def check_file(path: Path, *, read_only: bool) -> bytes | None:
         return None
     if problem := not_a_file(path, info):
         raise StoreError(problem)
-    with open(path, "rb") as handle:
-        header = handle.read(100)
+    header = _held_header(path)
+    if header is None:  # nobody here has it open: reading it cannot drop a lock
+        with open(path, "rb") as handle:
+            header = handle.read(100)
     if header and not header.startswith(SQLITE_MAGIC):
         raise StoreError(f"{path} is not a run database (not an SQLite file); nothing was changed")
     # A writer refused up front: SQLite would leave a -wal and -shm it cannot remove.

@@ -21,7 +21,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from workbench.store import SCHEMA_VERSION, Store, StoreError, content_uuid
-from workbench.store.files import real_db_path
+from workbench.store.files import held_here, real_db_path
 from workbench.store.schema import foreign_reason, tables_and_columns
 
 
@@ -52,9 +52,12 @@ def _open_source(path: Path) -> sqlite3.Connection:
     """The other database, read-only; refused unless it is a run database we can read."""
     if not path.is_file():
         raise ImportRefused(f"cannot import {path}: no such file")
-    with path.open("rb") as handle:
-        if handle.read(16) != b"SQLite format 3\x00":
-            raise ImportRefused(f"cannot import {path}: not a run database (not an SQLite file)")
+    if not held_here(real_db_path(path)):  # a file this process has open is read by SQLite
+        with path.open("rb") as handle:
+            if handle.read(16) != b"SQLite format 3\x00":
+                raise ImportRefused(
+                    f"cannot import {path}: not a run database (not an SQLite file)"
+                )
     # A writer's -wal lies beside the file a symlink names, not beside the link.
     real = real_db_path(path)
     # Immutable when no writer has a journal open (nothing unflushed to miss): a read-only

@@ -53,6 +53,7 @@ class OpenedStore:
             if header is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = self._open_checked(header)
+            files.hold(self.path, header)  # released by close()
         except sqlite3.OperationalError as exc:
             if locking.is_locked(exc):
                 raise StoreLocked(

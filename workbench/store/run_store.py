@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 import workbench.store.export as export
+import workbench.store.files as files
 import workbench.store.locking as locking
 from workbench.config import ConfigError, SweepSpec, check_label
 from workbench.store.errors import RunNotFound, StoreError, StoreWriteFailed
@@ -374,7 +375,11 @@ class Store(OpenedStore):
         return export.write_csv(path, list(self.export_rows(run_ids)), self.path)
 
     def close(self) -> None:
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.db.conn.close()
+        files.release(self.path)
 
     def __enter__(self) -> Store:
         return self
