@@ -47,7 +47,8 @@ from workbench.backends.plugin_blocks import BlockMapCall, check_at_load, report
 from workbench.backends.plugin_compile import point_resources
 from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
-from workbench.backends.plugin_errors import guarded, plugin_code
+from workbench.backends.plugin_errors import PluginError, guarded, plugin_code
+from workbench.backends.plugin_lse import LSE_TOLERANCE, lse_error
 from workbench.backends.plugin_tuning import candidate_timer, search_space, tune, tuned_names
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
@@ -172,6 +173,7 @@ class PluginBackend(Backend):
         self.knob_values = dict(self.given_values)  # this point's: the tuner's where tuned
         self._tuning: dict[str, Any] | None = None
         self._lse: Any = None
+        self._lse_err: float | None = None
 
     def availability(self) -> Availability:
         if self.plugin.probe is not None:
@@ -247,7 +249,7 @@ class PluginBackend(Backend):
     def prepare(
         self, problem: Problem, config: KernelConfig, inputs: tuple[Any, ...]
     ) -> Callable[[], Any]:
-        self._tuning = None
+        self._tuning, self._lse = None, None
         self.knob_values = dict(self.given_values)
         if config.tuned:
             version = self.plugin.source.sha256 if self.plugin.source else ""
@@ -302,14 +304,47 @@ class PluginBackend(Backend):
         rng: np.random.Generator,
     ) -> AccuracyReport:
         transform = self.plugin.reference_scores
+        if transform is not None:
+            transform = guarded(transform, self.where(), "reference_scores")
+        self._lse_err = None
+        if self._lse is not None:  # the checked launch returned (output, log-sum-exp)
+            self._lse_err = self._checked_lse(q, k, problem, config, rng, transform)
         if transform is None:
             return check_output(q, k, v, out, problem, config, rng)
-        transform = guarded(transform, self.where(), "reference_scores")
         return check_transformed(q, k, v, out, problem, config, rng, transform, self.knob_values)
+
+    def _checked_lse(
+        self,
+        q: Any,
+        k: Any,
+        problem: Problem,
+        config: KernelConfig,
+        rng: np.random.Generator,
+        transform: Any,
+    ) -> float:
+        """The returned log-sum-exp's largest error; a PluginError in one line past
+        :data:`LSE_TOLERANCE` (or of the wrong shape): the run stops there, as for a wrong
+        output."""
+        lse = self._lse  # (B, H, q_len) floats: small enough to copy whole
+        if hasattr(lse, "detach"):  # a torch tensor, on the GPU or not
+            lse = lse.detach().float().cpu().numpy()
+        try:
+            err = lse_error(q, k, lse, problem, config, rng, transform, self.knob_values)
+        except ValueError as exc:
+            raise PluginError(f"{self.where()}: {exc}; expected (batch, heads, q_len)") from exc
+        if not err <= LSE_TOLERANCE:  # NaN too
+            raise PluginError(
+                f"{self.where()}: the log-sum-exp it returned is off by {err:.3g} against "
+                f"float64 (tolerance {LSE_TOLERANCE}): ln of the sum of exp(score / sqrt(D)) "
+                "over the keys each row sees, shape (batch, heads, q_len)"
+            )
+        return err
 
     def close_point(self, opened: OpenPoint, timing: TimingStats) -> PointResult:
         result = super().close_point(opened, timing)
         result.extra.update(plugin_knobs=dict(self.knob_values), returned_lse=self._lse is not None)
+        if self._lse_err is not None:  # checked against float64 at this point
+            result.extra["lse_max_abs_err"] = self._lse_err
         if self._tuning is not None:  # what the tuner tried and chose at this point
             result.extra["plugin_tuning"] = self._tuning
         if self.plugin.block_map is None:  # the tile schedule's visibility: the model of it
