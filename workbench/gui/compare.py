@@ -250,6 +250,10 @@ class ComparePanel(QWidget):
             header = self.table.horizontalHeaderItem(col)
             if header is not None:
                 header.setForeground(QBrush(run_color(run.id)))
+                # What the run ran: two runs of one plugin differ only in its own knobs.
+                header.setToolTip(
+                    f"{run_name(run)}: {run.config.summary_for(run.backend, run.own_knobs)}"
+                )
         self._add_explaining_columns([base, *others])
         self.chart.set_rows(self.rows, others, {r.id: run_name(r) for r in others})
         self._fill_ncu()
