@@ -123,6 +123,7 @@ def _gpu_run(
     rng: np.random.Generator,
     group_id: int | None = None,
     backend: str = "reference",
+    machine: dict[str, Any] | None = None,
 ) -> int:
     spec = SweepSpec(
         Problem(batch=1, heads=1, head_dim=32, q_len=1, k_len=1),
@@ -130,10 +131,36 @@ def _gpu_run(
         KernelConfig(),
         backend=backend,
     )
-    run_id = store.create_run(spec, {"gpu_name": gpu}, group_id=group_id, step=backend)
+    record = {"gpu_name": gpu, **(machine or {})}
+    run_id = store.create_run(spec, record, group_id=group_id, step=backend)
     store.add_point(run_id, measure(spec.problems()[0], spec.config, rng))
     store.finish_run(run_id, "complete")
     return run_id
+
+
+def test_a_gpu_plugins_points_get_their_percent_and_a_cpu_plugins_say_why_not(
+    run_cli: Any, db_path: Path, measure: Any, rng: np.random.Generator
+) -> None:
+    """A plugin's run is placed on the roofline as any backend's: by the GPU its record names
+    (a ``cuda`` plugin's); a NumPy plugin's run names none and says it ran on the CPU."""
+    own = {"plugin_path": "/work/my_attn.py", "plugin_knobs": {"tile": 64}}
+    with Store(db_path) as store:
+        store.add_ceilings(H200.to_dict())
+        gpu = _gpu_run(store, measure, "NVIDIA H200", rng, backend="my-attn", machine=own)
+        cpu = _gpu_run(store, measure, "", rng, backend="numpy-softcap", machine=own)
+        point, problem = store.points(gpu)[0], store.run(gpu).problem
+    expected = point_roofline(problem, point.tflops, point.latency_ms, H200)
+    assert expected is not None
+    shown = run_cli("show", gpu, "--db", db_path).out.splitlines()
+    assert shown[-1].split()[-1] == f"{expected.pct_of_bound:.0f}"
+    rows = {
+        int(r["run_id"]): r
+        for r in csv.DictReader(io.StringIO(run_cli("export", "--csv", "-", "--db", db_path).out))
+    }
+    assert float(rows[gpu]["pct_of_roofline"]) == pytest.approx(expected.pct_of_bound, abs=0.05)
+    assert rows[cpu]["pct_of_roofline"] == ""
+    said = run_cli("show", cpu, "--db", db_path).out.splitlines()[-1]
+    assert said == no_ceiling_reason("", "numpy-softcap")
 
 
 def test_stored_ceilings_give_each_point_of_that_gpu_its_percent_in_the_csv(
