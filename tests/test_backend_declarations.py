@@ -101,3 +101,27 @@ def test_the_catalog_names_no_backend_itself() -> None:
         module = __import__(module_name, fromlist=["DECLARATIONS"])
         for declared in module.DECLARATIONS:
             assert backends.declaration_of(declared.name) is declared
+
+
+def test_whose_configs_compile_from_our_kernel_is_declared_not_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kernel_resources``: the backend whose configs compile from this project's kernel
+    (``resources``, each point's compiled record) and whose probe names the GPU's arch is the
+    one that declares it, not a name the code holds; the analysis and the window read the
+    catalog's registration."""
+    from workbench.analysis import resources
+    from workbench.analysis.resources import compiled_from_registry
+
+    # A copy to register into: nothing is left behind for later tests.
+    monkeypatch.setattr(resources, "_compiled_backends", set(resources._compiled_backends))
+    assert compiled_from_registry("cutile") and not compiled_from_registry("torch-cudnn")
+    tree = ast.parse((ROOT / "workbench/backends/__init__.py").read_text())
+    assert "cutile" not in {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    ours = backends.BackendDeclaration("ours", "q", Quiet, in_engine=False, kernel_resources=True)
+    monkeypatch.setitem(backends._REGISTRY, "ours", ours)
+    catalog._register(ours)
+    assert compiled_from_registry("ours")
+    seen = {"ours": Availability(True, "ours on NVIDIA H100 (sm_90)")}
+    assert backends.gpu_arch(seen) == "sm_90"
+    assert backends.gpu_arch({"torch-cudnn": Availability(True, "torch on sm_90")}) is None

@@ -34,9 +34,21 @@ from kernels.sass_costs import (
 )
 from workbench.config import KernelConfig, Problem
 
-# The backends whose configs are compiled from this project's kernel (the others are peers
-# whose kernels we do not build).
-COMPILED_BACKENDS = frozenset({"cutile"})
+# The backends whose configs compile from this project's kernel through the knob registry (the
+# others are peers whose kernels we do not build, or plugins that compile themselves): each
+# declaration says so (``kernel_resources``) and the catalog registers it here.
+_compiled_backends: set[str] = set()
+
+
+def register_compiled_backend(name: str) -> None:
+    _compiled_backends.add(name)
+
+
+def compiled_from_registry(backend: str) -> bool:
+    """Whether ``backend``'s configs compile from this project's kernel (``resources``)."""
+    return backend in _compiled_backends
+
+
 # The architectures an offline compile is checked for (their limits are in ARCH_LIMITS).
 OFFLINE_ARCHS = ("sm_90", "sm_100", "sm_120")
 # Resident blocks per SM on sm_90/sm_100/sm_120 (CUDA programming guide, compute capabilities).
@@ -448,7 +460,7 @@ def point_resources(
 ) -> dict[str, Any] | None:
     """What a measured point of ``backend`` compiled to on the run's GPU (the launch it
     recorded, so an autotuned point's own tiles), as stored with the point; None for peers."""
-    if backend not in COMPILED_BACKENDS:
+    if not compiled_from_registry(backend):
         return None
     if problem.lengths is not None:  # a ragged batch ran the serving kernels, not this cubin
         return None

@@ -105,13 +105,16 @@ def offered_values(
 
 
 def gpu_arch(statuses: Mapping[str, Availability]) -> str | None:
-    """The architecture of the cuTile backend's GPU (``"sm_90"``), as its probe names it, or
-    None when there is none."""
-    status = statuses.get("cutile")
-    if status is None or not status.available:
-        return None
-    found = re.search(r"\b(sm_\d+)\b", status.reason)
-    return found.group(1) if found else None
+    """The architecture of the GPU our kernel's backend runs on (``"sm_90"``), as its probe
+    names it (the backend declared ``kernel_resources``), or None when there is none."""
+    for name, declaration in declarations().items():
+        status = statuses.get(name)
+        if not declaration.kernel_resources or status is None or not status.available:
+            continue
+        found = re.search(r"\b(sm_\d+)\b", status.reason)
+        if found:
+            return found.group(1)
+    return None
 
 
 def get_backend(name: str, *, isolated: bool = True) -> Backend:

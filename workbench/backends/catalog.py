@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 
+from workbench.analysis.resources import register_compiled_backend
 from workbench.backends.base import Backend
 from workbench.backends.declaration import BackendDeclaration
 from workbench.config import KERNEL_KNOBS, MASK_ONLY, TUNED_KNOBS, register_knob_use
@@ -33,6 +34,8 @@ def _register(declaration: BackendDeclaration) -> None:
     else:
         use = KERNEL_KNOBS if declaration.kernel_knobs else MASK_ONLY
     register_knob_use(declaration.name, use)
+    if declaration.kernel_resources:
+        register_compiled_backend(declaration.name)
 
 
 def _builtin_declarations() -> dict[str, BackendDeclaration]:

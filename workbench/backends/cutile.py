@@ -321,5 +321,6 @@ DECLARATIONS = (
         knob_capability=knobs.CUTILE,
         kernel_knobs=True,
         tunes=True,
+        kernel_resources=True,
     ),
 )

@@ -82,7 +82,9 @@ class BackendDeclaration:
     plugin's), in the registry's form. ``kernel_knobs``: the registry's kernel knobs (tiles,
     flags) mean something to it (our kernel, the reference that walks its schedule); a peer or
     a plugin runs the mask alone with its own tiling. ``tunes``: its tuner sets the tunable
-    knobs per length when the config asks for it. ``in_engine``: it computes in the supervised
+    knobs per length when the config asks for it. ``kernel_resources``: its configs compile
+    from this project's kernel, so ``resources`` and each point say what they compiled to (a
+    plugin says so with ``compile_cubin``). ``in_engine``: it computes in the supervised
     engine child (GPU backends and every plugin). ``on_host``: it computes on the CPU (the
     reference, a plugin given host arrays), so it gets the reference's default sizes, not a
     GPU's. ``source``: a plugin's file and hash."""
@@ -96,6 +98,7 @@ class BackendDeclaration:
     knob_capability: str | None = None
     kernel_knobs: bool = False
     tunes: bool = False
+    kernel_resources: bool = False
     in_engine: bool = True
     on_host: bool = False
     probe: Callable[[], Availability] | None = None

@@ -25,7 +25,9 @@ def plugin_resources(args: argparse.Namespace) -> int:
     name = args.backend
     found = declarations().get(name)
     if found is None:
-        known = ", ".join(["cutile", *(n for n, d in declarations().items() if d.source)])
+        known = ", ".join(
+            n for n, d in declarations().items() if d.kernel_resources or compiles_offline(d)
+        )
         raise UsageError(f"--backend {name}: no such backend here (load its file with --plugin); "
                          f"expected one of {known}")  # fmt: skip
     if not compiles_offline(found):

@@ -16,7 +16,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor
 
 from workbench.analysis.compare import compiled_of
-from workbench.analysis.resources import COMPILED_BACKENDS, CompiledResources
+from workbench.analysis.resources import CompiledResources, compiled_from_registry
 from workbench.analysis.tuned import tuned_labels, tuned_lines
 from workbench.gui.colors import run_color
 
@@ -211,7 +211,7 @@ class RunsModel(QAbstractTableModel):
     def _points_tip(self, run: Any) -> list[str]:
         # A plugin run (it records its knobs) may store what it compiled to (compile_cubin).
         plugin = "plugin_knobs" in (run.machine or {})
-        looks = run.config.tuned or run.backend in COMPILED_BACKENDS or plugin
+        looks = run.config.tuned or compiled_from_registry(run.backend) or plugin
         if not looks or self._store is None:
             return []  # the form's config is what ran and nothing was compiled: no lookup
         if run.id in self._tuned_tips:

@@ -65,7 +65,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.analysis.resources import ResourceService, missing_tools
+    from workbench.analysis.resources import (
+        ResourceService,
+        compiled_from_registry,
+        missing_tools,
+    )
+    from workbench.backends.catalog import declarations
     from workbench.cli.database import db_of
     from workbench.cli.output import emit_json
     from workbench.cli.resources_args import (
@@ -75,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         resources_problem,
     )
 
-    if args.backend != "cutile":
+    declarations()  # each declares whether its configs compile from our kernel
+    if not compiled_from_registry(args.backend):
         from workbench.cli.plugin_resources import plugin_resources
 
         return plugin_resources(args)
