@@ -186,3 +186,19 @@ def test_a_plugin_knob_set_in_the_form_is_there_again_after_a_restart(
     qtbot.waitUntil(lambda: c.backends.checked() == ["numpy-softcap"], timeout=5000)
     assert c.declared.widgets["--plugin-knob softcap"].currentData() == 20.0
     assert c.declared.widgets["--plugin-knob chunk_rows"].currentData() == 128
+
+
+def test_the_compiled_line_says_when_no_ticked_backend_runs_our_kernel(
+    qtbot: Any, plugin_window: Callable[[Path], Any]
+) -> None:
+    """With only a plugin ticked the form's compiled line does not describe our kernel's
+    config as if it would run; ticking the reference (our kernel's schedule) brings it back."""
+    window = plugin_window(NUMPY_EXAMPLE)
+    c, line = window.controls, window.explain.compiled.text
+    small_problem(qtbot, window, seq_lens="64")
+    tick_backends(qtbot, c, ["numpy-softcap"])
+    qtbot.waitUntil(
+        lambda: "none of the ticked backends runs our kernel" in line.text(), timeout=5000
+    )
+    tick_backends(qtbot, c, ["reference", "numpy-softcap"])
+    qtbot.waitUntil(lambda: "none of the ticked" not in line.text(), timeout=5000)

@@ -138,16 +138,21 @@ class CompiledBadge(QWidget):
         if arch in OFFLINE_ARCHS:
             self.arch.setCurrentText(arch)
 
-    def show_config(self, problem: Any, config: Any) -> None:
+    def show_config(self, problem: Any, config: Any, ours: bool = True) -> None:
         """Ask for ``config`` on ``problem`` (the form's, at its first length); None when
-        the form does not validate."""
-        self._last = (problem, config)
+        the form does not validate. ``ours``: a ticked backend runs our kernel (else nothing
+        of ours is compiled, and the line says so)."""
+        self._last = (problem, config) if ours else None
         self._number += 1
         number = self._number
         with self._worker.lock:
             self._worker.newest = number
         if problem is None or config is None:
             self._show(None, "—")
+            return
+        if not ours:
+            self._show(None, "— none of the ticked backends runs our kernel (a plugin's own "
+                             "compile: resources --backend NAME)")  # fmt: skip
             return
         if config.tuned:
             self._show(None, "autotuned: the tuner picks the tiles per length; each point "

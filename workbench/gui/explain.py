@@ -26,7 +26,7 @@ from workbench.analysis.roofline import no_ceiling_reason
 from workbench.analysis.streaming import plain_read_ms
 from workbench.analysis.tuned import tuned_labels
 from workbench.backends.base import decode_form
-from workbench.config import AXIS_LABELS, K_LEN_AXIS, ConfigError
+from workbench.config import AXIS_LABELS, K_LEN_AXIS, MASK_ONLY, ConfigError, knob_use
 from workbench.gui.compiled_badge import CompiledBadge
 from workbench.gui.plots import Series
 from workbench.gui.profile_action import ProfilePointButton
@@ -117,7 +117,11 @@ class Explainers(QObject):
             self.compiled.show_config(None, None)
             self.decode_hint.hide()
             return
-        self.compiled.show_config(spec.problem, spec.config)
+        # Our kernel's knobs mean something to a ticked backend (the kernel, or the reference
+        # that walks its schedule); peers and plugins tile on their own.
+        ticked = self.window.controls.backends.checked()
+        ours = any(knob_use(name) != MASK_ONLY for name in ticked)
+        self.compiled.show_config(spec.problem, spec.config, ours)
         self.decode_hint.setVisible(spec.axis == K_LEN_AXIS and not decode_form(spec.config))
 
     # ---- Nsight Compute on the Block map's point ------------------------------------------------
