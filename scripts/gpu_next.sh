@@ -20,6 +20,10 @@
 #   d96       (not in the default list: STAGES=d96) the D 96 causal prefill beside our own D 128
 #             of the same shape (2026-12-07: 468.9 against 487.9 us, 0.96 of D 128's time for
 #             0.75 of its FLOPs)
+#   pluginloop (STAGES=pluginloop, with the Qt bundle sourced: a second call carrying .gpuqt)
+#             issue #55's loop in the window: a copy of the Triton example swept beside cutile
+#             and cuDNN, one line saved (BLOCK_M 64 -> 128), the seconds from the save to the
+#             rerun stored, and its picture (scripts/screenshot.py --loop-with triton)
 #   source .gpuhost/activate.sh .gpuhost && FMHA_WORKBENCH_COMMIT=<hash> bash scripts/gpu_next.sh
 # Each stage starts only while the call has time for it (BEFORE_*), so a slow one cuts the
 # rest short with a line saying so rather than the call's limit cutting everything off.
@@ -112,5 +116,13 @@ if stage d96 && before "${BEFORE_D96:-300}"; then
   OUT=$WORK/d96 PEERS=cutile,torch-cudnn STAGES=sweep ROUNDS=3 SWEEP_TIMEOUT=${D96_SWEEP_TIMEOUT:-120} \
     PROBLEMS="D96|--batch 2 --head-dim 96 --seq-lens 4k --mask causal;D128|--batch 2 --head-dim 128 --seq-lens 4k --mask causal" \
     bash scripts/gpu_front_door.sh 2>&1 | grep -v Warning | tail -16
+fi
+if stage pluginloop && before "${BEFORE_PLUGINLOOP:-300}"; then
+  echo "== $(elapsed) pluginloop: the Triton example's edit-and-rerun loop in the window"
+  QT_QPA_PLATFORM=offscreen timeout -s INT -k 10 "${PLUGINLOOP_TIMEOUT:-400}" \
+    python3 scripts/screenshot.py --loop "$WORK/loop-triton.png" --loop-with triton \
+    > "$WORK/loop-triton.txt" 2>&1
+  echo "exit $?"; grep -E "^loop:|saved" "$WORK/loop-triton.txt"
+  pack
 fi
 echo "== $(elapsed) done"

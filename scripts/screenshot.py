@@ -5,6 +5,7 @@
     python scripts/screenshot.py --tab ladder     # a small reference ladder: assets/ladder.png
     python scripts/screenshot.py --tour docs/screenshots    # the tour, from the H200's results
     python scripts/screenshot.py --loop docs/screenshots/your-kernel-loop.png   # a plugin's loop
+    python scripts/screenshot.py --loop loop-gpu.png --loop-with triton   # on a GPU
 
 It uses a temporary database and temporary settings, so it never touches the user's own. The
 runs go through the window the way a user would: set the form, press Run, wait, select both runs.
@@ -31,6 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--loop", type=Path, metavar="FILE", help="save the plugin edit-and-rerun loop's picture"
     )
+    parser.add_argument(
+        "--loop-with",
+        choices=sorted(LOOPS),
+        default="numpy",
+        help="the loop's example: numpy (alone, any machine) or triton (beside cutile and "
+        "cuDNN, a GPU)",
+    )
     return parser.parse_args(argv)
 
 
@@ -84,7 +93,7 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.loop is not None:
         width, height = (int(v) for v in LOOP_SIZE.split("x"))
-        return _plugin_loop(args.loop, width, height)
+        return _plugin_loop(args.loop, width, height, LOOPS[args.loop_with])
     if args.tour is not None:
         size = args.size if args.size != DEFAULT_SIZE else TOUR_SIZE
         width, height = (int(v) for v in size.lower().split("x"))
@@ -282,14 +291,43 @@ def _tour(out: Path, width: int, height: int) -> int:
 
 
 LOOP_SIZE = "1500x950"
-# The one line the loop changes: the soft cap's default, as the example declares it.
-SOFTCAP_BEFORE = "                0.0,\n                (0.0, 20.0"
-SOFTCAP_AFTER = SOFTCAP_BEFORE.replace("0.0,", "30.0,", 1)
 
 
-def _plugin_loop(out: Path, width: int, height: int) -> int:
-    """A copy of examples/numpy_softcap.py swept, then saved with its soft cap's default
-    changed; the window reruns the sweep by itself; both runs on the plots."""
+@dataclass(frozen=True)
+class LoopSetup:
+    """One edit-and-rerun loop: the example copied, the backends ticked, the problem, and the
+    one line of the copy that is changed and saved (``before`` -> ``after``)."""
+
+    example: str
+    backends: tuple[str, ...]
+    heads: int
+    head_dim: int
+    dtype: str
+    seq_lens: str
+    before: str
+    after: str
+
+
+LOOPS = {
+    # The NumPy example alone (any machine): its soft cap's default, 0 -> 30.
+    "numpy": LoopSetup(
+        "numpy_softcap.py", ("numpy-softcap",), 4, 32, "float16", "128,256,512,1024",
+        "                0.0,\n                (0.0, 20.0",
+        "                30.0,\n                (0.0, 20.0",
+    ),
+    # The Triton example beside our kernel and cuDNN (a GPU): its BLOCK_M default, 64 -> 128.
+    "triton": LoopSetup(
+        "triton_attention.py", ("cutile", "torch-cudnn", "triton-attention"), 16, 64,
+        "float16", "1024,2048,4096",
+        '_knob("BLOCK_M", 64,', '_knob("BLOCK_M", 128,',
+    ),
+}  # fmt: skip
+
+
+def _plugin_loop(out: Path, width: int, height: int, setup: LoopSetup) -> int:
+    """A copy of the example swept (a group where several backends are ticked), then saved
+    with one line changed; the window reruns it by itself; every run on the plots. Prints how
+    long the rerun took from the save to its last run stored."""
     sys.path.insert(0, str(ROOT))
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
@@ -302,30 +340,47 @@ def _plugin_loop(out: Path, width: int, height: int) -> int:
     app = QApplication(sys.argv[:1])
     configure_application(app)
     with tempfile.TemporaryDirectory(prefix="fmha-loop-") as tmp:
-        mine = Path(tmp) / "my_softcap.py"
-        mine.write_text((ROOT / "examples" / "numpy_softcap.py").read_text())
+        mine = Path(tmp) / f"my_{setup.example}"
+        mine.write_text((ROOT / "examples" / setup.example).read_text())
         apply_command_line(["--plugin", str(mine), "gui"])  # as `--plugin FILE gui` opens it
         settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)
         timing = TimingSettings(warmup=1, min_samples=7, min_time_s=0.0)
         window = MainWindow(Path(tmp) / "runs.db", settings=settings, timing=timing)
         window.resize(width, height)
         window.show()
-        _wait(app, lambda: bool(window.backend_statuses), 60)
+        _wait(app, lambda: bool(window.backend_statuses), 120)
+        missing = [
+            f"{name} ({window.backend_statuses[name].reason})"
+            for name in setup.backends
+            if not window.backend_statuses[name].available
+        ]
+        if missing:
+            window.shutdown()
+            raise SystemExit(f"loop: cannot run here: {'; '.join(missing)}")
         c = window.controls
-        c.backends.set_checked(["numpy-softcap"])
+        c.backends.set_checked(list(setup.backends))
         c.batch.setValue(1)
-        c.heads.setValue(4)
-        c.head_dim.setCurrentIndex(c.head_dim.findData(32))
-        c.seq_lens.setText("128,256,512,1024")
+        c.heads.setValue(setup.heads)
+        c.head_dim.setCurrentIndex(c.head_dim.findData(setup.head_dim))
+        c.dtype.setCurrentIndex(c.dtype.findData(setup.dtype))
+        c.seq_lens.setText(setup.seq_lens)
         c.mask.setCurrentIndex(c.mask.findData("causal"))
         c.run_button.click()
-        _wait(app, lambda: not window.jobs.is_running() and window.store.runs(), 300)
+        _wait(app, lambda: not window.jobs.is_running() and window.store.runs(), 600)
+
+        def complete() -> list[Any]:
+            return [r for r in window.store.runs() if r.status == "complete"]
+
+        first = len(complete())
+        if first != len(setup.backends):
+            ended = ", ".join(f"{r.backend} {r.status}" for r in window.store.runs())
+            raise SystemExit(f"loop: the first job did not complete: {ended}")
         text = mine.read_text()
-        assert SOFTCAP_BEFORE in text, "the example's soft-cap default moved"
-        mine.write_text(text.replace(SOFTCAP_BEFORE, SOFTCAP_AFTER, 1))  # one line, saved
-        _wait(
-            app, lambda: len([r for r in window.store.runs() if r.status == "complete"]) == 2, 300
-        )
+        assert setup.before in text, f"{setup.example}: the line the loop edits moved"
+        saved = time.monotonic()
+        mine.write_text(text.replace(setup.before, setup.after, 1))  # one line, saved
+        _wait(app, lambda: len(complete()) == 2 * first, 600)
+        print(f"loop: {first} run(s) rerun {time.monotonic() - saved:.1f} s after the save")
         _select(app, window, sorted(r.id for r in window.store.runs()))
         window.tabs.setCurrentIndex(TABS["plots"])
         window.statusBar().clearMessage()
