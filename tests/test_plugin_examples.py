@@ -54,6 +54,11 @@ def test_each_example_lists_its_knobs_and_refuses_a_sweep_in_one_line_without_a_
     table = script(db, "--plugin", path, "knobs")
     listed_rows = [line.split()[:2] for line in table.stdout.splitlines() if line.strip()]
     assert all([backend, name] in listed_rows for name in expected), table.stdout
+    # Which of them --autotune chooses: the speed-only ones (Triton keeps num_stages yours).
+    tuned = {r["knob"] for r in rows.values() if r["tunable"]}
+    assert tuned == set(expected) - {"num_stages"}
+    marked = {line.split()[1] for line in table.stdout.splitlines() if line.endswith("tunes it")}
+    assert marked == tuned, table.stdout
 
     statuses = json.loads(script(db, "--plugin", path, "backends", "--json").stdout)
     status = statuses[backend]

@@ -101,7 +101,7 @@ def apply_command_line(argv: Sequence[str]) -> list[str]:
 
 def knob_table() -> list[dict[str, Any]]:
     """Each loaded plugin's knobs, for the ``knobs`` command: backend, name, type, default,
-    values, and the plugin's file."""
+    values, whether ``--autotune`` chooses it, and the plugin's file."""
     rows = []
     for declaration in declarations().values():
         if declaration.source is None:
@@ -114,6 +114,7 @@ def knob_table() -> list[dict[str, Any]]:
                     "type": knob.kind.__name__,
                     "default": knob.default,
                     "values": list(knob.values),
+                    "tunable": knob.tunable,
                     "label": knob.label,
                     "help": knob.help,
                     "plugin_path": declaration.source.path,
@@ -134,11 +135,14 @@ def print_plugin_knobs(rows: list[dict[str, Any]]) -> None:
     """The ``knobs`` command's table of the loaded plugins' knobs (none: nothing)."""
     if not rows:
         return
-    header = ["plugin backend", "knob", "type", "default", "values"]
+    header = ["plugin backend", "knob", "type", "default", "values", "--autotune"]
     cells = [
-        [r["backend"], r["knob"], r["type"], str(r["default"]), ", ".join(map(str, r["values"]))]
+        [
+            r["backend"], r["knob"], r["type"], str(r["default"]),
+            ", ".join(map(str, r["values"])), "tunes it" if r.get("tunable") else "",
+        ]
         for r in rows
-    ]
+    ]  # fmt: skip
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
     for line in [header, *cells]:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
