@@ -188,6 +188,14 @@ def _private_database(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FMHA_WORKBENCH_DB", str(db_path))
 
 
+@pytest.fixture(autouse=True)
+def _private_plugin_tuning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin tuner's choices go to the test's own file, never the user's cache."""
+    from workbench.backends.plugin_tuning import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "plugin-tuning.json"))
+
+
 @dataclass(frozen=True)
 class CliResult:
     code: int

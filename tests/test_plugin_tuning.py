@@ -174,3 +174,37 @@ def test_a_choice_is_kept_per_problem_and_file_version() -> None:
     tune(declaration, {}, "sha-2", Problem(q_len=64, k_len=64), config, time_launch)
     tune(declaration, {}, "sha-2", Problem(q_len=128, k_len=128), config, time_launch)
     assert len(timed) == 6
+
+
+def test_a_later_sweep_of_the_same_file_reads_the_choice_an_edit_tunes_again(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Each CLI sweep starts its own engine child: the second finds the first's choice on disk
+    (the test's cache file) and times nothing; an edit of the file is a new version."""
+    path, db = plugin_file(tmp_path), tmp_path / "runs.db"
+    argv = ("--plugin", path, "sweep", "--db", db, "--backend", "tunable", *SMALL,
+            "--seq-lens", "64", "--mask", "none", "--autotune")  # fmt: skip
+
+    def record(run_id: int) -> dict[str, Any]:
+        (point,) = json.loads(run_cli("show", run_id, "--db", db, "--json").out)["points"]
+        return dict(point["extra"]["plugin_tuning"])
+
+    def sweep() -> None:
+        # As each `fmha-workbench sweep` process starts its own engine child: here the worker's
+        # shared child would keep its memory (and an earlier test's environment).
+        from workbench.backends import isolated
+
+        if isolated._engine is not None:
+            isolated._engine.close()
+            isolated._engine = None
+        assert run_cli(*argv).code == 0
+
+    sweep()
+    sweep()
+    first, second = record(1), record(2)
+    assert first["cached"] is False and first["tried"] == 3 and first["chosen"] == {"rows": 32}
+    assert second["cached"] is True and second["chosen"] == first["chosen"]
+    assert (tmp_path / "plugin-tuning.json").exists()
+    path.write_text(path.read_text() + "\n# edited\n")
+    sweep()
+    assert record(3)["cached"] is False

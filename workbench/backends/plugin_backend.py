@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -219,6 +220,10 @@ class PluginBackend(Backend):
         if self.plugin.block_map is not None and problem.lengths is None:
             self.reported(problem, config)  # a wrong report is refused before anything is written
 
+    def tuning_machine(self) -> str:
+        """What a tuned choice was timed on: this host (a host plugin's launches run here)."""
+        return platform.node()
+
     def where(self) -> str:
         """The plugin's file (its name where it has none), as its errors name it."""
         return self.plugin.source.path if self.plugin.source else self.name
@@ -259,8 +264,9 @@ class PluginBackend(Backend):
 
             timer = candidate_timer(make, self.sampler, self.synchronize)
             chosen, self._tuning = tune(
-                self.declaration_view(), self.fixed, version, problem, config, timer
-            )
+                self.declaration_view(), self.fixed, version, problem, config, timer,
+                machine=self.tuning_machine(),
+            )  # fmt: skip
             self.knob_values = dict(chosen)
         return self._launch_with(problem, config, inputs, self.knob_values)
 
@@ -368,6 +374,10 @@ class DevicePluginBackend(PluginBackend, TorchBackend):
 
     def machine_info(self) -> dict[str, Any]:
         return {**gpu_machine_info(), **PluginBackend.machine_info(self)}
+
+    def tuning_machine(self) -> str:
+        """The GPU a choice was timed on, on this host."""
+        return f"{platform.node()} {gpu_machine_info().get('gpu_name', '')}".strip()
 
     def host_view(self, tensor: Any) -> Any:
         return TorchBackend.host_view(self, tensor)

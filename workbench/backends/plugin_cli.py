@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernels.knobs import TUNER
 from workbench.backends.catalog import builtin_names, declarations, forget_plugins
 from workbench.backends.declaration import BackendDeclaration
 from workbench.backends.plugin_env import ENV_KNOBS, ENV_PLUGINS, plugin_paths
@@ -101,7 +102,7 @@ def apply_command_line(argv: Sequence[str]) -> list[str]:
 
 def knob_table() -> list[dict[str, Any]]:
     """Each loaded plugin's knobs, for the ``knobs`` command: backend, name, type, default,
-    values, whether ``--autotune`` chooses it, and the plugin's file."""
+    values, whether the tuner chooses it, and the plugin's file."""
     rows = []
     for declaration in declarations().values():
         if declaration.source is None:
@@ -135,7 +136,7 @@ def print_plugin_knobs(rows: list[dict[str, Any]]) -> None:
     """The ``knobs`` command's table of the loaded plugins' knobs (none: nothing)."""
     if not rows:
         return
-    header = ["plugin backend", "knob", "type", "default", "values", "--autotune"]
+    header = ["plugin backend", "knob", "type", "default", "values", TUNER.flag]
     cells = [
         [
             r["backend"], r["knob"], r["type"], str(r["default"]),

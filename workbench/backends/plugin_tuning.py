@@ -5,17 +5,20 @@ tile, a chunk, warps); a knob that changes what is computed (a soft cap) stays t
 the config's tuner on (:data:`kernels.knobs.TUNER`), each point times every combination of the
 tunable knobs the user did not fix with ``--plugin-knob`` (their declared values, the plugin's
 rules applied under the point's mask) on the point's own inputs, and launches the fastest; the
-point then records the values it ran and what was tried. A choice is kept for the engine
-child's life per problem, mask, file version and fixed values, so a group's later rounds and a
-rerun tune once.
+point then records the values it ran and what was tried. A choice is kept, in memory and on
+disk, per problem, mask, file version, fixed values and machine, so a group's later rounds and
+a later run of the same file tune once.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kernels.knobs import TUNER
@@ -32,7 +35,10 @@ TUNING_TIMING = TimingSettings(
 # Refusals name the registry's tuner knob: the CLI says its flag, the window its label.
 TUNE_FIELD = TUNER.name
 
-_chosen: dict[tuple[Any, ...], dict[str, Any]] = {}
+# The file the choices are kept in across processes (tests point it at their own).
+CACHE_ENV = "FMHA_WORKBENCH_PLUGIN_TUNE_CACHE"
+
+_chosen: dict[str, dict[str, Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,35 @@ def problem_key(problem: Problem, config: KernelConfig) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def cache_path() -> Path:
+    """Where the plugins' tuned choices are kept across processes (beside our kernel's)."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "fmha-workbench" / "plugin-tuning.json"
+
+
+def _read_kept() -> dict[str, Any]:
+    try:
+        data = json.loads(cache_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _keep(key: str, entry: dict[str, Any]) -> None:
+    """Add one choice to the file (read, merged, replaced whole: a reader sees either)."""
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {**_read_kept(), key: entry}
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written costs a search next time, nothing more
+
+
 def tune(
     declaration: BackendDeclaration,
     fixed: Mapping[str, Any],
@@ -100,15 +135,23 @@ def tune(
     problem: Problem,
     config: KernelConfig,
     time_launch: Callable[[dict[str, Any]], float],
+    machine: str = "",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fastest candidate's knob values for this point, and the record the point stores
     (``chosen``, ``tried``, each candidate's median ms, ``tune_s``, ``cached``).
-    ``time_launch(values)`` times one candidate on the point's inputs (its median, ms)."""
-    key = (declaration.name, version, problem_key(problem, config), tuple(sorted(fixed.items())))
+    ``time_launch(values)`` times one candidate on the point's inputs (its median, ms). A
+    choice is kept in memory and on disk (:func:`cache_path`) per plugin, file version,
+    problem, mask, fixed knobs and ``machine`` (the GPU or host it was timed on), and only
+    used while it is still one of the candidates."""
     space = search_space(declaration, fixed, config.mask)
-    if key in _chosen:
-        kept = _chosen[key]
-        return kept["values"], {**kept["record"], "cached": True, "tune_s": 0.0}
+    key = json.dumps(
+        [declaration.name, version, machine, problem_key(problem, config), sorted(fixed.items())],
+        default=str,
+    )
+    kept = _chosen.get(key) or _read_kept().get(key)
+    if isinstance(kept, dict) and any(c.values == kept.get("values") for c in space):
+        _chosen[key] = kept
+        return dict(kept["values"]), {**kept["record"], "cached": True, "tune_s": 0.0}
     started = time.perf_counter()
     times = [(candidate, time_launch(candidate.values)) for candidate in space]
     best, _ = min(times, key=lambda pair: pair[1])
@@ -120,6 +163,7 @@ def tune(
         "cached": False,
     }
     _chosen[key] = {"values": best.values, "record": record}
+    _keep(key, _chosen[key])
     return best.values, record
 
 
