@@ -73,6 +73,10 @@ def test_the_plugins_knobs_show_when_it_is_ticked_and_its_run_carries_the_value_
     assert row_label(c, cap) == "Soft cap" and row_label(c, rows) == "Chunk rows"
     assert [cap.itemData(i) for i in range(cap.count())] == [0.0, 20.0, 30.0, 50.0]
     assert cap.currentData() == 0.0 and rows.currentData() == 128  # the declared defaults
+    # The speed-only knob says the tuner may choose it; the soft cap, which changes the
+    # result, does not.
+    assert "Autotune ticked the tuner chooses it" in rows.toolTip()
+    assert "Autotune" not in cap.toolTip()
 
     pick(cap, 30.0)
     pick(rows, 64)

@@ -102,7 +102,10 @@ def knob_widget(knob: Knob, value: Any) -> QWidget:
             widget.addItem(knob.text(choice), choice)
         widget.setCurrentIndex(max(widget.findData(value), 0))
     widget.setObjectName(field_name(knob.name))
-    widget.setToolTip(f"{knob.help}; {values_words(knob)} (default {knob.text(knob.default)})")
+    tip = f"{knob.help}; {values_words(knob)} (default {knob.text(knob.default)})"
+    if knob.tunable:  # what the form's tuner box does to it
+        tip += "\nWith Autotune ticked the tuner chooses it per length, unless you set it here"
+    widget.setToolTip(tip)
     return widget
 
 
