@@ -87,6 +87,8 @@ def test_the_tuner_runs_the_fastest_of_the_declared_values_and_every_view_says_s
     (config_line,) = [line for line in shown.out.splitlines() if "config " in line]
     assert config_line.split() == ["config", "causal", "·", "rows", "tuned,", "scale", "2"]
     lines = shown.out.splitlines()
+    (compile_line,) = [line for line in lines if line.startswith("  compile ")]
+    assert ", autotune " in compile_line, compile_line  # the tuning's share of the compile
     header = next(line for line in lines if line.startswith("N "))
     assert header.split()[-1] == "tuned"
     for n in ("64", "128"):

@@ -353,6 +353,7 @@ class PluginBackend(Backend):
             result.extra["lse_max_abs_err"] = self._lse_err
         if self._tuning is not None:  # what the tuner tried and chose at this point
             result.extra["plugin_tuning"] = self._tuning
+            result.extra["tune_s"] = self._tuning["tune_s"]  # of compile_s, as our kernel's
         if self.plugin.block_map is None:  # the tile schedule's visibility: the model of it
             result.extra["block_map_source"] = "schedule"
             return result
