@@ -27,8 +27,6 @@ from typing import Any
 import numpy as np
 
 from kernels import knobs as knob_registry
-from kernels.reference import masked_softmax_product
-from kernels.schedule import visible_block
 from workbench.backends.base import (
     Availability,
     Backend,
@@ -45,15 +43,15 @@ from workbench.backends.declaration import (
 )
 from workbench.backends.gpu import gpu_machine_info
 from workbench.backends.plugin_blocks import BlockMapCall, check_at_load, reported_map, trial_cases
+from workbench.backends.plugin_checks import LSE_TOLERANCE, check_transformed, lse_error
 from workbench.backends.plugin_compile import point_resources
 from workbench.backends.plugin_device import device_availability, local_arch
 from workbench.backends.plugin_env import knob_settings
 from workbench.backends.plugin_errors import PluginError, guarded, plugin_code
-from workbench.backends.plugin_lse import LSE_TOLERANCE, lse_error
 from workbench.backends.plugin_tuning import candidate_timer, search_space, tune, tuned_names
 from workbench.backends.torch_base import TorchBackend
 from workbench.config import ConfigError, KernelConfig, Problem
-from workbench.measure.accuracy import TOLERANCE, AccuracyReport, check_output, sample_indices
+from workbench.measure.accuracy import AccuracyReport, check_output
 from workbench.measure.timing import TimingSettings, TimingStats
 
 # The input kinds a plugin declares; "cuda" is timed on the device (plugin_device).
@@ -392,38 +390,3 @@ class DevicePluginBackend(PluginBackend, TorchBackend):
         if found is not None:
             result.extra["resources"] = found
         return result
-
-
-def check_transformed(
-    q: Any,
-    k: Any,
-    v: Any,
-    out: Any,
-    problem: Problem,
-    config: KernelConfig,
-    rng: np.random.Generator,
-    transform: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray],
-    knob_values: Mapping[str, Any],
-) -> AccuracyReport:
-    """:func:`workbench.measure.accuracy.check_output` with the float64 scores passed through the
-    plugin's ``transform`` before the mask and softmax (a soft cap)."""
-    scale = 1.0 / np.sqrt(problem.head_dim)
-    slices, rows = sample_indices(problem, rng)
-    group = q.shape[1] // k.shape[1]
-    diff_sq = ref_sq = max_abs = 0.0
-    for b, h in slices:
-        qf = np.asarray(q[b, h, rows], dtype=np.float64)
-        kf = np.asarray(k[b, h // group], dtype=np.float64)
-        vf = np.asarray(v[b, h // group], dtype=np.float64)
-        scores = transform((qf @ kf.T) * scale, knob_values)
-        seen = visible_block(rows, range(k.shape[2]), config.mask, problem.input_pos, config.window)
-        ref = masked_softmax_product(scores, seen, vf)
-        diff = np.asarray(out[b, h, rows], dtype=np.float64) - ref
-        diff_sq += float(np.sum(diff * diff))
-        ref_sq += float(np.sum(ref * ref))
-        max_abs = max(max_abs, float(np.max(np.abs(diff))) if diff.size else 0.0)
-    if not np.isfinite(diff_sq):
-        max_abs = rel = float("nan")
-    else:
-        rel = float(np.sqrt(diff_sq / ref_sq)) if ref_sq > 0 else float(np.sqrt(diff_sq))
-    return AccuracyReport(max_abs, rel, len(rows) * len(slices), TOLERANCE[problem.dtype])

@@ -48,6 +48,20 @@ def knob_values_set(values: Mapping[str, Any]) -> Iterator[None]:
             os.environ[ENV_KNOBS] = before
 
 
+def version_change(path: str, stored_sha256: str, since: str = "the run") -> str | None:
+    """Why the plugin file at ``path`` is no longer the version a run stored (it cannot be
+    read, or its SHA-256 is another), in words ending a sentence; None while it is that
+    version (or none was stored)."""
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"the plugin file {path} cannot be read ({exc.strerror or exc})"
+    if stored_sha256 and digest != stored_sha256:
+        then, now = stored_sha256[:12], digest[:12]
+        return f"{path} changed since {since} (SHA-256 {then} then, {now} now)"
+    return None
+
+
 def pinned_digests() -> dict[str, str]:
     """The accepted version (SHA-256) of each plugin file the window pinned."""
     text = os.environ.get(ENV_PINS, "")

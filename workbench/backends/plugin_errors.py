@@ -21,7 +21,8 @@ class PluginError(BackendError):
     or block map), located in its file."""
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` with the message's whitespace folded to single spaces."""
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -32,9 +33,9 @@ def located(exc: BaseException, path: str, what: str) -> str:
     ``prepare``) stands in for the line where no frame is in the file."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if _same_file(f.filename, path)]
     if not frames:
-        return f"{path}: {what}: {_one_line(exc)}"
+        return f"{path}: {what}: {one_line(exc)}"
     last = frames[-1]
-    lines = [f"{path} line {last.lineno}, in {last.name}: {_one_line(exc)}"]
+    lines = [f"{path} line {last.lineno}, in {last.name}: {one_line(exc)}"]
     if len(frames) > 1 or last.line:
         lines.append("its frames in that file, innermost last:")
         for frame in frames[-MAX_FRAMES:]:

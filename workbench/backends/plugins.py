@@ -30,6 +30,7 @@ from workbench.backends.plugin_backend import (
     with_source,
 )
 from workbench.backends.plugin_env import pinned_digests, plugin_paths
+from workbench.backends.plugin_errors import one_line
 
 ENTRY_POINT_GROUP = "fmha_workbench.backends"
 PLUGIN_FLAG = "--plugin"
@@ -38,18 +39,13 @@ PLUGIN_FLAG = "--plugin"
 broken_entry_points: dict[str, str] = {}
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _import_error(exc: BaseException, path: Path) -> DeclarationError:
     """The plugin's own failure at import, at the line of its file where it happened."""
     if isinstance(exc, SyntaxError) and exc.lineno is not None:
         return DeclarationError(str(path), f"line {exc.lineno}", f"SyntaxError: {exc.msg}")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
     where = f"line {frames[-1].lineno}" if frames else "import"
-    return DeclarationError(str(path), where, _one_line(exc))
+    return DeclarationError(str(path), where, one_line(exc))
 
 
 def _module_name(path: Path, digest: str) -> str:
@@ -159,7 +155,7 @@ def entry_point_declarations(taken: frozenset[str]) -> list[BackendDeclaration]:
             found += module_declarations(loaded, where, _entry_point_source(entry), names)
         except Exception as exc:  # a broken package must not take the built-ins down
             broken_entry_points[entry.name] = (
-                f"plugin entry point {entry.value} failed to load: {_one_line(exc)}"
+                f"plugin entry point {entry.value} failed to load: {one_line(exc)}"
             )
     return found
 

@@ -11,12 +11,12 @@ file edited since is skipped with a line saying so.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from workbench.analysis.resources import ResourceService, arch_of_machine, point_resources
 from workbench.backends import plugin_compile
+from workbench.backends.plugin_env import version_change
 from workbench.backends.plugins import file_declarations
 from workbench.store import RunRecord, Store
 
@@ -80,12 +80,9 @@ def _stored_plugin(backend: str, machine: Mapping[str, Any]) -> tuple[Any, str]:
     path, stored = str(machine.get("plugin_path") or ""), str(machine.get("plugin_sha256") or "")
     if not path:
         return None, "its plugin file is not recorded"
-    try:
-        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()  # noqa: SIM115
-    except OSError as exc:
-        return None, f"its plugin file {path} cannot be read ({exc.strerror or exc})"
-    if stored and digest != stored:
-        return None, f"{path} changed since the run (SHA-256 {stored[:12]} then, {digest[:12]} now)"
+    changed = version_change(path, stored)
+    if changed:
+        return None, changed
     found = {d.name: d for d in file_declarations(path)}.get(backend)
     if found is None:
         return None, f"{path} no longer declares {backend}"

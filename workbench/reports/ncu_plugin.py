@@ -4,14 +4,12 @@ autotuned run), so the profile is of the kernel that was timed."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from kernels import knobs
-from workbench.backends.plugin_env import ENV_KNOBS, ENV_PINS, ENV_PLUGINS
+from workbench.backends.plugin_env import ENV_KNOBS, ENV_PINS, ENV_PLUGINS, version_change
 from workbench.store import PointRecord, RunRecord
 
 PLUGIN_SPEC = "plugin"
@@ -42,17 +40,13 @@ def version_refusal(run_id: int, plugin: Mapping[str, Any]) -> str | None:
     path = plugin["path"]
     if plugin["entry_point"] or not path:
         return None
-    try:
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as exc:
-        return f"run {run_id}'s plugin file {path} cannot be read ({exc.strerror or exc})"
-    if plugin["sha256"] and digest != plugin["sha256"]:
+    changed = version_change(path, plugin["sha256"], since=f"run {run_id} ran it")
+    if changed and "SHA-256" in changed:
         return (
-            f"{path} changed since run {run_id} ran it (SHA-256 {plugin['sha256'][:12]} then, "
-            f"{digest[:12]} now): restore that version to profile the kernel that was timed, "
-            "or profile a run of the file as it is"
+            f"{changed}: restore that version to profile the kernel that was timed, or "
+            "profile a run of the file as it is"
         )
-    return None
+    return changed
 
 
 def plugin_env(plugin: Mapping[str, Any]) -> dict[str, str]:
